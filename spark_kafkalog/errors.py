@@ -1,0 +1,97 @@
+"""The package's one exception hierarchy.
+
+Every error the package raises on purpose derives from :class:`KafkaLogError`. Messages
+are self-contained text (Spark shows them as text only): they name the file, the byte
+position and the offset involved when those are known. Low-level ``struct.error`` /
+``IndexError`` / codec exceptions are wrapped at the batch boundary with
+``raise ... from err``.
+"""
+from __future__ import annotations
+
+
+class KafkaLogError(Exception):
+    """Root of every error raised by spark_kafkalog.
+
+    Attributes (each may be ``None`` when unknown):
+      path      the file the problem is in
+      position  byte position in that file (or in the buffer handed to ``format``)
+      offset    the Kafka offset involved (usually a batch's base offset)
+    """
+
+    def __init__(self, message: str, *, path: str | None = None,
+                 position: int | None = None, offset: int | None = None):
+        self.reason = message
+        self.path = path
+        self.position = position
+        self.offset = offset
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(f"file {self.path}")
+        if self.position is not None:
+            where.append(f"position {self.position}")
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        return f"{self.reason} ({', '.join(where)})" if where else self.reason
+
+    def at(self, *, path: str | None = None, position_base: int = 0) -> "KafkaLogError":
+        """Return a copy located in a file: ``path`` set, ``position`` shifted by
+        ``position_base`` (a buffer position becomes a file position)."""
+        pos = None if self.position is None else self.position + position_base
+        err = type(self).__new__(type(self))
+        KafkaLogError.__init__(err, self.reason, path=path if path is not None else self.path,
+                               position=pos, offset=self.offset)
+        err.__cause__ = self.__cause__
+        return err
+
+    def __reduce__(self):
+        # Picklable across Spark's driver/executor boundary with all attributes.
+        return (_rebuild, (type(self), self.reason, self.path, self.position, self.offset))
+
+
+def _rebuild(cls, reason, path, position, offset):
+    err = cls.__new__(cls)
+    KafkaLogError.__init__(err, reason, path=path, position=position, offset=offset)
+    return err
+
+
+class CorruptRecordError(KafkaLogError):
+    """Bytes that are not a valid record batch: bad CRC, impossible length, bad varint,
+    unknown magic, records that do not fit their batch, garbage between batches."""
+
+
+class UnsupportedFormatError(KafkaLogError):
+    """Valid-looking data using a feature this build cannot decode (unknown codec id)."""
+
+
+class CodecError(CorruptRecordError):
+    """A compressed payload that does not decompress, or decompresses past the limit."""
+
+
+class MissingCodecError(KafkaLogError):
+    """The library a codec needs is not installed (the message says what to install)."""
+
+
+class OffsetOutOfRangeError(KafkaLogError):
+    """A requested offset or timestamp is outside what the log holds."""
+
+
+class DataLossError(KafkaLogError):
+    """Requested records are gone (below the log start offset, deleted segments) and
+    ``failOnDataLoss`` is true."""
+
+
+class InvalidOptionError(KafkaLogError, ValueError):
+    """A malformed, unknown or conflicting option; the message names the option."""
+
+
+class LogLayoutError(KafkaLogError):
+    """A log directory that does not look like one a broker keeps (missing topic,
+    unreadable checkpoint file, unparsable segment name where one is required)."""
+
+
+class CommitConflictError(KafkaLogError):
+    """A write could not commit: lock held by a broker or another writer, or the log
+    changed underneath the commit."""
