@@ -1,0 +1,100 @@
+"""The ``kafkalog`` data source: ``spark.read.format("kafkalog")`` and
+``df.write.format("kafkalog")``.
+
+Found with no ``spark.dataSource.register`` call: pyspark's data source lookup imports every
+top-level module whose name starts with ``pyspark_`` and registers its ``DefaultSource``
+(``pyspark/sql/worker/lookup_data_sources.py``); ``pyspark_kafkalog.py`` is that module.
+"""
+from __future__ import annotations
+
+import sys
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.spark.options import parse_read_options
+
+_HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+_BASE = [
+    StructField("key", BinaryType()),
+    StructField("value", BinaryType()),
+    StructField("topic", StringType()),
+    StructField("partition", IntegerType()),
+    StructField("offset", LongType()),
+    StructField("timestamp", TimestampType()),
+    StructField("timestampType", IntegerType()),
+]
+#: Spark's Kafka source schema (format.schema.SPARK_DDL / SPARK_DDL_WITH_HEADERS).
+SCHEMA = StructType(_BASE)
+SCHEMA_WITH_HEADERS = StructType(_BASE + [StructField("headers", ArrayType(_HEADER))])
+
+
+def spark_schema(include_headers: bool) -> StructType:
+    return SCHEMA_WITH_HEADERS if include_headers else SCHEMA
+
+
+def _pushdown_enabled() -> bool:
+    """Whether Spark will accept a reader that implements ``pushFilters``.
+
+    Spark calls ``reader()`` in one of two planner workers: with pushdown enabled it calls
+    ``pushFilters`` (``data_source_pushdown_filters``); with it disabled,
+    ``plan_data_source_read._main`` raises DATA_SOURCE_PUSHDOWN_DISABLED for any reader
+    that overrides ``pushFilters`` (pyspark 4.1+). That worker reads the flag into its
+    local ``enable_pushdown`` before calling ``reader()``, and no API hands it to us, so we
+    look at that caller frame. Anywhere else (tests, other callers) pushdown is allowed.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "_main" and code.co_filename.endswith("plan_data_source_read.py"):
+            return bool(frame.f_locals.get("enable_pushdown", True))
+        frame = frame.f_back
+    return True
+
+
+class KafkaLogDataSource(DataSource):
+    """Reads (and, through :mod:`.writer`, appends to) Kafka log directories.
+
+    ``self.options`` are the user's options with lower-cased keys; they are validated by
+    :func:`parse_read_options` / ``parse_write_options`` when a reader or writer is made,
+    and by ``schema()`` so a bad read option fails when the DataFrame is defined.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkalog"
+
+    def schema(self) -> StructType:
+        return spark_schema(parse_read_options(self.options).include_headers)
+
+    def reader(self, schema: StructType):
+        from spark_kafkalog.spark.reader import KafkaLogPushdownReader, KafkaLogReader
+
+        opts = parse_read_options(self.options)
+        expected = spark_schema(opts.include_headers)
+        if schema is not None and schema != expected:
+            raise InvalidOptionError(
+                f"schema: the kafkalog source has a fixed schema (Spark's Kafka source "
+                f"schema) and cannot be read with a custom one; expected "
+                f"{expected.simpleString()}, got {schema.simpleString()}")
+        if _pushdown_enabled():
+            return KafkaLogPushdownReader(opts)
+        return KafkaLogReader(opts)
+
+    def writer(self, schema, overwrite: bool):
+        from spark_kafkalog.spark.writer import make_batch_writer
+        return make_batch_writer(self.options, schema, overwrite)
+
+    def streamWriter(self, schema, overwrite: bool):
+        from spark_kafkalog.spark.writer import make_stream_writer
+        return make_stream_writer(self.options, schema, overwrite)

@@ -1,0 +1,721 @@
+"""Every ``kafkalog`` option is parsed here, and only here.
+
+Spark hands a data source its options with lower-cased keys (``DataSource.options`` is a
+case-insensitive dict); tests and jobs may pass mixed case, so every entry point lower-cases
+first and rejects two spellings of one key.
+
+Read options keep the names, defaults and precedence of Spark's Kafka source
+(``KafkaSourceProvider``): exactly one of ``subscribe`` / ``subscribePattern`` / ``assign``;
+``startingTimestamp`` beats ``startingOffsetsByTimestamp`` beats ``startingOffsets``
+(likewise for the ending side); ``startingOffsets`` defaults to ``earliest`` for batch and
+``latest`` for streaming; ``endingOffsets`` defaults to ``latest`` and is batch only.
+Ours on top: ``path`` (log dirs), ``onCorruption``, ``readPastHighWatermark``,
+``windowBytes``, ``maxPartitionBytes`` and ``fs.*`` filesystem options.
+
+Every problem raises :class:`InvalidOptionError` whose message starts with the option's
+name as the user spelled it in Spark's docs, so a Spark stack trace points at the culprit.
+The parsed results are frozen, picklable dataclasses: they travel to executors.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Mapping, Union
+
+from spark_kafkalog.errors import InvalidOptionError
+
+# -- the offset "specs" a range limit can be --------------------------------------------
+
+#: Kafka's sentinels in offsets JSON: -2 earliest, -1 latest.
+EARLIEST = -2
+LATEST = -1
+
+
+@dataclass(frozen=True)
+class Earliest:
+    """The log start offset of every partition."""
+
+
+@dataclass(frozen=True)
+class Latest:
+    """The upper bound a consumer may read to (high watermark / last stable offset)."""
+
+
+@dataclass(frozen=True)
+class SpecificOffsets:
+    """``{"topic":{"0":23}}``: an offset per topic-partition; -2 earliest, -1 latest."""
+    offsets: tuple[tuple[str, int, int], ...]     # (topic, partition, offset), sorted
+
+    def as_dict(self) -> dict[tuple[str, int], int]:
+        return {(t, p): o for t, p, o in self.offsets}
+
+
+@dataclass(frozen=True)
+class SpecificTimestamps:
+    """``{"topic":{"0":1700000000000}}``: per topic-partition, the earliest offset whose
+    record timestamp is >= the given epoch milliseconds."""
+    timestamps: tuple[tuple[str, int, int], ...]  # (topic, partition, timestamp_ms), sorted
+    strategy: str                                 # no match: "error" | "latest"
+
+    def as_dict(self) -> dict[tuple[str, int], int]:
+        return {(t, p): ts for t, p, ts in self.timestamps}
+
+
+@dataclass(frozen=True)
+class GlobalTimestamp:
+    """One timestamp (epoch ms) for every partition of every selected topic."""
+    timestamp: int
+    strategy: str                                 # no match: "error" | "latest"
+
+
+OffsetSpec = Union[Earliest, Latest, SpecificOffsets, SpecificTimestamps, GlobalTimestamp]
+
+# -- which topic-partitions ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Subscribe:
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SubscribePattern:
+    """A Java-style regex matched against the whole topic name (``Matcher.matches``).
+    Internal topics (``__consumer_offsets``, ...) never match, as with a Kafka consumer's
+    default ``exclude.internal.topics=true``."""
+    pattern: str             # the user's text
+    python_pattern: str      # translated for ``re.fullmatch``
+
+    def matches(self, topic: str) -> bool:
+        return re.fullmatch(self.python_pattern, topic) is not None
+
+
+@dataclass(frozen=True)
+class Assign:
+    partitions: tuple[tuple[str, int], ...]       # (topic, partition), sorted
+
+
+Strategy = Union[Subscribe, SubscribePattern, Assign]
+
+ON_CORRUPTION = ("fail", "skip", "stop")
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Everything the reader needs, validated. Picklable."""
+    paths: tuple[str, ...]
+    strategy: Strategy
+    starting: OffsetSpec
+    ending: OffsetSpec | None            # None for streaming (endingOffsets not allowed)
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    isolation_level: str = "read_uncommitted"
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay: str | None = None
+    on_corruption: str = "fail"
+    read_past_high_watermark: bool = False
+    window_bytes: int = 16 * MiB
+    max_partition_bytes: int = 128 * MiB
+    filesystem_options: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def path(self) -> str:
+        """The log dirs as one comma-separated string (what ``LogDirs`` accepts)."""
+        return ",".join(self.paths)
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """Everything the writer needs, validated. Picklable."""
+    path: str                                   # exactly one log dir
+    topic: str | None = None
+    compression: str = "none"
+    compression_level: int | None = None
+    batch_size: int = 16384                     # Kafka producer batch.size default
+    segment_bytes: int = 1073741824             # Kafka topic segment.bytes default
+    index_interval_bytes: int = 4096            # Kafka topic index.interval.bytes default
+    partitions: int | None = None               # partition count for a new topic
+    filesystem_options: Mapping[str, str] = field(default_factory=dict)
+
+
+# -- option names (lower-cased) -------------------------------------------------------------
+
+# Canonical spelling per lower-cased key, used in messages.
+_READ_NAMES = {
+    "path": "path", "paths": "paths",
+    "subscribe": "subscribe", "subscribepattern": "subscribePattern", "assign": "assign",
+    "startingoffsets": "startingOffsets", "endingoffsets": "endingOffsets",
+    "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
+    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
+    "startingtimestamp": "startingTimestamp", "endingtimestamp": "endingTimestamp",
+    "startingoffsetsbytimestampstrategy": "startingOffsetsByTimestampStrategy",
+    "failondataloss": "failOnDataLoss", "includeheaders": "includeHeaders",
+    "kafka.isolation.level": "kafka.isolation.level",
+    "minpartitions": "minPartitions", "maxrecordsperpartition": "maxRecordsPerPartition",
+    "maxoffsetspertrigger": "maxOffsetsPerTrigger",
+    "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
+    "oncorruption": "onCorruption", "readpasthighwatermark": "readPastHighWatermark",
+    "windowbytes": "windowBytes", "maxpartitionbytes": "maxPartitionBytes",
+}
+
+# Options of Spark's Kafka source that only make sense with a broker: rejected with why.
+_BROKER_ONLY = {
+    "kafka.bootstrap.servers": "there is no broker: this source reads the log files under "
+                               "'path' directly",
+    "groupidprefix": "no consumer group is used: offsets come from the options, not a group",
+    "kafka.group.id": "no consumer group is used: offsets come from the options, not a group",
+    "kafkaconsumer.polltimeoutms": "there is no Kafka consumer to poll",
+    "fetchoffset.numretries": "offsets are read from local index and checkpoint files; "
+                              "there is no broker request to retry",
+    "fetchoffset.retryintervalms": "offsets are read from local index and checkpoint files; "
+                                   "there is no broker request to retry",
+    "kafka.auto.offset.reset": "set 'startingOffsets' to 'earliest' or 'latest' instead",
+    "kafka.key.deserializer": "keys are always returned as binary; use DataFrame "
+                              "operations to deserialize them",
+    "kafka.value.deserializer": "values are always returned as binary; use DataFrame "
+                                "operations to deserialize them",
+}
+
+_BROKER_ONLY_CANONICAL = {
+    "groupidprefix": "groupIdPrefix", "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
+    "fetchoffset.numretries": "fetchOffset.numRetries",
+    "fetchoffset.retryintervalms": "fetchOffset.retryIntervalMs",
+}
+
+# Write options: canonical name -> accepted lower-cased spellings (ours, then Kafka's).
+_WRITE_ALIASES = {
+    "path": ("path",),
+    "topic": ("topic",),
+    "compression": ("compression", "compression.type", "kafka.compression.type"),
+    "compressionLevel": ("compressionlevel", "compression.level"),
+    "batchSize": ("batchsize", "batch.size", "kafka.batch.size"),
+    "segmentBytes": ("segmentbytes", "segment.bytes"),
+    "indexIntervalBytes": ("indexintervalbytes", "index.interval.bytes"),
+    "partitions": ("partitions", "numpartitions", "num.partitions"),
+}
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        low = str(key).lower()
+        if low in out:
+            raise InvalidOptionError(f"option '{key}' is given twice (options are "
+                                     f"case-insensitive)")
+        out[low] = "" if value is None else str(value)
+    return out
+
+
+def _bool(name: str, value: str) -> bool:
+    # Scala's String.toBoolean: "true"/"false", any case, nothing else.
+    v = value.strip().lower()
+    if v == "true":
+        return True
+    if v == "false":
+        return False
+    raise InvalidOptionError(f"{name} must be 'true' or 'false', got {value!r}")
+
+
+def _int(name: str, value: str, *, minimum: int | None = None) -> int:
+    text = value.strip()
+    try:
+        n = int(text, 10)
+    except ValueError:
+        raise InvalidOptionError(f"{name} must be an integer, got {value!r}") from None
+    if not -(1 << 63) <= n < (1 << 63):
+        raise InvalidOptionError(f"{name} does not fit a 64-bit long: {value!r}")
+    if minimum is not None and n < minimum:
+        raise InvalidOptionError(f"{name} must be >= {minimum}, got {n}")
+    return n
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
+               "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+
+def _bytes(name: str, value: str, *, minimum: int = 1) -> int:
+    """A byte size: a plain integer or with a binary unit (``64m``, ``16MiB``) as Spark's
+    byte-size configs accept."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", value)
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise InvalidOptionError(f"{name} must be a byte size such as 16777216 or 16m, "
+                                 f"got {value!r}")
+    n = int(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+    if n < minimum:
+        raise InvalidOptionError(f"{name} must be at least {minimum} bytes, got {value!r}")
+    if n >= 1 << 63:
+        raise InvalidOptionError(f"{name} is too large: {value!r}")
+    return n
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
+    v = value.strip().lower()
+    if v not in choices:
+        raise InvalidOptionError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+    return v
+
+
+def _json_object(name: str, value: str, example: str) -> dict:
+    try:
+        obj = json.loads(value)
+    except ValueError as err:
+        raise InvalidOptionError(f"{name} is not valid JSON ({err.msg} at character "
+                                 f"{err.pos}); expected e.g. {example}, got {value!r}") from None
+    if not isinstance(obj, dict):
+        raise InvalidOptionError(f"{name} must be a JSON object, expected e.g. {example}, "
+                                 f"got {value!r}")
+    return obj
+
+
+def _json_int(v) -> int | None:
+    # JSON numbers only: bool is an int subclass in Python and is not a number here.
+    if isinstance(v, bool) or not isinstance(v, int):
+        return None
+    return v
+
+
+def _partition_key(name: str, topic: str, key: str, example: str) -> int:
+    try:
+        p = int(str(key), 10)
+    except ValueError:
+        raise InvalidOptionError(f"{name}: partition {key!r} of topic {topic!r} is not an "
+                                 f"integer; expected e.g. {example}") from None
+    if not 0 <= p < (1 << 31):
+        raise InvalidOptionError(f"{name}: partition {p} of topic {topic!r} is out of range")
+    return p
+
+
+def _topic_name(name: str, topic) -> str:
+    if not isinstance(topic, str) or not topic:
+        raise InvalidOptionError(f"{name}: topic names must be non-empty strings, "
+                                 f"got {topic!r}")
+    return topic
+
+
+_OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
+_TIMESTAMPS_EXAMPLE = '{"topicA":{"0":1700000000000,"1":1700000000000}}'
+_ASSIGN_EXAMPLE = '{"topicA":[0,1],"topicB":[2,4]}'
+
+
+def parse_partition_offsets(name: str, value: str) -> tuple[tuple[str, int, int], ...]:
+    """``{"topic":{"0":23}}`` -> sorted ((topic, partition, offset), ...)."""
+    obj = _json_object(name, value, _OFFSETS_EXAMPLE)
+    out = []
+    for topic, parts in obj.items():
+        _topic_name(name, topic)
+        if not isinstance(parts, dict):
+            raise InvalidOptionError(f"{name}: topic {topic!r} must map to an object of "
+                                     f"partition -> offset; expected e.g. {_OFFSETS_EXAMPLE}")
+        for key, off in parts.items():
+            p = _partition_key(name, topic, key, _OFFSETS_EXAMPLE)
+            o = _json_int(off)
+            if o is None or o < -2 or o >= 1 << 63:
+                raise InvalidOptionError(
+                    f"{name}: offset for {topic}-{p} must be an integer >= 0, or -2 "
+                    f"(earliest) or -1 (latest); got {off!r}")
+            out.append((topic, p, o))
+    return tuple(sorted(out))
+
+
+def parse_partition_timestamps(name: str, value: str) -> tuple[tuple[str, int, int], ...]:
+    """``{"topic":{"0":1700000000000}}`` -> sorted ((topic, partition, ts_ms), ...).
+    As with a broker's ListOffsets, -2 means earliest and -1 latest."""
+    obj = _json_object(name, value, _TIMESTAMPS_EXAMPLE)
+    out = []
+    for topic, parts in obj.items():
+        _topic_name(name, topic)
+        if not isinstance(parts, dict):
+            raise InvalidOptionError(f"{name}: topic {topic!r} must map to an object of "
+                                     f"partition -> timestamp; expected e.g. "
+                                     f"{_TIMESTAMPS_EXAMPLE}")
+        for key, ts in parts.items():
+            p = _partition_key(name, topic, key, _TIMESTAMPS_EXAMPLE)
+            t = _json_int(ts)
+            if t is None or t < -2 or t >= 1 << 63:
+                raise InvalidOptionError(f"{name}: timestamp for {topic}-{p} must be epoch "
+                                         f"milliseconds (an integer >= 0), got {ts!r}")
+            out.append((topic, p, t))
+    return tuple(sorted(out))
+
+
+def _parse_assign(value: str) -> Assign:
+    name = "assign"
+    if not value.strip().startswith("{"):
+        raise InvalidOptionError(f"assign: no topic-partitions to assign, the value is "
+                                 f"{value!r}; expected e.g. {_ASSIGN_EXAMPLE}")
+    obj = _json_object(name, value, _ASSIGN_EXAMPLE)
+    out = set()
+    for topic, parts in obj.items():
+        _topic_name(name, topic)
+        if not isinstance(parts, list):
+            raise InvalidOptionError(f"assign: topic {topic!r} must map to a list of "
+                                     f"partitions; expected e.g. {_ASSIGN_EXAMPLE}")
+        for p in parts:
+            n = _json_int(p)
+            if n is None or not 0 <= n < (1 << 31):
+                raise InvalidOptionError(f"assign: partition {p!r} of topic {topic!r} is not "
+                                         f"a partition number")
+            out.add((topic, n))
+    if not out:
+        raise InvalidOptionError(f"assign: no topic-partitions to assign in {value!r}")
+    return Assign(tuple(sorted(out)))
+
+
+def java_regex_to_python(pattern: str) -> str:
+    """Translate the few Java regex spellings Python spells differently; reject the
+    constructs Python's ``re`` cannot express (Unicode classes ``\\p{..}``)."""
+    if re.search(r"\\[pP]\{", pattern):
+        raise InvalidOptionError(f"subscribePattern: Java character classes \\p{{...}} are "
+                                 f"not supported, got {pattern!r}")
+    # Java named group (?<name>...) is Python's (?P<name>...); leave (?<= and (?<! alone.
+    translated = re.sub(r"\(\?<(?![=!])([A-Za-z][A-Za-z0-9]*)>", r"(?P<\1>", pattern)
+    translated = re.sub(r"\\k<([A-Za-z][A-Za-z0-9]*)>", r"(?P=\1)", translated)
+    try:
+        re.compile(translated)
+    except re.error as err:
+        raise InvalidOptionError(f"subscribePattern is not a valid regular expression "
+                                 f"({err}): {pattern!r}") from None
+    return translated
+
+
+def _strategy(opts: dict[str, str]) -> Strategy:
+    given = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
+    if not given:
+        raise InvalidOptionError("subscribe: one of the options subscribe, subscribePattern, "
+                                 "assign must be specified to choose what to read")
+    if len(given) > 1:
+        names = ", ".join(_READ_NAMES[k] for k in given)
+        raise InvalidOptionError(f"{_READ_NAMES[given[0]]}: only one of subscribe, "
+                                 f"subscribePattern, assign can be specified, got {names}")
+    key = given[0]
+    value = opts[key]
+    if key == "subscribe":
+        topics = tuple(dict.fromkeys(t.strip() for t in value.split(",") if t.strip()))
+        if not topics:
+            raise InvalidOptionError(f"subscribe: no topics to subscribe to, the value is "
+                                     f"{value!r}")
+        return Subscribe(topics)
+    if key == "subscribepattern":
+        pattern = value.strip()
+        if not pattern:
+            raise InvalidOptionError(f"subscribePattern: pattern to subscribe is empty, the "
+                                     f"value is {value!r}")
+        return SubscribePattern(pattern, java_regex_to_python(pattern))
+    return _parse_assign(value)
+
+
+def _range_limit(opts: dict[str, str], global_key: str, by_ts_key: str, offsets_key: str,
+                 default: OffsetSpec, strategy: str) -> OffsetSpec:
+    """Spark's ``getKafkaOffsetRangeLimit``: global timestamp, then per-partition
+    timestamps, then offsets, then the default."""
+    if global_key in opts:
+        name = _READ_NAMES[global_key]
+        text = opts[global_key].strip()
+        ts = _int(name, text)
+        if ts < 0:
+            raise InvalidOptionError(f"{name} must be epoch milliseconds >= 0, got {text!r}")
+        return GlobalTimestamp(ts, strategy)
+    if by_ts_key in opts:
+        name = _READ_NAMES[by_ts_key]
+        return SpecificTimestamps(parse_partition_timestamps(name, opts[by_ts_key].strip()),
+                                  strategy)
+    if offsets_key in opts:
+        name = _READ_NAMES[offsets_key]
+        text = opts[offsets_key].strip()
+        if text.lower() == "earliest":
+            return Earliest()
+        if text.lower() == "latest":
+            return Latest()
+        return SpecificOffsets(parse_partition_offsets(name, text))
+    return default
+
+
+def _filesystem_options(opts: dict[str, str]) -> dict[str, str]:
+    """``fs.s3.endpoint`` -> ``s3.endpoint`` (the log layer validates the names)."""
+    out = {}
+    for key, value in opts.items():
+        if key.startswith("fs."):
+            rest = key[3:]
+            if not rest:
+                raise InvalidOptionError("fs.: a filesystem option needs a name after 'fs.'")
+            out[rest] = value
+    return out
+
+
+def _paths(opts: dict[str, str], *, many: bool) -> tuple[str, ...]:
+    """``path`` (comma-separated) and/or ``paths`` (what ``load(["a", "b"])`` sets: a JSON
+    array) -> the log-dir URIs."""
+    found: list[str] = []
+    if "path" in opts:
+        found += [p.strip() for p in opts["path"].split(",") if p.strip()]
+    if "paths" in opts:
+        try:
+            arr = json.loads(opts["paths"])
+        except ValueError:
+            arr = None
+        if not isinstance(arr, list) or not all(isinstance(p, str) for p in arr):
+            raise InvalidOptionError(f"paths must be a JSON array of log-dir paths, got "
+                                     f"{opts['paths']!r}")
+        for p in arr:
+            found += [q.strip() for q in p.split(",") if q.strip()]
+    found = list(dict.fromkeys(found))
+    if not found:
+        raise InvalidOptionError("path: no log dir given; use load('/path/to/kafka-logs') or "
+                                 ".option('path', ...) (several log dirs comma-separated)")
+    if not many and len(found) != 1:
+        raise InvalidOptionError(f"path: writes go to exactly one log dir, got {len(found)}: "
+                                 f"{', '.join(found)}")
+    return tuple(found)
+
+
+def _reject_broker_only(opts: dict[str, str], allowed_kafka: tuple[str, ...]) -> None:
+    for key in opts:
+        if key in _BROKER_ONLY:
+            name = _BROKER_ONLY_CANONICAL.get(key, key)
+            raise InvalidOptionError(f"{name} is a Kafka client option with no meaning for "
+                                     f"kafkalog: {_BROKER_ONLY[key]}")
+        if key.startswith("kafka.") and key not in allowed_kafka:
+            raise InvalidOptionError(f"{key} is a Kafka client option with no meaning for "
+                                     f"kafkalog: there is no broker or consumer; only "
+                                     f"{', '.join(allowed_kafka)} is supported")
+
+
+# -- public entry points -----------------------------------------------------------------------
+
+def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
+    """Validate the options of ``spark.read.format("kafkalog")`` (or ``readStream`` when
+    ``streaming``) and return them parsed. Raises :class:`InvalidOptionError` naming the
+    option for anything unknown, malformed or conflicting."""
+    opts = _lower(options)
+    _reject_broker_only(opts, ("kafka.isolation.level",))
+    for key in opts:
+        if key not in _READ_NAMES and not key.startswith("fs."):
+            raise InvalidOptionError(f"{key}: unknown option for the kafkalog source (known: "
+                                     f"{', '.join(sorted(set(_READ_NAMES.values())))}, fs.*)")
+
+    paths = _paths(opts, many=True)
+    strategy = _strategy(opts)
+
+    strategy_name = "error"
+    if "startingoffsetsbytimestampstrategy" in opts:
+        strategy_name = _choice("startingOffsetsByTimestampStrategy",
+                                opts["startingoffsetsbytimestampstrategy"], ("error", "latest"))
+
+    if streaming:
+        for key in ("endingoffsets", "endingoffsetsbytimestamp", "endingtimestamp"):
+            if key in opts:
+                raise InvalidOptionError(f"{_READ_NAMES[key]} is not valid in streaming "
+                                         f"queries")
+    starting = _range_limit(opts, "startingtimestamp", "startingoffsetsbytimestamp",
+                            "startingoffsets", Latest() if streaming else Earliest(),
+                            strategy_name)
+    ending = None if streaming else _range_limit(
+        opts, "endingtimestamp", "endingoffsetsbytimestamp", "endingoffsets", Latest(),
+        strategy_name)
+
+    if not streaming:
+        # validateBatchOptions: a batch must start somewhere known and end somewhere known.
+        if isinstance(starting, Latest):
+            raise InvalidOptionError("startingOffsets can't be latest for batch queries")
+        if isinstance(starting, SpecificOffsets):
+            for t, p, o in starting.offsets:
+                if o == LATEST:
+                    raise InvalidOptionError(f"startingOffsets for {t}-{p} can't be latest "
+                                             f"(-1) for batch queries")
+        if isinstance(ending, Earliest):
+            raise InvalidOptionError("endingOffsets can't be earliest for batch queries")
+        if isinstance(ending, SpecificOffsets):
+            for t, p, o in ending.offsets:
+                if o == EARLIEST:
+                    raise InvalidOptionError(f"endingOffsets for {t}-{p} can't be earliest "
+                                             f"(-2) for batch queries")
+        _check_limit_validity(starting, ending)
+
+    min_partitions = None
+    if "minpartitions" in opts:
+        min_partitions = _int("minPartitions", opts["minpartitions"], minimum=1)
+        if min_partitions >= 1 << 31:
+            raise InvalidOptionError(f"minPartitions must fit an int, got {min_partitions}")
+    max_records = None
+    if "maxrecordsperpartition" in opts:
+        max_records = _int("maxRecordsPerPartition", opts["maxrecordsperpartition"], minimum=1)
+    max_per_trigger = min_per_trigger = None
+    if "maxoffsetspertrigger" in opts:
+        max_per_trigger = _int("maxOffsetsPerTrigger", opts["maxoffsetspertrigger"], minimum=1)
+    if "minoffsetspertrigger" in opts:
+        min_per_trigger = _int("minOffsetsPerTrigger", opts["minoffsetspertrigger"], minimum=0)
+    if (max_per_trigger is not None and min_per_trigger is not None
+            and min_per_trigger > max_per_trigger):
+        raise InvalidOptionError(f"minOffsetsPerTrigger ({min_per_trigger}) is higher than "
+                                 f"maxOffsetsPerTrigger ({max_per_trigger})")
+    max_trigger_delay = None
+    if "maxtriggerdelay" in opts:
+        max_trigger_delay = opts["maxtriggerdelay"].strip()
+        if not re.fullmatch(r"\d+\s*(ms|s|m|min|h|d)?", max_trigger_delay):
+            raise InvalidOptionError(f"maxTriggerDelay must be a duration such as 15m or 30s, "
+                                     f"got {opts['maxtriggerdelay']!r}")
+
+    return ReadOptions(
+        paths=paths,
+        strategy=strategy,
+        starting=starting,
+        ending=ending,
+        fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
+        include_headers=_bool("includeHeaders", opts.get("includeheaders", "false")),
+        isolation_level=_choice("kafka.isolation.level",
+                                opts.get("kafka.isolation.level", "read_uncommitted"),
+                                ISOLATION_LEVELS),
+        min_partitions=min_partitions,
+        max_records_per_partition=max_records,
+        max_offsets_per_trigger=max_per_trigger,
+        min_offsets_per_trigger=min_per_trigger,
+        max_trigger_delay=max_trigger_delay,
+        on_corruption=_choice("onCorruption", opts.get("oncorruption", "fail"), ON_CORRUPTION),
+        read_past_high_watermark=_bool("readPastHighWatermark",
+                                       opts.get("readpasthighwatermark", "false")),
+        window_bytes=_bytes("windowBytes", opts.get("windowbytes", str(16 * MiB)),
+                            minimum=64 * 1024),
+        max_partition_bytes=_bytes("maxPartitionBytes",
+                                   opts.get("maxpartitionbytes", str(128 * MiB)),
+                                   minimum=64 * 1024),
+        filesystem_options=_filesystem_options(opts),
+    )
+
+
+def _check_limit_validity(starting: OffsetSpec, ending: OffsetSpec | None) -> None:
+    """Spark's ``checkOffsetLimitValidity``: specific start and end name the same
+    partitions, and no start is after its end (sentinels aside)."""
+    if isinstance(starting, SpecificOffsets) and isinstance(ending, SpecificOffsets):
+        s, e = starting.as_dict(), ending.as_dict()
+        if set(s) != set(e):
+            raise InvalidOptionError(
+                f"endingOffsets: startingOffsets and endingOffsets must name the same "
+                f"topic-partitions; starting has {_tp_list(s)}, ending has {_tp_list(e)}")
+        for tp, so in s.items():
+            eo = e[tp]
+            if so >= 0 and eo >= 0 and so > eo:
+                raise InvalidOptionError(f"startingOffsets for {tp[0]}-{tp[1]} ({so}) is "
+                                         f"after its endingOffsets ({eo})")
+    if isinstance(starting, SpecificTimestamps) and isinstance(ending, SpecificTimestamps):
+        s, e = starting.as_dict(), ending.as_dict()
+        if set(s) != set(e):
+            raise InvalidOptionError(
+                f"endingOffsetsByTimestamp: startingOffsetsByTimestamp and "
+                f"endingOffsetsByTimestamp must name the same topic-partitions; starting "
+                f"has {_tp_list(s)}, ending has {_tp_list(e)}")
+        for tp, so in s.items():
+            eo = e[tp]
+            if so >= 0 and eo >= 0 and so > eo:
+                raise InvalidOptionError(f"startingOffsetsByTimestamp for {tp[0]}-{tp[1]} "
+                                         f"({so}) is after its endingOffsetsByTimestamp ({eo})")
+
+
+def _tp_list(d) -> str:
+    return "[" + ", ".join(f"{t}-{p}" for t, p in sorted(d)) + "]"
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    """Validate the options of ``df.write.format("kafkalog")`` / ``writeStream``.
+    Each setting has our camelCase name and Kafka's dotted name (``compression`` /
+    ``compression.type``, ``batchSize`` / ``batch.size``, ``segmentBytes`` /
+    ``segment.bytes``, ``indexIntervalBytes`` / ``index.interval.bytes``); giving both
+    spellings of one setting is an error."""
+    opts = _lower(options)
+    allowed_kafka = ("kafka.compression.type", "kafka.batch.size")
+    _reject_broker_only(opts, allowed_kafka)
+    spelled: dict[str, tuple[str, str]] = {}      # canonical -> (key used, value)
+    known = {alias: canon for canon, aliases in _WRITE_ALIASES.items() for alias in aliases}
+    for key, value in opts.items():
+        if key.startswith("fs."):
+            continue
+        canon = known.get(key)
+        if canon is None:
+            names = sorted(_WRITE_ALIASES)
+            raise InvalidOptionError(f"{key}: unknown option for the kafkalog sink (known: "
+                                     f"{', '.join(names)}, fs.*)")
+        if canon in spelled:
+            raise InvalidOptionError(f"{canon}: given twice, as '{spelled[canon][0]}' and "
+                                     f"'{key}'")
+        spelled[canon] = (key, value)
+
+    def get(canon: str) -> tuple[str, str] | None:
+        return spelled.get(canon)
+
+    path = _paths({"path": get("path")[1]} if get("path") else {}, many=False)[0]
+    topic = None
+    if get("topic"):
+        topic = get("topic")[1].strip()
+        if not topic:
+            raise InvalidOptionError("topic must not be empty")
+        validate_topic_name("topic", topic)
+    compression = "none"
+    if get("compression"):
+        compression = _choice(get("compression")[0], get("compression")[1], COMPRESSIONS)
+    level = None
+    if get("compressionLevel"):
+        level = _int(get("compressionLevel")[0], get("compressionLevel")[1])
+        _check_level(get("compressionLevel")[0], compression, level)
+    batch_size = 16384
+    if get("batchSize"):
+        batch_size = _bytes(get("batchSize")[0], get("batchSize")[1], minimum=1)
+        if batch_size >= 1 << 31:
+            raise InvalidOptionError(f"{get('batchSize')[0]} must fit an int, got {batch_size}")
+    segment_bytes = 1073741824
+    if get("segmentBytes"):
+        # Kafka's segment.bytes: at least 14 bytes (LegacyRecord.RECORD_OVERHEAD_V0), an int.
+        segment_bytes = _bytes(get("segmentBytes")[0], get("segmentBytes")[1], minimum=14)
+        if segment_bytes >= 1 << 31:
+            raise InvalidOptionError(f"{get('segmentBytes')[0]} must fit an int (Kafka's "
+                                     f"segment.bytes is an int), got {segment_bytes}")
+    index_interval = 4096
+    if get("indexIntervalBytes"):
+        index_interval = _bytes(get("indexIntervalBytes")[0], get("indexIntervalBytes")[1],
+                                minimum=0)
+        if index_interval >= 1 << 31:
+            raise InvalidOptionError(f"{get('indexIntervalBytes')[0]} must fit an int, got "
+                                     f"{index_interval}")
+    partitions = None
+    if get("partitions"):
+        partitions = _int(get("partitions")[0], get("partitions")[1], minimum=1)
+        if partitions >= 1 << 31:
+            raise InvalidOptionError(f"{get('partitions')[0]} must fit an int, got "
+                                     f"{partitions}")
+    return WriteOptions(path=path, topic=topic, compression=compression,
+                        compression_level=level, batch_size=batch_size,
+                        segment_bytes=segment_bytes, index_interval_bytes=index_interval,
+                        partitions=partitions, filesystem_options=_filesystem_options(opts))
+
+
+# Kafka's per-codec level ranges (compression.gzip.level, .lz4.level, .zstd.level, KIP-390).
+_LEVELS = {"gzip": (1, 9, (-1,)), "lz4": (1, 17, ()), "zstd": (-131072, 22, ())}
+
+
+def _check_level(name: str, compression: str, level: int) -> None:
+    if compression not in _LEVELS:
+        raise InvalidOptionError(f"{name} needs compression gzip, lz4 or zstd; compression "
+                                 f"is {compression!r}")
+    lo, hi, extra = _LEVELS[compression]
+    if not (lo <= level <= hi or level in extra):
+        raise InvalidOptionError(f"{name} for {compression} must be in [{lo}, {hi}], got "
+                                 f"{level}")
+
+
+_TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def validate_topic_name(name: str, topic: str) -> None:
+    """Kafka's topic name rules (``Topic.validate``): 1..249 chars of [a-zA-Z0-9._-], not
+    '.' or '..'."""
+    if topic in (".", "..") or len(topic) > 249 or not _TOPIC_RE.fullmatch(topic):
+        raise InvalidOptionError(f"{name}: {topic!r} is not a legal Kafka topic name "
+                                 f"(1 to 249 characters of ASCII letters, digits, '.', '_' "
+                                 f"and '-', not '.' or '..')")

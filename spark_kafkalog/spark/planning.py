@@ -1,0 +1,422 @@
+"""Batch planning: options + pushdown + the log's own metadata -> input partitions.
+
+Runs on the driver (in Spark's planner worker). It reads only metadata: directory listings,
+checkpoint files and index files, plus the few batch headers a timestamp seek needs. Data
+is read by :mod:`.reader` on executors, from the :class:`LogSlice` s planned here.
+
+Rules, in order (each step is a function below so tests can check it alone):
+
+1. **Topic-partitions** from ``subscribe`` / ``subscribePattern`` / ``assign``, then pruned
+   by pushed ``topic`` / ``partition`` filters.
+2. **Offsets**: ``startingOffsets`` & co. resolved against each partition's state, as
+   Spark's Kafka source resolves them against a broker: -2 is the log start offset, -1 the
+   upper bound a consumer may read to (high watermark, or last stable offset under
+   ``read_committed``); a timestamp is the earliest offset whose record timestamp is at or
+   after it. Starting below the log start is data loss (``failOnDataLoss``).
+3. **Pushdown** narrows each range (offset bounds; a timestamp lower bound becomes a
+   time-index seek).
+4. **Slices**: each partition's range is cut into consecutive slices of about
+   ``maxPartitionBytes`` at batch boundaries found through ``.index`` files
+   (``split_points``): small segments share a slice, a large segment is cut into byte
+   ranges. ``maxRecordsPerPartition`` and then ``minPartitions`` split slices further by
+   offset, with the arithmetic of Spark's ``KafkaOffsetRangeCalculator``.
+
+Record counts are offset spans: an upper bound of the records in a range (compaction gaps
+and transaction markers hold offsets but no rows), so ``maxRecordsPerPartition`` is never
+exceeded.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
+
+from pyspark.sql.datasource import InputPartition
+
+from spark_kafkalog.errors import (
+    DataLossError,
+    InvalidOptionError,
+    LogLayoutError,
+    OffsetOutOfRangeError,
+)
+from spark_kafkalog.spark.filters import NONE, Pushdown
+from spark_kafkalog.spark.options import (
+    EARLIEST,
+    LATEST,
+    Assign,
+    Earliest,
+    GlobalTimestamp,
+    Latest,
+    OffsetSpec,
+    ReadOptions,
+    SpecificOffsets,
+    SpecificTimestamps,
+    Subscribe,
+    SubscribePattern,
+)
+
+#: Topics a Kafka consumer's pattern subscription leaves out (exclude.internal.topics).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+@dataclass(frozen=True)
+class LogSlice(InputPartition):
+    """One Spark task: rows ``start_offset <= offset < end_offset`` of one topic-partition.
+
+    Small and picklable (it is sent to an executor): the partition directory (with only the
+    segments from the slice's first segment on, which covers every transaction marker that
+    can abort a record in the slice), the offset range and a byte-position hint
+    ``(segment base offset, position)`` of a batch boundary at or before ``start_offset``
+    (None: the reader looks it up in the offset index).
+    """
+    topic: str
+    partition: int
+    partition_dir: object            # spark_kafkalog.log.PartitionDir
+    start_offset: int
+    end_offset: int
+    start_position: tuple[int, int] | None = None
+    est_bytes: int = 0               # planning estimate, for explain and tests
+
+    @property
+    def est_records(self) -> int:
+        return self.end_offset - self.start_offset
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    """A topic-partition's resolved offsets, before slicing."""
+    topic: str
+    partition: int
+    partition_dir: object
+    start_offset: int
+    end_offset: int
+    size_bytes: int           # bytes of the partition's segments (for estimates)
+    log_start_offset: int
+    log_end_offset: int
+
+
+# -- 1. topic-partitions ---------------------------------------------------------------------
+
+def select_partitions(logdirs, opts: ReadOptions) -> list:
+    """The ``PartitionDir`` s the subscription strategy names (before pushdown), sorted by
+    (topic, partition). A topic or partition named by ``subscribe``/``assign`` that is not
+    in the log dirs is an error: with no broker there is nothing to wait for."""
+    strategy = opts.strategy
+    available = logdirs.topics()
+    if isinstance(strategy, SubscribePattern):
+        topics = [t for t in available
+                  if t not in INTERNAL_TOPICS and strategy.matches(t)]
+        return [p for t in topics for p in logdirs.partitions(t)]
+    if isinstance(strategy, Subscribe):
+        missing = [t for t in strategy.topics if t not in available]
+        if missing:
+            raise LogLayoutError(
+                f"subscribe: topic(s) {', '.join(missing)} not found in log dir(s) "
+                f"{opts.path} (topics there: {_short_list(available)})")
+        return [p for t in sorted(strategy.topics) for p in logdirs.partitions(t)]
+    assert isinstance(strategy, Assign)
+    out = []
+    for topic, partition in strategy.partitions:
+        if topic not in available:
+            raise LogLayoutError(f"assign: topic {topic} not found in log dir(s) {opts.path} "
+                                 f"(topics there: {_short_list(available)})")
+        try:
+            out.append(logdirs.partition(topic, partition))
+        except LogLayoutError as err:
+            raise LogLayoutError(f"assign: partition {topic}-{partition} not found in log "
+                                 f"dir(s) {opts.path}: {err.reason}") from err
+    return out
+
+
+def _short_list(names: Sequence[str], limit: int = 20) -> str:
+    if not names:
+        return "none"
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def prune(parts: list, pushdown: Pushdown) -> list:
+    return [p for p in parts
+            if pushdown.topic_allowed(p.topic) and pushdown.partition_allowed(p.partition)]
+
+
+# -- 2. offsets ----------------------------------------------------------------------------------
+
+def _check_names_all(option: str, spec_tps: set, parts: list) -> None:
+    """Spark: "If startingOffsets contains specific offsets, you must specify all
+    TopicPartitions" (likewise for ...ByTimestamp)."""
+    assigned = {(p.topic, p.partition) for p in parts}
+    if spec_tps != assigned:
+        def fmt(s):
+            return "[" + ", ".join(f"{t}-{p}" for t, p in sorted(s)) + "]"
+        raise InvalidOptionError(
+            f"{option}: specific offsets must name every assigned topic-partition (use -2 "
+            f"for earliest, -1 for latest). Specified: {fmt(spec_tps)}; assigned: "
+            f"{fmt(assigned)}")
+
+
+def resolve_offset(spec: OffsetSpec, *, option: str, p, state, logdirs, starting: bool,
+                   strategy_name: str = "error") -> int:
+    """One partition's offset for one side of the range. Returns an absolute offset, not
+    yet checked against the log bounds."""
+    tp = (p.topic, p.partition)
+    if isinstance(spec, Earliest):
+        return state.log_start_offset
+    if isinstance(spec, Latest):
+        return state.upper_bound
+    if isinstance(spec, SpecificOffsets):
+        off = spec.as_dict()[tp]
+        if off == EARLIEST:
+            return state.log_start_offset
+        if off == LATEST:
+            return state.upper_bound
+        return off
+    if isinstance(spec, (SpecificTimestamps, GlobalTimestamp)):
+        ts = spec.timestamp if isinstance(spec, GlobalTimestamp) else spec.as_dict()[tp]
+        if ts == EARLIEST:
+            return state.log_start_offset
+        if ts == LATEST:
+            return state.upper_bound
+        found = logdirs.offset_for_timestamp(p, ts)
+        # A broker answers ListOffsets(timestamp) only below what the consumer may read.
+        if found is not None and found >= state.upper_bound:
+            found = None
+        if found is not None:
+            return max(found, state.log_start_offset)
+        if not starting or spec.strategy == "latest":
+            return state.upper_bound
+        raise OffsetOutOfRangeError(
+            f"{option}: no offset matched from request of topic-partition {p.topic}-"
+            f"{p.partition} and timestamp {ts} (no record at or after it below offset "
+            f"{state.upper_bound}); set startingOffsetsByTimestampStrategy=latest to start "
+            f"at the latest offset instead")
+    raise TypeError(f"unknown offset spec {spec!r}")   # parse_read_options makes only the above
+
+
+def resolve_ranges(logdirs, opts: ReadOptions, parts: list, *,
+                   all_parts: list | None = None) -> list[PartitionRange]:
+    """Offsets for each of ``parts`` (already pruned). ``all_parts`` is the unpruned
+    selection that specific offsets must name in full."""
+    all_parts = parts if all_parts is None else all_parts
+    starting, ending = opts.starting, opts.ending
+    start_name = _option_name(starting, True)
+    end_name = _option_name(ending, False)
+    if isinstance(starting, SpecificOffsets):
+        _check_names_all(start_name, set(starting.as_dict()), all_parts)
+    if isinstance(starting, SpecificTimestamps):
+        _check_names_all(start_name, set(starting.as_dict()), all_parts)
+    if isinstance(ending, SpecificOffsets):
+        _check_names_all(end_name, set(ending.as_dict()), all_parts)
+    if isinstance(ending, SpecificTimestamps):
+        _check_names_all(end_name, set(ending.as_dict()), all_parts)
+
+    out = []
+    for p in parts:
+        state = logdirs.state(p, isolation_level=opts.isolation_level,
+                              read_past_high_watermark=opts.read_past_high_watermark)
+        start = resolve_offset(starting, option=start_name, p=p, state=state, logdirs=logdirs,
+                               starting=True)
+        end = resolve_offset(ending, option=end_name, p=p, state=state, logdirs=logdirs,
+                             starting=False)
+        start, end = _check_bounds(p, state, start, end, opts.fail_on_data_loss,
+                                   start_name, end_name)
+        out.append(PartitionRange(p.topic, p.partition, p, start, end, state.size_bytes,
+                                  state.log_start_offset, state.log_end_offset))
+    return out
+
+
+def _option_name(spec, starting: bool) -> str:
+    side = "starting" if starting else "ending"
+    if isinstance(spec, GlobalTimestamp):
+        return f"{side}Timestamp"
+    if isinstance(spec, SpecificTimestamps):
+        return f"{side}OffsetsByTimestamp"
+    return f"{side}Offsets"
+
+
+def _check_bounds(p, state, start: int, end: int, fail_on_data_loss: bool,
+                  start_name: str, end_name: str) -> tuple[int, int]:
+    """Apply the log's bounds. Below the log start is data loss; past the upper bound is
+    out of range; both are errors with ``failOnDataLoss`` (Spark's consumer reports them as
+    data loss), otherwise the range is clamped (possibly to empty)."""
+    lo, hi = state.log_start_offset, state.upper_bound
+    tp = f"{p.topic}-{p.partition}"
+    if start < lo:
+        if fail_on_data_loss:
+            raise DataLossError(
+                f"{start_name}: offset {start} of {tp} is below the log start offset {lo}: "
+                f"those records are gone (deleted by retention, or the log was truncated). "
+                f"Set failOnDataLoss=false to start at the log start instead",
+                path=p.path, offset=start)
+        start = lo
+    if end < lo:
+        if fail_on_data_loss:
+            raise DataLossError(
+                f"{end_name}: offset {end} of {tp} is below the log start offset {lo}: "
+                f"the records before it are gone. Set failOnDataLoss=false to read "
+                f"nothing from this partition instead", path=p.path, offset=end)
+        end = lo
+    if start > hi:
+        if fail_on_data_loss:
+            raise OffsetOutOfRangeError(
+                f"{start_name}: offset {start} of {tp} is past the last readable offset "
+                f"(upper bound {hi}). Set failOnDataLoss=false to read nothing from this "
+                f"partition instead", path=p.path, offset=start)
+        start = hi
+    if end > hi:
+        if fail_on_data_loss:
+            raise OffsetOutOfRangeError(
+                f"{end_name}: offset {end} of {tp} is past the last readable offset "
+                f"(upper bound {hi}; the log end is {state.log_end_offset}). Set "
+                f"failOnDataLoss=false to read up to the upper bound instead",
+                path=p.path, offset=end)
+        end = hi
+    if start > end:
+        if fail_on_data_loss:
+            raise OffsetOutOfRangeError(
+                f"{start_name}: the starting offset {start} of {tp} is after the ending "
+                f"offset {end}", path=p.path, offset=start)
+        start = end
+    return start, end
+
+
+# -- 3. pushdown ---------------------------------------------------------------------------------
+
+def apply_pushdown(logdirs, ranges: list[PartitionRange], pushdown: Pushdown
+                   ) -> list[PartitionRange]:
+    lo, hi = pushdown.offset_bounds()
+    ts_ms = pushdown.timestamp_lower_ms()
+    out = []
+    for r in ranges:
+        start = max(r.start_offset, lo)
+        end = r.end_offset if hi is None else min(r.end_offset, hi)
+        if start < end and ts_ms is not None and ts_ms > 0:
+            found = logdirs.offset_for_timestamp(r.partition_dir, ts_ms)
+            start = end if found is None else max(start, found)
+        out.append(replace(r, start_offset=start, end_offset=max(start, end)))
+    return out
+
+
+# -- 4. slices -----------------------------------------------------------------------------------
+
+def _segments_for(p, start: int, end: int, keep_later: bool):
+    """``p`` with only the segments a slice [start, end) reads: from the one holding
+    ``start`` to the last starting below ``end``, or to the log end when ``keep_later``
+    (read_committed: an abort marker, and its .txnindex entry, may sit in any later
+    segment). Keeps what crosses to executors small for partitions with many segments."""
+    segs = p.segments
+    first = 0
+    for i, s in enumerate(segs):
+        if s.base_offset <= start:
+            first = i
+        else:
+            break
+    last = len(segs)
+    if not keep_later:
+        last = first + 1
+        while last < len(segs) and segs[last].base_offset < end:
+            last += 1
+    if first == 0 and last == len(segs):
+        return p
+    return replace(p, segments=tuple(segs[first:last]))
+
+
+def slice_range(logdirs, r: PartitionRange, target_bytes: int,
+                split_points: Callable, *, keep_later: bool = False) -> list[LogSlice]:
+    if r.start_offset >= r.end_offset:
+        return []
+    points = split_points(logdirs, r.partition_dir, r.start_offset, r.end_offset, target_bytes)
+    if not points or points[0][0] != r.start_offset:
+        # the log layer's contract: the first range starts at start_offset
+        raise LogLayoutError(f"split_points for {r.topic}-{r.partition} did not start at "
+                             f"offset {r.start_offset}: {points[:1]}", path=r.partition_dir.path)
+    span = max(1, r.end_offset - r.start_offset)
+    bytes_per_offset = r.size_bytes / max(1, r.log_end_offset - r.log_start_offset)
+    out = []
+    for i, (start, seg_base, pos) in enumerate(points):
+        end = points[i + 1][0] if i + 1 < len(points) else r.end_offset
+        if end <= start:
+            continue
+        hint = None if seg_base is None or pos is None else (int(seg_base), int(pos))
+        est = int((end - start) * bytes_per_offset) if span else 0
+        out.append(LogSlice(r.topic, r.partition,
+                            _segments_for(r.partition_dir, start, end, keep_later),
+                            start, end, hint, est))
+    return out
+
+
+def _divide(s: LogSlice, parts: int, keep_later: bool) -> list[LogSlice]:
+    """Spark's even division of an offset range into ``parts`` (the last takes the
+    remainder). Only the first piece keeps the byte-position hint."""
+    if parts <= 1:
+        return [s]
+    out = []
+    remaining = s.end_offset - s.start_offset
+    start = s.start_offset
+    for i in range(parts):
+        this = remaining // (parts - i)
+        remaining -= this
+        end = min(start + this, s.end_offset)
+        if end > start:
+            frac = (end - start) / max(1, s.end_offset - s.start_offset)
+            out.append(replace(s, partition_dir=_segments_for(s.partition_dir, start, end,
+                                                              keep_later),
+                               start_offset=start, end_offset=end,
+                               start_position=s.start_position if start == s.start_offset
+                               else None, est_bytes=int(s.est_bytes * frac)))
+        start = end
+    return out
+
+
+def split_for_limits(slices: list[LogSlice], min_partitions: int | None,
+                     max_records: int | None, *, keep_later: bool = False) -> list[LogSlice]:
+    """``maxRecordsPerPartition`` first (every slice to at most that many offsets), then
+    ``minPartitions`` (Spark's proportional split of the large slices)."""
+    slices = [s for s in slices if s.est_records > 0]
+    if max_records is not None:
+        slices = [piece for s in slices
+                  for piece in _divide(s, math.ceil(s.est_records / max_records), keep_later)]
+    if min_partitions is None or len(slices) >= min_partitions:
+        return slices
+    total = sum(s.est_records for s in slices)
+    if total == 0:
+        return slices
+
+    def part_count(size: int, total_size: int, min_parts: int) -> int:
+        # Scala's math.round: half up
+        return max(int(math.floor(size / total_size * min_parts + 0.5)), 1)
+
+    unsplit = [s for s in slices if part_count(s.est_records, total, min_partitions) == 1]
+    unsplit_ids = {id(s) for s in unsplit}
+    split_total = total - sum(s.est_records for s in unsplit)
+    split_min = max(min_partitions - len(unsplit), 1)
+    out = []
+    for s in slices:
+        if id(s) in unsplit_ids or split_total == 0:
+            out.append(s)
+        else:
+            out.extend(_divide(s, part_count(s.est_records, split_total, split_min), keep_later))
+    return out
+
+
+# -- all together ----------------------------------------------------------------------------------
+
+def plan(logdirs, opts: ReadOptions, pushdown: Pushdown = NONE, *,
+         split_points: Callable | None = None) -> list[LogSlice]:
+    """The input partitions of a batch read, in (topic, partition, offset) order."""
+    if split_points is None:
+        from spark_kafkalog.log import split_points as log_split_points
+        split_points = log_split_points
+    selected = select_partitions(logdirs, opts)
+    if pushdown.is_empty:
+        # still validate the offset options against the whole selection
+        resolve_ranges(logdirs, opts, [], all_parts=selected)
+        return []
+    pruned = prune(selected, pushdown)
+    ranges = resolve_ranges(logdirs, opts, pruned, all_parts=selected)
+    ranges = apply_pushdown(logdirs, ranges, pushdown)
+    keep_later = opts.isolation_level == "read_committed"
+    slices = [s for r in ranges for s in slice_range(logdirs, r, opts.max_partition_bytes,
+                                                     split_points, keep_later=keep_later)]
+    return split_for_limits(slices, opts.min_partitions, opts.max_records_per_partition,
+                            keep_later=keep_later)

@@ -1,0 +1,82 @@
+"""The batch reader: plans :class:`LogSlice` s on the driver, reads them on executors.
+
+Spark pickles the reader once (after ``pushFilters``, before ``partitions``) and sends it
+with every task; so everything ``read`` needs lives in the options and the pushdown, and
+``read`` opens the log dirs itself (cached per Python worker process).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Iterator
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from spark_kafkalog.spark.filters import NONE, Pushdown, push, row_mask
+from spark_kafkalog.spark.options import ReadOptions
+from spark_kafkalog.spark.planning import LogSlice, plan
+
+_LOGDIRS_CACHE: dict = {}
+_LOGDIRS_LOCK = threading.Lock()
+
+
+def open_logdirs(opts: ReadOptions):
+    """A ``LogDirs`` for the options, shared by the tasks a Python worker runs (opening a
+    filesystem, e.g. an S3 client, is not free)."""
+    key = (opts.paths, tuple(sorted(opts.filesystem_options.items())))
+    with _LOGDIRS_LOCK:
+        logdirs = _LOGDIRS_CACHE.get(key)
+        if logdirs is None:
+            from spark_kafkalog.log import LogDirs
+            logdirs = LogDirs(list(opts.paths), dict(opts.filesystem_options))
+            if len(_LOGDIRS_CACHE) > 16:
+                _LOGDIRS_CACHE.clear()
+            _LOGDIRS_CACHE[key] = logdirs
+        return logdirs
+
+
+def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NONE
+               ) -> Iterator:
+    """Arrow record batches (schema ``format.record_schema(opts.include_headers)``) of one
+    slice, pushed row filters applied. Memory: one window of batches at a time."""
+    from spark_kafkalog.log import read_partition
+
+    batches = read_partition(
+        logdirs, s.partition_dir, start_offset=s.start_offset, end_offset=s.end_offset,
+        isolation_level=opts.isolation_level, include_headers=opts.include_headers,
+        on_corruption=opts.on_corruption, window_bytes=opts.window_bytes,
+        start_position=s.start_position)
+    filtering = pushdown.has_row_filter
+    for batch in batches:
+        if filtering:
+            mask = row_mask(batch, pushdown)
+            if mask is not None:
+                batch = batch.filter(mask)
+        if batch.num_rows:
+            yield batch
+
+
+class KafkaLogReader(DataSourceReader):
+    """Batch reader without filter pushdown (what Spark gets when
+    ``spark.sql.python.filterPushdown.enabled`` is false: Spark refuses a reader that
+    overrides ``pushFilters`` then)."""
+
+    def __init__(self, opts: ReadOptions):
+        self.opts = opts
+        self.pushdown = NONE
+
+    def partitions(self) -> list[InputPartition]:
+        return list(plan(open_logdirs(self.opts), self.opts, self.pushdown))
+
+    def read(self, partition: InputPartition) -> Iterator:
+        # Spark substitutes InputPartition(None) when partitions() is empty: no rows.
+        if not isinstance(partition, LogSlice):
+            return iter(())
+        return read_slice(open_logdirs(self.opts), self.opts, partition, self.pushdown)
+
+
+class KafkaLogPushdownReader(KafkaLogReader):
+    """Batch reader with filter pushdown (see :mod:`.filters` for what is accepted)."""
+
+    def pushFilters(self, filters):
+        self.pushdown, rejected = push(list(filters), self.pushdown)
+        return iter(rejected)

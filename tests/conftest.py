@@ -1,0 +1,73 @@
+"""Shared test fixtures.
+
+ONE Spark session for the whole test run (``spark``): local[2], tiny shuffle, no UI,
+pushdown on, workers on this interpreter. Starting a JVM costs seconds, so every Spark test
+shares it; tests that need another master (local-cluster, Spark Connect) start their own
+and are marked ``slow``. pyspark is imported only when a Spark test runs, so format/ and
+log/ tests never pay for it.
+
+Any test using the ``spark`` fixture is marked ``spark`` automatically.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+#: broker-written log dirs, outside the repo (see its MANIFEST.md)
+REAL_BROKER = (REPO.parent / "shared" / "fixtures" / "real-broker").resolve()
+
+
+def spark_test_conf() -> dict[str, str]:
+    """The settings of the shared session (also used by tests that start their own)."""
+    return {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.python.filterPushdown.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        "spark.python.worker.reuse": "true",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+    }
+
+
+def spark_env() -> None:
+    """Environment every Spark JVM of the test run needs: Python workers on this
+    interpreter (the venv, where pyarrow and this package live) and our conf dir."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_CONF_DIR", str(REPO / "conf"))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    spark_env()
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master("local[2]").appName("spark_kafkalog-tests")
+    for key, value in spark_test_conf().items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def real_broker() -> Path:
+    """The real-broker fixture root; skips when the shared fixtures are not present."""
+    if not REAL_BROKER.is_dir():
+        pytest.skip(f"real broker fixtures not found at {REAL_BROKER}")
+    return REAL_BROKER
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
