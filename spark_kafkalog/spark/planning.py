@@ -39,6 +39,7 @@ from spark_kafkalog.errors import (
     LogLayoutError,
     OffsetOutOfRangeError,
 )
+from spark_kafkalog.log.layout import is_internal_topic
 from spark_kafkalog.spark.filters import NONE, Pushdown
 from spark_kafkalog.spark.options import (
     EARLIEST,
@@ -55,8 +56,6 @@ from spark_kafkalog.spark.options import (
     SubscribePattern,
 )
 
-#: Topics a Kafka consumer's pattern subscription leaves out (exclude.internal.topics).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 @dataclass(frozen=True)
@@ -105,27 +104,34 @@ def select_partitions(logdirs, opts: ReadOptions) -> list:
     available = logdirs.topics()
     if isinstance(strategy, SubscribePattern):
         topics = [t for t in available
-                  if t not in INTERNAL_TOPICS and strategy.matches(t)]
+                  if not is_internal_topic(t) and strategy.matches(t)]
         return [p for t in topics for p in logdirs.partitions(t)]
     if isinstance(strategy, Subscribe):
-        missing = [t for t in strategy.topics if t not in available]
-        if missing:
-            raise LogLayoutError(
-                f"subscribe: topic(s) {', '.join(missing)} not found in log dir(s) "
-                f"{opts.path} (topics there: {_short_list(available)})")
-        return [p for t in sorted(strategy.topics) for p in logdirs.partitions(t)]
-    assert isinstance(strategy, Assign)
+        out = []
+        for topic in sorted(strategy.topics):
+            out.extend(_topic_partitions(logdirs, "subscribe", topic, available, opts))
+        return out
     out = []
     for topic, partition in strategy.partitions:
-        if topic not in available:
-            raise LogLayoutError(f"assign: topic {topic} not found in log dir(s) {opts.path} "
-                                 f"(topics there: {_short_list(available)})")
-        try:
-            out.append(logdirs.partition(topic, partition))
-        except LogLayoutError as err:
-            raise LogLayoutError(f"assign: partition {topic}-{partition} not found in log "
-                                 f"dir(s) {opts.path}: {err.reason}") from err
+        parts = _topic_partitions(logdirs, "assign", topic, available, opts)
+        match = [p for p in parts if p.partition == partition]
+        if not match:
+            raise LogLayoutError(
+                f"assign: partition {topic}-{partition} not found in log dir(s) {opts.path} "
+                f"(partitions of {topic} there: "
+                f"{_short_list([str(p.partition) for p in parts])})")
+        out.append(match[0])
     return out
+
+
+def _topic_partitions(logdirs, option: str, topic: str, available: list[str],
+                      opts: ReadOptions) -> list:
+    # Named topics may be hidden ones (__cluster_metadata): ask for them by name.
+    try:
+        return logdirs.partitions(topic)
+    except LogLayoutError as err:
+        raise LogLayoutError(f"{option}: topic {topic} not found in log dir(s) {opts.path} "
+                             f"(topics there: {_short_list(available)})") from err
 
 
 def _short_list(names: Sequence[str], limit: int = 20) -> str:
@@ -213,7 +219,8 @@ def resolve_ranges(logdirs, opts: ReadOptions, parts: list, *,
     out = []
     for p in parts:
         state = logdirs.state(p, isolation_level=opts.isolation_level,
-                              read_past_high_watermark=opts.read_past_high_watermark)
+                              read_past_high_watermark=opts.read_past_high_watermark,
+                              on_corruption=opts.on_corruption)
         start = resolve_offset(starting, option=start_name, p=p, state=state, logdirs=logdirs,
                                starting=True)
         end = resolve_offset(ending, option=end_name, p=p, state=state, logdirs=logdirs,
@@ -305,12 +312,7 @@ def _segments_for(p, start: int, end: int, keep_later: bool):
     (read_committed: an abort marker, and its .txnindex entry, may sit in any later
     segment). Keeps what crosses to executors small for partitions with many segments."""
     segs = p.segments
-    first = 0
-    for i, s in enumerate(segs):
-        if s.base_offset <= start:
-            first = i
-        else:
-            break
+    first = p.segment_index_for(start) if segs else 0
     last = len(segs)
     if not keep_later:
         last = first + 1
