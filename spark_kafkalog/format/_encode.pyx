@@ -1,0 +1,690 @@
+# cython: language_level=3
+"""Compiled kernel: Arrow columns -> v2 record batches.
+
+Private to :mod:`spark_kafkalog.format.encode`, which validates and normalises the
+columns and hands this module raw Arrow buffers. Three passes, all over raw buffers with
+no per-record Python object:
+
+1. ``prepare``: per record, the epoch-ms timestamp and the size of everything in the
+   record body that does not depend on its batch (attributes, key, value, headers),
+   checking every Arrow offset against its buffer on the way.
+2. ``plan``: cut records into batches of at most ``max_batch_bytes`` (uncompressed) --
+   a record's size depends on its batch through the timestamp and offset deltas.
+3. write: records (and, uncompressed, the batch headers) straight into the output.
+
+Record layout (wire.py has the full description)::
+
+    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
+    keyLength varint | key | valueLength varint | value | headerCount varint |
+    [headerKeyLength varint | headerKey | headerValueLength varint | headerValue]*
+"""
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT64_MAX, INT64_MIN
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    #endif
+    /* Ask for transparent huge pages on the 2 MiB-aligned interior of a big, freshly
+       allocated output buffer. Filling 100+ MiB of new memory otherwise costs one page
+       fault per 4 KiB -- more than writing the records themselves. A hint only. */
+    static void kl_hint_hugepages(void *p, size_t n) {
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        uintptr_t a = ((uintptr_t)p + 0x1FFFFF) & ~(uintptr_t)0x1FFFFF;
+        uintptr_t e = ((uintptr_t)p + n) & ~(uintptr_t)0x1FFFFF;
+        if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
+    #else
+        (void)p; (void)n;
+    #endif
+    }
+    """
+    void kl_hint_hugepages(void* p, size_t n) nogil
+
+
+# v2 batch header, big-endian (see wire.V2_HEADER)
+cdef enum:
+    HEADER_SIZE = 61
+    LOG_OVERHEAD = 12
+    CRC_POS = 17
+    ATTRIBUTES_POS = 21
+    INT32_MAX_ = 2147483647
+
+# error codes reported by prepare() (with the row involved)
+cdef enum:
+    ERR_OFFSETS = 1          # Arrow offsets outside their buffer / decreasing
+    ERR_HEADER_KEY_NULL = 2
+    ERR_TS_NEGATIVE = 3
+    ERR_TS_RANGE = 4
+    ERR_TOO_LARGE = 5
+
+# column ids for ERR_OFFSETS
+cdef enum:
+    COL_KEY = 0
+    COL_VALUE = 1
+    COL_HEADERS = 2
+    COL_HEADER_KEY = 3
+    COL_HEADER_VALUE = 4
+_COL_NAMES = ("key", "value", "headers", "headers.key", "headers.value")
+
+
+cdef struct BinCol:
+    bint present             # False: the column is absent or of null type (all null)
+    const uint8_t* validity  # NULL: no nulls
+    const uint8_t* offsets
+    const uint8_t* data
+    int64_t offset           # the array's slice offset
+    int64_t length
+    int64_t data_size        # bytes in the data buffer
+    bint off64               # large_binary / large_string
+
+
+cdef struct ListCol:
+    bint present
+    const uint8_t* validity
+    const uint8_t* offsets
+    int64_t offset
+    int64_t length
+    bint off64
+    int64_t child_length
+
+
+cdef inline bint _valid(const uint8_t* validity, int64_t i) noexcept nogil:
+    return validity == NULL or ((validity[i >> 3] >> (i & 7)) & 1)
+
+
+cdef inline int64_t _off(const uint8_t* offsets, bint off64, int64_t i) noexcept nogil:
+    if off64:
+        return (<const int64_t*>offsets)[i]
+    return (<const int32_t*>offsets)[i]
+
+
+cdef inline bint _bin_null(const BinCol* c, int64_t i) noexcept nogil:
+    return not c.present or not _valid(c.validity, c.offset + i)
+
+
+cdef inline uint32_t _zz32(int32_t v) noexcept nogil:
+    return (<uint32_t>v << 1) ^ <uint32_t>(v >> 31)
+
+
+cdef inline uint64_t _zz64(int64_t v) noexcept nogil:
+    return (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+
+
+cdef inline int _uvarint_size(uint64_t u) noexcept nogil:
+    cdef int n = 1
+    while u >= 0x80:
+        u >>= 7
+        n += 1
+    return n
+
+
+cdef inline int _varint_size(int64_t v) noexcept nogil:
+    # zig-zag int32 (callers pass values in int32 range)
+    return _uvarint_size(_zz32(<int32_t>v))
+
+
+cdef inline int _varlong_size(int64_t v) noexcept nogil:
+    return _uvarint_size(_zz64(v))
+
+
+cdef inline uint8_t* _put_uvarint(uint8_t* p, uint64_t u) noexcept nogil:
+    while u >= 0x80:
+        p[0] = <uint8_t>((u & 0x7F) | 0x80)
+        p += 1
+        u >>= 7
+    p[0] = <uint8_t>u
+    return p + 1
+
+
+cdef inline uint8_t* _put_varint(uint8_t* p, int64_t v) noexcept nogil:
+    return _put_uvarint(p, _zz32(<int32_t>v))
+
+
+cdef inline uint8_t* _put_varlong(uint8_t* p, int64_t v) noexcept nogil:
+    return _put_uvarint(p, _zz64(v))
+
+
+cdef inline void _be16(uint8_t* p, int v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 8)
+    p[1] = <uint8_t>v
+
+
+cdef inline void _be32(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = <uint8_t>(u >> 24)
+    p[1] = <uint8_t>(u >> 16)
+    p[2] = <uint8_t>(u >> 8)
+    p[3] = <uint8_t>u
+
+
+cdef inline void _be64(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint64_t u = <uint64_t>v
+    cdef int k
+    for k in range(8):
+        p[k] = <uint8_t>(u >> (56 - 8 * k))
+
+
+cdef inline int64_t _floordiv(int64_t a, int64_t b) noexcept nogil:
+    cdef int64_t q = a // b          # C division truncates toward zero (cdivision)
+    if (a % b != 0) and ((a < 0) != (b < 0)):
+        q -= 1
+    return q
+
+
+cdef const uint8_t* _addr(buf):
+    return <const uint8_t*><size_t>buf.address if buf is not None else NULL
+
+
+cdef void _fill_bin(BinCol* c, arr, bint off64) except *:
+    """Point ``c`` at a (sliced) binary/large_binary array's buffers (None = absent)."""
+    if arr is None:
+        c.present = False
+        return
+    bufs = arr.buffers()
+    c.present = True
+    c.validity = _addr(bufs[0]) if arr.null_count else NULL
+    c.offsets = _addr(bufs[1])
+    c.data = _addr(bufs[2])
+    c.data_size = bufs[2].size if bufs[2] is not None else 0
+    c.offset = arr.offset
+    c.length = len(arr)
+    c.off64 = off64
+    if c.offsets == NULL and c.length:
+        raise ValueError("binary array without an offsets buffer")
+
+
+def varint_size(int64_t v):
+    """Bytes in the zig-zag varint (int32) encoding of ``v``."""
+    if v < -2147483648 or v > 2147483647:
+        raise OverflowError(f"{v} is outside the int32 range of a varint")
+    return _varint_size(v)
+
+
+def varlong_size(int64_t v):
+    """Bytes in the zig-zag varlong (int64) encoding of ``v``."""
+    return _varlong_size(v)
+
+
+def encode_varint(int64_t v):
+    """``v`` (int32 range) as a zig-zag varint."""
+    cdef uint8_t buf[10]
+    if v < -2147483648 or v > 2147483647:
+        raise OverflowError(f"{v} is outside the int32 range of a varint")
+    cdef uint8_t* end = _put_varint(buf, v)
+    return PyBytes_FromStringAndSize(<char*>buf, end - buf)
+
+
+def encode_varlong(int64_t v):
+    """``v`` (int64 range) as a zig-zag varlong."""
+    cdef uint8_t buf[10]
+    cdef uint8_t* end = _put_varlong(buf, v)
+    return PyBytes_FromStringAndSize(<char*>buf, end - buf)
+
+
+cdef class Encoder:
+    """Holds one Arrow batch's columns (and references keeping their buffers alive).
+
+    Use: ``Encoder(...)``, ``prepare(now_ms)`` (raises ``ValueError`` describing the
+    first bad row), ``plan(max_batch_bytes)``, then ``write_uncompressed`` or
+    ``records_into`` per batch. Not thread-safe; one instance per call.
+    """
+    cdef BinCol key, value, hkey, hval
+    cdef ListCol headers
+    cdef bint ts_present
+    cdef const uint8_t* ts_validity
+    cdef const uint8_t* ts_values
+    cdef int64_t ts_offset
+    cdef bint ts_int32
+    cdef int64_t ts_mul, ts_div
+    cdef int64_t n
+    cdef int64_t* ts_ms      # per record, epoch ms
+    cdef int64_t* fixed      # per record body size minus the two deltas' varints
+    cdef object _keep
+    # plan
+    cdef int64_t nbatches
+    cdef int64_t* starts     # nbatches + 1 record indices
+    cdef int64_t* rec_bytes  # per batch: bytes of its records (uncompressed)
+    cdef int64_t _max_rec
+    # uncompressed layout (layout_uncompressed)
+    cdef int64_t* pos        # nbatches + 1 byte positions
+    cdef int64_t* max_ts     # per batch
+    cdef int64_t* max_row    # per batch: first row holding max_ts
+    cdef uint8_t* out_base
+    cdef object _out
+
+    def __cinit__(self):
+        self.pos = NULL
+        self.max_ts = NULL
+        self.max_row = NULL
+        self.ts_ms = NULL
+        self.fixed = NULL
+        self.starts = NULL
+        self.rec_bytes = NULL
+
+    def __dealloc__(self):
+        free(self.ts_ms)
+        free(self.fixed)
+        free(self.starts)
+        free(self.rec_bytes)
+        free(self.pos)
+        free(self.max_ts)
+        free(self.max_row)
+
+    def __init__(self, int64_t n, value, bint value64, key, bint key64,
+                 timestamps, bint ts_int32, int64_t ts_mul, int64_t ts_div,
+                 headers, bint headers64, hkey, bint hkey64, hval, bint hval64):
+        """Arrays are already normalised by encode.py: value/key binary or large_binary
+        (or None), timestamps int64/int32 values in some unit (``ms = v * mul`` when
+        ``div == 1`` else ``floor(v / div)``), headers a list/large_list array with its
+        flattened struct children ``hkey`` / ``hval`` (binary or large_binary)."""
+        self._keep = (value, key, timestamps, headers, hkey, hval)
+        self.n = n
+        _fill_bin(&self.value, value, value64)
+        _fill_bin(&self.key, key, key64)
+        _fill_bin(&self.hkey, hkey, hkey64)
+        _fill_bin(&self.hval, hval, hval64)
+        if timestamps is None:
+            self.ts_present = False
+        else:
+            bufs = timestamps.buffers()
+            self.ts_present = True
+            self.ts_validity = _addr(bufs[0]) if timestamps.null_count else NULL
+            self.ts_values = _addr(bufs[1])
+            self.ts_offset = timestamps.offset
+            self.ts_int32 = ts_int32
+            self.ts_mul = ts_mul
+            self.ts_div = ts_div
+        if headers is None:
+            self.headers.present = False
+        else:
+            bufs = headers.buffers()
+            self.headers.present = True
+            self.headers.validity = _addr(bufs[0]) if headers.null_count else NULL
+            self.headers.offsets = _addr(bufs[1])
+            self.headers.offset = headers.offset
+            self.headers.length = len(headers)
+            self.headers.off64 = headers64
+            self.headers.child_length = len(hkey)
+            if len(hval) != len(hkey):
+                raise ValueError("header key and value children differ in length")
+        for col in (value, key, timestamps, headers):
+            if col is not None and len(col) != n:
+                raise ValueError("columns differ in length")
+
+    # ---- pass 1 ---------------------------------------------------------------------
+    def prepare(self, int64_t now_ms):
+        """Per-record timestamps and batch-independent sizes. Raises ValueError naming
+        the row and column on bad data."""
+        cdef int64_t err_row = -1
+        cdef int err = 0
+        cdef int err_col = 0
+        if self.n > 0:
+            self.ts_ms = <int64_t*>malloc(self.n * sizeof(int64_t))
+            self.fixed = <int64_t*>malloc(self.n * sizeof(int64_t))
+            if self.ts_ms == NULL or self.fixed == NULL:
+                raise MemoryError()
+        with nogil:
+            err = self._prepare(now_ms, &err_row, &err_col)
+        if err == ERR_OFFSETS:
+            raise ValueError(f"column {_COL_NAMES[err_col]!r}: Arrow offsets out of bounds "
+                             f"at row {err_row} (invalid array)")
+        if err == ERR_HEADER_KEY_NULL:
+            raise ValueError(f"column 'headers': null header key (or null header) at row "
+                             f"{err_row}; Kafka header keys are non-null strings")
+        if err == ERR_TS_NEGATIVE:
+            raise ValueError(f"column 'timestamp': negative (pre-1970) timestamp "
+                             f"{self.ts_ms[err_row]} ms at row {err_row}; Kafka rejects "
+                             f"negative timestamps")
+        if err == ERR_TS_RANGE:
+            raise ValueError(f"column 'timestamp': value at row {err_row} does not fit "
+                             f"epoch milliseconds in int64")
+        if err == ERR_TOO_LARGE:
+            raise ValueError(f"record at row {err_row} is larger than a Kafka batch can "
+                             f"hold (2 GiB)")
+
+    cdef int _bin_part(self, const BinCol* c, int64_t i, int64_t* out) noexcept nogil:
+        """varint(len) + len for element i of c (null: varint(-1)); 0 or ERR_OFFSETS."""
+        cdef int64_t a, b
+        if _bin_null(c, i):
+            out[0] = 1
+            return 0
+        a = _off(c.offsets, c.off64, c.offset + i)
+        b = _off(c.offsets, c.off64, c.offset + i + 1)
+        if a < 0 or b < a or b > c.data_size or b - a > INT32_MAX_:
+            return ERR_OFFSETS
+        out[0] = _varint_size(b - a) + (b - a)
+        return 0
+
+    cdef int _prepare(self, int64_t now_ms, int64_t* err_row, int* err_col) noexcept nogil:
+        cdef int64_t i, j, v, ms, h0, h1, part, size
+        cdef const ListCol* hl = &self.headers
+        for i in range(self.n):
+            # timestamp
+            if self.ts_present and _valid(self.ts_validity, self.ts_offset + i):
+                if self.ts_int32:
+                    v = (<const int32_t*>self.ts_values)[self.ts_offset + i]
+                else:
+                    v = (<const int64_t*>self.ts_values)[self.ts_offset + i]
+                if self.ts_div != 1:
+                    ms = _floordiv(v, self.ts_div)
+                else:
+                    if self.ts_mul != 1 and (v > INT64_MAX // self.ts_mul
+                                             or v < INT64_MIN // self.ts_mul):
+                        err_row[0] = i
+                        return ERR_TS_RANGE
+                    ms = v * self.ts_mul
+                self.ts_ms[i] = ms
+                if ms < 0:
+                    err_row[0] = i
+                    return ERR_TS_NEGATIVE
+            else:
+                self.ts_ms[i] = now_ms
+            # attributes byte + key + value
+            size = 1
+            if self._bin_part(&self.key, i, &part):
+                err_row[0] = i
+                err_col[0] = COL_KEY
+                return ERR_OFFSETS
+            size += part
+            if self._bin_part(&self.value, i, &part):
+                err_row[0] = i
+                err_col[0] = COL_VALUE
+                return ERR_OFFSETS
+            size += part
+            # headers
+            h0 = 0
+            h1 = 0
+            if hl.present and _valid(hl.validity, hl.offset + i):
+                h0 = _off(hl.offsets, hl.off64, hl.offset + i)
+                h1 = _off(hl.offsets, hl.off64, hl.offset + i + 1)
+                if h0 < 0 or h1 < h0 or h1 > hl.child_length or h1 - h0 > INT32_MAX_:
+                    err_row[0] = i
+                    err_col[0] = COL_HEADERS
+                    return ERR_OFFSETS
+            size += _varint_size(h1 - h0)
+            for j in range(h0, h1):
+                if _bin_null(&self.hkey, j):
+                    err_row[0] = i
+                    return ERR_HEADER_KEY_NULL
+                if self._bin_part(&self.hkey, j, &part):
+                    err_row[0] = i
+                    err_col[0] = COL_HEADER_KEY
+                    return ERR_OFFSETS
+                size += part
+                if self._bin_part(&self.hval, j, &part):
+                    err_row[0] = i
+                    err_col[0] = COL_HEADER_VALUE
+                    return ERR_OFFSETS
+                size += part
+                if size > INT32_MAX_:
+                    break
+            # the whole batch (header + this one record) must fit batchLength (int32)
+            if size + 5 + 10 + 5 + HEADER_SIZE > INT32_MAX_:
+                err_row[0] = i
+                return ERR_TOO_LARGE
+            self.fixed[i] = size
+        return 0
+
+    # ---- pass 2 ---------------------------------------------------------------------
+    cdef inline int64_t _record_size(self, int64_t i, int64_t base_ts,
+                                     int64_t batch_start) noexcept nogil:
+        cdef int64_t body = (self.fixed[i] + _varlong_size(self.ts_ms[i] - base_ts)
+                             + _varint_size(i - batch_start))
+        return _varint_size(body) + body
+
+    def plan(self, int64_t max_batch_bytes):
+        """Cut the records into batches: a batch takes records while its uncompressed
+        size (61-byte header + records) stays within ``max_batch_bytes``; a record that
+        alone exceeds it gets a batch of its own. Returns the number of batches."""
+        cdef int64_t i, start, base_ts, size, rec, nb, cap
+        free(self.starts)
+        free(self.rec_bytes)
+        cap = 16
+        self.starts = <int64_t*>malloc((cap + 1) * sizeof(int64_t))
+        self.rec_bytes = <int64_t*>malloc(cap * sizeof(int64_t))
+        if self.starts == NULL or self.rec_bytes == NULL:
+            raise MemoryError()
+        nb = 0
+        self._max_rec = 0
+        with nogil:
+            start = 0
+            base_ts = 0
+            size = 0
+            for i in range(self.n):
+                if i == start:
+                    base_ts = self.ts_ms[i]
+                rec = self._record_size(i, base_ts, start)
+                if i > start and HEADER_SIZE + size + rec > max_batch_bytes:
+                    if self._close_batch(&nb, &cap, start, size):
+                        break
+                    start = i
+                    base_ts = self.ts_ms[i]
+                    size = 0
+                    rec = self._record_size(i, base_ts, start)
+                size += rec
+            if self.n > 0 and nb >= 0:
+                self._close_batch(&nb, &cap, start, size)
+        if nb < 0:
+            raise MemoryError()
+        self.starts[nb] = self.n
+        self.nbatches = nb
+        return nb
+
+    cdef int _close_batch(self, int64_t* nb, int64_t* cap, int64_t start,
+                          int64_t size) noexcept nogil:
+        cdef int64_t* s
+        cdef int64_t* r
+        if nb[0] == cap[0]:
+            cap[0] *= 2
+            s = <int64_t*>malloc((cap[0] + 1) * sizeof(int64_t))
+            r = <int64_t*>malloc(cap[0] * sizeof(int64_t))
+            if s == NULL or r == NULL:
+                free(s)
+                free(r)
+                nb[0] = -1
+                return 1
+            memcpy(s, self.starts, nb[0] * sizeof(int64_t))
+            memcpy(r, self.rec_bytes, nb[0] * sizeof(int64_t))
+            free(self.starts)
+            free(self.rec_bytes)
+            self.starts = s
+            self.rec_bytes = r
+        self.starts[nb[0]] = start
+        self.rec_bytes[nb[0]] = size
+        if size > self._max_rec:
+            self._max_rec = size
+        nb[0] += 1
+        return 0
+
+    def batch(self, int64_t b):
+        """(start row, end row, uncompressed records bytes) of planned batch ``b``."""
+        if b < 0 or b >= self.nbatches:
+            raise IndexError(b)
+        return self.starts[b], self.starts[b + 1], self.rec_bytes[b]
+
+    @property
+    def max_records_bytes(self):
+        return self._max_rec
+
+    @property
+    def total_records_bytes(self):
+        """Uncompressed bytes of all planned batches' records."""
+        cdef int64_t b, total = 0
+        for b in range(self.nbatches):
+            total += self.rec_bytes[b]
+        return total
+
+    # ---- pass 3 ---------------------------------------------------------------------
+    cdef inline uint8_t* _put_bin(self, uint8_t* p, const BinCol* c,
+                                  int64_t i) noexcept nogil:
+        cdef int64_t a, b
+        if _bin_null(c, i):
+            p[0] = 1                 # zig-zag(-1)
+            return p + 1
+        a = _off(c.offsets, c.off64, c.offset + i)
+        b = _off(c.offsets, c.off64, c.offset + i + 1)
+        p = _put_varint(p, b - a)
+        memcpy(p, c.data + a, b - a)
+        return p + (b - a)
+
+    cdef uint8_t* _write_records(self, uint8_t* p, int64_t start, int64_t end,
+                                 int64_t* max_ts, int64_t* max_ts_row) noexcept nogil:
+        """Records [start, end) at p; returns the end. Sizes were checked in prepare."""
+        cdef int64_t i, j, h0, h1, body, ts
+        cdef int64_t base_ts = self.ts_ms[start]
+        cdef int64_t best = self.ts_ms[start]
+        cdef int64_t best_row = start
+        cdef const ListCol* hl = &self.headers
+        for i in range(start, end):
+            ts = self.ts_ms[i]
+            if ts > best:
+                best = ts
+                best_row = i
+            body = (self.fixed[i] + _varlong_size(ts - base_ts) + _varint_size(i - start))
+            p = _put_varint(p, body)
+            p[0] = 0                 # record attributes: unused
+            p = _put_varlong(p + 1, ts - base_ts)
+            p = _put_varint(p, i - start)
+            p = self._put_bin(p, &self.key, i)
+            p = self._put_bin(p, &self.value, i)
+            h0 = 0
+            h1 = 0
+            if hl.present and _valid(hl.validity, hl.offset + i):
+                h0 = _off(hl.offsets, hl.off64, hl.offset + i)
+                h1 = _off(hl.offsets, hl.off64, hl.offset + i + 1)
+            p = _put_varint(p, h1 - h0)
+            for j in range(h0, h1):
+                p = self._put_bin(p, &self.hkey, j)
+                p = self._put_bin(p, &self.hval, j)
+        max_ts[0] = best
+        max_ts_row[0] = best_row
+        return p
+
+    cdef void _write_header(self, uint8_t* p, int64_t base_offset, int64_t batch_length,
+                            int32_t leader_epoch, int attributes, int64_t count,
+                            int64_t base_ts, int64_t max_ts) noexcept nogil:
+        _be64(p, base_offset)
+        _be32(p + 8, batch_length)
+        _be32(p + 12, leader_epoch)
+        p[16] = 2                    # magic
+        _be32(p + CRC_POS, 0)        # filled in once the records are there
+        _be16(p + ATTRIBUTES_POS, attributes)
+        _be32(p + 23, count - 1)     # lastOffsetDelta
+        _be64(p + 27, base_ts)
+        _be64(p + 35, max_ts)
+        _be64(p + 43, -1)            # producerId: none
+        _be16(p + 51, -1)            # producerEpoch
+        _be32(p + 53, -1)            # baseSequence
+        _be32(p + 57, count)
+
+    def records_into(self, bytearray scratch, int64_t start, int64_t end):
+        """Write records [start, end) (a batch: deltas from ``start``) into ``scratch``
+        (resized to fit). Returns (records bytes, base_ts, max_ts, row of max_ts)."""
+        cdef int64_t size = 0, i, max_ts, max_row, base_ts
+        if start < 0 or end > self.n or start >= end:
+            raise IndexError((start, end))
+        base_ts = self.ts_ms[start]
+        for i in range(start, end):
+            size += self._record_size(i, base_ts, start)
+        if len(scratch) < size:
+            PyByteArray_Resize(scratch, size)
+        cdef uint8_t* p = <uint8_t*>PyByteArray_AS_STRING(scratch)
+        cdef uint8_t* q
+        with nogil:
+            q = self._write_records(p, start, end, &max_ts, &max_row)
+        if q - p != size:
+            raise RuntimeError(f"encoder wrote {q - p} bytes for a {size}-byte batch")
+        return size, base_ts, max_ts, max_row
+
+    def header(self, int64_t base_offset, int64_t records_size, int32_t leader_epoch,
+               int attributes, int64_t count, int64_t base_ts, int64_t max_ts):
+        """A 61-byte v2 batch header with crc 0 (bytearray, for the caller to fill)."""
+        out = bytearray(HEADER_SIZE)
+        self._write_header(<uint8_t*>PyByteArray_AS_STRING(out), base_offset,
+                           HEADER_SIZE - LOG_OVERHEAD + records_size, leader_epoch,
+                           attributes, count, base_ts, max_ts)
+        return out
+
+    def layout_uncompressed(self):
+        """Allocate the output of all planned batches, uncompressed (a ``bytes`` object
+        filled by ``fill_uncompressed``; not to be used before every range is filled)
+        and return it."""
+        cdef int64_t b
+        free(self.pos)
+        free(self.max_ts)
+        free(self.max_row)
+        self.pos = <int64_t*>malloc((self.nbatches + 1) * sizeof(int64_t))
+        self.max_ts = <int64_t*>malloc((self.nbatches + 1) * sizeof(int64_t))
+        self.max_row = <int64_t*>malloc((self.nbatches + 1) * sizeof(int64_t))
+        if self.pos == NULL or self.max_ts == NULL or self.max_row == NULL:
+            raise MemoryError()
+        self.pos[0] = 0
+        for b in range(self.nbatches):
+            self.pos[b + 1] = self.pos[b] + HEADER_SIZE + self.rec_bytes[b]
+        out = PyBytes_FromStringAndSize(NULL, self.pos[self.nbatches])
+        self.out_base = <uint8_t*>PyBytes_AS_STRING(out)
+        if self.pos[self.nbatches] >= (8 << 20):
+            kl_hint_hugepages(self.out_base, self.pos[self.nbatches])
+        self._out = out
+        return out
+
+    def fill_uncompressed(self, int64_t b0, int64_t b1, int64_t base_offset,
+                          int32_t leader_epoch, crc_fn):
+        """Write planned batches [b0, b1) into the ``layout_uncompressed`` output,
+        headers and CRCs included. Ranges may be filled by different threads at once:
+        the record writing runs without the GIL and ranges do not overlap.
+        ``crc_fn(buffer) -> int`` is CRC-32C."""
+        cdef int64_t b, start, end, size, p
+        cdef uint8_t* q
+        cdef bint bad = False
+        if self._out is None or b0 < 0 or b1 > self.nbatches or b0 > b1:
+            raise IndexError((b0, b1))
+        with nogil:
+            for b in range(b0, b1):
+                start = self.starts[b]
+                end = self.starts[b + 1]
+                p = self.pos[b]
+                size = self.pos[b + 1] - p
+                q = self._write_records(self.out_base + p + HEADER_SIZE, start, end,
+                                        &self.max_ts[b], &self.max_row[b])
+                if q - (self.out_base + p) != size:
+                    bad = True
+                    break
+                self._write_header(self.out_base + p, base_offset + start,
+                                   size - LOG_OVERHEAD, leader_epoch, 0, end - start,
+                                   self.ts_ms[start], self.max_ts[b])
+        if bad:
+            raise RuntimeError("encoder wrote a batch of other than its planned size")
+        # The bytes object is still private to encode(): filling in CRCs is safe.
+        view = memoryview(self._out)
+        for b in range(b0, b1):
+            p = self.pos[b]
+            _be32(self.out_base + p + CRC_POS,
+                  crc_fn(view[p + ATTRIBUTES_POS:self.pos[b + 1]]))
+        view.release()
+
+    def uncompressed_index(self, int64_t base_offset):
+        """Per-batch columns of the uncompressed layout, each as native-endian bytes:
+        (position, size, base_offset, last_offset, first_ts, max_ts, max_ts_offset) int64
+        and record_count int32."""
+        cdef int64_t b, nb = self.nbatches
+        cdef bytearray cols = bytearray(nb * 8 * 7)
+        cdef bytearray counts = bytearray(nb * 4)
+        cdef int64_t* c = <int64_t*>PyByteArray_AS_STRING(cols)
+        cdef int32_t* k = <int32_t*>PyByteArray_AS_STRING(counts)
+        for b in range(nb):
+            c[b] = self.pos[b]
+            c[nb + b] = self.pos[b + 1] - self.pos[b]
+            c[2 * nb + b] = base_offset + self.starts[b]
+            c[3 * nb + b] = base_offset + self.starts[b + 1] - 1
+            c[4 * nb + b] = self.ts_ms[self.starts[b]]
+            c[5 * nb + b] = self.max_ts[b]
+            c[6 * nb + b] = base_offset + self.max_row[b]
+            k[b] = <int32_t>(self.starts[b + 1] - self.starts[b])
+        view = memoryview(cols)
+        return [bytes(view[i * nb * 8:(i + 1) * nb * 8]) for i in range(7)] + [bytes(counts)]

@@ -1,0 +1,387 @@
+"""Arrow rows -> Kafka v2 record batches, as a non-idempotent Java producer writes them.
+
+``encode(rows, *, compression="none", base_offset=0, max_batch_bytes=1048576,
+compression_level=None, partition_leader_epoch=-1, now_ms=None) -> bytes``
+    ``rows`` is a ``pyarrow.Table`` or ``pyarrow.RecordBatch`` with
+
+    ``value``      binary / string / large_binary / large_string (binary_view,
+                   string_view, fixed_size_binary and dictionary-encoded are accepted
+                   too); required. Null stays null (length -1), empty stays empty.
+    ``key``        same types; optional (absent = null keys).
+    ``timestamp``  timestamp of any unit and time zone (stored as UTC epoch
+                   milliseconds, rounded down), or an integer column of epoch
+                   milliseconds; optional. Null or absent: the time of the call (one
+                   ``now`` for the whole call, or ``now_ms``). Negative (pre-1970)
+                   timestamps are rejected, as the Java producer rejects them.
+    ``headers``    list<struct<key: string, value: binary>> (list / large_list; string
+                   or binary fields, any size); optional. A null list means no
+                   headers; header keys must not be null, header values may be.
+
+    Other columns (``topic``, ``partition``, ``offset``, ...) are ignored, so a decoded
+    table can be written back as is.
+
+    Returns v2 record batches back to back: magic 2, CreateTime, no producer id
+    (producerId -1, producerEpoch -1, baseSequence -1, not transactional), the given
+    ``partition_leader_epoch`` (the Java producer writes -1; a broker stamps its epoch
+    on append -- the field is outside the CRC, like baseOffset), offsets
+    ``base_offset, base_offset + 1, ...`` in row order, baseTimestamp the batch's
+    first record's timestamp, maxTimestamp the largest, CRC-32C over [attributes, end).
+
+    Batch size: records go into a batch while its *uncompressed* size (61-byte header
+    plus records) stays within ``max_batch_bytes``; a record that alone is larger gets
+    a batch of its own. With compression the written batch is therefore smaller than
+    the bound, and is guaranteed not to exceed it (a batch whose compressed form would
+    -- incompressible data plus codec framing -- is split in two and retried). This is
+    stricter than the Java producer's ``batch.size``, which fills a batch up to an
+    *estimated compressed* size; it keeps every batch within a broker's
+    ``max.message.bytes`` when that is set to ``max_batch_bytes``.
+
+    Raises :class:`InvalidOptionError` (naming the column, and the row for bad values)
+    for a missing ``value`` column, unsupported column types, bad options, negative
+    timestamps, null header keys and records that no batch can hold (>= 2 GiB).
+
+``encode_batches(...)`` takes the same arguments and returns ``(data, index)``: the
+same bytes and a ``pyarrow.Table`` with one row per batch (:data:`BATCH_INDEX_SCHEMA`:
+position, size, base_offset, last_offset, first_timestamp, max_timestamp,
+offset_of_max_timestamp, record_count), which is what ``.index`` / ``.timeindex``
+maintenance needs without parsing the bytes again.
+
+``encode_varint`` / ``encode_varlong`` / ``varint_size`` / ``varlong_size``: the kernel's
+zig-zag varint primitives, exposed for tests.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import time
+
+import pyarrow as pa
+
+from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.format import codecs
+from spark_kafkalog.format._encode import (
+    Encoder,
+    encode_varint,
+    encode_varlong,
+    varint_size,
+    varlong_size,
+)
+from spark_kafkalog.format.wire import (
+    CODEC_NONE,
+    V2_ATTRIBUTES_POS,
+    V2_CRC_POS,
+    V2_HEADER_SIZE,
+)
+
+__all__ = ["BATCH_INDEX_SCHEMA", "encode", "encode_batches", "encode_varint",
+           "encode_varlong", "varint_size", "varlong_size"]
+
+_MAX_INT32 = 2 ** 31 - 1
+_MAX_INT64 = 2 ** 63 - 1
+_CRC = struct.Struct(">I")
+#: below this much (uncompressed) record data, one thread does all the work
+_PARALLEL_MIN_BYTES = 4 << 20
+_MAX_AUTO_THREADS = 4
+
+#: one row per written batch (``encode_batches``)
+BATCH_INDEX_SCHEMA = pa.schema([
+    pa.field("position", pa.int64()),                 # byte position of the batch start
+    pa.field("size", pa.int32()),                     # whole batch incl. 12-byte prefix
+    pa.field("base_offset", pa.int64()),
+    pa.field("last_offset", pa.int64()),
+    pa.field("first_timestamp", pa.int64()),          # baseTimestamp, epoch ms
+    pa.field("max_timestamp", pa.int64()),
+    pa.field("offset_of_max_timestamp", pa.int64()),  # first record with max_timestamp
+    pa.field("record_count", pa.int32()),
+])
+
+
+def _crc32c_fn():
+    try:
+        from crc32c import crc32c
+    except ImportError as err:      # a declared dependency; say what to install anyway
+        from spark_kafkalog.errors import MissingCodecError
+        raise MissingCodecError("writing record batches needs CRC-32C: "
+                                "pip install crc32c") from err
+    return crc32c
+
+
+# ---- column normalisation (per call, vectorised; never per record) ---------------------
+def _one_chunk(col, name: str):
+    """A ChunkedArray or Array as one Array (chunks combined when there are several)."""
+    if not isinstance(col, pa.ChunkedArray):
+        return col
+    if col.num_chunks == 1:
+        return col.chunk(0)
+    t = col.type
+    if pa.types.is_binary(t) or pa.types.is_string(t):
+        # Combined, the data may outgrow int32 offsets: go large first if it could.
+        total = sum(c.buffers()[2].size for c in col.chunks if c.buffers()[2] is not None)
+        if total > _MAX_INT32:
+            col = col.cast(pa.large_binary())
+    try:
+        return col.combine_chunks()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowCapacityError) as err:
+        raise InvalidOptionError(f"column {name!r} cannot be combined into one "
+                                 f"array: {err}") from err
+
+
+def _is_binary_like(t: pa.DataType) -> bool:
+    return (pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t)
+            or pa.types.is_large_string(t) or pa.types.is_fixed_size_binary(t)
+            or pa.types.is_binary_view(t) or pa.types.is_string_view(t)
+            or pa.types.is_dictionary(t) and _is_binary_like(t.value_type))
+
+
+def _binary_like(arr: pa.Array, name: str, *, allow_none: bool):
+    """Normalise to (binary or large_binary array, is_large) or (None, False) for a
+    null-typed column. string -> binary is a zero-copy view."""
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        arr = arr.dictionary_decode()
+        t = arr.type
+    if pa.types.is_null(t) and allow_none:
+        return None, False
+    if pa.types.is_binary(t):
+        return arr, False
+    if pa.types.is_string(t):
+        return arr.view(pa.binary()), False
+    if pa.types.is_large_binary(t):
+        return arr, True
+    if pa.types.is_large_string(t):
+        return arr.view(pa.large_binary()), True
+    if (pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t)
+            or pa.types.is_string_view(t)):
+        return arr.cast(pa.large_binary()), True
+    raise InvalidOptionError(f"column {name!r} has type {t}; expected binary or string")
+
+
+def _timestamps(arr: pa.Array):
+    """(array, is_int32, mul, div) with ``ms = v * mul`` (div 1) or ``floor(v / div)``."""
+    t = arr.type
+    if pa.types.is_null(t):
+        return None, False, 1, 1
+    if pa.types.is_timestamp(t):
+        # Arrow stores UTC epoch values whatever the time zone.
+        mul, div = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1000000)}[t.unit]
+        return arr, False, mul, div
+    if pa.types.is_int64(t):
+        return arr, False, 1, 1
+    if pa.types.is_int32(t):
+        return arr, True, 1, 1
+    raise InvalidOptionError(f"column 'timestamp' has type {t}; expected a timestamp "
+                             f"(any unit/time zone) or integer epoch milliseconds")
+
+
+def _headers(arr: pa.Array):
+    """(list array, is_large, key child, key_large, value child, value_large)."""
+    t = arr.type
+    if pa.types.is_null(t):
+        return None, False, None, False, None, False
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        raise InvalidOptionError(f"column 'headers' has type {t}; expected "
+                                 f"list<struct<key: string, value: binary>>")
+    st = t.value_type
+    if not pa.types.is_struct(st) or st.get_field_index("key") < 0 \
+            or st.get_field_index("value") < 0:
+        raise InvalidOptionError(f"column 'headers' has type {t}; its elements must be "
+                                 f"struct<key: string, value: binary>")
+    structs = arr.values
+    # flatten(): the children sliced like the struct array, a null struct making both
+    # children null (a null header is then reported as a null header key).
+    children = structs.flatten()
+    hkey, hkey_large = _binary_like(children[st.get_field_index("key")], "headers.key",
+                                    allow_none=False)
+    hval, hval_large = _binary_like(children[st.get_field_index("value")],
+                                    "headers.value", allow_none=True)
+    if hval is None:   # all-null header values
+        hval = pa.nulls(len(hkey), pa.binary())
+    return arr, pa.types.is_large_list(t), hkey, hkey_large, hval, hval_large
+
+
+def _column(rows, name: str):
+    idx = rows.schema.get_field_index(name)
+    if idx < 0:
+        if name in rows.schema.names:
+            raise InvalidOptionError(f"column {name!r} appears more than once")
+        return None
+    return _one_chunk(rows.column(idx), name)
+
+
+def _encoder(rows, now_ms: int) -> tuple[Encoder, int]:
+    if not isinstance(rows, (pa.Table, pa.RecordBatch)):
+        raise InvalidOptionError(f"rows must be a pyarrow Table or RecordBatch, "
+                                 f"not {type(rows).__name__}")
+    value = _column(rows, "value")
+    if value is None:
+        raise InvalidOptionError(f"rows have no 'value' column (columns: "
+                                 f"{', '.join(rows.schema.names) or 'none'})")
+    n = rows.num_rows
+    value, value64 = _binary_like(value, "value", allow_none=True)
+    key = _column(rows, "key")
+    key, key64 = (None, False) if key is None else _binary_like(key, "key", allow_none=True)
+    ts = _column(rows, "timestamp")
+    ts, ts32, mul, div = (None, False, 1, 1) if ts is None else _timestamps(ts)
+    hd = _column(rows, "headers")
+    hd, hd64, hk, hk64, hv, hv64 = (None, False, None, False, None, False) if hd is None \
+        else _headers(hd)
+    try:
+        enc = Encoder(n, value, value64, key, key64, ts, ts32, mul, div,
+                      hd, hd64, hk, hk64, hv, hv64)
+        enc.prepare(now_ms)
+    except ValueError as err:
+        raise InvalidOptionError(str(err)) from err
+    return enc, n
+
+
+def _check_int(name: str, v, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise InvalidOptionError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
+    return v
+
+
+def _auto_threads() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, _MAX_AUTO_THREADS))
+
+
+def _run_ranges(work, nbatches: int, threads: int) -> None:
+    """Call ``work(b0, b1)`` over [0, nbatches) split into ``threads`` contiguous ranges,
+    one thread each (the calling thread takes the first). The kernels and codec
+    libraries release the GIL, so ranges run in parallel. The first error is re-raised."""
+    if threads <= 1 or nbatches < 2:
+        work(0, nbatches)
+        return
+    threads = min(threads, nbatches)
+    bounds = [nbatches * i // threads for i in range(threads + 1)]
+    errors: list[BaseException] = []
+
+    def run(b0: int, b1: int) -> None:
+        try:
+            work(b0, b1)
+        except BaseException as err:     # handed to the calling thread, re-raised there
+            errors.append(err)
+
+    workers = [threading.Thread(target=run, args=(bounds[i], bounds[i + 1]),
+                                name=f"kafkalog-encode-{i}", daemon=True)
+               for i in range(1, threads)]
+    for w in workers:
+        w.start()
+    run(bounds[0], bounds[1])
+    for w in workers:
+        w.join()
+    if errors:
+        raise errors[0]
+
+
+def encode_batches(rows, *, compression="none", base_offset: int = 0,
+                   max_batch_bytes: int = 1048576, compression_level: int | None = None,
+                   partition_leader_epoch: int = -1, now_ms: int | None = None,
+                   threads: int | None = None):
+    """Like :func:`encode`, also returning the per-batch index table (see module doc)."""
+    cid = codecs.codec_id(compression)
+    _check_int("base_offset", base_offset, 0, _MAX_INT64)
+    _check_int("max_batch_bytes", max_batch_bytes, V2_HEADER_SIZE + 1, _MAX_INT32)
+    _check_int("partition_leader_epoch", partition_leader_epoch, -1, _MAX_INT32)
+    if now_ms is None:
+        now_ms = int(time.time() * 1000)
+    _check_int("now_ms", now_ms, 0, _MAX_INT64)
+    if threads is not None:
+        _check_int("threads", threads, 1, 1024)
+    if cid != CODEC_NONE:
+        codecs.compress(cid, b"", level=compression_level)   # validates the level early
+    elif compression_level is not None:
+        raise InvalidOptionError("compression_level given with compression 'none'")
+    crc32c = _crc32c_fn()
+
+    enc, n = _encoder(rows, now_ms)
+    if n == 0:
+        return b"", _index_table([])
+    if base_offset + n - 1 > _MAX_INT64:
+        raise InvalidOptionError(f"base_offset {base_offset} + {n} rows overflows int64")
+    nbatches = enc.plan(max_batch_bytes)
+    if threads is None:
+        total = enc.total_records_bytes
+        threads = _auto_threads() if total >= _PARALLEL_MIN_BYTES else 1
+
+    if cid == CODEC_NONE:
+        data = enc.layout_uncompressed()
+        # With several threads, let the CRC calls drop the GIL (gil_release_mode=1).
+        crc = crc32c if threads <= 1 else (lambda buf: crc32c(buf, 0, 1))
+        _run_ranges(lambda b0, b1: enc.fill_uncompressed(b0, b1, base_offset,
+                                                         partition_leader_epoch, crc),
+                    nbatches, threads)
+        return data, _index_from_columns(enc.uncompressed_index(base_offset), nbatches)
+
+    attributes = cid                                   # CreateTime, not transactional
+    results: list = [None] * nbatches
+
+    def emit(start: int, end: int, scratch: bytearray, out: list) -> None:
+        size, base_ts, max_ts, max_row = enc.records_into(scratch, start, end)
+        with memoryview(scratch) as mv:
+            packed = codecs.compress(cid, mv[:size], level=compression_level)
+        if V2_HEADER_SIZE + len(packed) > max_batch_bytes and end - start > 1:
+            # Incompressible records: codec framing pushed the batch past the bound.
+            mid = (start + end) // 2
+            emit(start, mid, scratch, out)
+            emit(mid, end, scratch, out)
+            return
+        header = enc.header(base_offset + start, len(packed), partition_leader_epoch,
+                            attributes, end - start, base_ts, max_ts)
+        crc = crc32c(packed, crc32c(memoryview(header)[V2_ATTRIBUTES_POS:]))
+        _CRC.pack_into(header, V2_CRC_POS, crc)
+        out.append((header, packed, (base_offset + start, base_offset + end - 1, base_ts,
+                                     max_ts, base_offset + max_row, end - start)))
+
+    def work(b0: int, b1: int) -> None:
+        scratch = bytearray(enc.max_records_bytes)
+        for b in range(b0, b1):
+            start, end, _ = enc.batch(b)
+            out: list = []
+            emit(start, end, scratch, out)
+            results[b] = out
+
+    _run_ranges(work, nbatches, threads)
+    pieces = []
+    index = []
+    pos = 0
+    for out in results:
+        for header, packed, meta in out:
+            size = V2_HEADER_SIZE + len(packed)
+            pieces.append(header)
+            pieces.append(packed)
+            index.append((pos, size) + meta)
+            pos += size
+    return b"".join(pieces), _index_table(index)
+
+
+def _index_from_columns(cols: list[bytes], nbatches: int) -> pa.Table:
+    arrays = []
+    for buf, field in zip(cols, BATCH_INDEX_SCHEMA):
+        physical = pa.int32() if field.name == "record_count" else pa.int64()
+        arr = pa.Array.from_buffers(physical, nbatches, [None, pa.py_buffer(buf)])
+        arrays.append(arr if arr.type == field.type else arr.cast(field.type))
+    return pa.table(arrays, schema=BATCH_INDEX_SCHEMA)
+
+
+def _index_table(index: list[tuple]) -> pa.Table:
+    cols = list(zip(*index)) if index else [[] for _ in BATCH_INDEX_SCHEMA]
+    return pa.table([pa.array(c, f.type) for c, f in zip(cols, BATCH_INDEX_SCHEMA)],
+                    schema=BATCH_INDEX_SCHEMA)
+
+
+def encode(rows, *, compression="none", base_offset: int = 0,
+           max_batch_bytes: int = 1048576, compression_level: int | None = None,
+           partition_leader_epoch: int = -1, now_ms: int | None = None,
+           threads: int | None = None) -> bytes:
+    """Encode Arrow rows as v2 record batches; see the module docstring."""
+    data, _ = encode_batches(rows, compression=compression, base_offset=base_offset,
+                             max_batch_bytes=max_batch_bytes,
+                             compression_level=compression_level,
+                             partition_leader_epoch=partition_leader_epoch, now_ms=now_ms,
+                             threads=threads)
+    return data
