@@ -1,0 +1,398 @@
+"""The appender: offsets, segments, indexes and checkpoints as a broker keeps them; every
+codec read back by kafka-python and aiokafka with CRCs checked; modes; idempotence."""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow.fs as pafs
+import pytest
+
+from spark_kafkalog.errors import (
+    CommitConflictError,
+    CorruptRecordError,
+    InvalidOptionError,
+)
+from spark_kafkalog.log import journal as jr
+from spark_kafkalog.log.appender import (
+    AppendConfig,
+    StagingWriter,
+    TopicSpec,
+    commit_write,
+    topic_partitions,
+)
+from spark_kafkalog.log.checkpoint import read_checkpoint
+from spark_kafkalog.log.index_write import IndexBuilder, build_indexes
+from tests.log.test_appender_util import (
+    R,
+    assert_indexes_like_broker,
+    expected_segment_indexes,
+    kp_encode,
+    read_aio,
+    read_kp,
+    segments,
+    stage,
+    write,
+)
+
+FS = pafs.LocalFileSystem()
+
+
+def recs(n, *, start=0, key=True, size=100, ts0=1_700_000_000_000):
+    rng = random.Random(start)
+    out = []
+    for i in range(start, start + n):
+        k = (b"key-%d" % i) if key and i % 7 else None
+        v = None if i % 53 == 5 else bytes(rng.getrandbits(8) for _ in range(size // 4)) * 4
+        hdrs = (("h", b"x%d" % i),) if i % 5 == 0 else ()
+        out.append(R(k, v, ts0 + (i * 37) % 1000, hdrs))
+    return out
+
+
+def as_rows(records, first_offset):
+    return [(first_offset + i, r.key, r.value, r.ts, r.headers) for i, r in enumerate(records)]
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_every_codec_reads_back_exactly(tmp_path, codec):
+    root = str(tmp_path)
+    a, b = recs(300), recs(250, start=300)
+    cfg = AppendConfig(segment_bytes=4_000, index_interval_bytes=1000)
+    write(FS, root, "batch:1", {0: a}, codec=codec, config=cfg, per_batch=23)
+    write(FS, root, "batch:2", {0: b}, codec=codec, config=cfg, per_batch=31, tasks=2)
+    d = f"{root}/t-0"
+    got = read_kp(d)
+    # two tasks: the first task's records (every other one) come first
+    expected = as_rows(a, 0) + as_rows(b[0::2] + b[1::2], 300)
+    assert got == expected
+    assert read_aio(d) == expected
+    assert_indexes_like_broker(d, 1000)
+    assert len(segments(d)) > 2      # rolled
+
+
+@pytest.mark.parametrize("interval", [0, 1, 700, 4096, 10**9])
+def test_indexes_match_broker_rule_across_commits_and_rolls(tmp_path, interval):
+    root = str(tmp_path)
+    cfg = AppendConfig(segment_bytes=30_000, index_interval_bytes=interval)
+    rng = random.Random(interval)
+    start = 0
+    for k in range(6):
+        n = rng.randint(1, 200)
+        records = recs(n, start=start)
+        # timestamps that go up and down, so the time index keeps only strict maxima
+        records = [R(r.key, r.value, 1000 + rng.randint(0, 5000)) for r in records]
+        write(FS, root, f"batch:{k}", {0: records}, config=cfg,
+              per_batch=rng.randint(1, 40))
+        start += n
+        assert_indexes_like_broker(f"{root}/t-0", interval)
+    assert [r[0] for r in read_kp(f"{root}/t-0")] == list(range(start))
+
+
+def test_index_builder_continuation_equals_one_pass():
+    rng = random.Random(7)
+    for trial in range(200):
+        n = rng.randint(0, 60)
+        sizes = [rng.randint(61, 3000) for _ in range(n)]
+        positions = list(np.cumsum([0] + sizes[:-1])) if n else []
+        lasts = list(np.cumsum([rng.randint(1, 9) for _ in range(n)]) + 99)
+        ts = [rng.choice([-1, rng.randint(0, 10_000)]) for _ in range(n)]
+        interval = rng.choice([0, 100, 2000, 5000])
+        whole = build_indexes(100, interval, positions, lasts, ts)
+        cut = rng.randint(0, n)
+        idx, tidx = build_indexes(100, interval, positions[:cut], lasts[:cut], ts[:cut])
+        b = IndexBuilder.continuing(100, interval, offset_index_tail=idx[-8:],
+                                    offset_index_size=len(idx), time_index_tail=tidx[-24:],
+                                    time_index_size=len(tidx))
+        b.add_batches(positions[cut:], lasts[cut:], ts[cut:])
+        kept = tidx[:len(tidx) - b.drop_time_tail_bytes]
+        assert (idx + bytes(b.offset_entries),
+                kept + bytes(b.time_entries) + b.close_entry()) == whole, trial
+
+
+def _walk(data):
+    pos, out = 0, ([], [], [])
+    while pos < len(data):
+        off, length = struct.unpack_from(">qi", data, pos)
+        magic = data[pos + 16]
+        if magic == 2:
+            (delta,) = struct.unpack_from(">i", data, pos + 23)
+            (ts,) = struct.unpack_from(">q", data, pos + 35)
+            last = off + delta
+        else:
+            last, ts = off, (struct.unpack_from(">q", data, pos + 18)[0] if magic == 1 else -1)
+        out[0].append(pos)
+        out[1].append(last)
+        out[2].append(ts)
+        pos += 12 + length
+    return out
+
+
+def test_index_rule_reproduces_real_broker_indexes(real_broker):
+    """Every non-empty broker-written (trimmed) index among the fixtures is reproduced
+    byte for byte from its segment's batches."""
+    checked = 0
+    for log in sorted(real_broker.glob("*/*-*/*.log")):
+        idx_path, tidx_path = log.with_suffix(".index"), log.with_suffix(".timeindex")
+        if not idx_path.exists() or not tidx_path.exists():
+            continue
+        idx, tidx = idx_path.read_bytes(), tidx_path.read_bytes()
+        if not idx and not tidx:
+            continue
+        positions, lasts, ts = _walk(log.read_bytes())
+        assert build_indexes(int(log.stem), 4096, positions, lasts, ts) == (idx, tidx), log
+        checked += 1
+    assert checked >= 4
+
+
+def test_retry_and_replay_are_noops(tmp_path):
+    root = str(tmp_path)
+    write(FS, root, "batch:x", {0: recs(10)})
+    r = write(FS, root, "batch:x", {0: recs(10)})
+    assert r.noop and len(read_kp(f"{root}/t-0")) == 10
+    q = "q1"
+    for batch in (0, 1):
+        write(FS, root, jr.stream_write_id(q, batch), {0: recs(5)})
+    # a replay of an old batch id (or the last one) changes nothing
+    for batch in (0, 1):
+        assert write(FS, root, jr.stream_write_id(q, batch), {0: recs(5)}).noop
+    assert len(read_kp(f"{root}/t-0")) == 20
+    # no staging files left behind, even for no-ops
+    assert not [n for n in os.listdir(root) if n.startswith(jr.STAGING_PREFIX)]
+
+
+def test_new_topic_creates_every_partition_and_checkpoints(tmp_path):
+    root = str(tmp_path)
+    r = write(FS, root, "batch:1", {1: recs(30)}, partitions=4)
+    assert r.ranges == {"t": {0: (0, 0), 1: (0, 30), 2: (0, 0), 3: (0, 0)}}
+    assert topic_partitions(FS, root, "t") == [0, 1, 2, 3]
+    for p in range(4):
+        assert segments(f"{root}/t-{p}") == [0]
+    rp = read_checkpoint(FS, f"{root}/recovery-point-offset-checkpoint")
+    hw = read_checkpoint(FS, f"{root}/replication-offset-checkpoint")
+    assert rp == hw == {("t", 0): 0, ("t", 1): 30, ("t", 2): 0, ("t", 3): 0}
+    # an existing topic keeps its partition count
+    write(FS, root, "batch:2", {3: recs(3)}, partitions=9)
+    assert topic_partitions(FS, root, "t") == [0, 1, 2, 3]
+
+
+def test_checkpoints_keep_other_topics_and_never_go_backwards(tmp_path):
+    root = str(tmp_path)
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n2\nother 0 5\nt 0 99\n")
+    write(FS, root, "batch:1", {0: recs(10)})
+    rp = read_checkpoint(FS, f"{root}/recovery-point-offset-checkpoint")
+    assert rp == {("other", 0): 5, ("t", 0): 99}
+
+
+def test_partition_outside_topic_fails_clearly(tmp_path):
+    root = str(tmp_path)
+    write(FS, root, "batch:1", {0: recs(3)}, partitions=2)
+    with pytest.raises(InvalidOptionError, match="partition 5 is outside topic 't'"):
+        write(FS, root, "batch:2", {5: recs(3)})
+    assert not [n for n in os.listdir(root) if n.startswith(jr.STAGING_PREFIX)]
+
+
+def test_partition_count_changed_underneath_is_a_conflict(tmp_path):
+    root = str(tmp_path)
+    write(FS, root, "batch:1", {0: recs(3)}, partitions=3)
+    sf = stage(FS, root, "batch:2", {0: recs(3)})
+    with pytest.raises(CommitConflictError, match="3 partitions but the rows were partitioned "
+                                                  "for 2"):
+        commit_write(FS, root, "batch:2", [sf], [TopicSpec("t", 2, expected_partitions=2)])
+
+
+@pytest.mark.parametrize("bad", ["", ".", "..", "a/b", "../x", "a b", "x" * 250, "ü"])
+def test_topic_names_validated_like_kafka(tmp_path, bad):
+    with pytest.raises(InvalidOptionError, match="option 'topic'"):
+        commit_write(FS, str(tmp_path), "batch:1", [], [TopicSpec(bad)])
+    assert not os.listdir(tmp_path)
+
+
+def test_modes_errorifexists_ignore(tmp_path):
+    root = str(tmp_path)
+    write(FS, root, "batch:1", {0: recs(3)}, mode="errorifexists")
+    with pytest.raises(CommitConflictError, match="already exists"):
+        write(FS, root, "batch:2", {0: recs(3)}, mode="errorifexists")
+    assert write(FS, root, "batch:3", {0: recs(3)}, mode="ignore").noop
+    assert len(read_kp(f"{root}/t-0")) == 3
+    assert not [n for n in os.listdir(root) if n.startswith(jr.STAGING_PREFIX)]
+    with pytest.raises(InvalidOptionError, match="save mode"):
+        write(FS, root, "batch:4", {0: recs(3)}, mode="upsert")
+
+
+@pytest.mark.parametrize("no_append", [False, True])
+def test_overwrite_replaces_contents_and_keeps_offsets_increasing(tmp_path, no_append):
+    root = str(tmp_path)
+    cfg = AppendConfig(segment_bytes=8000, no_append=no_append)
+    write(FS, root, "batch:1", {0: recs(100), 1: recs(40)}, partitions=2, config=cfg)
+    new = recs(30, start=1000)
+    r = write(FS, root, "batch:2", {0: new}, mode="overwrite", config=cfg)
+    assert r.ranges["t"] == {0: (100, 130), 1: (40, 40)}
+    assert read_kp(f"{root}/t-0") == as_rows(new, 100)
+    assert read_kp(f"{root}/t-1") == []
+    assert segments(f"{root}/t-0")[0] == 100 and segments(f"{root}/t-1") == [40]
+    ls = read_checkpoint(FS, f"{root}/log-start-offset-checkpoint")
+    assert ls == {("t", 0): 100, ("t", 1): 40}
+    assert_indexes_like_broker(f"{root}/t-0", 4096)
+    # and appending after it continues from there
+    write(FS, root, "batch:3", {1: recs(5)}, config=cfg)
+    assert [r[0] for r in read_kp(f"{root}/t-1")] == list(range(40, 45))
+
+
+def test_no_append_mode_writes_new_segments_only(tmp_path):
+    root = str(tmp_path)
+    cfg = AppendConfig(no_append=True, segment_bytes=20_000, index_interval_bytes=500)
+    written = []
+    for k in range(4):
+        before = {n: os.path.getmtime(f"{root}/t-0/{n}") for n in os.listdir(f"{root}/t-0")
+                  } if k else {}
+        batch = recs(50, start=50 * k)
+        write(FS, root, f"batch:{k}", {0: batch}, config=cfg, per_batch=9)
+        written += batch
+        for name, mtime in before.items():          # nothing existing was rewritten
+            assert os.path.getmtime(f"{root}/t-0/{name}") == mtime
+    assert read_kp(f"{root}/t-0") == as_rows(written, 0)
+    assert segments(f"{root}/t-0")[:4] == [0, 50, 100, 150]
+    assert_indexes_like_broker(f"{root}/t-0", 500)
+
+
+def test_empty_and_failed_tasks(tmp_path):
+    root = str(tmp_path)
+    w = StagingWriter(FS, root, "batch:1")
+    assert w.finish() is None                       # nothing staged, nothing left
+    w2 = StagingWriter(FS, root, "batch:1")
+    data, table = kp_encode(recs(5))
+    w2.add("t", 0, data, table)
+    w2.abort()
+    assert not os.listdir(root)
+    sf = stage(FS, root, "batch:1", {0: recs(4)})
+    r = commit_write(FS, root, "batch:1", [None, sf, None], [TopicSpec("t")])
+    assert r.ranges == {"t": {0: (0, 4)}}
+    assert not [n for n in os.listdir(root) if n.startswith(jr.STAGING_PREFIX)]
+
+
+def test_staged_bytes_that_do_not_match_their_table_are_rejected(tmp_path):
+    root = str(tmp_path)
+    sf = stage(FS, root, "batch:1", {0: recs(20)}, per_batch=5)
+    with open(sf.path, "r+b") as f:          # damage the second batch's magic byte
+        f.seek(sf.sections[0].position + 16)
+        first_len = struct.unpack(">i", open(sf.path, "rb").read()[8:12])[0]
+        f.seek(12 + first_len + 16)
+        f.write(b"\x07")
+    with pytest.raises(CorruptRecordError, match="not the record batch"):
+        commit_write(FS, root, "batch:1", [sf], [TopicSpec("t")])
+    # rolled back in place: the partition is empty and a later write starts at offset 0
+    assert read_kp(f"{root}/t-0") == [] if os.path.isdir(f"{root}/t-0") else True
+    write(FS, root, "batch:2", {0: recs(3)})
+    assert [r[0] for r in read_kp(f"{root}/t-0")] == [0, 1, 2]
+
+
+def test_batch_table_validation():
+    w = StagingWriter(FS, "/nonexistent-never-written", "batch:1")
+    data, table = kp_encode(recs(10), per_batch=3)
+    bad = table.copy()
+    bad["size"][1] += 1
+    with pytest.raises(ValueError, match="tile"):
+        w.add("t", 0, data, bad)
+
+
+def test_untrimmed_active_segment_indexes_are_rebuilt(tmp_path):
+    root = str(tmp_path)
+    cfg = AppendConfig(index_interval_bytes=600)
+    write(FS, root, "batch:1", {0: recs(80)}, config=cfg, per_batch=4)
+    d = tmp_path / "t-0"
+    # what a broker killed mid-flight leaves: preallocated, zero-padded index files
+    for suffix, pad in ((".index", 8 * 1000), (".timeindex", 12 * 1000)):
+        p = d / f"{0:020d}{suffix}"
+        p.write_bytes(p.read_bytes() + bytes(pad))
+    write(FS, root, "batch:2", {0: recs(40, start=80)}, config=cfg, per_batch=4)
+    assert [r[0] for r in read_kp(str(d))] == list(range(120))
+    assert_indexes_like_broker(str(d), 600)
+
+
+def test_torn_tail_in_existing_segment_is_refused(tmp_path):
+    root = str(tmp_path)
+    write(FS, root, "batch:1", {0: recs(10)})
+    seg = tmp_path / "t-0" / f"{0:020d}.log"
+    intact = seg.read_bytes()
+    seg.write_bytes(intact + intact[:100])          # a batch cut short by a crash
+    with pytest.raises(CorruptRecordError, match="torn batch.*position %d" % len(intact)):
+        write(FS, root, "batch:2", {0: recs(3)})
+    seg.write_bytes(intact + bytes(30))             # a zero (preallocated) tail
+    with pytest.raises(CorruptRecordError, match="position %d" % len(intact)):
+        write(FS, root, "batch:3", {0: recs(3)})
+    seg.write_bytes(intact)
+    assert not write(FS, root, "batch:4", {0: recs(3)}).noop
+
+
+def test_appends_to_real_broker_partitions(real_broker, tmp_path):
+    """Continue real broker logs (v2 and magic 1): offsets follow the broker's log end,
+    the broker's records are untouched, the new indexes continue the broker's."""
+    for src_dir, part in [("niloufar-ldi-poc", "__consumer_offsets-6"),
+                          ("kafka-0.10-magic1", "foo-0"),
+                          ("donaldy-kafka-2.7.1", "__consumer_offsets-39")]:
+        root = tmp_path / src_dir
+        shutil.copytree(real_broker / src_dir, root)
+        for p in root.rglob("*"):
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        topic, p = part.rsplit("-", 1)
+        d = root / part
+        before = {b: (d / f"{b:020d}.log").read_bytes() for b in segments(str(d))}
+        last = max(segments(str(d)))
+        positions, lasts, _ = _walk((d / f"{last:020d}.log").read_bytes())
+        leo = lasts[-1] + 1
+        # the broker's partitions all exist in this root: write with their count
+        n = len(topic_partitions(FS, str(root), topic))
+        records = recs(60)
+        data, table = kp_encode(records, per_batch=7)
+        w = StagingWriter(FS, str(root), "batch:1")
+        w.add(topic, int(p), data, table)
+        r = commit_write(FS, str(root), "batch:1", [w.finish()],
+                         [TopicSpec(topic, expected_partitions=n)])
+        assert r.ranges[topic][int(p)] == (leo, leo + 60)
+        for b, content in before.items():
+            assert (d / f"{b:020d}.log").read_bytes()[:len(content)] == content
+        appended = (d / f"{last:020d}.log").read_bytes()[len(before[last]):]
+        from kafka.record.default_records import DefaultRecordBatch
+        pos, offsets = 0, []
+        while pos < len(appended):
+            (length,) = struct.unpack_from(">i", appended, pos + 8)
+            batch = DefaultRecordBatch(bytearray(appended[pos:pos + 12 + length]))
+            assert batch.validate_crc()
+            offsets += [rec.offset for rec in batch]
+            pos += 12 + length
+        assert offsets == list(range(leo, leo + 60))
+        if (d / f"{last:020d}.index").exists() and src_dir == "niloufar-ldi-poc":
+            # trimmed broker indexes: the continued files are what recover would write
+            assert expected_segment_indexes(str(d / f"{last:020d}.log"), 4096) == (
+                (d / f"{last:020d}.index").read_bytes(),
+                (d / f"{last:020d}.timeindex").read_bytes())
+
+
+_HOLD_LOCK = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.lockf(fd, fcntl.LOCK_EX)     # what Java's FileChannel.tryLock does on Linux
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_refuses_a_log_dir_a_broker_holds(tmp_path):
+    root = str(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, f"{root}/.lock"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        with pytest.raises(CommitConflictError, match="running Kafka broker"):
+            write(FS, root, "batch:1", {0: recs(3)})
+        assert not os.path.exists(f"{root}/t-0")
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    write(FS, root, "batch:1", {0: recs(3)})          # broker gone: fine
+    assert len(read_kp(f"{root}/t-0")) == 3
