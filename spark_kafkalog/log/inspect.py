@@ -1,0 +1,377 @@
+"""Inspection and verification of log dirs: what ``kafkalog inspect`` / ``verify`` show.
+
+:func:`inspect_partition` describes a partition: its directory, checkpoints, offsets
+(:class:`~spark_kafkalog.log.state.PartitionState`) and per segment the index files and
+their entry counts. With ``scan=True`` (the default) it also reads every segment's batch
+headers (bounded memory, window by window) and reports per segment the batches, data and
+control records, offset range, time range, magics and codecs seen, transactional batches
+— and every problem found: corrupt or unreadable bytes (each skipped range, with file and
+byte position), a torn tail, index entries the log does not confirm, checkpoints that
+point past the log end. ``Problem`` lists are what ``verify`` reports.
+"""
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+
+from spark_kafkalog.format import decode_run
+from spark_kafkalog.format.wire import CODEC_NAMES, CONTROL_ABORT
+from spark_kafkalog.log.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    read_leader_epoch_checkpoint,
+)
+from spark_kafkalog.errors import KafkaLogError
+from spark_kafkalog.log.fs import join
+from spark_kafkalog.log.seek import offset_index, time_index
+from spark_kafkalog.log.segment import ReadStats, TornTailWarning, scan_windows
+from spark_kafkalog.log.state import PartitionState, partition_state
+from spark_kafkalog.log.txn import TxnIndexError, read_txn_index
+
+__all__ = ["Problem", "SegmentInfo", "PartitionInfo", "inspect_partition",
+           "inspect_log_dirs"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong. ``kind``: ``corrupt`` (bytes that are not valid batches, or a
+    batch that does not decode), ``torn_tail`` (the last segment ends inside a batch or in
+    zero padding), ``index`` / ``timeindex`` / ``txnindex`` (an entry the log does not
+    confirm, or an unreadable file), ``checkpoint`` (an offset past the log end),
+    ``layout`` (a directory or file that cannot be read)."""
+    kind: str
+    path: str
+    position: int | None
+    offset: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = [self.path]
+        if self.position is not None:
+            where.append(f"position {self.position}")
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        return f"{self.kind}: {self.message} ({', '.join(where)})"
+
+
+@dataclass
+class SegmentInfo:
+    base_offset: int
+    path: str
+    size: int
+    swap: bool = False
+    index_path: str | None = None
+    timeindex_path: str | None = None
+    txnindex_path: str | None = None
+    index_entries: int | None = None         # live entries (None: no file)
+    index_file_entries: int | None = None    # entries the file has room for
+    timeindex_entries: int | None = None
+    aborted_txns: int | None = None          # .txnindex entries
+    scanned: bool = False
+    batches: int = 0
+    data_records: int = 0
+    control_batches: int = 0
+    transactional_batches: int = 0
+    empty_batches: int = 0
+    first_offset: int | None = None          # first batch's base offset
+    last_offset: int | None = None           # last batch's last offset
+    min_timestamp: int | None = None         # over data batches (ms), None if none
+    max_timestamp: int | None = None
+    magics: tuple[int, ...] = ()
+    codecs: tuple[str, ...] = ()
+    producer_ids: int = 0                    # distinct producer ids (>= 0)
+    valid_bytes: int | None = None           # end of the last valid batch
+    problems: list[Problem] = field(default_factory=list)
+
+
+@dataclass
+class PartitionInfo:
+    topic: str
+    partition: int
+    root: str
+    path: str
+    state: PartitionState | None
+    segments: list[SegmentInfo]
+    checkpoints: dict[str, int | None]       # file name -> this partition's entry
+    leader_epochs: list[tuple[int, int]]
+    snapshots: list[int]
+    problems: list[Problem]
+
+    @property
+    def codecs(self) -> tuple[str, ...]:
+        return tuple(sorted({c for s in self.segments for c in s.codecs}))
+
+    @property
+    def magics(self) -> tuple[int, ...]:
+        return tuple(sorted({m for s in self.segments for m in s.magics}))
+
+    @property
+    def all_problems(self) -> list[Problem]:
+        return self.problems + [p for s in self.segments for p in s.problems]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["codecs"] = list(self.codecs)
+        d["magics"] = list(self.magics)
+        return d
+
+
+class _SegmentChecks:
+    """Streaming checks of one segment's index files against its batches."""
+
+    def __init__(self, info: SegmentInfo, oidx, tidx, aborted):
+        self.info = info
+        self.o_off = oidx.offsets if oidx is not None else np.zeros(0, np.int64)
+        self.o_pos = oidx.positions if oidx is not None else np.zeros(0, np.int64)
+        self.t_ts = tidx.timestamps if tidx is not None else np.zeros(0, np.int64)
+        self.t_off = tidx.offsets if tidx is not None else np.zeros(0, np.int64)
+        self.o_next = 0
+        self.t_next = 0
+        self.running_max = -1
+        self.aborted = aborted            # {(pid, marker offset)} still to be confirmed
+
+    def _problem(self, kind, path, position, offset, message):
+        self.info.problems.append(Problem(kind, path, position, offset, message))
+
+    def window(self, h, end_position: int) -> None:
+        pos = h.column("position").to_numpy()
+        base = h.column("base_offset").to_numpy()
+        last = h.column("last_offset").to_numpy()
+        maxts = h.column("max_timestamp").to_numpy()
+        # offset index entries whose position lies in this window
+        k = self.o_next
+        while k < len(self.o_pos) and self.o_pos[k] < end_position:
+            p, o = int(self.o_pos[k]), int(self.o_off[k])
+            j = int(np.searchsorted(pos, p))
+            if j >= len(pos) or pos[j] != p:
+                self._problem("index", self.info.index_path, k * 8, o,
+                              f"entry {k} points to position {p}, which is not a batch start")
+            elif base[j] > o:
+                self._problem("index", self.info.index_path, k * 8, o,
+                              f"entry {k} maps offset {o} to position {p}, where the batch "
+                              f"starts at offset {int(base[j])}")
+            k += 1
+        self.o_next = k
+        # time index entries: the max timestamp so far at the batch holding the offset
+        run = np.maximum.accumulate(np.maximum(maxts, self.running_max)) if len(maxts) \
+            else maxts
+        k = self.t_next
+        while k < len(self.t_off) and self.t_off[k] <= (last[-1] if len(last) else -1):
+            o, t = int(self.t_off[k]), int(self.t_ts[k])
+            j = int(np.searchsorted(last, o))
+            if j >= len(last) or base[j] > o:
+                self._problem("timeindex", self.info.timeindex_path, k * 12, o,
+                              f"entry {k} (timestamp {t}) names offset {o}, which no batch "
+                              "holds")
+            elif int(run[j]) != t:
+                self._problem("timeindex", self.info.timeindex_path, k * 12, o,
+                              f"entry {k} says the max timestamp up to offset {o} is {t}, the "
+                              f"log says {int(run[j])}")
+            k += 1
+        self.t_next = k
+        if len(run):
+            self.running_max = int(run[-1])
+        # aborted transactions: their ABORT markers
+        if self.aborted:
+            ctrl = h.column("is_control").to_numpy()
+            ctype = h.column("control_type").to_numpy()
+            pid = h.column("producer_id").to_numpy()
+            for i in np.flatnonzero(ctrl & (ctype == CONTROL_ABORT)):
+                self.aborted.discard((int(pid[i]), int(base[i])))
+
+    def finish(self, valid_end: int | None) -> None:
+        info = self.info
+        for k in range(self.o_next, len(self.o_off)):
+            self._problem("index", info.index_path, k * 8, int(self.o_off[k]),
+                          f"entry {k} points to position {int(self.o_pos[k])}, past the last "
+                          f"valid batch (valid bytes end at {valid_end})")
+        for k in range(self.t_next, len(self.t_off)):
+            self._problem("timeindex", info.timeindex_path, k * 12, int(self.t_off[k]),
+                          f"entry {k} names offset {int(self.t_off[k])}, past the last valid "
+                          "batch")
+        for pid, marker in sorted(self.aborted or ()):
+            self._problem("txnindex", info.txnindex_path, None, marker,
+                          f"aborted transaction of producer {pid} has no ABORT marker at "
+                          f"offset {marker}")
+
+
+def _scan_segment(logdirs, p, i: int, info: SegmentInfo, checks: _SegmentChecks,
+                  verify_crc: bool, decode_records: bool, progress, done_before: int,
+                  prev_last: int | None) -> None:
+    stats = ReadStats()
+    codecs, magics, pids = set(), set(), set()
+    valid_end = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TornTailWarning)
+        windows = scan_windows(logdirs.filesystem, p, segment_index=i,
+                               end_offset=p.next_base_offset(i), on_corruption="skip",
+                               stats=stats, verify_crc=verify_crc, quiet=True,
+                               prev_last_offset=prev_last)
+        for w in windows:
+            if w.segment_index != i:
+                break
+            h = w.headers
+            n = h.num_rows
+            ctrl = h.column("is_control").to_numpy()
+            txn = h.column("is_transactional").to_numpy()
+            count = h.column("record_count").to_numpy()
+            magic = h.column("magic").to_numpy()
+            info.batches += n
+            info.control_batches += int(ctrl.sum())
+            info.transactional_batches += int((txn & ~ctrl).sum())
+            info.empty_batches += int(((count == 0) & ~ctrl).sum())
+            known = (~ctrl) & (count >= 0)
+            info.data_records += int(count[known].sum())
+            unknown = np.flatnonzero(~ctrl & (count < 0))
+            if len(unknown) and decode_records:
+                # compressed legacy wrappers: count their inner messages
+                for r in unknown.tolist():
+                    s = int(h.column("position")[r].as_py()) - w.position
+                    size = int(h.column("size")[r].as_py())
+                    try:
+                        rb = decode_run(memoryview(w.data)[s:s + size], verify_crc=verify_crc,
+                                        include_headers=False, position_base=w.position + s)
+                        info.data_records += rb.num_rows
+                    except KafkaLogError as err:
+                        info.problems.append(Problem("corrupt", w.path, w.position + s,
+                                                     err.offset, err.reason))
+            if info.first_offset is None:
+                info.first_offset = int(h.column("base_offset")[0].as_py())
+            info.last_offset = int(h.column("last_offset")[-1].as_py())
+            data_ts = np.concatenate([h.column("first_timestamp").to_numpy()[~ctrl],
+                                      h.column("max_timestamp").to_numpy()[~ctrl]])
+            data_ts = data_ts[data_ts >= 0]
+            if len(data_ts):
+                lo, hi = int(data_ts.min()), int(data_ts.max())
+                info.min_timestamp = lo if info.min_timestamp is None else min(info.min_timestamp, lo)
+                info.max_timestamp = hi if info.max_timestamp is None else max(info.max_timestamp, hi)
+            codecs.update(CODEC_NAMES.get(int(c), f"codec-{int(c)}")
+                          for c in np.unique(h.column("codec").to_numpy()[~ctrl]))
+            magics.update(int(m) for m in np.unique(magic))
+            pid = h.column("producer_id").to_numpy()
+            pids.update(int(x) for x in np.unique(pid[pid >= 0]))
+            checks.window(h, w.end)
+            valid_end = w.end
+            if progress is not None:
+                progress(done_before + valid_end, None)
+    for s in stats.skipped:
+        info.problems.append(Problem("corrupt", s.path, s.start, s.offset,
+                                     f"{s.reason}; {s.end - s.start} bytes up to position "
+                                     f"{s.end} are not valid batches"))
+    if stats.torn_tail is not None:
+        path, where, nbytes = stats.torn_tail
+        info.problems.append(Problem("torn_tail", path, where, None,
+                                     f"the log ends with {nbytes} bytes that are not a whole "
+                                     "batch (a crash's torn tail or preallocated zeros)"))
+    info.valid_bytes = valid_end
+    info.codecs = tuple(sorted(codecs))
+    info.magics = tuple(sorted(magics))
+    info.producer_ids = len(pids)
+    info.scanned = True
+    checks.finish(valid_end)
+
+
+def inspect_partition(logdirs, p, *, scan: bool = True, verify_crc: bool = True,
+                      decode_records: bool = True, isolation_level: str = "read_uncommitted",
+                      progress: Callable[[int, int | None], None] | None = None
+                      ) -> PartitionInfo:
+    """Describe partition ``p`` (see the module docstring). Never raises for damaged
+    data: damage is reported in ``problems``. ``progress(bytes_done, None)`` is called
+    as segments are scanned. ``decode_records`` decodes compressed legacy wrappers to
+    count their records."""
+    problems: list[Problem] = []
+    checkpoints = {}
+    for name in (REPLICATION_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                 RECOVERY_POINT_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT):
+        try:
+            checkpoints[name] = logdirs.checkpoint(p.root, name).get((p.topic, p.partition))
+        except KafkaLogError as err:
+            checkpoints[name] = None
+            problems.append(Problem("checkpoint", join(p.root, name), None, None, err.reason))
+    try:
+        epochs = read_leader_epoch_checkpoint(logdirs.filesystem,
+                                              join(p.path, LEADER_EPOCH_CHECKPOINT))
+    except KafkaLogError as err:
+        epochs = []
+        problems.append(Problem("checkpoint", join(p.path, LEADER_EPOCH_CHECKPOINT), None,
+                                None, err.reason))
+    segments = []
+    done = 0
+    prev_last = None
+    for i, seg in enumerate(p.segments):
+        info = SegmentInfo(seg.base_offset, seg.path, seg.size, seg.swap, seg.index_path,
+                           seg.timeindex_path, seg.txnindex_path)
+        oidx = offset_index(logdirs, p, i)
+        tidx = time_index(logdirs, p, i)
+        if oidx is not None:
+            info.index_entries, info.index_file_entries = len(oidx), oidx.file_entries
+            if oidx.dropped:
+                info.problems.append(Problem(
+                    "index", seg.index_path, len(oidx) * 8, None,
+                    f"{oidx.dropped} entries after entry {len(oidx) - 1} do not increase or "
+                    "point outside the segment"))
+        if tidx is not None:
+            info.timeindex_entries = len(tidx)
+            if tidx.dropped:
+                info.problems.append(Problem(
+                    "timeindex", seg.timeindex_path, len(tidx) * 12, None,
+                    f"{tidx.dropped} entries after entry {len(tidx) - 1} go backwards or "
+                    "point outside the segment"))
+        aborted = set()
+        if seg.txnindex_path is not None:
+            try:
+                txns = read_txn_index(logdirs.filesystem, seg.txnindex_path,
+                                      segment_base_offset=seg.base_offset,
+                                      next_base_offset=p.next_base_offset(i))
+                if txns is not None:
+                    info.aborted_txns = len(txns)
+                    aborted = {(int(a), int(b)) for a, b in zip(txns.producer_id,
+                                                                txns.last_offset)}
+            except TxnIndexError as err:
+                info.problems.append(Problem("txnindex", seg.txnindex_path, err.position,
+                                             err.offset, err.reason))
+        if scan and seg.size:
+            checks = _SegmentChecks(info, oidx, tidx, aborted)
+            try:
+                _scan_segment(logdirs, p, i, info, checks, verify_crc, decode_records,
+                              progress, done, prev_last)
+            except KafkaLogError as err:
+                info.problems.append(Problem("layout", err.path or seg.path, err.position,
+                                             err.offset, err.reason))
+        done += seg.size
+        if info.last_offset is not None:
+            prev_last = info.last_offset
+        segments.append(info)
+    state = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TornTailWarning)
+            state = partition_state(logdirs, p, isolation_level=isolation_level,
+                                    on_corruption="skip")
+    except KafkaLogError as err:
+        problems.append(Problem("layout", err.path or p.path, err.position, err.offset,
+                                err.reason))
+    if state is not None:
+        leo = state.log_end_offset
+        for name, value in checkpoints.items():
+            if value is not None and value > leo and name != CLEANER_OFFSET_CHECKPOINT:
+                problems.append(Problem("checkpoint", join(p.root, name), None, value,
+                                        f"{p.topic}-{p.partition} is checkpointed at {value}, "
+                                        f"past the log end offset {leo}"))
+    return PartitionInfo(p.topic, p.partition, p.root, p.path, state, segments, checkpoints,
+                         epochs, [o for o, _ in p.snapshots], problems)
+
+
+def inspect_log_dirs(logdirs, topics: Iterable[str] | None = None, **kwargs
+                     ) -> list[PartitionInfo]:
+    """:func:`inspect_partition` for every partition of ``topics`` (default: all)."""
+    return [inspect_partition(logdirs, p, **kwargs) for p in logdirs.all_partitions(topics)]

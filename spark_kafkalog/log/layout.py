@@ -1,0 +1,359 @@
+"""Log-dir discovery: topics, partitions and segments as a broker's startup finds them.
+
+A broker's ``log.dirs`` holds, per root::
+
+    <root>/replication-offset-checkpoint        high watermarks
+    <root>/log-start-offset-checkpoint          log start offsets
+    <root>/recovery-point-offset-checkpoint, cleaner-offset-checkpoint, meta.properties
+    <root>/<topic>-<partition>/                 one dir per partition replica
+        <20-digit base offset>.log               a segment
+        <base>.index / .timeindex / .txnindex    its indexes
+        <offset>.snapshot                        producer state as of offset
+        leader-epoch-checkpoint, partition.metadata
+
+Rules (LogManager.loadLogs, LocalLog.parseTopicPartitionName, LogLoader):
+
+- the partition number follows the LAST ``-`` (topics may contain ``-``, ``.``, ``_``);
+- ``<topic>-<p>.<id>-delete`` / ``-future`` / ``-stray`` dirs are not the partition's
+  current replica and are skipped (a ``-future`` copy loses to the regular dir);
+- files at a root, ``remote-log-index-cache`` and dirs that are not ``<topic>-<int>``
+  are skipped; the KRaft metadata log ``__cluster_metadata-0`` is listed only when asked
+  for by name or with ``include_internal=True``;
+- in a partition dir, ``.deleted`` and ``.cleaned`` files are leftovers and ignored; a
+  ``<base>.log.swap`` completes an interrupted compaction or split: it replaces the
+  segments whose base offsets fall in ``[swap base, swap next offset)`` (swaps at or above
+  the smallest ``.cleaned`` offset belong to an unfinished split and are ignored) — the
+  reader never sees both a swap and a segment it replaces;
+- the same partition as a regular dir in two roots is an error (Kafka refuses to start).
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+import pyarrow.fs as pafs
+
+from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
+from spark_kafkalog.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    read_checkpoint,
+)
+from spark_kafkalog.log.fs import join, list_dir, resolve_filesystem
+
+__all__ = ["Segment", "PartitionDir", "LogDirs", "parse_partition_dir_name",
+           "list_segments", "METADATA_TOPIC", "is_internal_topic"]
+
+log = logging.getLogger(__name__)
+
+METADATA_TOPIC = "__cluster_metadata"
+_HIDDEN_TOPICS = frozenset({METADATA_TOPIC})
+#: internal topics a consumer's pattern subscription excludes by default
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", METADATA_TOPIC,
+                             "__share_group_state"})
+_SKIP_DIR_SUFFIXES = ("-delete", "-future", "-stray")
+_REMOTE_INDEX_CACHE = "remote-log-index-cache"
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_SEGMENT_FILE = re.compile(r"^(\d+)\.(log|index|timeindex|txnindex|snapshot)(\.swap)?$")
+_LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".tmp")
+
+
+def is_internal_topic(topic: str) -> bool:
+    """Kafka's internal topics (excluded from pattern subscriptions by default)."""
+    return topic in INTERNAL_TOPICS
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One segment of a partition. Paths are inside the LogDirs' filesystem."""
+    base_offset: int
+    path: str                       # the .log (or .log.swap) file
+    size: int                       # bytes of the .log file
+    index_path: str | None          # .index if present
+    timeindex_path: str | None
+    txnindex_path: str | None
+    swap: bool = False              # a .swap file completing an interrupted compaction
+
+
+@dataclass(frozen=True)
+class PartitionDir:
+    """One partition replica directory and its segments (sorted by base offset)."""
+    topic: str
+    partition: int
+    root: str
+    path: str
+    segments: tuple[Segment, ...]
+    #: producer-state snapshots ``(offset, path)`` sorted by offset
+    snapshots: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def segment_index_for(self, offset: int) -> int:
+        """Index into ``segments`` of the segment that would hold ``offset`` (the last one
+        whose base offset is <= offset; 0 when offset is below every segment)."""
+        lo, hi = 0, len(self.segments)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.segments[mid].base_offset <= offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        return max(lo - 1, 0)
+
+    def next_base_offset(self, i: int) -> int | None:
+        return self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` for a current partition dir name, None for anything else
+    (``-delete``/``-future``/``-stray`` dirs, ``remote-log-index-cache``, names that are
+    not ``<legal topic>-<non-negative int>``)."""
+    if not name or "-" not in name or name == _REMOTE_INDEX_CACHE:
+        return None
+    if name.endswith(_SKIP_DIR_SUFFIXES):
+        return None
+    topic, _, part = name.rpartition("-")
+    if not topic or not part.isdigit() or not part.isascii():
+        return None
+    if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
+        return None
+    partition = int(part)
+    if partition > 0x7FFFFFFF:
+        return None
+    return topic, partition
+
+
+def list_segments(fs: pafs.FileSystem, path: str, *, resolve_swaps: bool = True
+                  ) -> tuple[tuple[Segment, ...], tuple[tuple[int, str], ...]]:
+    """Segments and producer snapshots of one partition dir, as a broker would load them.
+
+    Files are grouped by base offset; a ``.log`` makes a segment and its index files are
+    attached when present. Orphan index files, ``.deleted``/``.cleaned``/``.tmp`` leftovers
+    and unrelated files are ignored. Valid ``.swap`` segments replace what they swap
+    out (see the module docstring); computing a swap's extent reads its batch headers."""
+    logs: dict[int, pafs.FileInfo] = {}
+    indexes: dict[tuple[int, str], str] = {}
+    swap_logs: dict[int, pafs.FileInfo] = {}
+    swap_indexes: dict[tuple[int, str], str] = {}
+    snapshots: list[tuple[int, str]] = []
+    min_cleaned: int | None = None
+    for info in list_dir(fs, path):
+        if info.type != pafs.FileType.File:
+            continue
+        name = info.base_name
+        if name.endswith(_LEFTOVER_SUFFIXES):
+            if name.endswith(".cleaned"):
+                digits = name.split(".", 1)[0]
+                if digits.isdigit():
+                    off = int(digits)
+                    min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
+            continue
+        m = _SEGMENT_FILE.match(name)
+        if m is None:
+            if name.endswith(".log"):
+                log.warning("ignoring %s: not a <base offset>.log segment name", info.path)
+            continue
+        base, kind, swap = int(m.group(1)), m.group(2), m.group(3) is not None
+        if kind == "snapshot":
+            if not swap:
+                snapshots.append((base, info.path))
+        elif kind == "log":
+            (swap_logs if swap else logs)[base] = info
+        else:
+            (swap_indexes if swap else indexes)[(base, kind)] = info.path
+
+    def make(base: int, info: pafs.FileInfo, idx: Mapping[tuple[int, str], str],
+             swap: bool) -> Segment:
+        return Segment(base, info.path, int(info.size or 0), idx.get((base, "index")),
+                       idx.get((base, "timeindex")), idx.get((base, "txnindex")), swap)
+
+    segments = {base: make(base, info, indexes, False) for base, info in logs.items()}
+    if swap_logs and resolve_swaps:
+        valid = {b: i for b, i in swap_logs.items() if min_cleaned is None or b < min_cleaned}
+        for b in sorted(set(swap_logs) - set(valid)):
+            log.warning("ignoring %s: swap file of an unfinished segment split "
+                        "(at or above the smallest .cleaned offset %s)", swap_logs[b].path,
+                        min_cleaned)
+        if valid:
+            from spark_kafkalog.log.segment import segment_next_offset
+
+            swaps = [make(b, i, swap_indexes, True) for b, i in sorted(valid.items())]
+            lo = min(s.base_offset for s in swaps)
+            hi = max(segment_next_offset(fs, s) for s in swaps)
+            replaced = [b for b in segments if lo <= b < hi]
+            if replaced:
+                log.warning("%s: swap segments %s replace segments %s (an interrupted "
+                            "compaction, completed as a broker's startup would)", path,
+                            [s.base_offset for s in swaps], sorted(replaced))
+            for b in replaced:
+                del segments[b]
+            for s in swaps:
+                segments[s.base_offset] = s
+    ordered = tuple(segments[b] for b in sorted(segments))
+    return ordered, tuple(sorted(snapshots))
+
+
+class LogDirs:
+    """One or more log-dir roots on one filesystem.
+
+    ``roots`` is a URI, a comma-separated string of URIs or a sequence of URIs (JBOD: a
+    broker's several ``log.dirs``, or several brokers' copies of distinct partitions).
+    ``filesystem`` may be given to read through a specific ``pyarrow.fs.FileSystem``
+    (e.g. one that counts bytes); the roots are then paths inside it.
+
+    Picklable: it holds the filesystem, the roots and the options; listing caches are
+    dropped when pickled and rebuilt lazily on the other side.
+    """
+
+    def __init__(self, roots: str | Sequence[str], filesystem_options: Mapping | None = None,
+                 *, include_internal: bool = False,
+                 filesystem: pafs.FileSystem | None = None):
+        if isinstance(roots, str):
+            uris = [r.strip() for r in roots.split(",") if r.strip()]
+        else:
+            uris = [str(r).strip() for r in roots if str(r).strip()]
+        if not uris:
+            raise InvalidOptionError("path: no log directory given")
+        self.filesystem_options = dict(filesystem_options or {})
+        self.include_internal = bool(include_internal)
+        resolved_roots = []
+        fs = filesystem
+        for uri in uris:
+            if filesystem is not None:
+                root = uri.rstrip("/") or "/"
+            else:
+                this_fs, root = resolve_filesystem(uri, self.filesystem_options)
+                if fs is None:
+                    fs = this_fs
+                elif not fs.equals(this_fs):
+                    raise InvalidOptionError(
+                        f"path: all log dirs must be on one filesystem; {uri!r} is on "
+                        f"{this_fs.type_name}, {uris[0]!r} on {fs.type_name}")
+            if root not in resolved_roots:
+                resolved_roots.append(root)
+        self.filesystem: pafs.FileSystem = fs
+        self.roots: tuple[str, ...] = tuple(resolved_roots)
+        self._reset_caches()
+
+    def _reset_caches(self) -> None:
+        self._dirs: dict[str, dict[int, tuple[str, str]]] | None = None
+        self._partitions: dict[str, list[PartitionDir]] = {}
+        self._checkpoints: dict[tuple[str, str], dict[tuple[str, int], int]] = {}
+
+    def __getstate__(self):
+        return {"filesystem": self.filesystem, "roots": self.roots,
+                "filesystem_options": self.filesystem_options,
+                "include_internal": self.include_internal}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._reset_caches()
+
+    def __repr__(self) -> str:
+        return f"LogDirs({list(self.roots)!r}, filesystem={self.filesystem.type_name})"
+
+    # ---- discovery ---------------------------------------------------------------------
+
+    def _scan_roots(self) -> dict[str, dict[int, tuple[str, str]]]:
+        """topic -> partition -> (root, dir path), for every current partition dir."""
+        if self._dirs is not None:
+            return self._dirs
+        found: dict[str, dict[int, tuple[str, str]]] = {}
+        for root in self.roots:
+            infos = list_dir(self.filesystem, root)
+            for info in infos:
+                if info.type != pafs.FileType.Directory:
+                    continue
+                parsed = parse_partition_dir_name(info.base_name)
+                if parsed is None:
+                    log.debug("skipping %s: not a current partition directory", info.path)
+                    continue
+                topic, partition = parsed
+                previous = found.setdefault(topic, {}).get(partition)
+                if previous is not None:
+                    raise LogLayoutError(
+                        f"partition {topic}-{partition} is present in two log dirs, "
+                        f"{previous[1]} and {info.path}; a broker refuses to start like "
+                        "this: remove the stale copy or pass only one of the roots",
+                        path=info.path)
+                found[topic][partition] = (root, info.path)
+        self._dirs = found
+        return found
+
+    def topics(self) -> list[str]:
+        """Sorted topic names (without ``__cluster_metadata`` unless include_internal)."""
+        names = self._scan_roots().keys()
+        return sorted(t for t in names if self.include_internal or t not in _HIDDEN_TOPICS)
+
+    def partitions(self, topic: str) -> list[PartitionDir]:
+        """The topic's partitions, sorted by number, gathered from every root. A hidden
+        topic (``__cluster_metadata``) is returned when asked for by name. Raises
+        LogLayoutError when no root holds the topic."""
+        cached = self._partitions.get(topic)
+        if cached is not None:
+            return cached
+        dirs = self._scan_roots().get(topic)
+        if not dirs:
+            raise LogLayoutError(f"topic {topic!r} not found in log dirs "
+                                 f"{', '.join(self.roots)}")
+        result = []
+        for partition in sorted(dirs):
+            root, path = dirs[partition]
+            segments, snapshots = list_segments(self.filesystem, path)
+            result.append(PartitionDir(topic, partition, root, path, segments, snapshots))
+        self._partitions[topic] = result
+        return result
+
+    def partition(self, topic: str, partition: int) -> PartitionDir:
+        """One partition; LogLayoutError when absent."""
+        for p in self.partitions(topic):
+            if p.partition == partition:
+                return p
+        raise LogLayoutError(f"partition {topic}-{partition} not found in log dirs "
+                             f"{', '.join(self.roots)}")
+
+    def all_partitions(self, topics: Iterable[str] | None = None) -> list[PartitionDir]:
+        """Partitions of the given topics (default: every listed topic), topic order."""
+        return [p for t in (self.topics() if topics is None else topics)
+                for p in self.partitions(t)]
+
+    # ---- checkpoints -------------------------------------------------------------------
+
+    def checkpoint(self, root: str, name: str) -> dict[tuple[str, int], int]:
+        """A root-level offset checkpoint file (``{}`` when absent), cached."""
+        key = (root, name)
+        cached = self._checkpoints.get(key)
+        if cached is None:
+            cached = read_checkpoint(self.filesystem, join(root, name))
+            self._checkpoints[key] = cached
+        return cached
+
+    def checkpointed_high_watermark(self, p: PartitionDir) -> int | None:
+        return self.checkpoint(p.root, REPLICATION_OFFSET_CHECKPOINT).get((p.topic, p.partition))
+
+    def checkpointed_log_start_offset(self, p: PartitionDir) -> int | None:
+        return self.checkpoint(p.root, LOG_START_OFFSET_CHECKPOINT).get((p.topic, p.partition))
+
+    # ---- state and seeking (see state.py) ----------------------------------------------
+
+    def state(self, p: PartitionDir, *, isolation_level: str = "read_uncommitted",
+              read_past_high_watermark: bool = False, on_corruption: str = "fail"):
+        """Offsets and bounds of a partition as a consumer would see them; see
+        :func:`spark_kafkalog.log.state.partition_state`."""
+        from spark_kafkalog.log.state import partition_state
+
+        return partition_state(self, p, isolation_level=isolation_level,
+                               read_past_high_watermark=read_past_high_watermark,
+                               on_corruption=on_corruption)
+
+    def offset_for_timestamp(self, p: PartitionDir, timestamp_ms: int, **kwargs) -> int | None:
+        """Earliest offset whose record timestamp is >= ``timestamp_ms`` (Kafka's
+        offsetsForTimes); None when there is none. Reads the index files and the bytes
+        from the position they point to. See :func:`spark_kafkalog.log.seek.offset_for_timestamp`."""
+        from spark_kafkalog.log.seek import offset_for_timestamp
+
+        return offset_for_timestamp(self, p, timestamp_ms, **kwargs)

@@ -1,0 +1,298 @@
+"""Reading records: a partition's offset range as Arrow record batches, or a topic as a table.
+
+``read_partition`` is what a Spark task runs: it seeks through the offset index (or a
+position hint from :func:`~spark_kafkalog.log.seek.split_points`), scans windows of whole
+batches (segment.py: corruption policy, torn tail), drops aborted transactions under
+read_committed (isolation.py) and decodes each window with the format layer's kernel,
+filtering the offset range while decoding. Memory: one window of batch bytes plus its
+decoded rows.
+
+``read_table`` is the non-Spark API: offsets resolved like Spark's Kafka source
+(-2 earliest, -1 latest, ending exclusive), rows in partition then offset order.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from spark_kafkalog.errors import (
+    CorruptRecordError,
+    DataLossError,
+    InvalidOptionError,
+    KafkaLogError,
+    LogLayoutError,
+    OffsetOutOfRangeError,
+)
+from spark_kafkalog.format import decode_run, record_schema
+from spark_kafkalog.format.wire import DEFAULT_MAX_DECOMPRESSED
+from spark_kafkalog.log.isolation import aborted_resolver
+from spark_kafkalog.log.layout import LogDirs, PartitionDir
+from spark_kafkalog.log.seek import locate
+from spark_kafkalog.log.segment import (
+    DEFAULT_MAX_BATCH_BYTES,
+    DEFAULT_WINDOW_BYTES,
+    ReadStats,
+    SkippedRange,
+    Window,
+    check_policy,
+    scan_windows,
+)
+from spark_kafkalog.log.state import check_isolation
+
+__all__ = ["read_partition", "read_table", "EARLIEST", "LATEST"]
+
+log = logging.getLogger(__name__)
+
+EARLIEST = -2
+LATEST = -1
+
+
+class _Stop(Exception):
+    """Internal: the stop policy ended the partition inside a window."""
+
+
+def _decode_window(w: Window, skip: np.ndarray | None, *, topic: str, partition: int,
+                   include_headers: bool, start_offset: int, end_offset: int,
+                   on_corruption: str, max_decompressed: int, stats: ReadStats
+                   ) -> Iterator[pa.RecordBatch]:
+    """Decode one window; a batch that frames and checksums correctly but does not decode
+    (bad records, undecodable payload) goes through the corruption policy on its own."""
+    view = memoryview(w.data)
+    positions = w.headers.column("position").to_numpy()
+    sizes = w.headers.column("size").to_numpy()
+    lo = 0                              # relative position decoding resumes from
+    while lo < len(view):
+        rel_skip = None
+        if skip is not None:
+            rel_skip = skip[skip >= lo] - lo
+        try:
+            rb = decode_run(view[lo:], topic=topic, partition=partition, verify_crc=False,
+                            include_headers=include_headers,
+                            max_decompressed_bytes=max_decompressed,
+                            start_offset=start_offset, end_offset=end_offset,
+                            skip_positions=rel_skip, position_base=w.position + lo)
+        except CorruptRecordError as err:
+            if err.position is None:
+                raise err.at(path=w.path) from err
+            row = int(np.searchsorted(positions, err.position, side="right")) - 1
+            if row < 0:
+                raise err.at(path=w.path) from err
+            bad_start = int(positions[row]) - w.position
+            bad_end = bad_start + int(sizes[row])
+            if on_corruption == "fail":
+                raise err.at(path=w.path) from err
+            if bad_start > lo:
+                # the batches before the bad one decode: emit them first
+                yield from _decode_window(
+                    Window(w.segment_index, w.path, w.position + lo,
+                           w.data[lo:bad_start], w.headers.slice(0, row)),
+                    None if skip is None else skip[(skip >= lo) & (skip < bad_start)] - lo,
+                    topic=topic, partition=partition, include_headers=include_headers,
+                    start_offset=start_offset, end_offset=end_offset,
+                    on_corruption=on_corruption, max_decompressed=max_decompressed,
+                    stats=stats)
+            where = w.position + bad_start
+            if on_corruption == "stop":
+                stats.stopped_at = (w.path, where, err.offset, err.reason)
+                log.warning("%s: batch at position %d (offset %s) does not decode: %s; "
+                            "stopping the partition here (on_corruption=stop)", w.path,
+                            where, err.offset, err.reason)
+                raise _Stop() from err
+            stats.skipped.append(SkippedRange(w.path, where, w.position + bad_end,
+                                              err.offset, err.reason))
+            log.warning("%s: skipped the batch at position %d (offset %s), which does not "
+                        "decode: %s (on_corruption=skip)", w.path, where, err.offset,
+                        err.reason)
+            lo = bad_end
+            continue
+        except KafkaLogError as err:
+            raise err.at(path=w.path) from err
+        if rb.num_rows:
+            stats.records += rb.num_rows
+            yield rb
+        return
+
+
+def read_partition(logdirs: LogDirs, p: PartitionDir, *, start_offset: int, end_offset: int,
+                   isolation_level: str = "read_uncommitted", include_headers: bool = True,
+                   on_corruption: str = "fail", window_bytes: int = DEFAULT_WINDOW_BYTES,
+                   start_position: tuple[int, int] | None = None,
+                   stats: ReadStats | None = None,
+                   max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+                   max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED,
+                   txn_index: str = "auto", decision_limit: int | None = None
+                   ) -> Iterator[pa.RecordBatch]:
+    """Rows with ``start_offset <= offset < end_offset`` (already clamped by the caller to
+    what is visible), in offset order, schema ``record_schema(include_headers)``.
+
+    ``start_position``: ``(segment base offset, byte position)`` hint from split_points.
+    Under read_committed aborted transactional records are dropped (``txn_index``:
+    "auto" uses the ``.txnindex`` files when the partition has any, else the markers in
+    the log; "use"/"ignore" force one way); ``decision_limit``: markers at or after it
+    decide nothing (default: the checkpointed high watermark).
+
+    ``stats`` (a :class:`ReadStats`) receives bytes read, batches, records, skipped
+    ranges, a torn tail, a policy stop. Errors: CorruptRecordError (on_corruption=fail),
+    MissingCodecError, UnsupportedFormatError, LogLayoutError — each naming the file,
+    byte position and offset. Bounded memory: one window of whole batches at a time
+    (a single batch larger than the window is read whole)."""
+    check_isolation(isolation_level)
+    check_policy(on_corruption)
+    for name, value in (("start_offset", start_offset), ("end_offset", end_offset)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise InvalidOptionError(f"{name} must be a non-negative integer, not {value!r}")
+    if window_bytes is None or int(window_bytes) < 1:
+        raise InvalidOptionError(f"window_bytes must be positive, not {window_bytes!r}")
+    stats = stats if stats is not None else ReadStats()
+    if start_offset >= end_offset or not p.segments:
+        return
+    seg_i, pos, check = locate(logdirs, p, start_offset, start_position)
+    resolver = None
+    if isolation_level == "read_committed":
+        if decision_limit is None:
+            decision_limit = logdirs.checkpointed_high_watermark(p)
+        if decision_limit is None:
+            decision_limit = 1 << 62
+        resolver = aborted_resolver(logdirs, p, segment_index=seg_i,
+                                    start_offset=start_offset, end_offset=end_offset,
+                                    decision_limit=decision_limit, txn_index=txn_index,
+                                    on_corruption=on_corruption, window_bytes=window_bytes,
+                                    stats=stats)
+    windows = scan_windows(logdirs.filesystem, p, segment_index=seg_i, position=pos,
+                           seek_check=check, end_offset=end_offset,
+                           on_corruption=on_corruption, window_bytes=int(window_bytes),
+                           max_batch_bytes=max_batch_bytes, stats=stats)
+    try:
+        for w in windows:
+            skip = resolver.skip_positions(w) if resolver is not None else None
+            yield from _decode_window(w, skip, topic=p.topic, partition=p.partition,
+                                      include_headers=include_headers,
+                                      start_offset=start_offset, end_offset=end_offset,
+                                      on_corruption=on_corruption,
+                                      max_decompressed=max_decompressed_bytes, stats=stats)
+    except _Stop:
+        return
+    finally:
+        windows.close()
+
+
+def _offset_arg(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InvalidOptionError(f"{name}: offsets must be integers, not {value!r}")
+    return int(value)
+
+
+def _per_partition(name: str, value, partitions: Sequence[int]) -> dict[int, int]:
+    """A {partition: offset} option (keys may be ints or strings, as in Spark's JSON)."""
+    if value is None:
+        return {}
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return {q: int(value) for q in partitions}
+    if not isinstance(value, Mapping):
+        raise InvalidOptionError(f"{name} must map partition -> offset, not {value!r}")
+    out = {}
+    for k, v in value.items():
+        try:
+            q = int(k)
+        except (TypeError, ValueError):
+            raise InvalidOptionError(f"{name}: partition {k!r} is not an integer") from None
+        out[q] = _offset_arg(f"{name}[{k}]", v)
+    return out
+
+
+def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
+               starting_offsets: Mapping | None = None, ending_offsets: Mapping | None = None,
+               starting_timestamp: int | None = None,
+               isolation_level: str = "read_uncommitted", include_headers: bool = True,
+               on_corruption: str = "fail", filesystem_options: Mapping | None = None,
+               read_past_high_watermark: bool = False,
+               window_bytes: int = DEFAULT_WINDOW_BYTES, fail_on_data_loss: bool = True,
+               stats: ReadStats | None = None, txn_index: str = "auto") -> pa.Table:
+    """One topic (or some of its partitions) of a log dir as an Arrow table in Spark's
+    Kafka schema, rows in partition then offset order.
+
+    ``path``: a URI, comma-separated URIs, a list of them, or a :class:`LogDirs`.
+    ``starting_offsets`` / ``ending_offsets``: ``{partition: offset}`` (keys int or str);
+    an offset is the next one to read; -2 = earliest (log start), -1 = latest (the
+    upper bound: high watermark, last stable offset under read_committed, log end with
+    ``read_past_high_watermark``); ending is exclusive and defaults to latest, starting
+    to earliest. ``starting_timestamp`` (ms) starts each partition at its earliest
+    record with a timestamp >= it (at the latest offset when there is none) and takes
+    precedence over ``starting_offsets``.
+
+    A start below the log start offset raises DataLossError (or is moved up to it with
+    ``fail_on_data_loss=False``); a start past the upper bound raises
+    OffsetOutOfRangeError; an end past it is lowered to it."""
+    check_isolation(isolation_level)
+    check_policy(on_corruption)
+    logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options)
+    parts = logdirs.partitions(topic)
+    if partitions is not None:
+        wanted = [int(q) for q in partitions]
+        by_num = {p.partition: p for p in parts}
+        missing = [q for q in wanted if q not in by_num]
+        if missing:
+            raise LogLayoutError(f"partitions {missing} of topic {topic!r} not found in log "
+                                 f"dirs {', '.join(logdirs.roots)}")
+        parts = [by_num[q] for q in sorted(set(wanted))]
+    numbers = [p.partition for p in parts]
+    starts = _per_partition("starting_offsets", starting_offsets, numbers)
+    ends = _per_partition("ending_offsets", ending_offsets, numbers)
+    for name, given in (("starting_offsets", starts), ("ending_offsets", ends)):
+        unknown = sorted(set(given) - set(numbers))
+        if unknown:
+            raise InvalidOptionError(f"{name}: partitions {unknown} of topic {topic!r} are "
+                                     "not being read")
+    stats = stats if stats is not None else ReadStats()
+    batches: list[pa.RecordBatch] = []
+    for p in parts:
+        state = logdirs.state(p, isolation_level=isolation_level,
+                              read_past_high_watermark=read_past_high_watermark,
+                              on_corruption=on_corruption)
+        lo, hi = state.log_start_offset, state.upper_bound
+        where = f"{topic}-{p.partition}"
+        if starting_timestamp is not None:
+            found = logdirs.offset_for_timestamp(p, starting_timestamp, upper_bound=hi,
+                                                 on_corruption=on_corruption)
+            start = hi if found is None else max(found, lo)
+        else:
+            start = starts.get(p.partition, EARLIEST)
+            if start == EARLIEST:
+                start = lo
+            elif start == LATEST:
+                start = hi
+            elif start < 0:
+                raise InvalidOptionError(f"starting_offsets: {where}: offset {start} is not "
+                                         "-2 (earliest), -1 (latest) or an offset")
+        end = ends.get(p.partition, LATEST)
+        if end == LATEST:
+            end = hi
+        elif end < 0:
+            raise InvalidOptionError(f"ending_offsets: {where}: offset {end} is not -1 "
+                                     "(latest) or an offset")
+        if start < lo:
+            if fail_on_data_loss:
+                raise DataLossError(f"{where}: offset {start} is below the log start offset "
+                                    f"{lo}: those records are gone (set "
+                                    "fail_on_data_loss=False to start at the log start)",
+                                    path=p.path, offset=start)
+            start = lo
+        if start > hi:
+            raise OffsetOutOfRangeError(f"{where}: starting offset {start} is past the upper "
+                                        f"bound {hi} (log end {state.log_end_offset})",
+                                        path=p.path, offset=start)
+        end = min(end, hi)
+        if end < start:
+            raise InvalidOptionError(f"ending_offsets: {where}: ending offset {end} is "
+                                     f"before the starting offset {start}")
+        batches.extend(read_partition(logdirs, p, start_offset=start, end_offset=end,
+                                      isolation_level=isolation_level,
+                                      include_headers=include_headers,
+                                      on_corruption=on_corruption, window_bytes=window_bytes,
+                                      stats=stats, txn_index=txn_index,
+                                      decision_limit=state.log_end_offset
+                                      if read_past_high_watermark else state.high_watermark))
+    return pa.Table.from_batches(batches, schema=record_schema(include_headers))

@@ -1,0 +1,229 @@
+"""Seeking: from an offset or a timestamp to a byte position, through the index files.
+
+Only index files and the ``.log`` bytes from the position they give are read. Index
+answers are hints the scanner confirms (see segment.py): a refuted entry costs a rescan
+of one segment, never a wrong answer.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
+from spark_kafkalog.format import decode_run
+from spark_kafkalog.log.index import (TIME_INDEX_ENTRY, OffsetIndex, TimeIndex,
+                                      read_offset_index, read_time_index)
+from spark_kafkalog.log.segment import DEFAULT_WINDOW_BYTES, ReadStats, scan_windows
+
+__all__ = ["locate", "offset_index", "time_index", "time_index_last", "offset_for_timestamp",
+           "split_points", "log_start_offset"]
+
+log = logging.getLogger(__name__)
+
+
+def offset_index(logdirs, p, i: int) -> OffsetIndex | None:
+    """The validated offset index of segment ``i`` (None when it has no .index)."""
+    seg = p.segments[i]
+    if seg.index_path is None:
+        return None
+    try:
+        return read_offset_index(logdirs.filesystem, seg.index_path, seg.base_offset,
+                                 segment_size=seg.size, next_base_offset=p.next_base_offset(i))
+    except LogLayoutError as err:
+        log.warning("ignoring unusable offset index: %s", err)
+        return None
+
+
+def time_index(logdirs, p, i: int) -> TimeIndex | None:
+    seg = p.segments[i]
+    if seg.timeindex_path is None:
+        return None
+    try:
+        return read_time_index(logdirs.filesystem, seg.timeindex_path, seg.base_offset,
+                               next_base_offset=p.next_base_offset(i))
+    except LogLayoutError as err:
+        log.warning("ignoring unusable time index: %s", err)
+        return None
+
+
+def time_index_last(logdirs, p, i: int) -> tuple[int, int] | None:
+    """``(timestamp, offset)`` of the last live entry of segment ``i``'s time index,
+    reading only that entry when the file is trimmed (a rolled segment's is), else the
+    live prefix. None when there is no usable entry."""
+    seg = p.segments[i]
+    if seg.timeindex_path is None:
+        return None
+    fs = logdirs.filesystem
+    try:
+        with fs.open_input_file(seg.timeindex_path) as f:
+            size = f.size()
+            n = size // TIME_INDEX_ENTRY.size
+            if n == 0:
+                return None
+            ts, rel = TIME_INDEX_ENTRY.unpack(f.read_at(TIME_INDEX_ENTRY.size,
+                                                        (n - 1) * TIME_INDEX_ENTRY.size))
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        log.warning("ignoring unreadable time index %s: %s", seg.timeindex_path, err)
+        return None
+    if rel == 0 and n > 1:          # zero tail: find the live prefix
+        t = time_index(logdirs, p, i)
+        return t.last if t is not None else None
+    nxt = p.next_base_offset(i)
+    if ts < 0 or rel < 0 or (nxt is not None and seg.base_offset + rel >= nxt):
+        return None
+    return ts, seg.base_offset + rel
+
+
+def log_start_offset(logdirs, p) -> int:
+    """Kafka's rule: max(log-start-offset-checkpoint entry, first segment base offset)."""
+    ckpt = logdirs.checkpointed_log_start_offset(p)
+    first = p.segments[0].base_offset if p.segments else (ckpt or 0)
+    return max(ckpt if ckpt is not None else 0, first)
+
+
+def locate(logdirs, p, offset: int, hint: tuple[int, int] | None = None
+           ) -> tuple[int, int, int | None]:
+    """``(segment index, byte position, seek_check)`` to start reading ``offset`` from:
+    the segment that would hold it and its offset-index entry (or a caller's hint
+    ``(segment base offset, position)`` from :func:`split_points`). ``seek_check`` is
+    the offset the batch at that position must not start after."""
+    i = p.segment_index_for(offset)
+    if hint is not None:
+        base, pos = hint
+        for j, seg in enumerate(p.segments):
+            if seg.base_offset == base:
+                if 0 <= pos < max(seg.size, 1) and (j == i or pos == 0):
+                    return j, pos, (offset if pos > 0 else None)
+                break
+        log.debug("ignoring position hint %s for offset %d", hint, offset)
+    idx = offset_index(logdirs, p, i)
+    if idx is None or not len(idx):
+        return i, 0, None
+    entry_offset, pos = idx.lookup(offset)
+    return i, pos, (entry_offset if pos > 0 else None)
+
+
+def offset_for_timestamp(logdirs, p, timestamp_ms: int, *, upper_bound: int | None = None,
+                         on_corruption: str = "fail", window_bytes: int = DEFAULT_WINDOW_BYTES,
+                         stats: ReadStats | None = None) -> int | None:
+    """Earliest offset at or above the log start whose record timestamp is >=
+    ``timestamp_ms`` (Kafka's offsetsForTimes), or None when no record has one (below
+    ``upper_bound``, when given: e.g. the high watermark or last stable offset).
+
+    Segments are skipped by their time index's last entry (their max timestamp); in the
+    first segment that may hold the answer, the time index gives the last offset known
+    to be earlier and the offset index its position; the scan decodes only the first
+    batch whose max timestamp reaches the target."""
+    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, (int, np.integer)):
+        raise InvalidOptionError(f"timestamp must be an integer (ms), not {timestamp_ms!r}")
+    if timestamp_ms < 0:
+        raise InvalidOptionError(f"timestamp must be >= 0 ms, not {timestamp_ms}")
+    if not p.segments:
+        return None
+    stats = stats if stats is not None else ReadStats()
+    start = log_start_offset(logdirs, p)
+    target_us = int(timestamp_ms) * 1000
+    n = len(p.segments)
+    i = p.segment_index_for(start)
+    # Skip rolled segments whose max timestamp (their time index's last entry, written
+    # when the segment was rolled) is below the target.
+    while i < n - 1:
+        last = time_index_last(logdirs, p, i) if p.segments[i].size else (-1, -1)
+        if last is None or last[0] >= timestamp_ms:
+            break
+        i += 1
+    seg = p.segments[i]
+    search_from = max(start, seg.base_offset)
+    t = time_index(logdirs, p, i)
+    before = t.last_before(timestamp_ms) if t is not None else None
+    if before is not None:
+        search_from = max(search_from, before[1] + 1)
+    if upper_bound is not None and search_from >= upper_bound:
+        return None
+    idx = offset_index(logdirs, p, i)
+    pos, check = 0, None
+    if idx is not None and len(idx):
+        entry, pos = idx.lookup(search_from)
+        check = entry if pos > 0 else None
+    return _search(logdirs, p, i, pos, check, search_from, target_us, upper_bound,
+                   on_corruption, window_bytes, stats)
+
+
+def _search(logdirs, p, i, pos, check, search_from, target_us, upper_bound, on_corruption,
+            window_bytes, stats) -> int | None:
+    """Scan from segment ``i`` at ``pos`` on; decode only batches whose max timestamp
+    reaches the target, and return the first record's offset that does."""
+    target_ms = target_us // 1000
+    for w in scan_windows(logdirs.filesystem, p, segment_index=i, position=pos,
+                          seek_check=check, end_offset=upper_bound,
+                          on_corruption=on_corruption, window_bytes=window_bytes,
+                          stats=stats, initial_window=1 << 16):
+        h = w.headers
+        last = h.column("last_offset").to_numpy()
+        maxts = h.column("max_timestamp").to_numpy()
+        ctrl = h.column("is_control").to_numpy()
+        rows = np.flatnonzero(~ctrl & (last >= search_from) & (maxts >= target_ms))
+        for r in rows.tolist():
+            start = int(h.column("position")[r].as_py()) - w.position
+            size = int(h.column("size")[r].as_py())
+            batch = decode_run(memoryview(w.data)[start:start + size], verify_crc=False,
+                               include_headers=False, start_offset=search_from,
+                               end_offset=upper_bound, position_base=w.position + start)
+            hit = pc.greater_equal(batch.column("timestamp").cast("int64"), target_us)
+            where = pc.indices_nonzero(pc.fill_null(hit, False))
+            if len(where):
+                return int(batch.column("offset")[where[0].as_py()].as_py())
+    return None
+
+
+def split_points(logdirs, p, start_offset: int, end_offset: int, target_bytes: int
+                 ) -> list[tuple[int, int, int]]:
+    """Cut ``[start_offset, end_offset)`` into consecutive ranges of about
+    ``target_bytes`` of log each, at positions found in the offset indexes (no ``.log``
+    bytes are read). Returns ``[(range start offset, segment base offset, byte position
+    hint), ...]``: the first range starts at ``start_offset``, each ends where the next
+    begins, the last at ``end_offset``. Pass a range's ``(segment base, position)`` to
+    ``read_partition(start_position=...)``.
+
+    A cut at index entry ``(O, P)`` starts a range at offset O read from position P
+    (every record at or above O lies at or after P); a cut at a segment boundary starts
+    at the segment's base offset, position 0."""
+    if target_bytes <= 0:
+        raise InvalidOptionError(f"target_bytes must be positive, not {target_bytes}")
+    if start_offset >= end_offset or not p.segments:
+        seg_i = p.segment_index_for(start_offset) if p.segments else 0
+        base = p.segments[seg_i].base_offset if p.segments else 0
+        return [(start_offset, base, 0)]
+    i0, pos0, _check = locate(logdirs, p, start_offset)
+    out = [(start_offset, p.segments[i0].base_offset, pos0)]
+    acc = 0                 # bytes since the last cut
+    last_pos = pos0
+    for i in range(i0, len(p.segments)):
+        seg = p.segments[i]
+        if i > i0:
+            if seg.base_offset >= end_offset:
+                break
+            acc += p.segments[i - 1].size - last_pos
+            last_pos = 0
+            if acc >= target_bytes and seg.base_offset > out[-1][0]:
+                out.append((seg.base_offset, seg.base_offset, 0))
+                acc = 0
+        idx = offset_index(logdirs, p, i)
+        if idx is None or not len(idx):
+            continue
+        offs, poss = idx.offsets, idx.positions
+        sel = np.flatnonzero((offs > start_offset) & (offs < end_offset) & (poss > last_pos))
+        for k in sel.tolist():
+            o, q = int(offs[k]), int(poss[k])
+            acc += q - last_pos
+            last_pos = q
+            if acc >= target_bytes and o > out[-1][0]:
+                out.append((o, seg.base_offset, q))
+                acc = 0
+    return out

@@ -1,0 +1,475 @@
+"""Scanning segments: windows of whole, valid batches, with a corruption policy.
+
+Everything that walks a partition's ``.log`` bytes — reading records, finding the log end,
+resolving transactions, seeking by timestamp, inspecting — goes through
+:func:`scan_windows`. It reads a segment in windows of whole batches (``window_bytes``;
+a batch larger than the window is read whole, as Kafka's reader grows its buffer), asks
+the format layer for the batch headers (CRCs checked), checks what the format layer
+cannot see on its own (offsets increasing across batches and segments, offsets inside
+their segment), and applies the corruption policy:
+
+``fail``   raise :class:`CorruptRecordError` naming the file, byte position and offset;
+``skip``   resynchronise at the next valid batch: scan forward byte by byte from the bad
+           batch's start + 1 (never trusting its length) for a position where a whole
+           batch with a valid CRC and a plausible offset starts; report what was
+           skipped through logging and :class:`ReadStats`;
+``stop``   end the partition at the last valid batch (what broker recovery does).
+
+A batch cut short by the end of the partition's LAST segment is the normal end of a log
+after a crash (a broker truncates it on recovery): the scan stops with a warning
+whatever the policy, as it does on a zero-filled (preallocated) tail. Anywhere else a
+cut batch is corruption.
+
+Positions given to start a scan (from an index or a caller's hint) are checked: the
+batch found there must be valid and start at or before the offset the index promised;
+otherwise the scan falls back to the segment start (``ReadStats.index_fallbacks``).
+"""
+from __future__ import annotations
+
+import logging
+import struct
+import warnings
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from spark_kafkalog.errors import CorruptRecordError, InvalidOptionError, LogLayoutError
+from spark_kafkalog.format import scan_headers
+from spark_kafkalog.format.wire import (
+    HEADER_PEEK,
+    LEGACY_V0_MIN_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_POS,
+    SIZE_POS,
+    V2_MIN_BATCH_LENGTH,
+)
+
+__all__ = ["ReadStats", "SkippedRange", "Window", "scan_windows", "POLICIES",
+           "DEFAULT_WINDOW_BYTES", "DEFAULT_MAX_BATCH_BYTES", "segment_next_offset",
+           "check_policy", "TornTailWarning"]
+
+log = logging.getLogger(__name__)
+
+POLICIES = ("fail", "skip", "stop")
+DEFAULT_WINDOW_BYTES = 16 * 1024 * 1024
+#: a declared batch size above this is treated as corruption rather than read into memory
+DEFAULT_MAX_BATCH_BYTES = 256 * 1024 * 1024
+_MIN_WINDOW = 4096
+# Offsets inside one segment are base + int32 (index entries store them relative).
+_MAX_SEGMENT_SPAN = 1 << 31
+
+
+class TornTailWarning(UserWarning):
+    """The last segment ends inside a batch (or in zero padding): the normal end of a
+    log a broker did not shut down cleanly."""
+
+
+@dataclass(frozen=True)
+class SkippedRange:
+    """Bytes the ``skip`` policy passed over."""
+    path: str
+    start: int          # byte position of the bad data
+    end: int            # where reading resumed (the segment size when nothing followed)
+    offset: int | None  # the offset the bad batch claimed, if any
+    reason: str
+
+
+@dataclass
+class ReadStats:
+    """What a read did; pass one in to collect it (it is updated as the read proceeds)."""
+    bytes_read: int = 0
+    batches: int = 0
+    records: int = 0
+    skipped: list[SkippedRange] = field(default_factory=list)
+    torn_tail: tuple[str, int, int] | None = None         # (path, position, bytes)
+    stopped_at: tuple[str, int, int | None, str] | None = None   # policy stop
+    index_fallbacks: int = 0
+
+    @property
+    def skipped_bytes(self) -> int:
+        return sum(s.end - s.start for s in self.skipped)
+
+    def merge(self, other: "ReadStats") -> None:
+        self.bytes_read += other.bytes_read
+        self.batches += other.batches
+        self.records += other.records
+        self.skipped.extend(other.skipped)
+        self.torn_tail = self.torn_tail or other.torn_tail
+        self.stopped_at = self.stopped_at or other.stopped_at
+        self.index_fallbacks += other.index_fallbacks
+
+
+@dataclass(frozen=True)
+class Window:
+    """Whole valid batches read from one segment: ``data[0]`` is at file position
+    ``position``; ``headers`` (BATCH_HEADER_SCHEMA, absolute positions) has one row per
+    batch in ``data``."""
+    segment_index: int
+    path: str
+    position: int
+    data: bytes
+    headers: pa.Table
+
+    @property
+    def end(self) -> int:
+        return self.position + len(self.data)
+
+
+def check_policy(on_corruption: str) -> str:
+    if on_corruption not in POLICIES:
+        raise InvalidOptionError(f"on_corruption must be one of {', '.join(POLICIES)}, not "
+                                 f"{on_corruption!r}")
+    return on_corruption
+
+
+class _Problem(Exception):
+    """Internal: a corrupt stretch found at ``position`` of the current segment."""
+
+    def __init__(self, position: int, offset: int | None, reason: str):
+        super().__init__(reason)
+        self.position = position
+        self.offset = offset
+        self.reason = reason
+
+
+def _be_int(arr: np.ndarray, idx: np.ndarray, nbytes: int) -> np.ndarray:
+    """Big-endian signed integers of ``nbytes`` bytes starting at each of ``idx``."""
+    acc = np.zeros(len(idx), dtype=np.uint64)
+    for k in range(nbytes):
+        acc = (acc << np.uint64(8)) | arr[idx + k].astype(np.uint64)
+    if nbytes == 8:
+        return acc.view(np.int64)
+    signed = acc.astype(np.int64)
+    limit = 1 << (8 * nbytes - 1)
+    return np.where(signed >= limit, signed - (limit << 1), signed)
+
+
+class _SegmentFile:
+    """A segment's .log opened once, read with ranged reads, bytes counted."""
+
+    def __init__(self, fs: pafs.FileSystem, path: str, size: int, stats: ReadStats):
+        self.path = path
+        self.size = size
+        self.stats = stats
+        try:
+            self._f = fs.open_input_file(path)
+        except OSError as err:
+            raise LogLayoutError(f"cannot open segment: {err}", path=path) from err
+
+    def read(self, position: int, length: int) -> bytes:
+        length = min(length, self.size - position)
+        if length <= 0:
+            return b""
+        data = self._f.read_at(length, position)
+        self.stats.bytes_read += len(data)
+        if len(data) != length:
+            raise LogLayoutError(f"short read: {len(data)} of {length} bytes (the file "
+                                 "shrank while being read?)", path=self.path,
+                                 position=position)
+        return data
+
+    def close(self) -> None:
+        self._f.close()
+
+
+class _Scan:
+    """State of one scan over a partition's segments (see :func:`scan_windows`)."""
+
+    def __init__(self, fs, partition_dir, *, on_corruption, window_bytes, max_batch_bytes,
+                 stats, initial_window, verify_crc, quiet):
+        self.fs = fs
+        self.p = partition_dir
+        self.policy = check_policy(on_corruption)
+        if window_bytes < 1:
+            raise InvalidOptionError(f"window_bytes must be positive, not {window_bytes}")
+        self.window_bytes = int(window_bytes)
+        self.max_batch_bytes = int(max_batch_bytes)
+        self.stats = stats
+        self.initial_window = max(min(initial_window or self.window_bytes,
+                                      self.window_bytes), 1)
+        self.verify_crc = verify_crc
+        self.quiet = quiet
+        self.prev_last: int | None = None
+
+    # ---- helpers -------------------------------------------------------------------
+
+    def _warn(self, message: str) -> None:
+        log.warning("%s", message)
+        if not self.quiet:
+            warnings.warn(message, TornTailWarning, stacklevel=4)
+
+    def _all_zero(self, f: _SegmentFile, start: int) -> bool:
+        pos = start
+        while pos < f.size:
+            chunk = f.read(pos, min(self.window_bytes, f.size - pos))
+            if chunk.count(0) != len(chunk):
+                return False
+            pos += len(chunk)
+        return True
+
+    def _lo_hi(self, seg_i: int) -> tuple[int, int]:
+        """Offsets a batch in segment ``seg_i`` may claim: [lo, hi)."""
+        seg = self.p.segments[seg_i]
+        lo = seg.base_offset if self.prev_last is None else max(seg.base_offset,
+                                                                 self.prev_last + 1)
+        nxt = self.p.next_base_offset(seg_i)
+        hi = nxt if nxt is not None else seg.base_offset + _MAX_SEGMENT_SPAN
+        return lo, hi
+
+    def _check_offsets(self, seg_i: int, h: pa.Table) -> tuple[int, str] | None:
+        """First batch in ``h`` whose offsets cannot follow what came before:
+        ``(row, reason)``, or None."""
+        if h.num_rows == 0:
+            return None
+        seg = self.p.segments[seg_i]
+        nxt = self.p.next_base_offset(seg_i)
+        base = h.column("base_offset").to_numpy()
+        last = h.column("last_offset").to_numpy()
+        magic = h.column("magic").to_numpy()
+        prev = np.empty(len(last), dtype=np.int64)
+        prev[0] = self.prev_last if self.prev_last is not None else np.iinfo(np.int64).min
+        prev[1:] = last[:-1]
+        bad = last <= prev
+        bad |= (magic == 2) & (base <= prev)
+        bad |= last < seg.base_offset
+        if nxt is not None:
+            bad |= last >= nxt
+        else:
+            bad |= last >= seg.base_offset + _MAX_SEGMENT_SPAN
+        rows = np.flatnonzero(bad)
+        if not len(rows):
+            return None
+        i = int(rows[0])
+        if last[i] <= prev[i] or base[i] <= prev[i] and magic[i] == 2:
+            why = (f"offsets going backwards: batch {int(base[i])}..{int(last[i])} after "
+                   f"offset {int(prev[i])}")
+        else:
+            why = (f"batch offsets {int(base[i])}..{int(last[i])} outside the segment's "
+                   f"range [{seg.base_offset}, {nxt if nxt is not None else 'end'})")
+        return i, why
+
+    def _resync(self, f: _SegmentFile, seg_i: int, start: int) -> int | None:
+        """Position of the next valid batch at or after ``start`` in this segment, found
+        by testing every byte position: the 17-byte prefix must look like a batch
+        (magic 0-2, a possible length, an offset this segment may hold) and then the
+        whole batch must pass the format layer's checks with its CRC verified."""
+        lo, hi = self._lo_hi(seg_i)
+        chunk_len = max(self.window_bytes, 1 << 16)
+        pos = start
+        while pos + HEADER_PEEK <= f.size:
+            data = f.read(pos, chunk_len)
+            arr = np.frombuffer(data, dtype=np.uint8)
+            n_pos = len(arr) - HEADER_PEEK + 1          # positions whose prefix fits
+            if n_pos <= 0:
+                break
+            cand = np.flatnonzero(arr[MAGIC_POS:MAGIC_POS + n_pos] <= 2)
+            if len(cand):
+                length = _be_int(arr, cand + SIZE_POS, 4)
+                magic = arr[cand + MAGIC_POS]
+                min_len = np.where(magic == 2, V2_MIN_BATCH_LENGTH, LEGACY_V0_MIN_SIZE)
+                ok = (length >= min_len) & (length + LOG_OVERHEAD <= self.max_batch_bytes)
+                ok &= (pos + cand + LOG_OVERHEAD + length) <= f.size
+                cand = cand[ok]
+                if len(cand):
+                    offset = _be_int(arr, cand, 8)
+                    cand = cand[(offset >= lo) & (offset < hi)]
+            for c in cand.tolist():
+                at = pos + c
+                size = LOG_OVERHEAD + struct.unpack_from(">i", data, c + SIZE_POS)[0]
+                batch = data[c:c + size] if c + size <= len(data) else f.read(at, size)
+                scan = scan_headers(batch, position_base=at, verify_crc=True,
+                                    first_offset_hint=lo)
+                if scan.headers.num_rows and self._check_offsets(seg_i, scan.headers.slice(0, 1)) is None:
+                    return at
+            if pos + len(data) >= f.size:
+                break
+            pos += n_pos
+        return None
+
+    # ---- the scan ------------------------------------------------------------------
+
+    def windows(self, seg_i: int, position: int, *, end_offset: int | None,
+                seek_check: int | None, read_limit: int | None) -> Iterator[Window]:
+        segments = self.p.segments
+        while seg_i < len(segments):
+            seg = segments[seg_i]
+            f = _SegmentFile(self.fs, seg.path, seg.size, self.stats)
+            try:
+                result = yield from self._segment(f, seg_i, position, end_offset,
+                                                  seek_check, read_limit)
+            finally:
+                f.close()
+            if result == "restart":
+                position, seek_check = 0, None
+                continue
+            if result == "done":
+                return
+            seg_i += 1
+            position, seek_check, read_limit = 0, None, None
+
+    def _segment(self, f: _SegmentFile, seg_i: int, position: int, end_offset, seek_check,
+                 read_limit):
+        """Yield the windows of one segment; return "next", "done" or "restart"."""
+        is_last = seg_i == len(self.p.segments) - 1
+        pos = position
+        carry = b""
+        want = self.initial_window
+        checking = seek_check is not None and position > 0
+        while pos < f.size:
+            need = max(want, len(carry) + 1)
+            if read_limit is not None and read_limit > pos:
+                need = min(need, max(read_limit - pos, len(carry) + 1))
+            data = carry + f.read(pos + len(carry), need - len(carry)) if carry else \
+                f.read(pos, need)
+            carry = b""
+            hint = (self.prev_last + 1) if self.prev_last is not None else \
+                (self.p.segments[seg_i].base_offset if pos == 0 else None)
+            scan = scan_headers(data, position_base=pos, verify_crc=self.verify_crc,
+                                first_offset_hint=hint)
+            h = scan.headers
+            end = scan.end
+            problem = scan.problem
+            if checking:
+                # Trust the start position only once the log confirms it: a whole valid
+                # batch there, starting at or before the offset the index promised.
+                if h.num_rows:
+                    checking = False
+                    confirmed = h.column("base_offset")[0].as_py() <= seek_check
+                else:
+                    more = (problem is not None and problem.kind == "torn"
+                            and pos + len(data) < f.size)
+                    confirmed = None if more else False
+                if confirmed is False:
+                    self.stats.index_fallbacks += 1
+                    log.warning("%s: the index points to position %d for offset %d but the "
+                                "log does not confirm it; scanning the segment from its "
+                                "start", f.path, pos, seek_check)
+                    return "restart"
+            bad = self._check_offsets(seg_i, h)
+            if bad is not None:
+                row, why = bad
+                bad_pos = h.column("position")[row].as_py()
+                problem = _Problem(bad_pos, h.column("base_offset")[row].as_py(), why)
+                h = h.slice(0, row)
+                end = bad_pos
+            if h.num_rows:
+                self.stats.batches += h.num_rows
+                self.prev_last = int(h.column("last_offset")[-1].as_py())
+                yield Window(seg_i, f.path, pos, data[:end - pos], h)
+                if end_offset is not None and self.prev_last >= end_offset - 1:
+                    return "done"
+            want = min(want * 2, self.window_bytes)
+            if problem is None:
+                pos = end
+                continue
+            if isinstance(problem, _Problem):
+                where, offset, reason = problem.position, problem.offset, problem.reason
+            else:
+                where, offset, reason = problem.position, problem.offset, problem.reason
+                if problem.kind == "torn":
+                    size = None
+                    rest = data[where - pos:]
+                    if len(rest) >= LOG_OVERHEAD:
+                        size = LOG_OVERHEAD + struct.unpack_from(">i", rest, SIZE_POS)[0]
+                    fits = where + (size if size is not None else HEADER_PEEK) <= f.size
+                    if fits and (size is None or size <= self.max_batch_bytes):
+                        # the window ended inside a batch: read on from its start
+                        carry = rest
+                        pos = where
+                        if size is not None:
+                            want = max(want, size)
+                        continue
+                    if size is not None and size > self.max_batch_bytes and fits:
+                        reason = (f"batch declares {size} bytes, more than max_batch_bytes "
+                                  f"({self.max_batch_bytes}); raise it if this is real")
+                    elif is_last:
+                        if self._torn_tail(f, seg_i, where, offset):
+                            return "done"
+                        reason = ("batch runs past the end of the log but valid batches "
+                                  "follow it: " + reason)
+                    else:
+                        reason = "batch cut short by the end of a segment that is not " \
+                                 "the last: " + reason
+            if is_last and self._all_zero(f, where):
+                self._tail(f, where, "a zero-filled (preallocated) tail")
+                return "done"
+            # corruption: apply the policy
+            if self.policy == "fail":
+                raise CorruptRecordError(reason, path=f.path, position=where, offset=offset)
+            if self.policy == "stop":
+                self.stats.stopped_at = (f.path, where, offset, reason)
+                log.warning("%s: corrupt data at position %d (offset %s): %s; stopping the "
+                            "partition here (on_corruption=stop)", f.path, where, offset, reason)
+                return "done"
+            resume = self._resync(f, seg_i, where + 1)
+            skipped = SkippedRange(f.path, where, resume if resume is not None else f.size,
+                                   offset, reason)
+            self.stats.skipped.append(skipped)
+            log.warning("%s: skipped bytes %d..%d (offset %s): %s (on_corruption=skip)",
+                        f.path, skipped.start, skipped.end, offset, reason)
+            if resume is None:
+                return "next"
+            pos = resume
+        return "next"
+
+    def _torn_tail(self, f: _SegmentFile, seg_i: int, where: int, offset) -> bool:
+        """At a batch cut by the end of the last segment: True (and warn) when nothing
+        valid follows it, so it is a crash's torn tail; False when a valid batch follows
+        (then it is corruption)."""
+        if self._resync(f, seg_i, where + 1) is not None:
+            return False
+        self._tail(f, where, f"a torn batch (offset {offset})")
+        return True
+
+    def _tail(self, f: _SegmentFile, where: int, what: str) -> None:
+        self.stats.torn_tail = (f.path, where, f.size - where)
+        self._warn(f"{f.path}: the log ends with {what} at position {where} "
+                   f"({f.size - where} bytes); treating it as the end of the log, as broker "
+                   "recovery would")
+
+
+def scan_windows(fs: pafs.FileSystem, partition_dir, *, segment_index: int = 0,
+                 position: int = 0, end_offset: int | None = None,
+                 seek_check: int | None = None, read_limit: int | None = None,
+                 on_corruption: str = "fail", window_bytes: int = DEFAULT_WINDOW_BYTES,
+                 max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+                 stats: ReadStats | None = None, initial_window: int | None = None,
+                 verify_crc: bool = True, prev_last_offset: int | None = None,
+                 quiet: bool = False) -> Iterator[Window]:
+    """Windows of whole valid batches of ``partition_dir`` from ``(segment_index,
+    position)`` to the log end, or until a batch reaching ``end_offset - 1`` has been
+    yielded.
+
+    ``seek_check``: the offset an index promised for ``position`` (the batch there must
+    start at or before it; else the segment is rescanned from its start).
+    ``read_limit``: a byte position in the first segment beyond which no batch is needed
+    (sizes reads; never ends the scan by itself). ``initial_window``: first read size,
+    doubling up to ``window_bytes`` (cheap probes of a segment's head or tail).
+    ``prev_last_offset``: the last offset known to precede ``position``.
+    ``quiet``: log a torn tail without a Python warning (for internal probes).
+    """
+    stats = stats if stats is not None else ReadStats()
+    scan = _Scan(fs, partition_dir, on_corruption=on_corruption, window_bytes=window_bytes,
+                 max_batch_bytes=max_batch_bytes, stats=stats, initial_window=initial_window,
+                 verify_crc=verify_crc, quiet=quiet)
+    scan.prev_last = prev_last_offset
+    if not partition_dir.segments:
+        return iter(())
+    return scan.windows(segment_index, position, end_offset=end_offset,
+                        seek_check=seek_check, read_limit=read_limit)
+
+
+def segment_next_offset(fs: pafs.FileSystem, segment) -> int:
+    """The offset after the last valid batch of one segment (its base offset when it
+    holds none): Kafka's readNextOffset, used to place ``.swap`` segments. Stops quietly
+    at the first damage."""
+    from spark_kafkalog.log.layout import PartitionDir
+
+    p = PartitionDir("", 0, "", "", (segment,))
+    last = None
+    for w in scan_windows(fs, p, on_corruption="stop", quiet=True, initial_window=1 << 16):
+        last = int(w.headers.column("last_offset")[-1].as_py())
+    return segment.base_offset if last is None else last + 1

@@ -1,0 +1,178 @@
+"""A partition's offsets and bounds as a consumer would see them.
+
+- log start offset: Kafka's rule, ``max(log-start-offset-checkpoint entry, first
+  segment's base offset)``; records below it are gone even if still in the first segment;
+- log end offset: after the last valid batch of the last non-empty segment, found from
+  its offset index's last entry and a scan of the bytes after it (a torn tail is dropped,
+  with a warning); an empty last segment (a fresh roll) puts it at that segment's base;
+- high watermark: the ``replication-offset-checkpoint`` entry of the root holding the
+  partition, clamped into [log start, log end]; the log end when there is no entry;
+- last stable offset (read_committed only, see isolation.py);
+- upper bound: what a consumer may read up to (exclusive): the high watermark, the last
+  stable offset under read_committed, the log end with ``read_past_high_watermark``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.log.isolation import last_stable_offset
+from spark_kafkalog.log.seek import locate, log_start_offset, offset_index, time_index_last
+from spark_kafkalog.log.segment import ReadStats, check_policy, scan_windows
+
+__all__ = ["PartitionState", "partition_state", "ISOLATION_LEVELS", "check_isolation",
+           "log_end_offset"]
+
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+_PROBE = 1 << 16
+
+
+def check_isolation(level: str) -> str:
+    if level not in ISOLATION_LEVELS:
+        raise InvalidOptionError(f"isolation level must be read_uncommitted or read_committed, "
+                                 f"not {level!r}")
+    return level
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """Offsets of one partition. Picklable.
+
+    ``first_timestamp``: the first timestamp (batch header) of the first data batch at or
+    above the log start offset; ``max_timestamp``: the largest record timestamp of the
+    partition, from the rolled segments' time indexes (a broker writes the segment's max
+    timestamp there on roll; segments without one are scanned) and the active segment's
+    index plus a scan of its tail. Both in ms, None when unknown or absent (magic 0).
+    ``last_stable_offset_known`` is False under read_uncommitted, where computing it is
+    skipped and it equals the high watermark.
+    """
+    topic: str
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    log_end_offset: int
+    last_stable_offset: int
+    upper_bound: int
+    first_timestamp: int | None
+    max_timestamp: int | None
+    size_bytes: int
+    segments: int = 0
+    last_stable_offset_known: bool = False
+
+
+def _tail(logdirs, p, on_corruption, stats):
+    """(log end offset, max timestamp of the scanned tail batches)."""
+    for i in range(len(p.segments) - 1, -1, -1):
+        seg = p.segments[i]
+        if seg.size == 0:
+            if i == len(p.segments) - 1:
+                # an empty active segment: the log ends at its base offset
+                return seg.base_offset, None
+            continue
+        idx = offset_index(logdirs, p, i)
+        pos, check = 0, None
+        prev = None
+        if idx is not None and len(idx):
+            offset, pos = idx.last
+            check = offset if pos > 0 else None
+        last = None
+        max_ts = None
+        for w in scan_windows(logdirs.filesystem, p, segment_index=i, position=pos,
+                              seek_check=check, on_corruption=on_corruption, stats=stats,
+                              initial_window=_PROBE, prev_last_offset=prev):
+            h = w.headers
+            last = int(h.column("last_offset")[-1].as_py())
+            data = ~h.column("is_control").to_numpy()
+            ts = h.column("max_timestamp").to_numpy()[data]
+            if len(ts):
+                m = int(ts.max())
+                max_ts = m if max_ts is None else max(max_ts, m)
+        if last is not None:
+            return last + 1, max_ts
+        # nothing valid in this segment (all torn/damaged): the log ends before it
+        return seg.base_offset, max_ts
+    return (p.segments[0].base_offset if p.segments else 0), None
+
+
+def log_end_offset(logdirs, p, *, on_corruption: str = "fail",
+                   stats: ReadStats | None = None) -> int:
+    return _tail(logdirs, p, check_policy(on_corruption), stats or ReadStats())[0]
+
+
+def _first_timestamp(logdirs, p, start: int, end: int, on_corruption, stats):
+    if start >= end:
+        return None
+    i, pos, check = locate(logdirs, p, start)
+    for w in scan_windows(logdirs.filesystem, p, segment_index=i, position=pos,
+                          seek_check=check, end_offset=end, on_corruption=on_corruption,
+                          stats=stats, initial_window=_PROBE, quiet=True):
+        h = w.headers
+        ok = (~h.column("is_control").to_numpy() & (h.column("last_offset").to_numpy() >= start)
+              & (h.column("record_count").to_numpy() != 0))
+        rows = np.flatnonzero(ok)
+        if len(rows):
+            ts = int(h.column("first_timestamp")[int(rows[0])].as_py())
+            return ts if ts >= 0 else None
+    return None
+
+
+def _max_timestamp(logdirs, p, tail_max, on_corruption, stats):
+    best = tail_max
+    n = len(p.segments)
+    for i, seg in enumerate(p.segments):
+        if seg.size == 0:
+            continue
+        last = time_index_last(logdirs, p, i)
+        if last is not None:
+            best = last[0] if best is None else max(best, last[0])
+            continue
+        if i == n - 1 and tail_max is not None and seg.index_path is None:
+            continue            # the tail scan already covered the whole active segment
+        # no usable time index: read this segment's batch headers
+        for w in scan_windows(logdirs.filesystem, p, segment_index=i,
+                              end_offset=p.next_base_offset(i), on_corruption=on_corruption,
+                              stats=stats, quiet=True):
+            if w.segment_index != i:
+                break
+            h = w.headers
+            ts = h.column("max_timestamp").to_numpy()[~h.column("is_control").to_numpy()]
+            if len(ts):
+                best = int(ts.max()) if best is None else max(best, int(ts.max()))
+    return best if best is None or best >= 0 else None
+
+
+def partition_state(logdirs, p, *, isolation_level: str = "read_uncommitted",
+                    read_past_high_watermark: bool = False, on_corruption: str = "fail",
+                    window_bytes: int | None = None, stats: ReadStats | None = None
+                    ) -> PartitionState:
+    """Offsets of partition ``p`` (see the module docstring). Reads the root
+    checkpoints, the index files and a few windows of ``.log`` bytes (the last segment's
+    tail, the first data batch); under read_committed also the producer snapshot and the
+    batch headers from it to the high watermark (the whole log without a snapshot)."""
+    check_isolation(isolation_level)
+    check_policy(on_corruption)
+    stats = stats if stats is not None else ReadStats()
+    start = log_start_offset(logdirs, p)
+    leo, tail_max = _tail(logdirs, p, on_corruption, stats)
+    # a log start checkpointed past the data (everything deleted) leaves an empty log
+    leo_eff = max(leo, start)
+    ckpt_hw = logdirs.checkpointed_high_watermark(p)
+    hw = leo_eff if ckpt_hw is None else max(min(ckpt_hw, leo_eff), start)
+    limit = leo_eff if read_past_high_watermark else hw
+    lso_known = isolation_level == "read_committed"
+    if lso_known:
+        lso = last_stable_offset(logdirs, p, log_start_offset=start, limit=limit,
+                                 on_corruption=on_corruption,
+                                 window_bytes=window_bytes or (16 << 20), stats=stats)
+        upper = lso
+    else:
+        lso = hw
+        upper = limit
+    return PartitionState(
+        topic=p.topic, partition=p.partition, log_start_offset=start, high_watermark=hw,
+        log_end_offset=leo_eff, last_stable_offset=lso, upper_bound=upper,
+        first_timestamp=_first_timestamp(logdirs, p, start, leo_eff, on_corruption, stats),
+        max_timestamp=_max_timestamp(logdirs, p, tail_max, on_corruption, stats),
+        size_bytes=p.size_bytes, segments=len(p.segments), last_stable_offset_known=lso_known)

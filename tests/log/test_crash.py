@@ -1,0 +1,244 @@
+"""Crash safety: SIGKILL the committing process at every step of a commit (and of a
+recovery), then check the log holds exactly the committed writes.
+
+Each kill runs in a forked child that calls the appender with a ``fault`` hook which
+SIGKILLs the process at its N-th call; N runs over every step the commit reports (lock,
+begin, each window written mid-append, each segment finished, sync, commit point, each
+checkpoint file, each deleted segment, done). No Spark. After each kill:
+
+* a read-only reader bounded by ``committed_end_offsets`` sees only committed records;
+* ``recover`` leaves exactly the committed writes — the killed write wholly or not at
+  all, decided by the journal — with contiguous offsets, CRC-valid batches (kafka-python),
+  indexes equal to what Kafka's recovery would build, checkpoints at the log end and no
+  staging files;
+* retrying the killed write (same write id) then leaves it exactly once, and a further
+  write continues the offsets.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import traceback
+
+import pyarrow.fs as pafs
+import pytest
+
+from spark_kafkalog.log import journal as jr
+from spark_kafkalog.log.appender import (
+    AppendConfig,
+    StagingWriter,
+    TopicSpec,
+    commit_write,
+    recover_topic,
+)
+from spark_kafkalog.log.checkpoint import read_checkpoint
+from tests.log.test_appender_util import (
+    R,
+    assert_indexes_like_broker,
+    kp_encode,
+    read_kp,
+    segments,
+)
+
+FS = pafs.LocalFileSystem()
+CFG = AppendConfig(segment_bytes=6000, index_interval_bytes=700)
+
+
+def records(tag: int, n: int) -> list[R]:
+    return [R(b"k%d-%d" % (tag, i) if i % 3 else None, b"%d:%d:" % (tag, i) + b"v" * 90,
+              1_000_000 + tag * 1000 + i) for i in range(n)]
+
+
+class Scenario:
+    """A base write (committed before the kill) and the write that gets killed."""
+
+    def __init__(self, name, topics, mode="append", no_append=False):
+        self.name = name
+        self.topics = topics
+        self.mode = mode
+        self.cfg = AppendConfig(segment_bytes=CFG.segment_bytes,
+                                index_interval_bytes=CFG.index_interval_bytes,
+                                no_append=no_append)
+
+    def parts(self, tag):
+        # partition -> records; the killed write (tag 2) spans both partitions and rolls
+        if tag == 1:
+            return {0: records(1, 70), 1: records(11, 20)}
+        if tag == 2:
+            return {0: records(2, 90), 1: records(12, 45)}
+        return {1: records(tag, 10)}
+
+    def write(self, root, tag, fault=None, mode=None):
+        wid = f"batch:w{tag}"
+        staged = []
+        for task in range(2):
+            w = StagingWriter(FS, root, wid, f"task{task}")
+            for t in self.topics:
+                for p, recs in self.parts(tag).items():
+                    data, table = kp_encode(recs[task::2], per_batch=6)
+                    w.add(t, p, data, table)
+            staged.append(w.finish())
+        return commit_write(FS, root, wid, staged,
+                            [TopicSpec(t, partitions_if_new=2) for t in self.topics],
+                            mode=mode or ("append" if tag != 2 else self.mode),
+                            config=self.cfg, fault=fault)
+
+    def expected(self, tags):
+        """{(topic, partition): [(offset, key, value)]} after the writes ``tags``."""
+        out = {}
+        for t in self.topics:
+            for p in (0, 1):
+                rows, off = [], 0
+                for tag in tags:
+                    recs = self.parts(tag).get(p, [])
+                    ordered = recs[0::2] + recs[1::2]
+                    if tag == 2 and self.mode == "overwrite":
+                        rows = []
+                    rows += [(off + i, r.key, r.value) for i, r in enumerate(ordered)]
+                    off += len(ordered)
+                out[(t, p)] = rows
+        return out
+
+
+SCENARIOS = [
+    Scenario("append", ["t"]),
+    Scenario("no-append", ["t"], no_append=True),
+    Scenario("overwrite", ["t"], mode="overwrite"),
+    Scenario("two-topics", ["a.x", "b_y"]),
+]
+
+
+class _Counter:
+    def __init__(self, kill_at=None):
+        self.kill_at = kill_at
+        self.points = []
+
+    def __call__(self, name):
+        self.points.append(name)
+        if self.kill_at is not None and len(self.points) == self.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def run_killed(fn, kill_at: int) -> bool:
+    """Run ``fn(fault)`` in a forked child killed at the ``kill_at``-th fault point.
+    True when it was killed, False when it finished first."""
+    pid = os.fork()
+    if pid == 0:                                        # child
+        code = 0
+        try:
+            fn(_Counter(kill_at))
+        except BaseException:
+            traceback.print_exc()
+            code = 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        assert os.WTERMSIG(status) == signal.SIGKILL
+        return True
+    assert os.WEXITSTATUS(status) == 0, "child failed (see its traceback above)"
+    return False
+
+
+def read_visible(root, topic, partition, bound):
+    rows = read_kp(f"{root}/{topic}-{partition}")
+    return [r[:3] for r in rows if bound is None or r[0] < bound]
+
+
+def check_log(sc: Scenario, root: str, tags, staging_clean=True):
+    exp = sc.expected(tags)
+    for (t, p), rows in exp.items():
+        d = f"{root}/{t}-{p}"
+        got = [r[:3] for r in read_kp(d)]
+        assert got == rows, (t, p, len(got), len(rows))
+        assert_indexes_like_broker(d, CFG.index_interval_bytes)
+        leo = rows[-1][0] + 1 if rows else None
+        if leo is not None:
+            for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
+                assert read_checkpoint(FS, f"{root}/{name}")[(t, p)] == leo
+        if sc.mode == "overwrite" and 2 in tags:
+            assert segments(d)[0] >= min(r[0] for r in rows) if rows else True
+    if staging_clean:
+        assert not [n for n in os.listdir(root) if n.startswith(jr.STAGING_PREFIX)]
+
+
+def count_points(sc: Scenario, tmp_path) -> list[str]:
+    root = str(tmp_path / f"count-{sc.name}")
+    sc.write(root, 1)
+    c = _Counter()
+    sc.write(root, 2, fault=c)
+    check_log(sc, root, [1, 2])
+    return c.points
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sc", SCENARIOS, ids=lambda s: s.name)
+def test_sigkill_at_every_commit_step(sc, tmp_path):
+    points = count_points(sc, tmp_path)
+    assert "append" in points and "begun" in points and any(
+        p.startswith("committed:") for p in points)
+    commit_point = points.index(f"committed:{sorted(sc.topics)[0]}") + 1
+    kills = 0
+    for kill_at in range(1, len(points) + 1):
+        root = str(tmp_path / f"k{kill_at}")
+        sc.write(root, 1)
+        assert run_killed(lambda f: sc.write(root, 2, fault=f), kill_at)
+        kills += 1
+        committed = kill_at >= commit_point
+        # a read-only reader bounded by the journal sees only what is committed
+        for t in sc.topics:
+            bounds = jr.committed_end_offsets(FS, root, t)
+            if committed or kill_at <= points.index("begun"):
+                assert bounds is None
+            else:
+                assert bounds is not None
+                before = sc.expected([1])
+                for p in (0, 1):
+                    assert read_visible(root, t, p, bounds.get(p)) == before[(t, p)]
+        # crash the recovery too, at each of its steps, for a few kill points
+        if kill_at % 5 == 0:
+            for rk in range(1, 4):
+                run_killed(lambda f: [recover_topic(FS, root, t, fault=f)
+                                      for t in sorted(sc.topics)], rk)
+        for t in sorted(sc.topics):
+            recover_topic(FS, root, t)
+        for t in sc.topics:
+            assert jr.load(FS, root, t).pending is None
+            assert jr.load(FS, root, t).is_committed("batch:w2") == committed
+        # killed before the journal knew the write: its staging files are orphans that
+        # the retry (or the staging TTL) removes
+        check_log(sc, root, [1, 2] if committed else [1],
+                  staging_clean=kill_at > points.index("begun"))
+        # the retry of the killed write lands it exactly once; the next write continues
+        r = sc.write(root, 2)
+        assert r.noop == committed
+        sc.write(root, 3)
+        check_log(sc, root, [1, 2, 3])
+    assert kills == len(points) >= 12
+
+
+def test_kill_points_cover_every_phase(tmp_path):
+    """The fault hook sees every phase of a commit (a cheap guard for the slow test)."""
+    points = count_points(SCENARIOS[0], tmp_path)
+    for phase in ("locked", "begun", "append", "segment", "synced", "committed:t",
+                  "checkpoint:recovery-point-offset-checkpoint",
+                  "checkpoint:replication-offset-checkpoint", "done:t"):
+        assert phase in points, phase
+    assert points.count("append") >= 4
+
+
+def test_a_few_kills_fast(tmp_path):
+    """A handful of kill points (begin, mid-append, commit) in the fast suite."""
+    sc = SCENARIOS[0]
+    points = count_points(sc, tmp_path)
+    picks = [points.index("begun") + 1, points.index("append") + 2,
+             points.index("committed:t") + 1]
+    for kill_at in picks:
+        root = str(tmp_path / f"f{kill_at}")
+        sc.write(root, 1)
+        assert run_killed(lambda f: sc.write(root, 2, fault=f), kill_at)
+        recover_topic(FS, root, "t")
+        committed = kill_at > points.index("committed:t")
+        check_log(sc, root, [1, 2] if committed else [1])
+        sc.write(root, 2)
+        check_log(sc, root, [1, 2])

@@ -1,0 +1,77 @@
+import pickle
+
+import pyarrow.fs as pafs
+import pytest
+
+from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
+from spark_kafkalog.log.fs import (read_range, read_small_file, resolve_filesystem,
+                                   write_atomic)
+
+
+def test_local_paths_and_file_uris(tmp_path):
+    fs, path = resolve_filesystem(str(tmp_path))
+    assert isinstance(fs, pafs.LocalFileSystem) and path == str(tmp_path)
+    fs, path = resolve_filesystem(f"file://{tmp_path}")
+    assert isinstance(fs, pafs.LocalFileSystem) and path == str(tmp_path)
+
+
+def test_s3_options_pass_through_to_arrow():
+    opts = {"fs.s3.endpoint": "http://127.0.0.1:5999", "s3.region": "eu-west-1",
+            "S3.ACCESS_KEY": "ak", "s3.secret_key": "sk"}
+    fs, path = resolve_filesystem("s3://bucket/some/logs/", opts)
+    assert isinstance(fs, pafs.S3FileSystem)
+    assert path == "bucket/some/logs"
+    assert fs.region == "eu-west-1"
+    # endpoint with a scheme sets Arrow's scheme and host separately; survives pickling
+    fs2 = pickle.loads(pickle.dumps(fs))
+    assert fs2.equals(fs)
+    assert "127.0.0.1:5999" in repr(fs.__reduce__())
+    assert "'http'" in repr(fs.__reduce__())
+
+
+def test_s3_endpoint_override_spelling_and_uri_query():
+    fs, _ = resolve_filesystem("s3://b/p", {"s3.endpoint_override": "127.0.0.1:1",
+                                            "s3.scheme": "http", "s3.anonymous": "true"})
+    assert "127.0.0.1:1" in repr(fs.__reduce__())
+    fs, path = resolve_filesystem("s3://b/p?endpoint_override=127.0.0.1%3A2&scheme=http"
+                                  "&region=us-east-1")
+    assert path == "b/p" and "127.0.0.1:2" in repr(fs.__reduce__())
+
+
+@pytest.mark.parametrize("opts", [{"s3.endpiont": "x"}, {"nope.x": "1"}, {"s3": "1"},
+                                  {"s3.anonymous": "maybe"}, {"hdfs.port": "eighty"}])
+def test_bad_options_name_the_option(opts):
+    with pytest.raises(InvalidOptionError) as e:
+        resolve_filesystem("s3://b/p", opts)
+    assert list(opts)[0] in str(e.value)
+
+
+def test_unsupported_scheme():
+    with pytest.raises(InvalidOptionError, match="ftp"):
+        resolve_filesystem("ftp://host/x")
+
+
+def test_options_of_other_families_are_validated_but_unused(tmp_path):
+    fs, _ = resolve_filesystem(str(tmp_path), {"s3.region": "x"})
+    assert isinstance(fs, pafs.LocalFileSystem)
+
+
+def test_read_helpers(tmp_path):
+    fs = pafs.LocalFileSystem()
+    p = tmp_path / "f"
+    p.write_bytes(b"0123456789")
+    assert read_range(fs, str(p), 3, 4) == b"3456"
+    assert read_range(fs, str(p), 8, 10) == b"89"
+    assert read_small_file(fs, str(p), 100) == b"0123456789"
+    assert read_small_file(fs, str(tmp_path / "missing"), 100) is None
+    with pytest.raises(LogLayoutError, match="more than"):
+        read_small_file(fs, str(p), 5)
+
+
+def test_write_atomic_replaces(tmp_path):
+    fs = pafs.LocalFileSystem()
+    p = tmp_path / "ckpt"
+    write_atomic(fs, str(p), b"one")
+    write_atomic(fs, str(p), b"two")
+    assert p.read_bytes() == b"two"
+    assert not (tmp_path / "ckpt.tmp").exists()
