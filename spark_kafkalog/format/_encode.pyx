@@ -582,24 +582,89 @@ cdef class Encoder:
         _be32(p + 53, -1)            # baseSequence
         _be32(p + 57, count)
 
+    cdef int64_t _range_size(self, int64_t start, int64_t end) noexcept nogil:
+        cdef int64_t i, size = 0
+        cdef int64_t base_ts = self.ts_ms[start]
+        for i in range(start, end):
+            size += self._record_size(i, base_ts, start)
+        return size
+
     def records_into(self, bytearray scratch, int64_t start, int64_t end):
         """Write records [start, end) (a batch: deltas from ``start``) into ``scratch``
         (resized to fit). Returns (records bytes, base_ts, max_ts, row of max_ts)."""
-        cdef int64_t size = 0, i, max_ts, max_row, base_ts
+        cdef int64_t size, max_ts, max_row
+        cdef uint8_t* q
         if start < 0 or end > self.n or start >= end:
             raise IndexError((start, end))
-        base_ts = self.ts_ms[start]
-        for i in range(start, end):
-            size += self._record_size(i, base_ts, start)
+        size = self._range_size(start, end)
         if len(scratch) < size:
             PyByteArray_Resize(scratch, size)
         cdef uint8_t* p = <uint8_t*>PyByteArray_AS_STRING(scratch)
-        cdef uint8_t* q
         with nogil:
             q = self._write_records(p, start, end, &max_ts, &max_row)
         if q - p != size:
             raise RuntimeError(f"encoder wrote {q - p} bytes for a {size}-byte batch")
-        return size, base_ts, max_ts, max_row
+        return size, self.ts_ms[start], max_ts, max_row
+
+    def compress_range(self, int64_t b0, int64_t b1, compress_fn, crc_fn,
+                       int64_t max_batch_bytes, int64_t base_offset, int32_t leader_epoch,
+                       int attributes, list out):
+        """Planned batches [b0, b1), each compressed with ``compress_fn(buffer) ->
+        bytes``: appends ``(header, payload, start_row, end_row, base_ts, max_ts,
+        max_ts_row)`` to ``out`` per written batch; ``header`` is the finished 61-byte
+        header (CRC-32C via ``crc_fn(data, value=0)``). A batch whose compressed form
+        exceeds ``max_batch_bytes`` (incompressible records plus codec framing) is split
+        in two and retried, down to single records. Safe to run on disjoint ranges from
+        several threads, each with its own ``compress_fn``."""
+        cdef int64_t b
+        if b0 < 0 or b1 > self.nbatches or b0 > b1:
+            raise IndexError((b0, b1))
+        holder = [bytearray(max(self._max_rec, 1)), None]
+        holder[1] = memoryview(holder[0])
+        try:
+            for b in range(b0, b1):
+                self._emit(self.starts[b], self.starts[b + 1], holder, compress_fn,
+                           crc_fn, max_batch_bytes, base_offset, leader_epoch, attributes,
+                           out)
+        finally:
+            holder[1].release()
+
+    cdef _emit(self, int64_t start, int64_t end, list holder, compress_fn, crc_fn,
+               int64_t max_batch_bytes, int64_t base_offset, int32_t leader_epoch,
+               int attributes, list out):
+        cdef int64_t size, max_ts, max_row, mid, plen
+        cdef uint8_t* buf
+        cdef uint8_t* q
+        cdef uint8_t* h
+        size = self._range_size(start, end)
+        if size > len(holder[0]):
+            # a split half re-based on another first timestamp can need longer deltas
+            holder[1].release()
+            holder[0] = bytearray(size)
+            holder[1] = memoryview(holder[0])
+        buf = <uint8_t*>PyByteArray_AS_STRING(holder[0])
+        with nogil:
+            q = self._write_records(buf, start, end, &max_ts, &max_row)
+        if q - buf != size:
+            raise RuntimeError(f"encoder wrote {q - buf} bytes for a {size}-byte batch")
+        packed = compress_fn(holder[1][:size])
+        plen = len(packed)
+        if HEADER_SIZE + plen > max_batch_bytes and end - start > 1:
+            mid = start + (end - start) // 2
+            self._emit(start, mid, holder, compress_fn, crc_fn, max_batch_bytes,
+                       base_offset, leader_epoch, attributes, out)
+            self._emit(mid, end, holder, compress_fn, crc_fn, max_batch_bytes,
+                       base_offset, leader_epoch, attributes, out)
+            return
+        if HEADER_SIZE - LOG_OVERHEAD + plen > INT32_MAX_:
+            raise ValueError(f"compressed batch at row {start} is larger than 2 GiB")
+        header = PyBytes_FromStringAndSize(NULL, HEADER_SIZE)
+        h = <uint8_t*>PyBytes_AS_STRING(header)
+        self._write_header(h, base_offset + start, HEADER_SIZE - LOG_OVERHEAD + plen,
+                           leader_epoch, attributes, end - start, self.ts_ms[start], max_ts)
+        # `header` is still private here: filling in its CRC is safe.
+        _be32(h + CRC_POS, crc_fn(packed, crc_fn(memoryview(header)[ATTRIBUTES_POS:])))
+        out.append((header, packed, start, end, self.ts_ms[start], max_ts, max_row))
 
     def header(self, int64_t base_offset, int64_t records_size, int32_t leader_epoch,
                int attributes, int64_t count, int64_t base_ts, int64_t max_ts):

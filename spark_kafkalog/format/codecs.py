@@ -45,6 +45,7 @@ Formats, as the Java client reads and writes them:
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import struct
 import threading
@@ -68,7 +69,8 @@ from spark_kafkalog.format.wire import (
     DEFAULT_MAX_DECOMPRESSED,
 )
 
-__all__ = ["DEFAULT_MAX_DECOMPRESSED", "codec_id", "codec_name", "compress", "decompress",
+__all__ = ["DEFAULT_MAX_DECOMPRESSED", "codec_id", "codec_name", "compress", "compressor",
+           "decompress",
            "xxh32", "XERIAL_MAGIC", "XERIAL_BLOCK_SIZE", "LZ4_BLOCK_SIZE"]
 
 # ---------------------------------------------------------------------------------------
@@ -115,6 +117,10 @@ _lookup_codec = codec_id      # the parameters below are named codec_id too
 
 def codec_name(cid: int) -> str:
     return CODEC_NAMES.get(cid, f"codec {cid}")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _check_max_size(max_size: int) -> None:
@@ -209,13 +215,12 @@ def _gunzip(payload: memoryview, max_size: int):
     return out[0] if len(out) == 1 else b"".join(out)
 
 
-def _gzip(data, level: int | None) -> bytes:
+def _gzip(level: int | None) -> Callable:
     if level is None:
         level = 6                 # java.util.zip.Deflater.DEFAULT_COMPRESSION
-    elif not (isinstance(level, int) and 1 <= level <= 9):
+    elif not (_is_int(level) and 1 <= level <= 9):
         raise InvalidOptionError(f"compression level {level!r} is not valid for gzip (1..9)")
-    c = zlib.compressobj(level, zlib.DEFLATED, _GZIP_WBITS)
-    return c.compress(data) + c.flush()
+    return functools.partial(zlib.compress, level=level, wbits=_GZIP_WBITS)
 
 
 # ---------------------------------------------------------------------------------------
@@ -301,10 +306,13 @@ def _unsnappy(payload: memoryview, max_size: int):
     return out
 
 
-def _snappy(data, level: int | None) -> bytes:
+def _snappy(level: int | None) -> Callable:
     if level is not None:
         raise InvalidOptionError("compression level is not supported for snappy")
-    cramjam = _require("cramjam", "snappy")
+    return functools.partial(_xerial_compress, _require("cramjam", "snappy"))
+
+
+def _xerial_compress(cramjam, data) -> bytes:
     view = memoryview(data)
     parts = [_XERIAL_HEADER]
     for start in range(0, len(view), XERIAL_BLOCK_SIZE):
@@ -450,19 +458,20 @@ def _unlz4(payload: memoryview, max_size: int, magic: int):
     return out[0] if len(out) == 1 else b"".join(out)
 
 
-def _lz4(data, level: int | None) -> bytes:
+def _lz4(level: int | None) -> Callable:
     lz4f = _require("lz4.frame", "lz4")
     # Java: level 9 (the default) selects lz4-java's fast compressor, any other level
     # (1..17) its high-compression one at that level.
-    if level is None or level == 9:
+    if level is None or (_is_int(level) and level == 9):
         lib_level = 0
-    elif isinstance(level, int) and 1 <= level <= 17:
+    elif _is_int(level) and 1 <= level <= 17:
         lib_level = max(level, 3)         # python-lz4: levels < 3 are the fast mode
     else:
         raise InvalidOptionError(f"compression level {level!r} is not valid for lz4 (1..17)")
-    return lz4f.compress(data, compression_level=lib_level,
-                         block_size=lz4f.BLOCKSIZE_MAX64KB, block_linked=False,
-                         content_checksum=False, block_checksum=False, store_size=False)
+    return functools.partial(lz4f.compress, compression_level=lib_level,
+                             block_size=lz4f.BLOCKSIZE_MAX64KB, block_linked=False,
+                             content_checksum=False, block_checksum=False,
+                             store_size=False)
 
 
 # ---------------------------------------------------------------------------------------
@@ -593,22 +602,17 @@ def _unzstd_stream(frame, remaining: int, max_size: int, zstd):
     return b"".join(parts)
 
 
-def _zstd(data, level: int | None) -> bytes:
+def _zstd(level: int | None) -> Callable:
     zstd = _require("zstandard", "zstd")
     if level is None:
         level = 3                 # zstd's (and the Java client's) default
-    elif not (isinstance(level, int) and -131072 <= level <= 22):
+    elif not (_is_int(level) and -131072 <= level <= 22):
         raise InvalidOptionError(f"compression level {level!r} is not valid for zstd "
                                  f"(-131072..22)")
-    cache = getattr(_local, "zstd_c", None)
-    if cache is None:
-        cache = _local.zstd_c = {}
-    c = cache.get(level)
-    if c is None:
-        # The content size is written (the Java client streams and omits it); readers
-        # accept both, and ours uses it to size the output exactly.
-        c = cache[level] = zstd.ZstdCompressor(level=level)
-    return c.compress(data)
+    # The content size is written (the Java client streams and omits it); readers
+    # accept both, and ours uses it to size the output exactly. A ZstdCompressor keeps
+    # a context: one per thread (see compressor()).
+    return zstd.ZstdCompressor(level=level).compress
 
 
 # ---------------------------------------------------------------------------------------
@@ -651,13 +655,29 @@ def decompress(codec_id: int, payload, *, magic: int = 2,
         raise CodecError(f"{codec_name(codec_id)} payload is corrupt: {err}") from err
 
 
+def compressor(codec_id: int | str, level: int | None = None) -> Callable:
+    """``fn(data) -> bytes`` compressing one payload as :func:`compress` does, for the
+    calling thread: it is cached per thread and may keep a codec context, so do not
+    hand it to another thread. Raises like :func:`compress`."""
+    cid = _lookup_codec(codec_id)
+    cache = getattr(_local, "compressors", None)
+    if cache is None:
+        cache = _local.compressors = {}
+    key = (cid, level if _is_int(level) or level is None else repr(level))
+    fn = cache.get(key)
+    if fn is None:
+        if cid == CODEC_NONE:
+            if level is not None:
+                raise InvalidOptionError("compression level given with compression 'none'")
+            fn = bytes
+        else:
+            fn = _COMPRESSORS[cid](level)
+        cache[key] = fn
+    return fn
+
+
 def compress(codec_id: int | str, data, *, level: int | None = None) -> bytes:
     """Compress ``data`` (bytes-like) as the Java producer would for ``codec_id`` (an id
     or a name). Codec 0 returns the data unchanged. Raises InvalidOptionError for an
     unknown codec or an invalid level, MissingCodecError if the library is missing."""
-    cid = _lookup_codec(codec_id)
-    if cid == CODEC_NONE:
-        if level is not None:
-            raise InvalidOptionError("compression level given with compression 'none'")
-        return bytes(data)
-    return _COMPRESSORS[cid](data, level)
+    return compressor(codec_id, level)(data)

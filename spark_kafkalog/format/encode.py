@@ -249,15 +249,21 @@ def _auto_threads() -> int:
     return max(1, min(cores, _MAX_AUTO_THREADS))
 
 
+def _range_bounds(nbatches: int, threads: int) -> list[int]:
+    """Split [0, nbatches) into at most ``threads`` contiguous, non-empty ranges."""
+    threads = max(1, min(threads, nbatches))
+    return [nbatches * i // threads for i in range(threads + 1)]
+
+
 def _run_ranges(work, nbatches: int, threads: int) -> None:
     """Call ``work(b0, b1)`` over [0, nbatches) split into ``threads`` contiguous ranges,
     one thread each (the calling thread takes the first). The kernels and codec
     libraries release the GIL, so ranges run in parallel. The first error is re-raised."""
-    if threads <= 1 or nbatches < 2:
+    bounds = _range_bounds(nbatches, threads)
+    if len(bounds) <= 2:
         work(0, nbatches)
         return
-    threads = min(threads, nbatches)
-    bounds = [nbatches * i // threads for i in range(threads + 1)]
+    threads = len(bounds) - 1
     errors: list[BaseException] = []
 
     def run(b0: int, b1: int) -> None:
@@ -318,43 +324,28 @@ def encode_batches(rows, *, compression="none", base_offset: int = 0,
         return data, _index_from_columns(enc.uncompressed_index(base_offset), nbatches)
 
     attributes = cid                                   # CreateTime, not transactional
-    results: list = [None] * nbatches
-
-    def emit(start: int, end: int, scratch: bytearray, out: list) -> None:
-        size, base_ts, max_ts, max_row = enc.records_into(scratch, start, end)
-        with memoryview(scratch) as mv:
-            packed = codecs.compress(cid, mv[:size], level=compression_level)
-        if V2_HEADER_SIZE + len(packed) > max_batch_bytes and end - start > 1:
-            # Incompressible records: codec framing pushed the batch past the bound.
-            mid = (start + end) // 2
-            emit(start, mid, scratch, out)
-            emit(mid, end, scratch, out)
-            return
-        header = enc.header(base_offset + start, len(packed), partition_leader_epoch,
-                            attributes, end - start, base_ts, max_ts)
-        crc = crc32c(packed, crc32c(memoryview(header)[V2_ATTRIBUTES_POS:]))
-        _CRC.pack_into(header, V2_CRC_POS, crc)
-        out.append((header, packed, (base_offset + start, base_offset + end - 1, base_ts,
-                                     max_ts, base_offset + max_row, end - start)))
+    bounds = _range_bounds(nbatches, threads)
+    results: dict[int, list] = {}      # range start -> that range's batches, in order
 
     def work(b0: int, b1: int) -> None:
-        scratch = bytearray(enc.max_records_bytes)
-        for b in range(b0, b1):
-            start, end, _ = enc.batch(b)
-            out: list = []
-            emit(start, end, scratch, out)
-            results[b] = out
+        out: list = []
+        # one compressor per thread: a zstd context must not be shared
+        enc.compress_range(b0, b1, codecs.compressor(cid, compression_level), crc32c,
+                           max_batch_bytes, base_offset, partition_leader_epoch,
+                           attributes, out)
+        results[b0] = out
 
     _run_ranges(work, nbatches, threads)
     pieces = []
     index = []
     pos = 0
-    for out in results:
-        for header, packed, meta in out:
+    for b0 in bounds[:-1]:
+        for header, packed, start, end, base_ts, max_ts, max_row in results[b0]:
             size = V2_HEADER_SIZE + len(packed)
             pieces.append(header)
             pieces.append(packed)
-            index.append((pos, size) + meta)
+            index.append((pos, size, base_offset + start, base_offset + end - 1, base_ts,
+                          max_ts, base_offset + max_row, end - start))
             pos += size
     return b"".join(pieces), _index_table(index)
 

@@ -7,6 +7,7 @@ import random
 import resource
 import struct
 import sys
+import threading
 import tracemalloc
 import zlib
 
@@ -442,11 +443,28 @@ def test_bomb_against_default_limit(bombs):
                                               ("snappy", "cramjam", "cramjam")])
 def test_missing_codec_names_the_package(monkeypatch, name, module, pip):
     monkeypatch.setattr(codecs, "_modules", {})
+    monkeypatch.setattr(codecs, "_local", threading.local())   # drop cached compressors
     monkeypatch.setitem(sys.modules, module, None)     # makes `import module` fail
     with pytest.raises(MissingCodecError, match=f"pip install {pip}"):
         compress(name, b"abc")
     with pytest.raises(MissingCodecError, match=f"pip install {pip}"):
         decompress(CODECS[name], b"abcdefgh")
+
+
+def test_compressor_is_per_thread_and_matches_compress():
+    data = _sample(100_000)
+    fns = {}
+
+    def grab():
+        fns["other"] = codecs.compressor("zstd")
+    t = threading.Thread(target=grab)
+    t.start()
+    t.join()
+    mine = codecs.compressor("zstd")
+    assert mine is codecs.compressor(4)             # cached in this thread
+    assert mine is not fns["other"]                 # a zstd context per thread
+    for name in ALL_CODECS:
+        assert codecs.compressor(name)(data) == compress(name, data)
 
 
 def test_none_codec_is_identity_and_bounded():
