@@ -1,0 +1,1740 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The compiled decode kernel: runs of Kafka record batches -> Arrow buffers.
+
+Use it through :mod:`spark_kafkalog.format.decode`; the names here are the kernel's
+entry points and a few test hooks.
+
+How it works
+------------
+``decode_buffer`` walks the whole buffer once, batch by batch (any mix of magic 0, 1, 2),
+and writes every data record straight into Arrow buffers taken from pyarrow's memory
+pool (offsets / validity bitmaps / data of each column). A cheap prepass over the batch
+headers sizes the row arrays and the key/value data buffers from the batch payload sizes
+(upper bounds, bounded by the input); compressed payloads grow them geometrically.
+
+Per batch there are at most two Python calls: ``crc32c.crc32c`` over the batch (v2) and
+the codec registry's ``decompress`` (compressed batches). Everything per record is C:
+varints, copies, bitmaps, UTF-8 validation of header keys, and CRC-32 (IEEE, slicing by
+8, for legacy messages, computed here so that uncompressed magic 0/1 logs, one message
+per entry, need no Python call per message).
+
+Every read is bounded by the batch it belongs to (a record by its length varint, a field
+by its record) so hostile input cannot read outside the buffer; every allocation is
+bounded by the input size or by ``max_decompressed`` per batch.
+
+Errors are raised with the byte position of the batch (``position_base`` + its position
+in the buffer) and its base offset (a legacy entry's own offset).
+"""
+from libc.stdint cimport (
+    int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
+)
+from libc.string cimport memcpy, memset
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
+
+import pyarrow as pa
+from crc32c import crc32c as _crc32c
+
+from spark_kafkalog.errors import (
+    CodecError,
+    CorruptRecordError,
+    InvalidOptionError,
+    KafkaLogError,
+    UnsupportedFormatError,
+)
+from spark_kafkalog.format.schema import HEADER_TYPE, HEADERS_TYPE, record_schema
+from spark_kafkalog.format.wire import CODEC_NAMES, CONTROL_TYPE_NAMES
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    #include <stddef.h>
+
+    static inline uint16_t kl_be16(const uint8_t* p) {
+        uint16_t v; memcpy(&v, p, 2);
+    #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        v = __builtin_bswap16(v);
+    #endif
+        return v;
+    }
+    static inline uint32_t kl_be32(const uint8_t* p) {
+        uint32_t v; memcpy(&v, p, 4);
+    #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        v = __builtin_bswap32(v);
+    #endif
+        return v;
+    }
+    static inline uint64_t kl_be64(const uint8_t* p) {
+        uint64_t v; memcpy(&v, p, 8);
+    #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        v = __builtin_bswap64(v);
+    #endif
+        return v;
+    }
+
+    /* ---- zig-zag varints ------------------------------------------------------------
+       Return the position after the varint, or NULL with *err = 1 (runs past `end`) or
+       2 (too long: more than 5 / 10 bytes, or bits beyond 32 / 64 set in the last byte;
+       Kafka's own encoder never writes either). */
+    #define KL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+    #define KL_LIKELY(x) __builtin_expect(!!(x), 1)
+    #define KL_ZZ32(u) ((int32_t)(((u) >> 1) ^ (0u - ((u) & 1u))))
+    #define KL_ZZ64(u) ((int64_t)(((u) >> 1) ^ (0ull - ((u) & 1ull))))
+
+    /* the general case, one byte at a time, bounded by `end` */
+    static const uint8_t* kl_varint_slow(const uint8_t* p, const uint8_t* end,
+                                         int32_t* out, int* err) {
+        uint32_t u = 0, b;
+        int shift = 0;
+        for (;;) {
+            if (p >= end) { *err = 1; return NULL; }
+            b = *p++;
+            if (shift == 28) {
+                if (b & 0xF0u) { *err = 2; return NULL; }
+                u |= b << 28;
+                break;
+            }
+            u |= (b & 0x7Fu) << shift;
+            if (!(b & 0x80u)) break;
+            shift += 7;
+        }
+        *out = KL_ZZ32(u);
+        return p;
+    }
+
+    static inline const uint8_t* kl_varint(const uint8_t* p, const uint8_t* end,
+                                           int32_t* out, int* err) {
+        /* 1- and 2-byte varints (lengths up to 8191) are nearly all of them */
+        if (KL_LIKELY(end - p >= 2)) {
+            uint32_t b0 = p[0], b1;
+            if (b0 < 0x80u) { *out = KL_ZZ32(b0); return p + 1; }
+            b1 = p[1];
+            if (b1 < 0x80u) { b0 = (b0 & 0x7Fu) | (b1 << 7); *out = KL_ZZ32(b0); return p + 2; }
+        }
+        return kl_varint_slow(p, end, out, err);
+    }
+
+    static const uint8_t* kl_varlong_slow(const uint8_t* p, const uint8_t* end,
+                                          int64_t* out, int* err) {
+        uint64_t u = 0, b;
+        int shift = 0;
+        for (;;) {
+            if (p >= end) { *err = 1; return NULL; }
+            b = *p++;
+            if (shift == 63) {
+                if (b & 0xFEu) { *err = 2; return NULL; }
+                u |= b << 63;
+                break;
+            }
+            u |= (b & 0x7Full) << shift;
+            if (!(b & 0x80u)) break;
+            shift += 7;
+        }
+        *out = KL_ZZ64(u);
+        return p;
+    }
+
+    static inline const uint8_t* kl_varlong(const uint8_t* p, const uint8_t* end,
+                                            int64_t* out, int* err) {
+        if (KL_LIKELY(end - p >= 2)) {
+            uint64_t b0 = p[0], b1;
+            if (b0 < 0x80u) { *out = KL_ZZ64(b0); return p + 1; }
+            b1 = p[1];
+            if (b1 < 0x80u) { b0 = (b0 & 0x7Fu) | (b1 << 7); *out = KL_ZZ64(b0); return p + 2; }
+        }
+        return kl_varlong_slow(p, end, out, err);
+    }
+
+    /* ---- CRC-32 (IEEE 802.3, reflected 0xEDB88320), slicing by 8 ---------------------- */
+    static uint32_t kl_crc32_tab[8][256];
+
+    static void kl_crc32_init(void) {
+        uint32_t i, c;
+        int k, t;
+        for (i = 0; i < 256; i++) {
+            c = i;
+            for (k = 0; k < 8; k++) c = (c & 1u) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+            kl_crc32_tab[0][i] = c;
+        }
+        for (i = 0; i < 256; i++)
+            for (t = 1; t < 8; t++)
+                kl_crc32_tab[t][i] = (kl_crc32_tab[t - 1][i] >> 8)
+                                     ^ kl_crc32_tab[0][kl_crc32_tab[t - 1][i] & 0xFFu];
+    }
+
+    static uint32_t kl_crc32(const uint8_t* p, size_t n) {
+        uint32_t c = 0xFFFFFFFFu;
+    #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        while (n >= 8) {
+            uint32_t lo, hi;
+            memcpy(&lo, p, 4); memcpy(&hi, p + 4, 4);
+            lo ^= c;
+            c = kl_crc32_tab[7][lo & 0xFFu] ^ kl_crc32_tab[6][(lo >> 8) & 0xFFu]
+              ^ kl_crc32_tab[5][(lo >> 16) & 0xFFu] ^ kl_crc32_tab[4][lo >> 24]
+              ^ kl_crc32_tab[3][hi & 0xFFu] ^ kl_crc32_tab[2][(hi >> 8) & 0xFFu]
+              ^ kl_crc32_tab[1][(hi >> 16) & 0xFFu] ^ kl_crc32_tab[0][hi >> 24];
+            p += 8; n -= 8;
+        }
+    #endif
+        while (n--) c = kl_crc32_tab[0][(c ^ *p++) & 0xFFu] ^ (c >> 8);
+        return c ^ 0xFFFFFFFFu;
+    }
+
+    /* ---- UTF-8 ------------------------------------------------------------------------
+       Well-formed per Unicode table 3-7: no overlongs, no surrogates, <= U+10FFFF.
+       kl_utf8_step returns the length of the well-formed sequence at p (1..4), or
+       -(length of the maximal ill-formed subpart) (-1..-3), the unit a decoder replaces
+       by one U+FFFD (what Java's and Python's decoders both do). */
+    static inline int kl_utf8_step(const uint8_t* p, size_t n) {
+        uint8_t b = p[0], lo = 0x80, hi = 0xBF;
+        int need, i;
+        if (b < 0x80) return 1;
+        if (b >= 0xC2 && b <= 0xDF) need = 1;
+        else if (b >= 0xE0 && b <= 0xEF) {
+            need = 2;
+            if (b == 0xE0) lo = 0xA0;
+            else if (b == 0xED) hi = 0x9F;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            need = 3;
+            if (b == 0xF0) lo = 0x90;
+            else if (b == 0xF4) hi = 0x8F;
+        } else return -1;
+        for (i = 1; i <= need; i++) {
+            if ((size_t)i >= n) return -i;
+            if (p[i] < lo || p[i] > hi) return -i;
+            lo = 0x80; hi = 0xBF;
+        }
+        return need + 1;
+    }
+
+    static int kl_utf8_valid(const uint8_t* p, size_t n) {
+        size_t i = 0;
+        int k;
+        while (i < n) {
+            if (n - i >= 8) {
+                uint64_t w; memcpy(&w, p + i, 8);
+                if (!(w & 0x8080808080808080ull)) { i += 8; continue; }
+            }
+            k = kl_utf8_step(p + i, n - i);
+            if (k < 0) return 0;
+            i += (size_t)k;
+        }
+        return 1;
+    }
+
+    /* writes the repaired string to dst (room for 3 * n bytes), returns its length */
+    static size_t kl_utf8_fix(const uint8_t* p, size_t n, uint8_t* dst) {
+        size_t i = 0, o = 0;
+        int k;
+        while (i < n) {
+            k = kl_utf8_step(p + i, n - i);
+            if (k > 0) { memcpy(dst + o, p + i, (size_t)k); o += (size_t)k; i += (size_t)k; }
+            else { dst[o++] = 0xEF; dst[o++] = 0xBF; dst[o++] = 0xBD; i += (size_t)(-k); }
+        }
+        return o;
+    }
+
+    /* ---- v2 records into Arrow buffers ----------------------------------------------- */
+    typedef struct kl_out kl_out;
+    typedef int (*kl_grow_fn)(void* owner, int64_t need);
+
+    /* The output columns of one decode call (owned by the Cython _Sink). Row arrays hold
+       rows_cap rows, data arrays *_cap bytes, header slot arrays nh_cap headers. Bitmaps
+       are zeroed when allocated; a valid entry sets its bit. */
+    struct kl_out {
+        int64_t n, rows_cap;
+        int64_t *offset, *ts;
+        uint8_t *ts_valid;
+        int32_t *ts_type;
+        int32_t *key_off; uint8_t *key_valid, *key_data; int64_t key_used, key_cap;
+        int32_t *val_off; uint8_t *val_valid, *val_data; int64_t val_used, val_cap;
+        int with_headers;
+        int32_t *hl_off; uint8_t *hl_valid;
+        int64_t nh, nh_cap;
+        int32_t *hk_off; uint8_t *hk_data; int64_t hk_used, hk_cap;
+        int32_t *hv_off; uint8_t *hv_valid, *hv_data; int64_t hv_used, hv_cap;
+        int64_t key_nulls, val_nulls, ts_nulls, hl_nulls, hv_nulls;
+        /* set once the column's bitmap is being written (see kl_bitmap_start) */
+        int key_bm, val_bm, ts_bm;
+        /* rare growth of the header arrays; return < 0 with a Python error set */
+        void *owner;
+        kl_grow_fn grow_hslots, grow_hk, grow_hv;
+    };
+
+    enum {
+        KE_OK = 0, KE_PYERR, KE_VARINT_TRUNC, KE_VARINT_LONG, KE_REC_NEG, KE_REC_PAST,
+        KE_REC_EMPTY, KE_KEY_LEN, KE_KEY_PAST, KE_VALUE_LEN, KE_VALUE_PAST, KE_HCOUNT,
+        KE_HKEY, KE_HVALUE, KE_REC_MISMATCH, KE_LEFTOVER, KE_TS_RANGE, KE_TOO_BIG
+    };
+    /* fields named by KE_VARINT_* (err.a) */
+    enum { KF_LENGTH = 0, KF_TS_DELTA, KF_OFF_DELTA, KF_KEY_LEN, KF_VALUE_LEN, KF_HCOUNT,
+           KF_HKEY_LEN, KF_HVALUE_LEN };
+
+    typedef struct kl_err { int code; int64_t rec, a, b, c; } kl_err;
+
+    #define KL_TS_MAX_MS 9223372036854775LL   /* |ms| * 1000 must fit in int64 */
+    #define KL_FAIL(code_, a_, b_, c_) \
+        do { err->code = (code_); err->rec = i; err->a = (a_); err->b = (b_); \
+             err->c = (c_); goto fail; } while (0)
+    #define KL_VARINT(fn, dst, lim, field, extra) \
+        do { int e_ = 0; const uint8_t* r_ = fn(q, (lim), (dst), &e_); \
+             if (KL_UNLIKELY(r_ == NULL)) \
+                 KL_FAIL(e_ == 1 ? KE_VARINT_TRUNC : KE_VARINT_LONG, (field), (extra), \
+                         (int64_t)(q - p)); \
+             q = r_; } while (0)
+
+    /* Copy of a key or value: short ones inline with overlapping fixed-size moves (no
+       read or write outside [s, s+n) / [d, d+n)), long ones through memcpy. */
+    static inline void kl_copy(uint8_t* d, const uint8_t* s, size_t n) {
+        if (n <= 16) {
+            if (n >= 8) {
+                uint64_t a, b;
+                memcpy(&a, s, 8); memcpy(&b, s + n - 8, 8);
+                memcpy(d, &a, 8); memcpy(d + n - 8, &b, 8);
+            } else if (n >= 4) {
+                uint32_t a, b;
+                memcpy(&a, s, 4); memcpy(&b, s + n - 4, 4);
+                memcpy(d, &a, 4); memcpy(d + n - 4, &b, 4);
+            } else if (n) {
+                uint8_t a = s[0], b = s[n >> 1], c = s[n - 1];
+                d[0] = a; d[n >> 1] = b; d[n - 1] = c;
+            }
+        } else if (n <= 32) {
+            uint8_t a[16], b[16];
+            memcpy(a, s, 16); memcpy(b, s + n - 16, 16);
+            memcpy(d, a, 16); memcpy(d + n - 16, b, 16);
+        } else {
+            memcpy(d, s, n);
+        }
+    }
+
+    /* Validity bitmaps are written lazily: while a column has had no null, its bits are
+       not written at all; at its first null (row r) bits [0, r) are set at once and from
+       then on each valid row sets its bit. The bitmap buffers are zeroed when allocated. */
+    static inline void kl_bitmap_start(uint8_t* bm, int64_t r) {
+        memset(bm, 0xFF, (size_t)(r >> 3));
+        if (r & 7) bm[r >> 3] = (uint8_t)((1u << (r & 7)) - 1u);
+    }
+
+    static int kl_emit_header(kl_out* o, const uint8_t* kp, int32_t klen,
+                              const uint8_t* vp, int32_t vlen) {
+        int64_t h = o->nh;
+        if (KL_UNLIKELY(o->hk_used + 3 * (int64_t)klen > o->hk_cap))
+            if (o->grow_hk(o->owner, o->hk_used + 3 * (int64_t)klen) < 0) return KE_PYERR;
+        if (klen) {
+            if (kl_utf8_valid(kp, (size_t)klen)) {
+                memcpy(o->hk_data + o->hk_used, kp, (size_t)klen);
+                o->hk_used += klen;
+            } else {
+                /* Java's String decoding replaces ill-formed sequences with U+FFFD */
+                o->hk_used += (int64_t)kl_utf8_fix(kp, (size_t)klen, o->hk_data + o->hk_used);
+                if (o->hk_used > INT32_MAX) return KE_TOO_BIG;
+            }
+        }
+        o->hk_off[h + 1] = (int32_t)o->hk_used;
+        if (vlen >= 0) {
+            if (KL_UNLIKELY(o->hv_used + vlen > o->hv_cap))
+                if (o->grow_hv(o->owner, o->hv_used + vlen) < 0) return KE_PYERR;
+            if (vlen) {
+                memcpy(o->hv_data + o->hv_used, vp, (size_t)vlen);
+                o->hv_used += vlen;
+            }
+            o->hv_valid[h >> 3] |= (uint8_t)(1u << (h & 7));
+        } else {
+            o->hv_nulls++;
+        }
+        o->hv_off[h + 1] = (int32_t)o->hv_used;
+        o->nh = h + 1;
+        return KE_OK;
+    }
+
+    /* Decode `count` records of the uncompressed payload p[0:plen] into `o`. The caller
+       reserved `count` rows and `plen` bytes of key and of value data. Records whose
+       offset is outside [lo, hi) (hi_set == 0: no upper bound) are parsed and validated
+       but not written. Returns KE_OK, or an error code with details in *err. Every read
+       is bounded by the record's own length, itself bounded by the payload. */
+    static int kl_v2_records(kl_out* o, const uint8_t* p, int64_t plen, int32_t count,
+                             int64_t base_offset, int64_t base_ts, int64_t max_ts,
+                             int log_append, int64_t lo, int64_t hi, int hi_set,
+                             kl_err* err) {
+        const uint8_t* q = p;
+        const uint8_t* const end = p + plen;
+        const uint8_t *rec_end, *kp, *vp, *hkp, *hvp;
+        int32_t i = 0, j, rec_len, off_delta, klen, vlen, hcount, hklen, hvlen;
+        int64_t ts_delta, off, ts_ms, row;
+        int keep, rc;
+        const int with_h = o->with_headers;
+        const int32_t ts_type = log_append ? 1 : 0;
+        int64_t n = o->n;
+        int64_t* const o_offset = o->offset;
+        int64_t* const o_ts = o->ts;
+        uint8_t* const o_ts_valid = o->ts_valid;
+        int32_t* const o_ts_type = o->ts_type;
+        int32_t* const o_key_off = o->key_off;
+        uint8_t* const o_key_valid = o->key_valid;
+        uint8_t* const o_key_data = o->key_data;
+        int32_t* const o_val_off = o->val_off;
+        uint8_t* const o_val_valid = o->val_valid;
+        uint8_t* const o_val_data = o->val_data;
+        int32_t* const o_hl_off = o->hl_off;
+        uint8_t* const o_hl_valid = o->hl_valid;
+        int64_t key_used = o->key_used, val_used = o->val_used;
+        int64_t key_nulls = 0, val_nulls = 0, ts_nulls = 0, hl_nulls = 0;
+        int key_bm = o->key_bm, val_bm = o->val_bm, ts_bm = o->ts_bm;
+        uint8_t bit;
+
+        if (log_append && max_ts != -1 && (max_ts > KL_TS_MAX_MS || max_ts < -KL_TS_MAX_MS))
+            KL_FAIL(KE_TS_RANGE, max_ts, base_offset, 0);
+        for (i = 0; i < count; i++) {
+            KL_VARINT(kl_varint, &rec_len, end, KF_LENGTH, 0);
+            if (KL_UNLIKELY(rec_len < 0)) KL_FAIL(KE_REC_NEG, rec_len, 0, 0);
+            if (KL_UNLIKELY(rec_len > end - q)) KL_FAIL(KE_REC_PAST, rec_len, end - q, 0);
+            rec_end = q + rec_len;
+            if (KL_UNLIKELY(q >= rec_end)) KL_FAIL(KE_REC_EMPTY, 0, 0, 0);
+            q++;                                        /* record attributes: unused */
+            KL_VARINT(kl_varlong, &ts_delta, rec_end, KF_TS_DELTA, 0);
+            KL_VARINT(kl_varint, &off_delta, rec_end, KF_OFF_DELTA, 0);
+            off = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)off_delta);
+            keep = off >= lo && (!hi_set || off < hi);
+            KL_VARINT(kl_varint, &klen, rec_end, KF_KEY_LEN, 0);
+            if (KL_UNLIKELY(klen < -1)) KL_FAIL(KE_KEY_LEN, klen, 0, 0);
+            if (KL_UNLIKELY(klen > rec_end - q)) KL_FAIL(KE_KEY_PAST, klen, rec_end - q, 0);
+            kp = q;
+            if (klen > 0) q += klen;
+            KL_VARINT(kl_varint, &vlen, rec_end, KF_VALUE_LEN, 0);
+            if (KL_UNLIKELY(vlen < -1)) KL_FAIL(KE_VALUE_LEN, vlen, 0, 0);
+            if (KL_UNLIKELY(vlen > rec_end - q)) KL_FAIL(KE_VALUE_PAST, vlen, rec_end - q, 0);
+            vp = q;
+            if (vlen > 0) q += vlen;
+            KL_VARINT(kl_varint, &hcount, rec_end, KF_HCOUNT, 0);
+            /* every header takes at least 2 bytes (two length varints) */
+            if (KL_UNLIKELY(hcount < 0 || hcount > (rec_end - q) / 2))
+                KL_FAIL(KE_HCOUNT, hcount, rec_end - q, 0);
+            if (keep) {
+                row = n;
+                bit = (uint8_t)(1u << (row & 7));
+                o_offset[row] = off;
+                ts_ms = log_append ? max_ts
+                                   : (int64_t)((uint64_t)base_ts + (uint64_t)ts_delta);
+                if (ts_ms == -1) {
+                    if (!ts_bm) { kl_bitmap_start(o_ts_valid, row); ts_bm = 1; }
+                    o_ts[row] = 0;
+                    ts_nulls++;
+                } else {
+                    if (KL_UNLIKELY(ts_ms > KL_TS_MAX_MS || ts_ms < -KL_TS_MAX_MS))
+                        KL_FAIL(KE_TS_RANGE, ts_ms, off, 0);
+                    o_ts[row] = ts_ms * 1000;
+                    if (ts_bm) o_ts_valid[row >> 3] |= bit;
+                }
+                o_ts_type[row] = ts_type;
+                if (klen >= 0) {
+                    kl_copy(o_key_data + key_used, kp, (size_t)klen);
+                    key_used += klen;
+                    if (key_bm) o_key_valid[row >> 3] |= bit;
+                } else {
+                    if (!key_bm) { kl_bitmap_start(o_key_valid, row); key_bm = 1; }
+                    key_nulls++;
+                }
+                o_key_off[row + 1] = (int32_t)key_used;
+                if (vlen >= 0) {
+                    kl_copy(o_val_data + val_used, vp, (size_t)vlen);
+                    val_used += vlen;
+                    if (val_bm) o_val_valid[row >> 3] |= bit;
+                } else {
+                    if (!val_bm) { kl_bitmap_start(o_val_valid, row); val_bm = 1; }
+                    val_nulls++;
+                }
+                o_val_off[row + 1] = (int32_t)val_used;
+                n = row + 1;
+            }
+            if (hcount) {
+                if (keep && with_h && o->nh + hcount > o->nh_cap)
+                    if (o->grow_hslots(o->owner, o->nh + hcount) < 0) {
+                        err->code = KE_PYERR; goto fail_code;
+                    }
+                for (j = 0; j < hcount; j++) {
+                    KL_VARINT(kl_varint, &hklen, rec_end, KF_HKEY_LEN, j);
+                    if (KL_UNLIKELY(hklen < 0 || hklen > rec_end - q))
+                        KL_FAIL(KE_HKEY, hklen, j, rec_end - q);
+                    hkp = q;
+                    q += hklen;
+                    KL_VARINT(kl_varint, &hvlen, rec_end, KF_HVALUE_LEN, j);
+                    if (KL_UNLIKELY(hvlen < -1 || hvlen > rec_end - q))
+                        KL_FAIL(KE_HVALUE, hvlen, j, rec_end - q);
+                    hvp = q;
+                    if (hvlen > 0) q += hvlen;
+                    if (keep && with_h) {
+                        rc = kl_emit_header(o, hkp, hklen, hvp, hvlen);
+                        if (rc) { err->code = rc; goto fail_code; }
+                    }
+                }
+            }
+            if (KL_UNLIKELY(q != rec_end))
+                KL_FAIL(KE_REC_MISMATCH, rec_len, rec_len - (rec_end - q), 0);
+            if (keep && with_h) {
+                if (hcount) o_hl_valid[(n - 1) >> 3] |= (uint8_t)(1u << ((n - 1) & 7));
+                else hl_nulls++;
+                o_hl_off[n] = (int32_t)o->nh;
+            }
+        }
+        if (KL_UNLIKELY(q != end)) KL_FAIL(KE_LEFTOVER, end - q, count, 0);
+        o->n = n;
+        o->key_used = key_used;
+        o->val_used = val_used;
+        o->key_nulls += key_nulls;
+        o->val_nulls += val_nulls;
+        o->ts_nulls += ts_nulls;
+        o->hl_nulls += hl_nulls;
+        o->key_bm = key_bm;
+        o->val_bm = val_bm;
+        o->ts_bm = ts_bm;
+        return KE_OK;
+    fail:
+        return err->code;
+    fail_code:
+        err->rec = i;
+        return err->code;
+    }
+    """
+    uint16_t kl_be16(const uint8_t* p) noexcept nogil
+    uint32_t kl_be32(const uint8_t* p) noexcept nogil
+    uint64_t kl_be64(const uint8_t* p) noexcept nogil
+    const uint8_t* kl_varint(const uint8_t* p, const uint8_t* end, int32_t* out,
+                             int* err) noexcept nogil
+    const uint8_t* kl_varlong(const uint8_t* p, const uint8_t* end, int64_t* out,
+                              int* err) noexcept nogil
+    void kl_crc32_init() noexcept nogil
+    uint32_t kl_crc32(const uint8_t* p, size_t n) noexcept nogil
+    int kl_utf8_valid(const uint8_t* p, size_t n) noexcept nogil
+    size_t kl_utf8_fix(const uint8_t* p, size_t n, uint8_t* dst) noexcept nogil
+
+    ctypedef int (*kl_grow_fn)(void* owner, int64_t need) except -1
+    ctypedef struct kl_out:
+        int64_t n, rows_cap
+        int64_t* offset
+        int64_t* ts
+        uint8_t* ts_valid
+        int32_t* ts_type
+        int32_t* key_off
+        uint8_t* key_valid
+        uint8_t* key_data
+        int64_t key_used, key_cap
+        int32_t* val_off
+        uint8_t* val_valid
+        uint8_t* val_data
+        int64_t val_used, val_cap
+        int with_headers
+        int32_t* hl_off
+        uint8_t* hl_valid
+        int64_t nh, nh_cap
+        int32_t* hk_off
+        uint8_t* hk_data
+        int64_t hk_used, hk_cap
+        int32_t* hv_off
+        uint8_t* hv_valid
+        uint8_t* hv_data
+        int64_t hv_used, hv_cap
+        int64_t key_nulls, val_nulls, ts_nulls, hl_nulls, hv_nulls
+        int key_bm, val_bm, ts_bm
+        void* owner
+        kl_grow_fn grow_hslots
+        kl_grow_fn grow_hk
+        kl_grow_fn grow_hv
+    ctypedef struct kl_err:
+        int code
+        int64_t rec, a, b, c
+    enum:
+        KE_OK, KE_PYERR, KE_VARINT_TRUNC, KE_VARINT_LONG, KE_REC_NEG, KE_REC_PAST,
+        KE_REC_EMPTY, KE_KEY_LEN, KE_KEY_PAST, KE_VALUE_LEN, KE_VALUE_PAST, KE_HCOUNT,
+        KE_HKEY, KE_HVALUE, KE_REC_MISMATCH, KE_LEFTOVER, KE_TS_RANGE, KE_TOO_BIG
+    void kl_copy(uint8_t* d, const uint8_t* s, size_t n) noexcept nogil
+    void kl_bitmap_start(uint8_t* bm, int64_t r) noexcept nogil
+    int kl_v2_records(kl_out* o, const uint8_t* p, int64_t plen, int32_t count,
+                      int64_t base_offset, int64_t base_ts, int64_t max_ts, int log_append,
+                      int64_t lo, int64_t hi, int hi_set, kl_err* err) noexcept
+
+kl_crc32_init()
+
+# ---- layout (see wire.py; repeated here as C constants for the hot paths) ---------------
+cdef extern from "<stdint.h>":
+    const int32_t INT32_MAX
+    const int64_t INT64_MAX
+    const int64_t INT64_MIN
+
+#: timestamps are stored in microseconds: |ms| beyond this overflows int64
+cdef int64_t TS_MAX_MS = 9223372036854775
+
+cdef enum:
+    LOG_OVERHEAD = 12            # offset int64 + length int32
+    HEADER_PEEK = 17             # offset, length, 4 bytes, magic: identifies any batch
+    V2_HEADER_SIZE = 61
+    V2_MIN_LENGTH = 49           # V2_HEADER_SIZE - LOG_OVERHEAD
+    V2_CRC_START = 21            # CRC-32C covers [attributes, end)
+    LEGACY_CRC_START = 16        # CRC-32 covers [magic, end)
+    V0_MIN_SIZE = 14             # crc, magic, attributes, key length, value length
+    V1_MIN_SIZE = 22             # ... plus timestamp
+    MIN_RECORD_SIZE = 7          # smallest v2 record: 7 one-byte fields
+    MIN_LEGACY_ENTRY = 26        # LOG_OVERHEAD + V0_MIN_SIZE
+    ATTR_TS_TYPE = 0x08
+    ATTR_TRANSACTIONAL = 0x10
+    ATTR_CONTROL = 0x20
+    # _peek results
+    PEEK_OK = 0
+    PEEK_SHORT = 1               # torn: fewer than HEADER_PEEK bytes
+    PEEK_PAST_END = 2            # torn: a plausible length running past the end
+    PEEK_BAD_MAGIC = 3
+    PEEK_BAD_LENGTH = 4
+    PEEK_BAD_COUNT = 5
+    PEEK_BAD_LAST_DELTA = 6
+    # _parse_legacy results
+    LEG_OK = 0
+    LEG_SHORT = 1                # fewer than LOG_OVERHEAD bytes for an inner entry
+    LEG_BAD_SIZE = 2
+    LEG_PAST_END = 3
+    LEG_BAD_MAGIC = 4
+    LEG_KEY_LEN = 5
+    LEG_KEY_PAST = 6
+    LEG_VALUE_LEN = 7
+    LEG_VALUE_PAST = 8
+    LEG_LEFTOVER = 9
+    # columns of BATCH_HEADER_SCHEMA
+    NCOLS = 18
+
+cdef struct Hdr:
+    # the fields of one top-level batch header (v2), or of a legacy entry
+    int64_t base_offset
+    int32_t length
+    int32_t leader_epoch
+    int8_t magic
+    uint32_t crc
+    int16_t attributes
+    int32_t last_offset_delta
+    int64_t first_ts
+    int64_t max_ts
+    int64_t producer_id
+    int16_t producer_epoch
+    int32_t base_sequence
+    int32_t count
+
+
+cdef struct LMsg:
+    # one legacy (magic 0/1) message
+    int64_t offset
+    int32_t size
+    uint32_t crc
+    int8_t magic
+    uint8_t attributes
+    int64_t timestamp
+    const uint8_t* key
+    int32_t key_len          # -1: null
+    const uint8_t* value
+    int32_t value_len        # -1: null
+
+
+cdef inline int _peek(const uint8_t* p, int64_t avail, Hdr* h) noexcept nogil:
+    """Read the header of the batch / legacy entry at ``p`` (``avail`` bytes left) and
+    check what can be checked without its records: magic, length, and for v2 the record
+    count and last offset delta. The result says torn (a proper prefix of a batch) or
+    corrupt (cannot be a batch)."""
+    if avail < HEADER_PEEK:
+        if avail >= 8:
+            h.base_offset = <int64_t>kl_be64(p)
+        return PEEK_SHORT
+    h.base_offset = <int64_t>kl_be64(p)
+    h.length = <int32_t>kl_be32(p + 8)
+    h.magic = <int8_t>p[16]
+    if h.magic == 2:
+        if h.length < V2_MIN_LENGTH:
+            return PEEK_BAD_LENGTH
+    elif h.magic == 1:
+        if h.length < V1_MIN_SIZE:
+            return PEEK_BAD_LENGTH
+    elif h.magic == 0:
+        if h.length < V0_MIN_SIZE:
+            return PEEK_BAD_LENGTH
+    else:
+        return PEEK_BAD_MAGIC
+    if <int64_t>h.length > avail - LOG_OVERHEAD:
+        return PEEK_PAST_END
+    if h.magic == 2:
+        h.leader_epoch = <int32_t>kl_be32(p + 12)
+        h.crc = kl_be32(p + 17)
+        h.attributes = <int16_t>kl_be16(p + 21)
+        h.last_offset_delta = <int32_t>kl_be32(p + 23)
+        h.first_ts = <int64_t>kl_be64(p + 27)
+        h.max_ts = <int64_t>kl_be64(p + 35)
+        h.producer_id = <int64_t>kl_be64(p + 43)
+        h.producer_epoch = <int16_t>kl_be16(p + 51)
+        h.base_sequence = <int32_t>kl_be32(p + 53)
+        h.count = <int32_t>kl_be32(p + 57)
+        if h.count < 0:
+            return PEEK_BAD_COUNT
+        if h.last_offset_delta < 0:
+            return PEEK_BAD_LAST_DELTA
+    else:
+        h.leader_epoch = -1
+        h.crc = kl_be32(p + 12)
+        h.attributes = p[17]
+        h.last_offset_delta = 0
+        if h.magic == 1:
+            h.first_ts = <int64_t>kl_be64(p + 18)
+        else:
+            h.first_ts = -1
+        h.max_ts = h.first_ts
+        h.producer_id = -1
+        h.producer_epoch = -1
+        h.base_sequence = -1
+        h.count = 1
+    return PEEK_OK
+
+
+cdef str _peek_reason(int code, Hdr* h, int64_t avail):
+    if code == PEEK_SHORT:
+        return (f"partial batch at the end of the data: {avail} bytes left, fewer than "
+                f"the {HEADER_PEEK} every batch starts with")
+    if code == PEEK_PAST_END:
+        return (f"partial batch at the end of the data: magic {h.magic} batch of "
+                f"{LOG_OVERHEAD + <int64_t>h.length} bytes, only {avail} bytes left")
+    if code == PEEK_BAD_MAGIC:
+        return f"unknown magic byte {h.magic} (expected 0, 1 or 2)"
+    if code == PEEK_BAD_LENGTH:
+        minimum = V2_MIN_LENGTH if h.magic == 2 else (V1_MIN_SIZE if h.magic == 1
+                                                      else V0_MIN_SIZE)
+        return (f"impossible batch length {h.length} for magic {h.magic} "
+                f"(at least {minimum})")
+    if code == PEEK_BAD_COUNT:
+        return f"negative record count {h.count} in v2 batch header"
+    if code == PEEK_BAD_LAST_DELTA:
+        return f"negative lastOffsetDelta {h.last_offset_delta} in v2 batch header"
+    return f"bad batch header (code {code})"
+
+
+cdef inline int _parse_legacy(const uint8_t* p, int64_t avail, LMsg* m) noexcept nogil:
+    """Parse the legacy entry at ``p`` (``avail`` bytes left): offset, size, crc, magic,
+    attributes, [timestamp], key, value. The key and value must fill the message
+    exactly. CRC is not checked here."""
+    cdef int64_t size, q, end
+    cdef int32_t klen, vlen
+    m.magic = -1
+    m.size = 0
+    m.key_len = 0
+    m.value_len = 0
+    if avail < LOG_OVERHEAD:
+        return LEG_SHORT
+    m.offset = <int64_t>kl_be64(p)
+    m.size = <int32_t>kl_be32(p + 8)
+    size = m.size
+    if size < V0_MIN_SIZE:
+        return LEG_BAD_SIZE
+    if size > avail - LOG_OVERHEAD:
+        return LEG_PAST_END
+    end = LOG_OVERHEAD + size
+    m.crc = kl_be32(p + 12)
+    m.magic = <int8_t>p[16]
+    m.attributes = p[17]
+    if m.magic == 0:
+        m.timestamp = -1
+        q = 18
+    elif m.magic == 1:
+        if size < V1_MIN_SIZE:
+            return LEG_BAD_SIZE
+        m.timestamp = <int64_t>kl_be64(p + 18)
+        q = 26
+    else:
+        return LEG_BAD_MAGIC
+    klen = <int32_t>kl_be32(p + q)
+    q += 4
+    if klen < -1:
+        m.key_len = klen
+        return LEG_KEY_LEN
+    if klen > end - q - 4:
+        m.key_len = klen
+        return LEG_KEY_PAST
+    m.key = p + q
+    m.key_len = klen
+    if klen > 0:
+        q += klen
+    vlen = <int32_t>kl_be32(p + q)
+    q += 4
+    m.value_len = vlen
+    if vlen < -1:
+        return LEG_VALUE_LEN
+    if vlen > end - q:
+        return LEG_VALUE_PAST
+    m.value = p + q
+    if vlen > 0:
+        q += vlen
+    if q != end:
+        return LEG_LEFTOVER
+    return LEG_OK
+
+
+cdef str _legacy_reason(int code, LMsg* m, int64_t avail):
+    if code == LEG_SHORT:
+        return f"partial message: {avail} bytes left, fewer than {LOG_OVERHEAD}"
+    if code == LEG_BAD_SIZE:
+        return f"impossible message size {m.size} for magic {m.magic}"
+    if code == LEG_PAST_END:
+        return (f"message of {LOG_OVERHEAD + <int64_t>m.size} bytes runs past the end "
+                f"({avail} bytes left)")
+    if code == LEG_BAD_MAGIC:
+        return f"unknown magic byte {m.magic} in a legacy message"
+    if code == LEG_KEY_LEN:
+        return f"invalid key length {m.key_len}"
+    if code == LEG_KEY_PAST:
+        return f"key length {m.key_len} runs past the end of the message"
+    if code == LEG_VALUE_LEN:
+        return f"invalid value length {m.value_len}"
+    if code == LEG_VALUE_PAST:
+        return f"value length {m.value_len} runs past the end of the message"
+    if code == LEG_LEFTOVER:
+        return "key and value do not fill the message (bytes left over)"
+    return f"bad legacy message (code {code})"
+
+
+cdef inline bint _ts_out_of_range(int64_t ms) noexcept nogil:
+    return ms > TS_MAX_MS or ms < -TS_MAX_MS
+
+
+# ---- growable Arrow buffers ----------------------------------------------------------------
+
+cdef class _Growable:
+    """One resizable buffer from pyarrow's memory pool, reached through a raw pointer.
+    Growth is the only Python call; it happens a logarithmic number of times."""
+    cdef object buf
+    cdef uint8_t* ptr
+    cdef int64_t cap
+
+    cdef int resize(self, int64_t nbytes, bint zero_new) except -1:
+        cdef int64_t old = self.cap
+        if nbytes < 64:
+            nbytes = 64            # never empty: the address stays valid
+        if self.buf is None:
+            self.buf = pa.allocate_buffer(nbytes, resizable=True)
+            old = 0
+        else:
+            self.buf.resize(nbytes)
+        self.ptr = <uint8_t*><uintptr_t>self.buf.address
+        self.cap = nbytes
+        if zero_new and nbytes > old:
+            memset(self.ptr + old, 0, nbytes - old)
+        return 0
+
+    cdef object finish(self, int64_t nbytes):
+        """The buffer trimmed to ``nbytes`` (the pool may shrink it in place)."""
+        if self.buf is None:
+            return pa.allocate_buffer(0)
+        if nbytes < self.cap:
+            self.buf.resize(nbytes, shrink_to_fit=True)
+        buf = self.buf
+        self.buf = None
+        self.ptr = NULL
+        self.cap = 0
+        return buf
+
+
+cdef inline int64_t _bitmap_bytes(int64_t bits) noexcept nogil:
+    return (bits + 7) >> 3
+
+
+cdef struct Params:
+    bint verify_crc
+    int64_t max_decompressed
+    int64_t lo
+    int64_t hi
+    bint hi_set
+    int64_t position_base
+    const int64_t* skip
+    int64_t nskip
+
+
+cdef class _Sink:
+    """Output columns of one decode call: a ``kl_out`` of raw pointers into buffers from
+    pyarrow's memory pool (see the C struct), plus growth and the final assembly.
+
+    Row arrays: offset int64, timestamp int64 (+ validity), timestampType int32,
+    key/value int32 offsets (+ validity), header list int32 offsets (+ validity). Byte
+    arrays: key, value, header key, header value data. Header slots: header key/value
+    int32 offsets, header value validity.
+    """
+    cdef kl_out o
+    cdef _Growable g_offset, g_ts, g_ts_valid, g_ts_type
+    cdef _Growable g_key_off, g_key_valid, g_key_data
+    cdef _Growable g_val_off, g_val_valid, g_val_data
+    cdef _Growable g_hl_off, g_hl_valid
+    cdef _Growable g_hk_off, g_hk_data, g_hv_off, g_hv_valid, g_hv_data
+    # where the batch being decoded is, for error messages
+    cdef int64_t where_pos, where_off
+
+    def __cinit__(self, bint with_headers):
+        memset(&self.o, 0, sizeof(kl_out))
+        self.o.with_headers = with_headers
+        self.o.owner = <void*>self
+        self.o.grow_hslots = _cb_grow_hslots
+        self.o.grow_hk = _cb_grow_hk
+        self.o.grow_hv = _cb_grow_hv
+        self.g_offset = _Growable(); self.g_ts = _Growable()
+        self.g_ts_valid = _Growable(); self.g_ts_type = _Growable()
+        self.g_key_off = _Growable(); self.g_key_valid = _Growable()
+        self.g_key_data = _Growable()
+        self.g_val_off = _Growable(); self.g_val_valid = _Growable()
+        self.g_val_data = _Growable()
+        self.g_hl_off = _Growable(); self.g_hl_valid = _Growable()
+        self.g_hk_off = _Growable(); self.g_hk_data = _Growable()
+        self.g_hv_off = _Growable(); self.g_hv_valid = _Growable()
+        self.g_hv_data = _Growable()
+
+    cdef int setup(self, int64_t rows, int64_t kv_bytes) except -1:
+        self.grow_rows(rows)
+        self.o.key_off[0] = 0
+        self.o.val_off[0] = 0
+        self.grow_key(kv_bytes, 0)
+        self.grow_val(kv_bytes, 0)
+        if self.o.with_headers:
+            self.o.hl_off[0] = 0
+            self.grow_hslots(16)
+            self.o.hk_off[0] = 0
+            self.o.hv_off[0] = 0
+            self.grow_hk(256)
+            self.grow_hv(256)
+        return 0
+
+    cdef object error(self, str reason, type cls=CorruptRecordError):
+        return cls(reason, position=self.where_pos, offset=self.where_off)
+
+    # -- growth (rare: a logarithmic number of times) --
+    cdef int grow_rows(self, int64_t need) except -1:
+        cdef int64_t cap = need
+        if self.o.rows_cap and cap < 2 * self.o.rows_cap:
+            cap = 2 * self.o.rows_cap
+        if cap < 64:
+            cap = 64
+        self.g_offset.resize(cap * 8, False); self.o.offset = <int64_t*>self.g_offset.ptr
+        self.g_ts.resize(cap * 8, False); self.o.ts = <int64_t*>self.g_ts.ptr
+        self.g_ts_valid.resize(_bitmap_bytes(cap), True); self.o.ts_valid = self.g_ts_valid.ptr
+        self.g_ts_type.resize(cap * 4, False); self.o.ts_type = <int32_t*>self.g_ts_type.ptr
+        self.g_key_off.resize((cap + 1) * 4, False)
+        self.o.key_off = <int32_t*>self.g_key_off.ptr
+        self.g_key_valid.resize(_bitmap_bytes(cap), True)
+        self.o.key_valid = self.g_key_valid.ptr
+        self.g_val_off.resize((cap + 1) * 4, False)
+        self.o.val_off = <int32_t*>self.g_val_off.ptr
+        self.g_val_valid.resize(_bitmap_bytes(cap), True)
+        self.o.val_valid = self.g_val_valid.ptr
+        if self.o.with_headers:
+            self.g_hl_off.resize((cap + 1) * 4, False)
+            self.o.hl_off = <int32_t*>self.g_hl_off.ptr
+            self.g_hl_valid.resize(_bitmap_bytes(cap), True)
+            self.o.hl_valid = self.g_hl_valid.ptr
+        self.o.rows_cap = cap
+        return 0
+
+    cdef inline int reserve_rows(self, int64_t extra) except -1:
+        if self.o.n + extra > self.o.rows_cap:
+            self.grow_rows(self.o.n + extra)
+        return 0
+
+    cdef int too_big(self, str what) except -1:
+        raise self.error(
+            f"decoded {what} data would exceed 2 GiB, the most one Arrow binary column "
+            f"holds; decode a smaller range of batches", KafkaLogError)
+
+    cdef int64_t _grown(self, str what, int64_t need, int64_t cap, int64_t est) except -1:
+        """New capacity of a data buffer (int32 offsets: at most 2 GiB)."""
+        cdef int64_t new = need
+        if need > INT32_MAX:
+            self.too_big(what)
+        if new < 2 * cap:
+            new = 2 * cap
+        if new < est:
+            new = est
+        return min(new, <int64_t>INT32_MAX)
+
+    cdef int grow_key(self, int64_t need, int64_t est) except -1:
+        self.g_key_data.resize(self._grown("key", need, self.o.key_cap, est), False)
+        self.o.key_data = self.g_key_data.ptr
+        self.o.key_cap = self.g_key_data.cap
+        return 0
+
+    cdef int grow_val(self, int64_t need, int64_t est) except -1:
+        self.g_val_data.resize(self._grown("value", need, self.o.val_cap, est), False)
+        self.o.val_data = self.g_val_data.ptr
+        self.o.val_cap = self.g_val_data.cap
+        return 0
+
+    cdef inline int reserve_kv(self, int64_t extra, int64_t est) except -1:
+        """Room for ``extra`` more bytes of keys and of values (one batch's payload is an
+        upper bound of both); ``est`` is a hint of the final size."""
+        if self.o.key_used + extra > self.o.key_cap:
+            self.grow_key(self.o.key_used + extra, est)
+        if self.o.val_used + extra > self.o.val_cap:
+            self.grow_val(self.o.val_used + extra, est)
+        return 0
+
+    cdef int grow_hslots(self, int64_t need) except -1:
+        cdef int64_t cap = need
+        if cap < 2 * self.o.nh_cap:
+            cap = 2 * self.o.nh_cap
+        if cap > INT32_MAX:
+            self.too_big("header")
+        self.g_hk_off.resize((cap + 1) * 4, False); self.o.hk_off = <int32_t*>self.g_hk_off.ptr
+        self.g_hv_off.resize((cap + 1) * 4, False); self.o.hv_off = <int32_t*>self.g_hv_off.ptr
+        self.g_hv_valid.resize(_bitmap_bytes(cap), True); self.o.hv_valid = self.g_hv_valid.ptr
+        self.o.nh_cap = cap
+        return 0
+
+    cdef int grow_hk(self, int64_t need) except -1:
+        self.g_hk_data.resize(self._grown("header key", need, self.o.hk_cap, 0), False)
+        self.o.hk_data = self.g_hk_data.ptr
+        self.o.hk_cap = self.g_hk_data.cap
+        return 0
+
+    cdef int grow_hv(self, int64_t need) except -1:
+        self.g_hv_data.resize(self._grown("header value", need, self.o.hv_cap, 0), False)
+        self.o.hv_data = self.g_hv_data.ptr
+        self.o.hv_cap = self.g_hv_data.cap
+        return 0
+
+    # -- records --
+    cdef int v2_records(self, const uint8_t* p, int64_t plen, Hdr* h, Params* prm) except -1:
+        """The records of one v2 batch (``p``: its uncompressed payload). The caller
+        reserved ``h.count`` rows and ``plen`` bytes of key and value data."""
+        cdef kl_err err
+        cdef int rc
+        memset(&err, 0, sizeof(kl_err))
+        rc = kl_v2_records(&self.o, p, plen, h.count, h.base_offset, h.first_ts, h.max_ts,
+                           (h.attributes & ATTR_TS_TYPE) != 0, prm.lo, prm.hi, prm.hi_set,
+                           &err)
+        if rc == KE_OK:
+            return 0
+        if rc == KE_PYERR:
+            return -1                   # a growth callback raised; the error is set
+        if rc == KE_TOO_BIG:
+            self.too_big("header key")
+        raise self.error(_record_reason(&err),
+                         UnsupportedFormatError if rc == KE_TS_RANGE else CorruptRecordError)
+
+    cdef int emit_legacy(self, LMsg* m, int64_t off, int64_t ts_ms, int32_t ts_type) except -1:
+        """One legacy message (an uncompressed entry or an inner message of a wrapper)."""
+        cdef int64_t row, klen = m.key_len, vlen = m.value_len
+        cdef kl_out* o = &self.o
+        if o.n >= o.rows_cap:
+            self.grow_rows(o.n + 1)
+        if klen > 0 and o.key_used + klen > o.key_cap:
+            self.grow_key(o.key_used + klen, 0)
+        if vlen > 0 and o.val_used + vlen > o.val_cap:
+            self.grow_val(o.val_used + vlen, 0)
+        row = o.n
+        o.offset[row] = off
+        if ts_ms == -1:
+            if not o.ts_bm:
+                kl_bitmap_start(o.ts_valid, row)
+                o.ts_bm = 1
+            o.ts[row] = 0
+            o.ts_nulls += 1
+        else:
+            if _ts_out_of_range(ts_ms):
+                raise self.error(f"message at offset {off}: timestamp {ts_ms} ms is outside "
+                                 f"the range of timestamp[us]", UnsupportedFormatError)
+            o.ts[row] = ts_ms * 1000
+            if o.ts_bm:
+                o.ts_valid[row >> 3] |= <uint8_t>(1 << (row & 7))
+        o.ts_type[row] = ts_type
+        if klen >= 0:
+            kl_copy(o.key_data + o.key_used, m.key, <size_t>klen)
+            o.key_used += klen
+            if o.key_bm:
+                o.key_valid[row >> 3] |= <uint8_t>(1 << (row & 7))
+        else:
+            if not o.key_bm:
+                kl_bitmap_start(o.key_valid, row)
+                o.key_bm = 1
+            o.key_nulls += 1
+        o.key_off[row + 1] = <int32_t>o.key_used
+        if vlen >= 0:
+            kl_copy(o.val_data + o.val_used, m.value, <size_t>vlen)
+            o.val_used += vlen
+            if o.val_bm:
+                o.val_valid[row >> 3] |= <uint8_t>(1 << (row & 7))
+        else:
+            if not o.val_bm:
+                kl_bitmap_start(o.val_valid, row)
+                o.val_bm = 1
+            o.val_nulls += 1
+        o.val_off[row + 1] = <int32_t>o.val_used
+        if o.with_headers:
+            o.hl_off[row + 1] = <int32_t>o.nh
+            o.hl_nulls += 1
+        o.n = row + 1
+        return 0
+
+    cdef object finish(self, str topic, int32_t partition):
+        """The columns as a RecordBatch; the buffers are handed over (trimmed)."""
+        cdef kl_out* o = &self.o
+        cdef int64_t n = o.n, i, tlen, filled, total
+        cdef bytes tbytes = topic.encode("utf-8")
+        cdef int32_t* ip
+        cdef uint8_t* dp
+        tlen = PyBytes_GET_SIZE(tbytes)
+        total = n * tlen
+        if total > INT32_MAX:
+            raise KafkaLogError(f"{n} rows of topic {topic!r} exceed 2 GiB in the topic "
+                                f"column; decode a smaller range of batches")
+        # the constant columns
+        part_buf = pa.allocate_buffer(max(n, 1) * 4)
+        ip = <int32_t*><uintptr_t>part_buf.address
+        for i in range(n):
+            ip[i] = partition
+        toff_buf = pa.allocate_buffer((n + 1) * 4)
+        ip = <int32_t*><uintptr_t>toff_buf.address
+        for i in range(n + 1):
+            ip[i] = <int32_t>(i * tlen)
+        tdata_buf = pa.allocate_buffer(max(total, 1))
+        if total > 0:
+            dp = <uint8_t*><uintptr_t>tdata_buf.address
+            memcpy(dp, PyBytes_AS_STRING(tbytes), <size_t>tlen)
+            filled = tlen
+            while filled < total:          # doubling copies
+                i = min(filled, total - filled)
+                memcpy(dp + filled, dp, <size_t>i)
+                filled += i
+
+        bm = _bitmap_bytes(n)
+        key = pa.Array.from_buffers(
+            pa.binary(), n,
+            [self.g_key_valid.finish(bm) if o.key_nulls else None,
+             self.g_key_off.finish((n + 1) * 4), self.g_key_data.finish(o.key_used)],
+            null_count=o.key_nulls)
+        value = pa.Array.from_buffers(
+            pa.binary(), n,
+            [self.g_val_valid.finish(bm) if o.val_nulls else None,
+             self.g_val_off.finish((n + 1) * 4), self.g_val_data.finish(o.val_used)],
+            null_count=o.val_nulls)
+        topic_arr = pa.Array.from_buffers(pa.string(), n, [None, toff_buf, tdata_buf],
+                                          null_count=0)
+        part_arr = pa.Array.from_buffers(pa.int32(), n, [None, part_buf], null_count=0)
+        off_arr = pa.Array.from_buffers(pa.int64(), n, [None, self.g_offset.finish(n * 8)],
+                                        null_count=0)
+        ts_arr = pa.Array.from_buffers(
+            pa.timestamp("us", tz="UTC"), n,
+            [self.g_ts_valid.finish(bm) if o.ts_nulls else None, self.g_ts.finish(n * 8)],
+            null_count=o.ts_nulls)
+        tst_arr = pa.Array.from_buffers(pa.int32(), n, [None, self.g_ts_type.finish(n * 4)],
+                                        null_count=0)
+        cols = [key, value, topic_arr, part_arr, off_arr, ts_arr, tst_arr]
+        if o.with_headers:
+            nh = o.nh
+            hk = pa.Array.from_buffers(
+                pa.string(), nh,
+                [None, self.g_hk_off.finish((nh + 1) * 4), self.g_hk_data.finish(o.hk_used)],
+                null_count=0)
+            hv = pa.Array.from_buffers(
+                pa.binary(), nh,
+                [self.g_hv_valid.finish(_bitmap_bytes(nh)) if o.hv_nulls else None,
+                 self.g_hv_off.finish((nh + 1) * 4), self.g_hv_data.finish(o.hv_used)],
+                null_count=o.hv_nulls)
+            st = pa.Array.from_buffers(HEADER_TYPE, nh, [None], null_count=0,
+                                       children=[hk, hv])
+            hl = pa.Array.from_buffers(
+                HEADERS_TYPE, n,
+                [self.g_hl_valid.finish(bm) if o.hl_nulls else None,
+                 self.g_hl_off.finish((n + 1) * 4)],
+                null_count=o.hl_nulls, children=[st])
+            cols.append(hl)
+        return pa.RecordBatch.from_arrays(cols, schema=record_schema(o.with_headers))
+
+
+cdef int _cb_grow_hslots(void* owner, int64_t need) except -1:
+    return (<_Sink>owner).grow_hslots(need)
+
+
+cdef int _cb_grow_hk(void* owner, int64_t need) except -1:
+    return (<_Sink>owner).grow_hk(need)
+
+
+cdef int _cb_grow_hv(void* owner, int64_t need) except -1:
+    return (<_Sink>owner).grow_hv(need)
+
+
+_FIELD_NAMES = ("length", "timestampDelta", "offsetDelta", "key length", "value length",
+                "header count", "header key length", "header value length")
+
+
+cdef str _record_reason(kl_err* e):
+    """The message for an error code of kl_v2_records."""
+    cdef int64_t i = e.rec
+    c = e.code
+    if c == KE_VARINT_TRUNC or c == KE_VARINT_LONG:
+        what = _FIELD_NAMES[e.a] if 0 <= e.a < len(_FIELD_NAMES) else "?"
+        if e.a >= 6:
+            what = f"header {e.b} {what[7:]}"
+        how = ("runs past the end of its record" if c == KE_VARINT_TRUNC
+               else "is longer than Kafka allows or overflows")
+        return f"record {i}: {what} varint {how} (payload byte {e.c})"
+    if c == KE_REC_NEG:
+        return f"record {i}: negative record length {e.a}"
+    if c == KE_REC_PAST:
+        return (f"record {i}: length {e.a} runs past the end of the batch payload "
+                f"({e.b} bytes left)")
+    if c == KE_REC_EMPTY:
+        return f"record {i}: empty record (no attributes byte)"
+    if c == KE_KEY_LEN:
+        return f"record {i}: invalid key length {e.a}"
+    if c == KE_KEY_PAST:
+        return f"record {i}: key length {e.a} runs past the end of the record ({e.b} left)"
+    if c == KE_VALUE_LEN:
+        return f"record {i}: invalid value length {e.a}"
+    if c == KE_VALUE_PAST:
+        return (f"record {i}: value length {e.a} runs past the end of the record "
+                f"({e.b} left)")
+    if c == KE_HCOUNT:
+        return f"record {i}: invalid header count {e.a} ({e.b} bytes left in the record)"
+    if c == KE_HKEY:
+        return (f"record {i}: header {e.b} key length {e.a} is negative or runs past the "
+                f"end of the record ({e.c} left)")
+    if c == KE_HVALUE:
+        return (f"record {i}: header {e.b} value length {e.a} is invalid or runs past the "
+                f"end of the record ({e.c} left)")
+    if c == KE_REC_MISMATCH:
+        return (f"record {i}: its length varint says {e.a} bytes but its fields take "
+                f"{e.b}")
+    if c == KE_LEFTOVER:
+        return (f"{e.a} bytes left over after the {e.b} records the batch header "
+                f"declares")
+    if c == KE_TS_RANGE:
+        return (f"record {i} (offset {e.b}): timestamp {e.a} ms is outside the range of "
+                f"timestamp[us]")
+    return f"record {i}: bad record (code {c})"
+
+
+# ---- codecs ------------------------------------------------------------------------------------
+
+cdef object _decompress_fn = None
+
+
+cdef object _get_decompress():
+    global _decompress_fn
+    if _decompress_fn is None:
+        from spark_kafkalog.format.codecs import decompress
+        _decompress_fn = decompress
+    return _decompress_fn
+
+
+cdef object _decompress(int codec, object payload, int magic, int64_t max_size,
+                        int64_t where_pos, int64_t where_off):
+    """One batch's payload through the codec registry; errors relocated to the batch."""
+    name = CODEC_NAMES.get(codec, str(codec))
+    try:
+        return _get_decompress()(codec, payload, magic=magic, max_size=max_size)
+    except KafkaLogError as err:
+        raise type(err)(f"magic {magic} {name} batch: {err.reason}", position=where_pos,
+                        offset=where_off) from err
+    except Exception as err:  # a codec library's own error type: the payload is corrupt
+        raise CodecError(f"magic {magic} {name} batch does not decompress: {err!r}",
+                         position=where_pos, offset=where_off) from err
+
+
+cdef const uint8_t _EMPTY[1]
+
+
+cdef inline const uint8_t* _ptr(const uint8_t[::1] mv) noexcept:
+    """Address of a (possibly empty) contiguous byte view."""
+    return &mv[0] if mv.shape[0] else _EMPTY
+
+
+# ---- the top-level walk ----------------------------------------------------------------------
+
+cdef inline bint _skipped(Params* prm, int64_t* skip_idx, int64_t pos) noexcept nogil:
+    """Is the batch at ``pos`` one of the sorted ``skip`` positions? Walks forward."""
+    while skip_idx[0] < prm.nskip and prm.skip[skip_idx[0]] < pos:
+        skip_idx[0] += 1
+    return skip_idx[0] < prm.nskip and prm.skip[skip_idx[0]] == pos
+
+
+cdef inline bint _v2_out_of_range(Params* prm, Hdr* h) noexcept nogil:
+    cdef int64_t last = <int64_t>(<uint64_t>h.base_offset + <uint64_t>(<int64_t>h.last_offset_delta))
+    return last < prm.lo or (prm.hi_set and h.base_offset >= prm.hi)
+
+
+cdef int _do_v2(_Sink s, object view, const uint8_t* p, Hdr* h, Params* prm,
+                int64_t* comp_left) except -1:
+    cdef int64_t size = LOG_OVERHEAD + <int64_t>h.length
+    cdef int64_t plen = size - V2_HEADER_SIZE
+    cdef int64_t pos = s.where_pos - prm.position_base
+    cdef int codec = h.attributes & 0x07
+    cdef uint32_t crc
+    cdef const uint8_t* rp
+    cdef const uint8_t[::1] rmv
+    cdef int64_t dlen, est
+    if prm.verify_crc:
+        crc = _crc32c(view[pos + V2_CRC_START:pos + size])
+        if crc != h.crc:
+            raise s.error(f"CRC-32C mismatch in v2 batch: stored {h.crc:#010x}, computed "
+                          f"{crc:#010x}")
+    if h.attributes & ATTR_CONTROL:
+        return 0                                  # transaction markers etc.: never rows
+    if codec > 4:
+        raise s.error(f"unknown compression codec id {codec} in v2 batch attributes "
+                      f"{h.attributes:#06x}", UnsupportedFormatError)
+    if codec == 0:
+        if h.count > plen // MIN_RECORD_SIZE:
+            raise s.error(f"record count {h.count} is impossible for a payload of {plen} "
+                          f"bytes")
+        if h.count == 0:
+            if plen:
+                raise s.error(f"{plen} bytes left over after the 0 records the batch "
+                              f"header declares")
+            return 0
+        s.reserve_rows(h.count)
+        s.reserve_kv(plen, 0)
+        return s.v2_records(p + V2_HEADER_SIZE, plen, h, prm)
+    raw = _decompress(codec, view[pos + V2_HEADER_SIZE:pos + size], 2,
+                      prm.max_decompressed, s.where_pos, s.where_off)
+    rmv = raw
+    rp = _ptr(rmv)
+    dlen = rmv.shape[0]
+    comp_left[0] -= plen
+    if h.count > dlen // MIN_RECORD_SIZE or (h.count == 0 and dlen):
+        raise s.error(f"record count {h.count} does not match the {dlen} bytes the "
+                      f"{CODEC_NAMES[codec]} payload decompresses to")
+    if h.count == 0:
+        return 0
+    # size the data buffers for what the rest of the compressed input will likely need
+    est = s.o.val_used + dlen + (comp_left[0] * dlen) // max(plen, 1)
+    s.reserve_rows(h.count)
+    s.reserve_kv(dlen, est)
+    return s.v2_records(rp, dlen, h, prm)
+
+
+cdef int _do_legacy(_Sink s, object view, const uint8_t* p, int64_t avail, Params* prm,
+                    int64_t* comp_left) except -1:
+    """One top-level legacy entry: a message, or a compressed wrapper whose value is an
+    inner message set (one level deep)."""
+    cdef LMsg m, im
+    cdef int code, codec, wrapper_ts_type
+    cdef uint32_t crc
+    cdef int64_t pos = s.where_pos - prm.position_base
+    cdef int64_t ipos, dlen, count, last_inner = 0, abs_base = 0, off, ts_ms
+    cdef int32_t ts_type
+    cdef const uint8_t* rp
+    cdef const uint8_t[::1] rmv
+    code = _parse_legacy(p, avail, &m)
+    if code != LEG_OK:
+        raise s.error(f"magic {m.magic} message: {_legacy_reason(code, &m, avail)}")
+    codec = m.attributes & 0x07
+    if codec == 0:
+        if m.offset < prm.lo or (prm.hi_set and m.offset >= prm.hi):
+            return 0
+    elif m.offset < prm.lo:
+        return 0                  # every inner offset is <= the wrapper's offset
+    if prm.verify_crc:
+        crc = kl_crc32(p + LEGACY_CRC_START, <size_t>(m.size - 4))
+        if crc != m.crc:
+            raise s.error(f"CRC-32 mismatch in magic {m.magic} message: stored "
+                          f"{m.crc:#010x}, computed {crc:#010x}")
+    wrapper_ts_type = -1
+    if m.magic == 1:
+        wrapper_ts_type = 1 if m.attributes & ATTR_TS_TYPE else 0
+    if codec == 0:
+        s.emit_legacy(&m, m.offset, m.timestamp, wrapper_ts_type)
+        return 0
+    if codec == 4:
+        raise s.error(f"magic {m.magic} message compressed with zstd (zstd needs magic 2)")
+    if codec > 4:
+        raise s.error(f"unknown compression codec id {codec} in magic {m.magic} message",
+                      UnsupportedFormatError)
+    if m.value_len < 0:
+        raise s.error(f"compressed magic {m.magic} message with a null value")
+    vstart = <int64_t>(m.value - p)
+    raw = _decompress(codec, view[pos + vstart:pos + vstart + m.value_len], m.magic,
+                      prm.max_decompressed, s.where_pos, s.where_off)
+    comp_left[0] -= m.value_len
+    rmv = raw
+    rp = _ptr(rmv)
+    dlen = rmv.shape[0]
+    # pass 1: validate every inner message, count them, find the last inner offset
+    ipos = 0
+    count = 0
+    while ipos < dlen:
+        code = _parse_legacy(rp + ipos, dlen - ipos, &im)
+        if code != LEG_OK:
+            raise s.error(f"inner message {count} (byte {ipos} of the decompressed "
+                          f"set): {_legacy_reason(code, &im, dlen - ipos)}")
+        if im.attributes & 0x07:
+            raise s.error(f"inner message {count} is itself compressed (codec "
+                          f"{im.attributes & 0x07}); only one level is allowed")
+        if prm.verify_crc:
+            crc = kl_crc32(rp + ipos + LEGACY_CRC_START, <size_t>(im.size - 4))
+            if crc != im.crc:
+                raise s.error(f"CRC-32 mismatch in inner message {count}: stored "
+                              f"{im.crc:#010x}, computed {crc:#010x}")
+        last_inner = im.offset
+        count += 1
+        ipos += LOG_OVERHEAD + <int64_t>im.size
+    if count == 0:
+        raise s.error(f"compressed magic {m.magic} message holds no inner messages")
+    if m.magic == 1:
+        # v1: inner offsets are relative; the wrapper carries the absolute offset of
+        # the last one. Some librdkafka versions wrote wrapper offset 0 on produce.
+        if m.offset == 0:
+            abs_base = 0
+        elif m.offset < last_inner:
+            raise s.error(f"wrapper offset {m.offset} is less than the last inner "
+                          f"relative offset {last_inner}")
+        else:
+            abs_base = m.offset - last_inner
+    s.reserve_rows(count)
+    s.reserve_kv(dlen, 0)
+    # pass 2: emit
+    ipos = 0
+    while ipos < dlen:
+        _parse_legacy(rp + ipos, dlen - ipos, &im)
+        ipos += LOG_OVERHEAD + <int64_t>im.size
+        off = <int64_t>(<uint64_t>abs_base + <uint64_t>im.offset) if m.magic == 1 else im.offset
+        if off < prm.lo or (prm.hi_set and off >= prm.hi):
+            continue
+        if im.magic == 1:
+            # the wrapper's timestamp type applies; LogAppendTime also its timestamp
+            ts_type = wrapper_ts_type
+            ts_ms = m.timestamp if wrapper_ts_type == 1 else im.timestamp
+        else:
+            ts_type = -1
+            ts_ms = -1
+        s.emit_legacy(&im, off, ts_ms, ts_type)
+    return 0
+
+
+cdef int _prepass(const uint8_t* base, int64_t n, Params* prm, int64_t* rows,
+                  int64_t* kv, int64_t* comp) noexcept:
+    """Upper bounds for sizing the output: rows, uncompressed payload bytes, compressed
+    payload bytes of the batches that will be decoded. Stops quietly at the first bad
+    header (the main pass reports it)."""
+    cdef int64_t pos = 0, size, plen, skip_idx = 0
+    cdef Hdr h
+    rows[0] = 0
+    kv[0] = 0
+    comp[0] = 0
+    while pos < n:
+        if _peek(base + pos, n - pos, &h) != PEEK_OK:
+            break
+        size = LOG_OVERHEAD + <int64_t>h.length
+        if prm.nskip and _skipped(prm, &skip_idx, pos):
+            pos += size
+            continue
+        if h.magic == 2:
+            plen = size - V2_HEADER_SIZE
+            if not (h.attributes & ATTR_CONTROL) and not _v2_out_of_range(prm, &h):
+                if h.attributes & 0x07:
+                    rows[0] += min(<int64_t>h.count, plen)
+                    comp[0] += plen
+                else:
+                    rows[0] += min(<int64_t>h.count, plen // MIN_RECORD_SIZE)
+                    kv[0] += plen
+        elif h.attributes & 0x07:
+            comp[0] += size
+        else:
+            rows[0] += 1
+            kv[0] += size
+        pos += size
+    return 0
+
+
+def decode_buffer(data, str topic, int32_t partition, bint verify_crc, bint include_headers,
+                  int64_t max_decompressed, object start_offset, object end_offset,
+                  object skip_positions, int64_t position_base):
+    """Decode every data record of the whole batches in ``data`` (a contiguous bytes-like
+    object of unsigned bytes) into a ``pa.RecordBatch`` of ``record_schema``.
+
+    ``skip_positions``: None or a C-contiguous int64 buffer of sorted positions (relative
+    to ``data``) of batches to drop. See decode.decode_run for the semantics."""
+    cdef const uint8_t[::1] mv = data
+    cdef const int64_t[::1] skip_mv
+    cdef int64_t n = mv.shape[0]
+    cdef const uint8_t* base = &mv[0] if n else NULL
+    cdef Params prm
+    cdef Hdr h
+    cdef int64_t pos = 0, size, skip_idx = 0, rows, kv, comp, i
+    cdef int code
+    cdef _Sink s = _Sink(include_headers)
+    view = memoryview(data)
+
+    prm.verify_crc = verify_crc
+    prm.max_decompressed = max_decompressed
+    prm.lo = INT64_MIN if start_offset is None else <int64_t>start_offset
+    prm.hi_set = end_offset is not None
+    prm.hi = INT64_MAX if end_offset is None else <int64_t>end_offset
+    prm.position_base = position_base
+    prm.skip = NULL
+    prm.nskip = 0
+    if skip_positions is not None:
+        skip_mv = skip_positions
+        prm.nskip = skip_mv.shape[0]
+        if prm.nskip:
+            prm.skip = &skip_mv[0]
+            for i in range(1, prm.nskip):
+                if prm.skip[i] < prm.skip[i - 1]:
+                    raise InvalidOptionError("skip_positions must be sorted ascending")
+
+    _prepass(base, n, &prm, &rows, &kv, &comp)
+    s.setup(rows, kv)
+    while pos < n:
+        h.base_offset = 0
+        code = _peek(base + pos, n - pos, &h)
+        if code != PEEK_OK:
+            raise CorruptRecordError(_peek_reason(code, &h, n - pos),
+                                     position=position_base + pos,
+                                     offset=h.base_offset if n - pos >= 8 else None)
+        size = LOG_OVERHEAD + <int64_t>h.length
+        s.where_pos = position_base + pos
+        s.where_off = h.base_offset
+        if prm.nskip and _skipped(&prm, &skip_idx, pos):
+            pos += size
+            continue
+        if h.magic == 2:
+            if not _v2_out_of_range(&prm, &h):
+                _do_v2(s, view, base + pos, &h, &prm, &comp)
+        else:
+            _do_legacy(s, view, base + pos, size, &prm, &comp)
+        pos += size
+    return s.finish(topic, partition)
+
+
+# ---- batch headers -----------------------------------------------------------------------------
+
+cdef int _control_type(const uint8_t* p, int64_t plen, int32_t* out) noexcept:
+    """The type short in the key of the first control record of ``p[0:plen]``; returns
+    0, or 1 when the record cannot be read."""
+    cdef const uint8_t* q = p
+    cdef const uint8_t* end = p + plen
+    cdef const uint8_t* rec_end
+    cdef int32_t rec_len, tmp, klen
+    cdef int64_t tsd
+    cdef int e = 0
+    q = kl_varint(q, end, &rec_len, &e)
+    if q == NULL or rec_len < 0 or rec_len > end - q:
+        return 1
+    rec_end = q + rec_len
+    if q >= rec_end:
+        return 1
+    q += 1
+    q = kl_varlong(q, rec_end, &tsd, &e)
+    if q == NULL:
+        return 1
+    q = kl_varint(q, rec_end, &tmp, &e)
+    if q == NULL:
+        return 1
+    q = kl_varint(q, rec_end, &klen, &e)
+    if q == NULL or klen < 4 or klen > rec_end - q:
+        return 1
+    if <int16_t>kl_be16(q) < 0:                  # control record key version
+        return 1
+    out[0] = <int16_t>kl_be16(q + 2)
+    return 0
+
+
+# column widths in BATCH_HEADER_SCHEMA order (bools stored as bytes, packed at the end)
+cdef int64_t[NCOLS] _WIDTH = [8, 4, 1, 2, 1, 8, 8, 8, 8, 8, 2, 4, 4, 4, 1, 1, 4, 2]
+
+
+def scan_buffer(data, int64_t start, int64_t max_batches, bint verify_crc,
+                int64_t position_base, object first_offset_hint, int64_t max_decompressed):
+    """Batch headers of ``data`` from ``start``, at most ``max_batches`` (-1: all).
+
+    Returns ``(columns, end, problem)``: the BATCH_HEADER_SCHEMA columns as a list of
+    arrays, the relative position after the last whole valid batch, and None or
+    ``(kind, relative position, offset or None, reason)``. Never raises for bad data
+    (a missing codec library still raises MissingCodecError)."""
+    cdef const uint8_t[::1] mv = data
+    cdef int64_t n = mv.shape[0]
+    cdef const uint8_t* base = &mv[0] if n else NULL
+    cdef const uint8_t* p
+    cdef const uint8_t* rp
+    cdef int64_t pos = start, size, rows = 0, cap = 0, base_off, last_off, prev_last = 0
+    cdef bint have_prev = False
+    cdef int code, k, codec
+    cdef int32_t ctype
+    cdef uint32_t crc
+    cdef Hdr h
+    cdef const uint8_t[::1] rmv
+    cdef list cols = [_Growable() for _ in range(NCOLS)]
+    cdef _Growable g
+    problem = None
+    view = memoryview(data)
+    if first_offset_hint is not None:
+        prev_last = <int64_t>first_offset_hint - 1
+        have_prev = True
+
+    while pos < n and (max_batches < 0 or rows < max_batches):
+        p = base + pos
+        h.base_offset = 0
+        code = _peek(p, n - pos, &h)
+        if code != PEEK_OK:
+            kind = "torn" if code in (PEEK_SHORT, PEEK_PAST_END) else "corrupt"
+            problem = (kind, pos, h.base_offset if n - pos >= 8 else None,
+                       _peek_reason(code, &h, n - pos))
+            break
+        size = LOG_OVERHEAD + <int64_t>h.length
+        ctype = -1
+        if h.magic == 2:
+            codec = h.attributes & 0x07
+            if verify_crc:
+                crc = _crc32c(view[pos + V2_CRC_START:pos + size])
+                if crc != h.crc:
+                    problem = ("corrupt", pos, h.base_offset,
+                               f"CRC-32C mismatch in v2 batch: stored {h.crc:#010x}, "
+                               f"computed {crc:#010x}")
+                    break
+            if h.attributes & ATTR_CONTROL and h.count > 0:
+                if codec == 0:
+                    code = _control_type(p + V2_HEADER_SIZE, size - V2_HEADER_SIZE, &ctype)
+                else:
+                    try:
+                        raw = _decompress(codec, view[pos + V2_HEADER_SIZE:pos + size], 2,
+                                          max_decompressed, position_base + pos,
+                                          h.base_offset)
+                    except (CorruptRecordError, UnsupportedFormatError) as err:
+                        problem = ("corrupt", pos, h.base_offset, err.reason)
+                        break
+                    rmv = raw
+                    code = _control_type(_ptr(rmv), rmv.shape[0], &ctype)
+                if code:
+                    problem = ("corrupt", pos, h.base_offset,
+                               "control batch whose first record has no valid control "
+                               "key (version int16 >= 0, type int16)")
+                    break
+            base_off = h.base_offset
+            last_off = <int64_t>(<uint64_t>h.base_offset
+                                 + <uint64_t>(<int64_t>h.last_offset_delta))
+        else:
+            if verify_crc:
+                crc = kl_crc32(p + LEGACY_CRC_START, <size_t>(h.length - 4))
+                if crc != h.crc:
+                    problem = ("corrupt", pos, h.base_offset,
+                               f"CRC-32 mismatch in magic {h.magic} message: stored "
+                               f"{h.crc:#010x}, computed {crc:#010x}")
+                    break
+            last_off = h.base_offset
+            if h.attributes & 0x07:
+                # a compressed wrapper's offset is its last inner offset; its first is
+                # not known without decompressing: assume it follows the previous entry
+                base_off = prev_last + 1 if have_prev else h.base_offset
+                h.count = -1
+            else:
+                base_off = h.base_offset
+        if rows == cap:
+            cap = max(2 * cap, 256)
+            for k in range(NCOLS):
+                (<_Growable>cols[k]).resize(cap * _WIDTH[k], False)
+        _put_row(cols, rows, pos + position_base, size, &h, base_off, last_off, ctype)
+        rows += 1
+        prev_last = last_off
+        have_prev = True
+        pos += size
+
+    return _header_columns(cols, rows), pos, problem
+
+
+cdef int _put_row(list cols, int64_t r, int64_t position, int64_t size, Hdr* h,
+                   int64_t base_off, int64_t last_off, int32_t ctype) except -1:
+    (<int64_t*>(<_Growable>cols[0]).ptr)[r] = position
+    (<int32_t*>(<_Growable>cols[1]).ptr)[r] = <int32_t>size
+    (<int8_t*>(<_Growable>cols[2]).ptr)[r] = h.magic
+    (<int16_t*>(<_Growable>cols[3]).ptr)[r] = h.attributes
+    (<int8_t*>(<_Growable>cols[4]).ptr)[r] = <int8_t>(h.attributes & 0x07)
+    (<int64_t*>(<_Growable>cols[5]).ptr)[r] = base_off
+    (<int64_t*>(<_Growable>cols[6]).ptr)[r] = last_off
+    (<int64_t*>(<_Growable>cols[7]).ptr)[r] = h.first_ts
+    (<int64_t*>(<_Growable>cols[8]).ptr)[r] = h.max_ts
+    (<int64_t*>(<_Growable>cols[9]).ptr)[r] = h.producer_id
+    (<int16_t*>(<_Growable>cols[10]).ptr)[r] = h.producer_epoch
+    (<int32_t*>(<_Growable>cols[11]).ptr)[r] = h.base_sequence
+    (<int32_t*>(<_Growable>cols[12]).ptr)[r] = h.count
+    (<int32_t*>(<_Growable>cols[13]).ptr)[r] = h.leader_epoch
+    (<uint8_t*>(<_Growable>cols[14]).ptr)[r] = (h.magic == 2 and (h.attributes & ATTR_TRANSACTIONAL) != 0)
+    (<uint8_t*>(<_Growable>cols[15]).ptr)[r] = (h.magic == 2 and (h.attributes & ATTR_CONTROL) != 0)
+    (<uint32_t*>(<_Growable>cols[16]).ptr)[r] = h.crc
+    (<int16_t*>(<_Growable>cols[17]).ptr)[r] = <int16_t>ctype
+    return 0
+
+
+cdef list _header_columns(list cols, int64_t rows):
+    cdef list types = [pa.int64(), pa.int32(), pa.int8(), pa.int16(), pa.int8(), pa.int64(),
+                       pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.int16(), pa.int32(),
+                       pa.int32(), pa.int32(), pa.bool_(), pa.bool_(), pa.uint32(), pa.int16()]
+    cdef list out = []
+    cdef int k
+    cdef int64_t r
+    cdef uint8_t* bits
+    cdef const uint8_t* src
+    cdef _Growable g
+    for k in range(NCOLS):
+        g = <_Growable>cols[k]
+        if k in (14, 15):
+            bitmap = pa.allocate_buffer(max(_bitmap_bytes(rows), 1))
+            bits = <uint8_t*><uintptr_t>bitmap.address
+            memset(bits, 0, <size_t>max(_bitmap_bytes(rows), 1))
+            src = g.ptr
+            for r in range(rows):
+                if src[r]:
+                    bits[r >> 3] |= <uint8_t>(1 << (r & 7))
+            out.append(pa.Array.from_buffers(types[k], rows, [None, bitmap], null_count=0))
+        else:
+            out.append(pa.Array.from_buffers(types[k], rows,
+                                             [None, g.finish(rows * _WIDTH[k])],
+                                             null_count=0))
+    return out
+
+
+# ---- test hooks ----------------------------------------------------------------------------------
+
+def decode_varint(data, Py_ssize_t pos=0):
+    """Zig-zag varint (int32, at most 5 bytes) at ``pos``: returns (value, next pos).
+    Raises CorruptRecordError when it runs past the end or is too long."""
+    cdef const uint8_t[::1] mv = memoryview(data).cast("B")
+    cdef int32_t v = 0
+    cdef int e = 0
+    cdef const uint8_t* q
+    if pos < 0 or pos >= mv.shape[0]:
+        raise CorruptRecordError(f"varint at {pos}: no bytes", position=pos)
+    q = kl_varint(&mv[pos], &mv[0] + mv.shape[0], &v, &e)
+    if q == NULL:
+        raise CorruptRecordError("varint runs past the end" if e == 1
+                                 else "varint too long (or overflows 32 bits)", position=pos)
+    return v, <Py_ssize_t>(q - &mv[0])
+
+
+def decode_varlong(data, Py_ssize_t pos=0):
+    """Zig-zag varlong (int64, at most 10 bytes) at ``pos``: returns (value, next pos)."""
+    cdef const uint8_t[::1] mv = memoryview(data).cast("B")
+    cdef int64_t v = 0
+    cdef int e = 0
+    cdef const uint8_t* q
+    if pos < 0 or pos >= mv.shape[0]:
+        raise CorruptRecordError(f"varlong at {pos}: no bytes", position=pos)
+    q = kl_varlong(&mv[pos], &mv[0] + mv.shape[0], &v, &e)
+    if q == NULL:
+        raise CorruptRecordError("varlong runs past the end" if e == 1
+                                 else "varlong too long (or overflows 64 bits)", position=pos)
+    return v, <Py_ssize_t>(q - &mv[0])
+
+
+def crc32_ieee(data):
+    """The kernel's CRC-32 (as zlib.crc32) — exposed for tests."""
+    cdef const uint8_t[::1] mv = memoryview(data).cast("B")
+    if mv.shape[0] == 0:
+        return 0
+    return kl_crc32(&mv[0], <size_t>mv.shape[0])
+
+
+def utf8_repair(data):
+    """The kernel's UTF-8 check/repair of header keys: returns (was_valid, repaired bytes)
+    — exposed for tests (compare with bytes.decode("utf-8", "replace"))."""
+    cdef const uint8_t[::1] mv = memoryview(data).cast("B")
+    cdef size_t n = mv.shape[0], k
+    if n == 0:
+        return True, b""
+    out = bytearray(3 * n)
+    cdef uint8_t[::1] om = out
+    valid = bool(kl_utf8_valid(&mv[0], n))
+    k = kl_utf8_fix(&mv[0], n, &om[0])
+    return valid, bytes(out[:k])
