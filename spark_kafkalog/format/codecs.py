@@ -484,46 +484,62 @@ _ZSTD_STREAM_CHUNK = 1 << 20
 _local = threading.local()
 
 
-def _zstd_frame_end(payload: memoryview, pos: int, zstd):
-    """Walk one zstd frame at ``pos``: returns ``(end, content_size or None, bound)``
-    where bound is an upper bound of the decompressed size from the block headers."""
+_ZSTD_MAGIC_BYTES = struct.pack("<I", _ZSTD_MAGIC)
+_ZSTD_DICT_ID_SIZE = (0, 1, 2, 4)
+_ZSTD_FCS_SIZE = (0, 2, 4, 8)       # flag 0 means 1 byte when single-segment
+
+
+def _zstd_frame_end(payload: memoryview, pos: int):
+    """Walk one zstd frame at ``pos`` (RFC 8878 section 3.1.1): returns ``(end,
+    content_size or None, bound)`` where bound is an upper bound of the decompressed
+    size from the block headers. Every step advances ``pos``: bounded by the payload."""
     end = len(payload)
     start = pos
-    try:
-        header = zstd.frame_header_size(payload[pos:pos + 18])
-        params = zstd.get_frame_parameters(payload[pos:pos + header])
-    except zstd.ZstdError as err:
-        raise CodecError(f"bad zstd frame header at payload byte {pos}: {err}") from err
-    content_size = None if params.content_size == _ZSTD_UNKNOWN_SIZE else params.content_size
-    pos += header
+    if end - pos < 6:
+        raise CodecError(f"zstd frame header truncated at payload byte {pos}")
+    fhd = payload[pos + 4]
+    if fhd & 0x08:
+        raise CodecError(f"zstd frame at payload byte {pos} sets a reserved header bit")
+    single_segment = fhd & 0x20
+    fcs_flag = fhd >> 6
+    fcs_size = _ZSTD_FCS_SIZE[fcs_flag] or (1 if single_segment else 0)
+    pos += 5 + (0 if single_segment else 1) + _ZSTD_DICT_ID_SIZE[fhd & 0x03]
+    if pos + fcs_size > end:
+        raise CodecError(f"zstd frame header truncated at payload byte {start}")
+    content_size = None
+    if fcs_size:
+        content_size = int.from_bytes(payload[pos:pos + fcs_size], "little")
+        if fcs_size == 2:
+            content_size += 256
+    pos += fcs_size
     bound = 0
+    block_max = _ZSTD_BLOCK_MAX
     while True:
         if end - pos < 3:
             raise CodecError(f"zstd frame starting at payload byte {start} is truncated")
         h = payload[pos] | (payload[pos + 1] << 8) | (payload[pos + 2] << 16)
-        pos += 3
-        last = h & 1
         btype = (h >> 1) & 3
         size = h >> 3
         if btype == 3:
-            raise CodecError(f"zstd block with reserved type at payload byte {pos - 3}")
-        if size > _ZSTD_BLOCK_MAX:
-            raise CodecError(f"zstd block of {size} bytes at payload byte {pos - 3} exceeds "
+            raise CodecError(f"zstd block with reserved type at payload byte {pos}")
+        if size > block_max:
+            raise CodecError(f"zstd block of {size} bytes at payload byte {pos} exceeds "
                              f"the 128 KiB limit")
+        pos += 3
         if btype == 1:               # RLE: one byte repeated `size` times
             pos += 1
             bound += size
         elif btype == 0:             # raw
             pos += size
             bound += size
-        else:
+        else:                        # compressed: at most one full block out
             pos += size
-            bound += _ZSTD_BLOCK_MAX
+            bound += block_max
         if pos > end:
-            raise CodecError(f"zstd block runs past the end of the payload")
-        if last:
+            raise CodecError("zstd block runs past the end of the payload")
+        if h & 1:
             break
-    if params.has_checksum:
+    if fhd & 0x04:                   # content checksum
         pos += 4
         if pos > end:
             raise CodecError(f"zstd frame starting at payload byte {start} is truncated "
@@ -544,6 +560,22 @@ def _unzstd(payload: memoryview, max_size: int):
     if end == 0:
         raise CodecError("zstd payload is empty")
     d = _zstd_decompressor(zstd)
+    if end >= 6 and payload[:4] == _ZSTD_MAGIC_BYTES:
+        # Fast path: one frame that declares its size (librdkafka, most non-Java
+        # clients, our own encoder). The library checks the output against the
+        # declared size and refuses trailing bytes; several frames (or any other
+        # problem) take the general path below, which reports errors precisely.
+        try:
+            size = zstd.get_frame_parameters(payload).content_size
+        except zstd.ZstdError:
+            size = _ZSTD_UNKNOWN_SIZE
+        if size != _ZSTD_UNKNOWN_SIZE:
+            if size > max_size:
+                raise _too_large("zstd", max_size, f" (frame declares {size})")
+            try:
+                return d.decompress(payload, allow_extra_data=False)
+            except zstd.ZstdError:
+                pass
     out: list = []
     produced = 0
     pos = 0
@@ -561,7 +593,7 @@ def _unzstd(payload: memoryview, max_size: int):
             continue
         if m != _ZSTD_MAGIC:
             raise CodecError(f"not a zstd frame at payload byte {pos} (magic {m:#010x})")
-        frame_end, content_size, bound = _zstd_frame_end(payload, pos, zstd)
+        frame_end, content_size, bound = _zstd_frame_end(payload, pos)
         frame = payload[pos:frame_end]
         remaining = max_size - produced
         try:
