@@ -32,7 +32,7 @@ from spark_kafkalog.errors import KafkaLogError
 from spark_kafkalog.log.fs import join
 from spark_kafkalog.log.seek import offset_index, time_index
 from spark_kafkalog.log.segment import ReadStats, TornTailWarning, scan_windows
-from spark_kafkalog.log.state import PartitionState, partition_state
+from spark_kafkalog.log.state import PartitionState, log_end_offset, partition_state
 from spark_kafkalog.log.txn import TxnIndexError, read_txn_index
 
 __all__ = ["Problem", "SegmentInfo", "PartitionInfo", "inspect_partition",
@@ -361,7 +361,10 @@ def inspect_partition(logdirs, p, *, scan: bool = True, verify_crc: bool = True,
         problems.append(Problem("layout", err.path or p.path, err.position, err.offset,
                                 err.reason))
     if state is not None:
-        leo = state.log_end_offset
+        # the log's own end (the state clamps it up to a log start checkpointed past it)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TornTailWarning)
+            leo = log_end_offset(logdirs, p, on_corruption="skip")
         for name, value in checkpoints.items():
             if value is not None and value > leo and name != CLEANER_OFFSET_CHECKPOINT:
                 problems.append(Problem("checkpoint", join(p.root, name), None, value,

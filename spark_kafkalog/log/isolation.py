@@ -121,7 +121,10 @@ class AbortedFromMarkers:
         self.logdirs = logdirs
         self.p = p
         self.limit = decision_limit
-        self.on_corruption = on_corruption
+        # Reading ahead for markers never fails a read over damage outside its range
+        # (under fail it stops there: an undecided batch stays visible); under skip and
+        # stop it looks past damage, so records before a stop keep their decisions.
+        self.ahead_policy = "stop" if on_corruption == "fail" else "skip"
         self.window_bytes = window_bytes
         self.stats = stats
         # producer id -> marker offsets and types seen so far (increasing offsets)
@@ -161,7 +164,8 @@ class AbortedFromMarkers:
         need = {p: self._seen_to for p in pending}
         for ahead in scan_windows(self.logdirs.filesystem, self.p, segment_index=seg_i,
                                   position=pos, prev_last_offset=prev_last,
-                                  on_corruption="stop", window_bytes=self.window_bytes,
+                                  on_corruption=self.ahead_policy,
+                                  window_bytes=self.window_bytes,
                                   stats=self.stats, initial_window=1 << 16, quiet=True):
             self._add_markers(ahead.headers)
             self._frontier = (ahead.segment_index, ahead.end, self._seen_to)

@@ -10,6 +10,9 @@
 - last stable offset (read_committed only, see isolation.py);
 - upper bound: what a consumer may read up to (exclusive): the high watermark, the last
   stable offset under read_committed, the log end with ``read_past_high_watermark``.
+
+Damage in the log does not move these offsets under ``skip`` or ``stop`` (they are found
+by skipping over it); under ``fail`` it raises.
 """
 from __future__ import annotations
 
@@ -152,7 +155,9 @@ def partition_state(logdirs, p, *, isolation_level: str = "read_uncommitted",
     tail, the first data batch); under read_committed also the producer snapshot and the
     batch headers from it to the high watermark (the whole log without a snapshot)."""
     check_isolation(isolation_level)
-    check_policy(on_corruption)
+    # Offsets are those of the undamaged log: "stop" ends a read at damage, but where the
+    # log ends and which transactions are decided is found by skipping over it.
+    on_corruption = "fail" if check_policy(on_corruption) == "fail" else "skip"
     stats = stats if stats is not None else ReadStats()
     start = log_start_offset(logdirs, p)
     leo, tail_max = _tail(logdirs, p, on_corruption, stats)
