@@ -180,12 +180,27 @@ cdef const uint8_t* _addr(buf):
     return <const uint8_t*><size_t>buf.address if buf is not None else NULL
 
 
-cdef void _fill_bin(BinCol* c, arr, bint off64) except *:
+cdef _check_buffers(bufs, int64_t offset, int64_t length, int width, bint offsets,
+                    str name):
+    """The O(1) part of Arrow validation the kernel relies on: the validity buffer and
+    the offsets (``length + 1`` entries) or values (``length``) buffer are long enough
+    past ``offset``. The offsets' values are checked against the data as they are read."""
+    if length == 0:
+        return
+    if bufs[0] is not None and bufs[0].size * 8 < offset + length:
+        raise ValueError(f"column {name!r}: validity buffer too short (invalid array)")
+    if bufs[1] is None or bufs[1].size < (offset + length + offsets) * width:
+        raise ValueError(f"column {name!r}: {'offsets' if offsets else 'values'} buffer "
+                         f"too short (invalid array)")
+
+
+cdef void _fill_bin(BinCol* c, arr, bint off64, str name) except *:
     """Point ``c`` at a (sliced) binary/large_binary array's buffers (None = absent)."""
     if arr is None:
         c.present = False
         return
     bufs = arr.buffers()
+    _check_buffers(bufs, arr.offset, len(arr), 8 if off64 else 4, True, name)
     c.present = True
     c.validity = _addr(bufs[0]) if arr.null_count else NULL
     c.offsets = _addr(bufs[1])
@@ -194,8 +209,6 @@ cdef void _fill_bin(BinCol* c, arr, bint off64) except *:
     c.offset = arr.offset
     c.length = len(arr)
     c.off64 = off64
-    if c.offsets == NULL and c.length:
-        raise ValueError("binary array without an offsets buffer")
 
 
 def varint_size(int64_t v):
@@ -243,7 +256,7 @@ cdef class Encoder:
     cdef int64_t ts_mul, ts_div
     cdef int64_t n
     cdef int64_t* ts_ms      # per record, epoch ms
-    cdef int64_t* fixed      # per record body size minus the two deltas' varints
+    cdef int32_t* fixed      # per record body size minus the two deltas' varints
     cdef object _keep
     # plan
     cdef int64_t nbatches
@@ -284,14 +297,19 @@ cdef class Encoder:
         flattened struct children ``hkey`` / ``hval`` (binary or large_binary)."""
         self._keep = (value, key, timestamps, headers, hkey, hval)
         self.n = n
-        _fill_bin(&self.value, value, value64)
-        _fill_bin(&self.key, key, key64)
-        _fill_bin(&self.hkey, hkey, hkey64)
-        _fill_bin(&self.hval, hval, hval64)
+        for col in (value, key, timestamps, headers):
+            if col is not None and len(col) != n:
+                raise ValueError("columns differ in length")
+        _fill_bin(&self.value, value, value64, "value")
+        _fill_bin(&self.key, key, key64, "key")
+        _fill_bin(&self.hkey, hkey, hkey64, "headers.key")
+        _fill_bin(&self.hval, hval, hval64, "headers.value")
         if timestamps is None:
             self.ts_present = False
         else:
             bufs = timestamps.buffers()
+            _check_buffers(bufs, timestamps.offset, n, 4 if ts_int32 else 8, False,
+                           "timestamp")
             self.ts_present = True
             self.ts_validity = _addr(bufs[0]) if timestamps.null_count else NULL
             self.ts_values = _addr(bufs[1])
@@ -303,6 +321,7 @@ cdef class Encoder:
             self.headers.present = False
         else:
             bufs = headers.buffers()
+            _check_buffers(bufs, headers.offset, n, 8 if headers64 else 4, True, "headers")
             self.headers.present = True
             self.headers.validity = _addr(bufs[0]) if headers.null_count else NULL
             self.headers.offsets = _addr(bufs[1])
@@ -312,9 +331,6 @@ cdef class Encoder:
             self.headers.child_length = len(hkey)
             if len(hval) != len(hkey):
                 raise ValueError("header key and value children differ in length")
-        for col in (value, key, timestamps, headers):
-            if col is not None and len(col) != n:
-                raise ValueError("columns differ in length")
 
     # ---- pass 1 ---------------------------------------------------------------------
     def prepare(self, int64_t now_ms):
@@ -325,9 +341,12 @@ cdef class Encoder:
         cdef int err_col = 0
         if self.n > 0:
             self.ts_ms = <int64_t*>malloc(self.n * sizeof(int64_t))
-            self.fixed = <int64_t*>malloc(self.n * sizeof(int64_t))
+            self.fixed = <int32_t*>malloc(self.n * sizeof(int32_t))
             if self.ts_ms == NULL or self.fixed == NULL:
                 raise MemoryError()
+            if self.n * sizeof(int64_t) >= (4 << 20):
+                kl_hint_hugepages(self.ts_ms, self.n * sizeof(int64_t))
+                kl_hint_hugepages(self.fixed, self.n * sizeof(int32_t))
         with nogil:
             err = self._prepare(now_ms, &err_row, &err_col)
         if err == ERR_OFFSETS:
@@ -427,7 +446,7 @@ cdef class Encoder:
             if size + 5 + 10 + 5 + HEADER_SIZE > INT32_MAX_:
                 err_row[0] = i
                 return ERR_TOO_LARGE
-            self.fixed[i] = size
+            self.fixed[i] = <int32_t>size
         return 0
 
     # ---- pass 2 ---------------------------------------------------------------------
@@ -529,7 +548,8 @@ cdef class Encoder:
         a = _off(c.offsets, c.off64, c.offset + i)
         b = _off(c.offsets, c.off64, c.offset + i + 1)
         p = _put_varint(p, b - a)
-        memcpy(p, c.data + a, b - a)
+        if b > a:                    # (an all-empty column may have no data buffer)
+            memcpy(p, c.data + a, b - a)
         return p + (b - a)
 
     cdef uint8_t* _write_records(self, uint8_t* p, int64_t start, int64_t end,

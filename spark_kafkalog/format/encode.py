@@ -1,7 +1,7 @@
 """Arrow rows -> Kafka v2 record batches, as a non-idempotent Java producer writes them.
 
 ``encode(rows, *, compression="none", base_offset=0, max_batch_bytes=1048576,
-compression_level=None, partition_leader_epoch=-1, now_ms=None) -> bytes``
+compression_level=None, partition_leader_epoch=-1, now_ms=None, threads=None) -> bytes``
     ``rows`` is a ``pyarrow.Table`` or ``pyarrow.RecordBatch`` with
 
     ``value``      binary / string / large_binary / large_string (binary_view,
@@ -39,6 +39,12 @@ compression_level=None, partition_leader_epoch=-1, now_ms=None) -> bytes``
     Raises :class:`InvalidOptionError` (naming the column, and the row for bad values)
     for a missing ``value`` column, unsupported column types, bad options, negative
     timestamps, null header keys and records that no batch can hold (>= 2 GiB).
+
+    ``threads``: batches are written (and compressed) by this many threads, each on a
+    contiguous range of batches; the output does not depend on it. ``None`` picks the
+    number of usable cores (at most 4) once there are 4 MiB of records, else 1. The
+    kernel and the codec libraries release the GIL, so threads run in parallel; pass
+    ``threads=1`` where the caller already runs one task per core (Spark executors).
 
 ``encode_batches(...)`` takes the same arguments and returns ``(data, index)``: the
 same bytes and a ``pyarrow.Table`` with one row per batch (:data:`BATCH_INDEX_SCHEMA`:

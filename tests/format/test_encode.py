@@ -477,3 +477,40 @@ def test_codec_payloads_decompress_with_our_registry():
         payload = memoryview(data)[V2_HEADER_SIZE:]
         assert bytes(codecs.decompress(CODEC_IDS[compression], payload)) == \
             plain[V2_HEADER_SIZE:]
+
+
+# ---- hypothesis: arbitrary rows through the aiokafka decoder ---------------------------------
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+_blob = st.one_of(st.none(), st.binary(max_size=300))
+_header = st.tuples(st.text(max_size=12), st.one_of(st.none(), st.binary(max_size=40)))
+_row = st.tuples(_blob, _blob, st.one_of(st.none(), st.integers(0, 2 ** 50)),
+                 st.one_of(st.none(), st.lists(_header, max_size=4)))
+
+
+@hypothesis.settings(max_examples=80, deadline=None)
+@hypothesis.given(rows=st.lists(_row, min_size=1, max_size=60),
+                  compression=st.sampled_from(CODECS),
+                  max_batch_bytes=st.sampled_from([62, 300, 5000, 1 << 20]),
+                  base_offset=st.integers(0, 2 ** 62))
+def test_hypothesis_rows_read_back_by_aiokafka(rows, compression, max_batch_bytes,
+                                               base_offset):
+    table = pa.table({
+        "key": pa.array([r[0] for r in rows], pa.binary()),
+        "value": pa.array([r[1] for r in rows], pa.binary()),
+        "timestamp": pa.array([r[2] for r in rows], pa.timestamp("ms", tz="UTC")),
+        "headers": pa.array([None if r[3] is None else
+                             [{"key": k, "value": v} for k, v in r[3]] for r in rows],
+                            HEADERS_T),
+    })
+    data, index = encode_batches(table, compression=compression, base_offset=base_offset,
+                                 max_batch_bytes=max_batch_bytes, now_ms=NOW)
+    got = [rec for _, recs in read_aiokafka(data) for rec in recs]
+    assert [(o, t, k, v, h) for o, t, _, k, v, h in got] == [
+        (base_offset + i, NOW if r[2] is None else r[2], r[0], r[1], list(r[3] or []))
+        for i, r in enumerate(rows)]
+    assert sum(index.column("record_count").to_pylist()) == len(rows)
+    sizes = index.column("size").to_pylist()
+    counts = index.column("record_count").to_pylist()
+    assert all(s <= max_batch_bytes or c == 1 for s, c in zip(sizes, counts))
