@@ -121,6 +121,10 @@ def _one_chunk(col, name: str):
     if col.num_chunks == 1:
         return col.chunk(0)
     t = col.type
+    if pa.types.is_dictionary(t):
+        # chunks may carry different dictionaries: decode before combining
+        col = pa.chunked_array([c.dictionary_decode() for c in col.chunks], t.value_type)
+        t = col.type
     if pa.types.is_binary(t) or pa.types.is_string(t):
         # Combined, the data may outgrow int32 offsets: go large first if it could.
         total = sum(c.buffers()[2].size for c in col.chunks if c.buffers()[2] is not None)
@@ -131,13 +135,6 @@ def _one_chunk(col, name: str):
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowCapacityError) as err:
         raise InvalidOptionError(f"column {name!r} cannot be combined into one "
                                  f"array: {err}") from err
-
-
-def _is_binary_like(t: pa.DataType) -> bool:
-    return (pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t)
-            or pa.types.is_large_string(t) or pa.types.is_fixed_size_binary(t)
-            or pa.types.is_binary_view(t) or pa.types.is_string_view(t)
-            or pa.types.is_dictionary(t) and _is_binary_like(t.value_type))
 
 
 def _binary_like(arr: pa.Array, name: str, *, allow_none: bool):

@@ -299,6 +299,10 @@ def test_sliced_chunked_and_dictionary_columns():
                    "value": pa.array(["x", "y", "x"]).dictionary_encode()})
     got = records_of(encode(t2, now_ms=NOW))
     assert [(r[3], r[4]) for r in got] == [(b"ab", b"x"), (b"cd", b"y"), (None, b"x")]
+    # chunks with different dictionaries
+    t4 = pa.table({"value": pa.chunked_array([pa.array(["a", "b"]).dictionary_encode(),
+                                              pa.array(["c"]).dictionary_encode()])})
+    assert [r[4] for r in records_of(encode(t4, now_ms=NOW))] == [b"a", b"b", b"c"]
     t3 = pa.table({"value": pa.array([b"p", None, b"q" * 40], pa.binary_view())})
     assert [r[4] for r in records_of(encode(t3, now_ms=NOW))] == [b"p", None, b"q" * 40]
 
