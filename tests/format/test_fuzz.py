@@ -544,9 +544,14 @@ class CaseMaker:
 # running cases
 # ---------------------------------------------------------------------------------------
 
-def run_case(fmt, KafkaLogError, case: int, data: bytes, crc_fixed: bool, counts: dict):
-    """Feed one input to every entry point; return a list of failure strings."""
+def run_case(fmt, KafkaLogError, case: int, data: bytes, crc_fixed: bool, counts: dict,
+             disagreements: list | None = None):
+    """Feed one input to every entry point; return a list of failure strings (anything
+    but our error, an invalid result, a broken contract). Inputs that ``decode``
+    accepts but ``scan_headers`` reports as a problem go to ``disagreements``."""
     failures = []
+    if disagreements is None:
+        disagreements = []
     rnd = random.Random(case)
 
     def attempt(label, fn, must_not_raise=False, base=0):
@@ -579,12 +584,20 @@ def run_case(fmt, KafkaLogError, case: int, data: bytes, crc_fixed: bool, counts
         max_decompressed_bytes=MAX_DECOMPRESSED))
     if rb is not None:
         _check_batch(fmt, rb, include_headers, failures, "decode")
+    scan_base = rnd.choice([0, 0, 1 << 33])
+    scan_verify = bool(case & 8)
     scan = attempt("scan_headers", lambda: fmt.scan_headers(
-        data, verify_crc=bool(case & 8)), must_not_raise=True)
+        data, verify_crc=scan_verify, position_base=scan_base,
+        first_offset_hint=rnd.choice([None, 0, 90])), must_not_raise=True)
+    if scan is not None:
+        _check_scan(scan, data, scan_base, failures)
+        if rb is not None and (verify or not scan_verify) and scan.problem is not None:
+            disagreements.append(f"decode accepted the input but scan_headers reports "
+                                 f"{scan.problem}")
     if case % 3 == 0:
         positions = [0]
         if scan is not None:
-            positions = _scan_positions(scan) or [0]
+            positions = [p - scan_base for p in _scan_positions(scan)] or [0]
         start = rnd.choice([None, 0, 5, 100, 103, 1 << 40])
         end = rnd.choice([None, 0, 6, 110, 1 << 62])
         skip = sorted(set(rnd.sample(positions, min(len(positions), rnd.randint(0, 2)))))
@@ -610,6 +623,37 @@ def _scan_positions(scan):
             except KeyError:
                 return []
     return []
+
+
+def _check_scan(scan, data: bytes, base: int, failures) -> None:
+    """HeaderScan's contract on any input: whole batches laid end to end from the start,
+    ``end`` just after the last, a problem exactly when the data does not end there."""
+    table = scan.headers
+    if table.schema != _batch_header_schema():
+        failures.append(f"scan_headers returned schema {table.schema}")
+        return
+    pos = table.column("position").to_pylist()
+    size = table.column("size").to_pylist()
+    expect = base
+    for p, n in zip(pos, size):
+        if p != expect or n < 12 + 14:
+            failures.append(f"scan_headers rows not contiguous: {list(zip(pos, size))[:8]}")
+            return
+        expect = p + n
+    if scan.end != expect or scan.end > base + len(data):
+        failures.append(f"scan_headers end {scan.end}, rows end at {expect}, data ends at "
+                        f"{base + len(data)}")
+    if (scan.problem is None) != (scan.end == base + len(data)):
+        failures.append(f"scan_headers problem {scan.problem} with end {scan.end} of "
+                        f"{base + len(data)}")
+    if scan.problem is not None and not (
+            scan.problem.kind in ("torn", "corrupt") and scan.problem.position == scan.end):
+        failures.append(f"scan_headers problem {scan.problem} (end {scan.end})")
+
+
+def _batch_header_schema():
+    from spark_kafkalog.format.schema import BATCH_HEADER_SCHEMA
+    return BATCH_HEADER_SCHEMA
 
 
 def _check_batch(fmt, rb, include_headers, failures, label):
@@ -650,6 +694,8 @@ def run_fuzz(seed: int, start: int, count: int, progress=None, verbose=False,
     counts: dict = {}
     failures = []
     n_failures = 0
+    disagreements = []
+    n_disagreements = 0
     slowest = (0.0, None)
     kinds: dict = {}
     cases_run = 0
@@ -664,7 +710,13 @@ def run_fuzz(seed: int, start: int, count: int, progress=None, verbose=False,
             kinds[kind] = kinds.get(kind, 0) + 1
         cases_run += 1
         t0 = time.perf_counter()
-        fails = run_case(fmt, KafkaLogError, case, data, fixed, counts)
+        disagree: list = []
+        fails = run_case(fmt, KafkaLogError, case, data, fixed, counts, disagree)
+        if disagree:
+            n_disagreements += 1
+            if len(disagreements) < 25:
+                disagreements.append({"case": case, "input": desc, "len": len(data),
+                                      "hex": data[:256].hex(), "disagreements": disagree})
         dt = time.perf_counter() - t0
         if dt > slowest[0]:
             slowest = (dt, f"case {case}: {desc} ({len(data)} bytes)")
@@ -684,6 +736,7 @@ def run_fuzz(seed: int, start: int, count: int, progress=None, verbose=False,
         "seconds": round(time.perf_counter() - t_start, 2),
         "outcomes": counts, "mutation_kinds": kinds,
         "n_failures": n_failures, "failures": failures, "seed_problems": seed_problems,
+        "n_disagreements": n_disagreements, "disagreements": disagreements,
         "slowest_case_seconds": round(slowest[0], 4), "slowest_case": slowest[1],
         "arrow_peak_bytes": pool.max_memory(),
         "rss_base_kb": rss_base,
@@ -815,22 +868,64 @@ if __name__ != "__main__":
         errors = {k: v for k, v in res["outcomes"].items() if k != "ok"}
         assert errors.get("CorruptRecordError", 0) > count // 20, res["outcomes"]
 
-    def test_fuzz_10k_in_subprocess():
+    @pytest.fixture(scope="module")
+    def fuzz_10k():
+        return run_in_subprocess(FUZZ_SEED, 0, 10_000, timeout=480)
+
+    @pytest.fixture(scope="module")
+    def fuzz_100k():
+        return run_in_subprocess(FUZZ_SEED, 0, 100_000, timeout=1700)
+
+    def _assert_agreement(run: dict) -> None:
+        res = run["result"]
+        assert res is not None, run["stderr"]
+        assert res["n_disagreements"] == 0, (
+            f"{res['n_disagreements']} inputs decoded without error that scan_headers "
+            f"reports as bad; first: " + json.dumps(res["disagreements"][:3], indent=1))
+
+    def test_fuzz_10k_gives_only_our_errors(fuzz_10k):
         """10,000 cases on every run (sweeps included: one in four)."""
-        run = run_in_subprocess(FUZZ_SEED, 0, 10_000, timeout=480)
-        _assert_clean(run, 10_000)
-        assert run["result"]["outcomes"].get("CodecError", 0) > 0, run["result"]["outcomes"]
+        _assert_clean(fuzz_10k, 10_000)
+        assert fuzz_10k["result"]["outcomes"].get("CodecError", 0) > 0
+
+    def test_fuzz_10k_decode_and_scan_agree(fuzz_10k):
+        """Whatever decode accepts, scan_headers (same CRC setting) accepts too: the log
+        layer scans with one and reads with the other."""
+        _assert_agreement(fuzz_10k)
 
     @pytest.mark.slow
     @pytest.mark.timeout(1800)
-    def test_fuzz_100k_in_subprocess():
+    def test_fuzz_100k_gives_only_our_errors(fuzz_100k):
         """The acceptance run of issue 2: 100,000 fuzzed inputs."""
-        run = run_in_subprocess(FUZZ_SEED, 0, 100_000, timeout=1700)
-        _assert_clean(run, 100_000)
-        res = run["result"]
+        _assert_clean(fuzz_100k, 100_000)
         # the sweeps were exhaustive: every truncation point and interesting header
         # value of every small seed went through
-        assert 100_000 // 4 >= res["sweep_items"], res["sweep_items"]
+        assert 100_000 // 4 >= fuzz_100k["result"]["sweep_items"]
+
+    @pytest.mark.slow
+    @pytest.mark.timeout(1800)
+    def test_fuzz_100k_decode_and_scan_agree(fuzz_100k):
+        _assert_agreement(fuzz_100k)
+
+    def test_decode_rejects_a_control_batch_scan_rejects():
+        """Found by the fuzzer: a control batch with an unknown codec id (or a payload
+        that does not decompress, or no valid control key) is reported as corrupt by
+        scan_headers -- and by Kafka's consumer, which reads the control record -- but
+        decode skips it silently."""
+        from spark_kafkalog import format as fmt
+        from spark_kafkalog.errors import KafkaLogError
+        marker = v2_record(0, 0, struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 5))
+        cases = [(0x30 | 7, marker, "unknown codec id 7"),
+                 (0x30 | 1, marker, "gzip attribute, payload not gzip"),
+                 (0x30, v2_record(0, 0, b"\xff", b""), "key is not a control key")]
+        for attrs, records, what in cases:
+            # codec bits set by hand: the payload is stored as is (valid CRC)
+            data = v2_batch(records, 1, attrs=attrs, base_offset=12, producer_id=77,
+                            epoch=1)
+            scan = fmt.scan_headers(data, verify_crc=True)
+            assert scan.problem is not None and scan.problem.kind == "corrupt", what
+            with pytest.raises(KafkaLogError):
+                fmt.decode(data)
 
     def test_harness_reports_a_segfault_with_its_case():
         """The harness itself: a child killed by SIGSEGV at case 37 is reported as such,
