@@ -829,7 +829,12 @@ def _copy_run(run: _Dest, reader: _Reader, out: _SegOut, table: np.ndarray,
         reader.read_into(buf, src)
         _patch_window(buf, starts[i:j] - starts[i], sizes[i:j], run.bases[i:j],
                       reader.path, src)
-        out.write(buf, run.dst_position + int(starts[i]))
+        # two writes per window, with a fault point between them, so crash tests also
+        # kill with a batch half written
+        half = nbytes // 2
+        out.write(memoryview(buf)[:half], run.dst_position + int(starts[i]))
+        fault("append-partial")
+        out.write(memoryview(buf)[half:], run.dst_position + int(starts[i]) + half)
         fault("append")
         i = j
 
@@ -1039,20 +1044,22 @@ def _recover_locked(fs: pafs.FileSystem, root: str, topic: str, fault: Fault) ->
         for p, info in sorted(pending["partitions"].items(), key=lambda kv: int(kv[0])):
             _rollback_partition(fs, root, topic, int(p), info)
             fault("rollback")
+        # staging goes before the journal forgets the write: a crash in between must
+        # not leave files nobody knows about
+        _delete_staging(fs, root, write_id)
+        fault("rolled-back")
         state.pending = None
         state.record_rollback(write_id)
         jr.save(fs, root, state)
-        fault("rolled-back")
-        _delete_staging(fs, root, write_id)
         return {"rolled_back": write_id, "rolled_forward": None}
     if pending.get("state") != "committed":
         pending["state"] = "committed"
         state.record_commit(_commit_entry(pending))
         jr.save(fs, root, state)
     _post_commit(fs, root, topic, pending, fault)
+    _delete_staging(fs, root, write_id)
     state.pending = None
     jr.save(fs, root, state)
-    _delete_staging(fs, root, write_id)
     return {"rolled_back": None, "rolled_forward": write_id}
 
 
@@ -1189,8 +1196,11 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
                     jr.save(fs, root, st)
                     fault(f"committed:{t}")
                 for t in names:
+                    _post_commit(fs, root, t, states[t].pending, fault)
+                _delete_staging(fs, root, write_id, staged_paths)
+                fault("staging-deleted")
+                for t in names:
                     st = states[t]
-                    _post_commit(fs, root, t, st.pending, fault)
                     st.pending = None
                     jr.save(fs, root, st)
                     fault(f"done:{t}")
@@ -1201,7 +1211,8 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
             ranges = {t: {p.partition: (p.start, p.end) for p in plans[t]} for t in names}
             return CommitResult(write_id, ranges)
     finally:
-        _delete_staging(fs, root, None, staged_paths)
+        # this write's staging files, including those of task attempts Spark discarded
+        _delete_staging(fs, root, write_id, staged_paths)
 
 
 def _pending_record(write_id: str, mode: str, coordinator: str, names: list[str],

@@ -85,11 +85,12 @@ def segments(directory) -> list[int]:
                   if n.endswith(".log") and len(n) == 24)
 
 
-def read_kp(directory) -> list[tuple]:
+def read_kp(directory, stop_at: int | None = None) -> list[tuple]:
     """(offset, key, value, timestamp, headers) of every record of a partition directory,
     decoded by kafka-python with CRCs checked; asserts each batch's base offset is the
     segment's next offset (contiguous) and that each segment's first batch starts at the
-    segment's base offset."""
+    segment's base offset. With ``stop_at``, reading ends at the first batch at or past
+    that offset (what an offset-bounded reader does: bytes past it are never parsed)."""
     from kafka.record.default_records import DefaultRecordBatch
 
     out = []
@@ -98,8 +99,12 @@ def read_kp(directory) -> list[tuple]:
         data = open(os.path.join(directory, f"{base:020d}.log"), "rb").read()
         pos = 0
         first = True
+        if stop_at is not None and base >= stop_at:
+            break
         while pos < len(data):
             off, length = struct.unpack_from(">qi", data, pos)
+            if stop_at is not None and off >= stop_at:
+                break
             chunk = data[pos:pos + 12 + length]
             assert len(chunk) == 12 + length, f"torn batch in {base} at {pos}"
             batch = DefaultRecordBatch(bytearray(chunk))

@@ -1,0 +1,183 @@
+"""The commit journal: format, damage detection, idempotence rules, read-only bounds,
+recovery entry point, locks."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow.fs as pafs
+import pytest
+
+from spark_kafkalog.errors import CommitConflictError, LogLayoutError
+from spark_kafkalog.log import journal as jr
+from spark_kafkalog.log.appender import AppendConfig
+from spark_kafkalog.log.lock import TopicLock, holder_alive, process_start_time
+from tests.log.test_appender_util import R, read_kp, write
+
+FS = pafs.LocalFileSystem()
+
+
+def recs(n, tag=0):
+    return [R(b"k%d" % i, b"v%d-%d" % (tag, i), 1000 + i) for i in range(n)]
+
+
+class Crash(BaseException):
+    """Stands in for a kill: not an Exception, so the commit does not undo itself."""
+
+
+def crash_at(point):
+    def fault(name):
+        if name == point:
+            raise Crash(name)
+    return fault
+
+
+def test_round_trip_and_damage_detection(tmp_path):
+    root = str(tmp_path)
+    write(FS, root, "batch:1", {0: recs(3)})
+    st = jr.load(FS, root, "t")
+    assert st.exists and st.pending is None
+    assert st.commits[0]["write_id"] == "batch:1"
+    assert st.commits[0]["partitions"]["0"]["start"] == 0
+    assert st.commits[0]["partitions"]["0"]["end"] == 3
+    path = jr.journal_path(root, "t")
+    raw = open(path, "rb").read()
+    with open(path, "wb") as f:                     # flip one body byte
+        f.write(raw[:-3] + bytes([raw[-3] ^ 1]) + raw[-2:])
+    with pytest.raises(LogLayoutError, match="checksum"):
+        jr.load(FS, root, "t")
+    with open(path, "wb") as f:
+        f.write(b"garbage\n{}")
+    with pytest.raises(LogLayoutError, match="header"):
+        jr.load(FS, root, "t")
+    assert jr.load(FS, root, "other").exists is False
+
+
+def test_stream_ids_and_retention():
+    st = jr.JournalState(topic="t")
+    for b in range(5):
+        st.record_commit({"write_id": jr.stream_write_id("q", b), "partitions": {}})
+    assert st.is_committed(jr.stream_write_id("q", 3))
+    assert not st.is_committed(jr.stream_write_id("q", 5))
+    assert not st.is_committed(jr.stream_write_id("other", 0))
+    for i in range(jr.RETAIN_COMMITS + 10):
+        st.record_commit({"write_id": f"batch:{i}", "partitions": {}})
+    assert len(st.commits) == jr.RETAIN_COMMITS
+    assert st.is_committed(f"batch:{jr.RETAIN_COMMITS + 9}")
+    # stream history survives the bounded commit list
+    assert st.is_committed(jr.stream_write_id("q", 4))
+    with pytest.raises(ValueError):
+        jr.stream_write_id("a:b", 1)
+
+
+def test_pending_write_bounds_a_read_only_reader_and_recover_undoes_it(tmp_path):
+    root = str(tmp_path)
+    write(FS, root, "batch:1", {0: recs(10), 1: recs(4)}, partitions=2)
+    assert jr.committed_end_offsets(FS, root, "t") is None
+    with pytest.raises(Crash):
+        write(FS, root, "batch:2", {0: recs(5, 2)}, partitions=2, fault=crash_at("synced"))
+    # the bytes are in the segment, but not committed
+    assert len(read_kp(f"{root}/t-0")) == 15
+    assert jr.committed_end_offsets(FS, root, "t") == {0: 10}
+    assert jr.committed_bounds(FS, root, "t") == {0: (0, 10)}
+    out = jr.recover(FS, root, "t")
+    assert out == {"rolled_back": "batch:2", "rolled_forward": None}
+    assert len(read_kp(f"{root}/t-0")) == 10
+    assert jr.committed_end_offsets(FS, root, "t") is None
+    assert jr.load(FS, root, "t").rolled_back == ["batch:2"]
+    assert jr.recover(FS, root, "t") == {"rolled_back": None, "rolled_forward": None}
+
+
+def test_committed_but_unfinished_write_is_rolled_forward(tmp_path):
+    root = str(tmp_path)
+    with pytest.raises(Crash):
+        write(FS, root, "batch:1", {0: recs(6)}, fault=crash_at("committed:t"))
+    assert jr.committed_end_offsets(FS, root, "t") is None      # committed: visible
+    assert not os.path.exists(f"{root}/recovery-point-offset-checkpoint")
+    assert jr.recover(FS, root, "t")["rolled_forward"] == "batch:1"
+    assert open(f"{root}/recovery-point-offset-checkpoint").read() == "0\n1\nt 0 6\n"
+
+
+def test_overwrite_committed_before_cleanup_bounds_reader_start(tmp_path):
+    root = str(tmp_path)
+    write(FS, root, "batch:1", {0: recs(8)})
+    with pytest.raises(Crash):
+        write(FS, root, "batch:2", {0: recs(3, 2)}, mode="overwrite",
+              fault=crash_at("committed:t"))
+    assert jr.committed_bounds(FS, root, "t") == {0: (8, None)}
+    jr.recover(FS, root, "t")
+    assert [r[0] for r in read_kp(f"{root}/t-0")] == [8, 9, 10]
+
+
+def test_multi_topic_write_commits_on_its_coordinator(tmp_path):
+    """Killed after the coordinator ('a') committed but before 'b' did: 'b' rolls
+    forward, because 'a' decides."""
+    from spark_kafkalog.log.appender import StagingWriter, TopicSpec, commit_write
+    from tests.log.test_appender_util import kp_encode
+
+    root = str(tmp_path)
+    w = StagingWriter(FS, root, "batch:1")
+    for t in ("b", "a"):
+        data, table = kp_encode(recs(4))
+        w.add(t, 0, data, table)
+    with pytest.raises(Crash):
+        commit_write(FS, root, "batch:1", [w.finish()], [TopicSpec("a"), TopicSpec("b")],
+                     fault=crash_at("committed:a"))
+    assert jr.load(FS, root, "b").pending["state"] == "begun"
+    assert jr.load(FS, root, "b").pending["coordinator"] == "a"
+    assert jr.committed_end_offsets(FS, root, "b") is None   # decided by 'a'
+    assert jr.recover(FS, root, "b")["rolled_forward"] == "batch:1"
+    assert jr.recover(FS, root, "a")["rolled_forward"] == "batch:1"
+    assert len(read_kp(f"{root}/a-0")) == len(read_kp(f"{root}/b-0")) == 4
+
+
+_HOLDER = """
+import sys, time
+import pyarrow.fs as pafs
+from spark_kafkalog.log.lock import TopicLock
+lk = TopicLock(pafs.LocalFileSystem(), sys.argv[1], "t", write_id="batch:held").acquire()
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_writer_lock_waits_for_live_holder_and_frees_with_a_dead_one(tmp_path):
+    root = str(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, root], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        with pytest.raises(CommitConflictError, match=r"another writer \(host .*pid %d, "
+                                                      r"write batch:held\)" % proc.pid):
+            write(FS, root, "batch:1", {0: recs(2)}, config=AppendConfig(lock_timeout=0.2))
+        proc.kill()                                    # the holder dies holding the lock
+        proc.wait(timeout=30)
+        write(FS, root, "batch:1", {0: recs(2)}, config=AppendConfig(lock_timeout=5))
+        assert len(read_kp(f"{root}/t-0")) == 2
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def test_lock_owner_liveness_and_object_store_lease(tmp_path):
+    me = {"host": os.uname().nodename, "pid": os.getpid(),
+          "start": process_start_time(os.getpid())}
+    assert holder_alive(me) is True
+    assert holder_alive(dict(me, start=(me["start"] or 0) + 1)) is False   # pid reused
+    assert holder_alive(dict(me, host="elsewhere")) is None
+    # lease path (used on object stores) exercised through a SubTreeFileSystem
+    fs = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
+    lk = TopicLock(fs, "", "t", timeout=1, lease_s=60).acquire()
+    lease = json.loads(open(tmp_path / ".kafkalog.t.lock").read())
+    assert lease["pid"] == os.getpid() and lease["expires_ms"] > 0
+    with pytest.raises(CommitConflictError):
+        TopicLock(fs, "", "t", timeout=0.2).acquire()
+    lk.release()
+    assert not (tmp_path / ".kafkalog.t.lock").exists()
+    # a lease whose holder is known dead is taken over at once
+    dead = dict(me, pid=2**22 + 12345, start=1, token="x", expires_ms=2**62)
+    (tmp_path / ".kafkalog.t.lock").write_text(json.dumps(dead))
+    TopicLock(fs, "", "t", timeout=1).acquire().release()
