@@ -54,6 +54,29 @@ class _Stop(Exception):
     """Internal: the stop policy ended the partition inside a window."""
 
 
+#: decode a window in slices of whole batches of about this size: the decoded rows of
+#: a slice, not of the whole window, are in memory at once next to the window's bytes
+DECODE_SLICE_BYTES = 4 * 1024 * 1024
+
+
+def _slices(w: Window, target: int) -> Iterator[tuple[Window, int]]:
+    """``(sub-window, offset of its first byte in w)`` cut at batch boundaries."""
+    sizes = w.headers.column("size").to_numpy()
+    if len(sizes) <= 1 or len(w.data) <= target:
+        yield w, 0
+        return
+    ends = np.cumsum(sizes)
+    start_row, start_byte = 0, 0
+    while start_row < len(sizes):
+        stop = int(np.searchsorted(ends, start_byte + target, side="right"))
+        stop = max(stop, start_row + 1)
+        end_byte = int(ends[stop - 1])
+        yield (Window(w.segment_index, w.path, w.position + start_byte,
+                      w.data[start_byte:end_byte], w.headers.slice(start_row, stop - start_row)),
+               start_byte)
+        start_row, start_byte = stop, end_byte
+
+
 def _decode_window(w: Window, skip: np.ndarray | None, *, topic: str, partition: int,
                    include_headers: bool, start_offset: int, end_offset: int,
                    on_corruption: str, max_decompressed: int, stats: ReadStats
@@ -168,11 +191,21 @@ def read_partition(logdirs: LogDirs, p: PartitionDir, *, start_offset: int, end_
     try:
         for w in windows:
             skip = resolver.skip_positions(w) if resolver is not None else None
-            yield from _decode_window(w, skip, topic=p.topic, partition=p.partition,
-                                      include_headers=include_headers,
-                                      start_offset=start_offset, end_offset=end_offset,
-                                      on_corruption=on_corruption,
-                                      max_decompressed=max_decompressed_bytes, stats=stats)
+            for part, shift in _slices(w, min(int(window_bytes), DECODE_SLICE_BYTES)):
+                part_skip = None
+                if skip is not None:
+                    part_skip = skip[(skip >= shift) & (skip < shift + len(part.data))] - shift
+                    part_skip = part_skip if len(part_skip) else None
+                yield from _decode_window(part, part_skip, topic=p.topic,
+                                          partition=p.partition,
+                                          include_headers=include_headers,
+                                          start_offset=start_offset, end_offset=end_offset,
+                                          on_corruption=on_corruption,
+                                          max_decompressed=max_decompressed_bytes,
+                                          stats=stats)
+                del part
+            # let the window's bytes go before the scanner reads the next window
+            del w, skip
     except _Stop:
         return
     finally:

@@ -110,7 +110,7 @@ class Window:
     segment_index: int
     path: str
     position: int
-    data: bytes
+    data: memoryview
     headers: pa.Table
 
     @property
@@ -322,6 +322,7 @@ class _Scan:
             need = max(want, len(carry) + 1)
             if read_limit is not None and read_limit > pos:
                 need = min(need, max(read_limit - pos, len(carry) + 1))
+            data = None         # drop the previous window before reading the next
             data = carry + f.read(pos + len(carry), need - len(carry)) if carry else \
                 f.read(pos, need)
             carry = b""
@@ -358,7 +359,8 @@ class _Scan:
             if h.num_rows:
                 self.stats.batches += h.num_rows
                 self.prev_last = int(h.column("last_offset")[-1].as_py())
-                yield Window(seg_i, f.path, pos, data[:end - pos], h)
+                # a view, not a copy: the window's bytes are held once
+                yield Window(seg_i, f.path, pos, memoryview(data)[:end - pos], h)
                 if end_offset is not None and self.prev_last >= end_offset - 1:
                     return "done"
             want = min(want * 2, self.window_bytes)
