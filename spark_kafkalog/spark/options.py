@@ -586,7 +586,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
                             minimum=64 * 1024),
         max_partition_bytes=_bytes("maxPartitionBytes",
                                    opts.get("maxpartitionbytes", str(128 * MiB)),
-                                   minimum=64 * 1024),
+                                   minimum=1024),
         filesystem_options=_filesystem_options(opts),
     )
 

@@ -162,7 +162,7 @@ def _check_names_all(option: str, spec_tps: set, parts: list) -> None:
 
 
 def resolve_offset(spec: OffsetSpec, *, option: str, p, state, logdirs, starting: bool,
-                   strategy_name: str = "error") -> int:
+                   on_corruption: str = "fail") -> int:
     """One partition's offset for one side of the range. Returns an absolute offset, not
     yet checked against the log bounds."""
     tp = (p.topic, p.partition)
@@ -183,8 +183,9 @@ def resolve_offset(spec: OffsetSpec, *, option: str, p, state, logdirs, starting
             return state.log_start_offset
         if ts == LATEST:
             return state.upper_bound
-        found = logdirs.offset_for_timestamp(p, ts)
         # A broker answers ListOffsets(timestamp) only below what the consumer may read.
+        found = logdirs.offset_for_timestamp(p, ts, upper_bound=state.upper_bound,
+                                             on_corruption=on_corruption)
         if found is not None and found >= state.upper_bound:
             found = None
         if found is not None:
@@ -222,9 +223,9 @@ def resolve_ranges(logdirs, opts: ReadOptions, parts: list, *,
                               read_past_high_watermark=opts.read_past_high_watermark,
                               on_corruption=opts.on_corruption)
         start = resolve_offset(starting, option=start_name, p=p, state=state, logdirs=logdirs,
-                               starting=True)
+                               starting=True, on_corruption=opts.on_corruption)
         end = resolve_offset(ending, option=end_name, p=p, state=state, logdirs=logdirs,
-                             starting=False)
+                             starting=False, on_corruption=opts.on_corruption)
         start, end = _check_bounds(p, state, start, end, opts.fail_on_data_loss,
                                    start_name, end_name)
         out.append(PartitionRange(p.topic, p.partition, p, start, end, state.size_bytes,
@@ -289,8 +290,8 @@ def _check_bounds(p, state, start: int, end: int, fail_on_data_loss: bool,
 
 # -- 3. pushdown ---------------------------------------------------------------------------------
 
-def apply_pushdown(logdirs, ranges: list[PartitionRange], pushdown: Pushdown
-                   ) -> list[PartitionRange]:
+def apply_pushdown(logdirs, ranges: list[PartitionRange], pushdown: Pushdown, *,
+                   on_corruption: str = "fail") -> list[PartitionRange]:
     lo, hi = pushdown.offset_bounds()
     ts_ms = pushdown.timestamp_lower_ms()
     out = []
@@ -298,7 +299,8 @@ def apply_pushdown(logdirs, ranges: list[PartitionRange], pushdown: Pushdown
         start = max(r.start_offset, lo)
         end = r.end_offset if hi is None else min(r.end_offset, hi)
         if start < end and ts_ms is not None and ts_ms > 0:
-            found = logdirs.offset_for_timestamp(r.partition_dir, ts_ms)
+            found = logdirs.offset_for_timestamp(r.partition_dir, ts_ms, upper_bound=end,
+                                                 on_corruption=on_corruption)
             start = end if found is None else max(start, found)
         out.append(replace(r, start_offset=start, end_offset=max(start, end)))
     return out
@@ -307,10 +309,13 @@ def apply_pushdown(logdirs, ranges: list[PartitionRange], pushdown: Pushdown
 # -- 4. slices -----------------------------------------------------------------------------------
 
 def _segments_for(p, start: int, end: int, keep_later: bool):
-    """``p`` with only the segments a slice [start, end) reads: from the one holding
-    ``start`` to the last starting below ``end``, or to the log end when ``keep_later``
-    (read_committed: an abort marker, and its .txnindex entry, may sit in any later
-    segment). Keeps what crosses to executors small for partitions with many segments."""
+    """``p`` with only the segments a slice [start, end) needs: from the one holding
+    ``start`` to the last starting below ``end`` plus the one after it (so the last
+    segment read keeps its real successor: the scanner checks batch offsets against the
+    next base offset and treats a cut batch as a torn tail only in the log's last
+    segment), or to the log end when ``keep_later`` (read_committed: an abort marker,
+    and its .txnindex entry, may sit in any later segment). Keeps what crosses to
+    executors small for partitions with many segments."""
     segs = p.segments
     first = p.segment_index_for(start) if segs else 0
     last = len(segs)
@@ -318,6 +323,7 @@ def _segments_for(p, start: int, end: int, keep_later: bool):
         last = first + 1
         while last < len(segs) and segs[last].base_offset < end:
             last += 1
+        last = min(last + 1, len(segs))
     if first == 0 and last == len(segs):
         return p
     return replace(p, segments=tuple(segs[first:last]))
@@ -416,7 +422,7 @@ def plan(logdirs, opts: ReadOptions, pushdown: Pushdown = NONE, *,
         return []
     pruned = prune(selected, pushdown)
     ranges = resolve_ranges(logdirs, opts, pruned, all_parts=selected)
-    ranges = apply_pushdown(logdirs, ranges, pushdown)
+    ranges = apply_pushdown(logdirs, ranges, pushdown, on_corruption=opts.on_corruption)
     keep_later = opts.isolation_level == "read_committed"
     slices = [s for r in ranges for s in slice_range(logdirs, r, opts.max_partition_bytes,
                                                      split_points, keep_later=keep_later)]

@@ -74,12 +74,14 @@ class FakeLogDirs:
         return FakeState(p.topic, p.partition, start, hw, end, lso, upper, None, None,
                          sum(s[2] for s in segs))
 
-    def offset_for_timestamp(self, p, timestamp_ms):
+    def offset_for_timestamp(self, p, timestamp_ms, *, upper_bound=None, on_corruption="fail"):
         key = (p.topic, p.partition)
         self.seeks.append((p.topic, p.partition, timestamp_ms))
         start = self.log_start.get(key, self.layout[key][0][0])
         end = self._end(key)
         off = max(start, -(-(timestamp_ms - self.ts0) // self.ts_step))
+        if upper_bound is not None:
+            end = min(end, upper_bound)
         return off if off < end else None
 
 

@@ -68,10 +68,11 @@ def test_segment_ranges_and_byte_cuts():
     assert len(by[("a", 1)]) == 3          # 4 MB / 1.5 MB
     for key, rs in by.items():               # consecutive, no gap, no overlap
         assert all(rs[i][1] == rs[i + 1][0] for i in range(len(rs) - 1))
-    # every slice keeps only the segments it reads
+    # every slice keeps only the segments it reads, plus the next one (its successor)
     for s in slices:
         bases = [seg.base_offset for seg in s.partition_dir.segments]
-        assert bases[0] <= s.start_offset and all(b < s.end_offset for b in bases)
+        assert bases[0] <= s.start_offset
+        assert sum(b >= s.end_offset for b in bases) <= 1
 
 
 def test_pattern_skips_internal_and_subscribe_names_missing():
@@ -213,7 +214,7 @@ def test_pushdown_last_percent_of_offsets_reads_one_slice_near_the_end():
     got = run(logdirs, pd(EqualTo(("partition",), 0), GreaterThanOrEqual(("offset",), 99000)))
     assert ranges(got) == [("a", 0, 99000, 100000)]
     assert got[0].start_position == (99000, 0)
-    assert [s.base_offset for s in got[0].partition_dir.segments] == [99000]
+    assert [s.base_offset for s in got[0].partition_dir.segments] == [99000]   # last one
 
 
 def test_pushdown_timestamp_lower_bound_seeks():

@@ -1,0 +1,119 @@
+#!/usr/bin/env python
+"""The main job, as ``make run`` runs it.
+
+    jobs/run_main.py [--path LOGDIR] --output OUT
+
+With no ``--path``, a sample log dir (a few million records over several partitions,
+segments and codecs; see ``make_sample_log.py``) is generated once into ``sample/`` and
+reused while its parameters are unchanged. Then ``jobs/export_parquet.py`` runs through
+this environment's ``spark-submit`` with ``conf/`` as ``SPARK_CONF_DIR``, and the summary
+is printed: rows, topic-partitions, time range, rows/s.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_DIR = REPO / "sample" / "kafka-logs"
+SAMPLE_VALUE_SCHEMA = "user_id long, event string, amount double"
+
+
+def ensure_sample(records: int, partitions: int) -> Path:
+    """The sample log dir, generated when missing or made with other parameters."""
+    sys.path.insert(0, str(REPO))
+    from jobs.make_sample_log import make_sample_log
+
+    stamp = SAMPLE_DIR / "SAMPLE.json"
+    if stamp.is_file():
+        try:
+            made = json.loads(stamp.read_text())
+        except ValueError:
+            made = {}
+        if made.get("records") == records and made.get("partitions") == partitions:
+            print(f"using the sample log dir {SAMPLE_DIR} ({records:,} records)")
+            return SAMPLE_DIR
+    print(f"generating a sample log dir of {records:,} records in {SAMPLE_DIR} ...",
+          flush=True)
+    summary = make_sample_log(SAMPLE_DIR, records=records, partitions=partitions)
+    segs = sum(v["segments"] for v in summary["per_partition"].values())
+    codecs = sorted({v["codec"] for v in summary["per_partition"].values()})
+    print(f"  {partitions} partitions, {segs} segments, codecs {', '.join(codecs)}")
+    return SAMPLE_DIR
+
+
+def spark_submit() -> str:
+    """The venv's spark-submit (installed by pyspark next to this interpreter)."""
+    exe = Path(sys.executable).parent / "spark-submit"
+    if exe.exists():
+        return str(exe)
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--path", help="log dir to export (default: generate a sample)")
+    ap.add_argument("--output", required=True, help="Parquet output directory")
+    ap.add_argument("--records", type=int, default=3_000_000,
+                    help="records in the generated sample (default 3,000,000)")
+    ap.add_argument("--partitions", type=int, default=6,
+                    help="partitions of the generated sample (default 6)")
+    ap.add_argument("--master", default=None, help="Spark master (default: conf / local[*])")
+    ap.add_argument("extra", nargs=argparse.REMAINDER,
+                    help="after --: more export_parquet.py arguments")
+    args = ap.parse_args(argv)
+
+    extra = [a for a in args.extra if a != "--"]
+    if args.path:
+        logdir = Path(args.path)
+    else:
+        logdir = ensure_sample(args.records, args.partitions)
+        if "--value-schema" not in extra:
+            extra += ["--value-schema", SAMPLE_VALUE_SCHEMA]
+
+    env = dict(os.environ)
+    env.setdefault("SPARK_CONF_DIR", str(REPO / "conf"))
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # Run from the source tree: make the package (and its pyspark_kafkalog shim, which
+    # Spark's data source lookup finds on sys.path) importable in every Python worker.
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+
+    with tempfile.TemporaryDirectory(prefix="kafkalog-run-") as tmp:
+        summary_file = Path(tmp) / "summary.json"
+        cmd = [spark_submit()]
+        if args.master:
+            cmd += ["--master", args.master]
+        cmd += [str(REPO / "jobs" / "export_parquet.py"), "--path", str(logdir),
+                "--output", str(Path(args.output).resolve()),
+                "--summary-json", str(summary_file)] + extra
+        print("running:", " ".join(cmd), flush=True)
+        proc = subprocess.run(cmd, env=env, cwd=str(REPO))
+        if proc.returncode != 0:
+            print(f"export_parquet.py failed (exit status {proc.returncode})",
+                  file=sys.stderr)
+            return proc.returncode
+        summary = json.loads(summary_file.read_text())
+
+    print()
+    print("main job summary")
+    print(f"  rows        {summary['rows']:,}")
+    print(f"  partitions  {summary['partitions']} topic-partitions in {summary['topics']} "
+          f"topic(s), {summary['dates']} date partition(s)")
+    print(f"  time range  {summary['first_timestamp']} .. {summary['last_timestamp']}")
+    print(f"  throughput  {summary['rows_per_second'] or 0:,} rows/s "
+          f"({summary['seconds']:.1f}s to read, convert and write Parquet)")
+    print(f"  output      {summary['output']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
