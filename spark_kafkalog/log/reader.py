@@ -30,7 +30,7 @@ from spark_kafkalog.format import decode_run, record_schema
 from spark_kafkalog.format.wire import DEFAULT_MAX_DECOMPRESSED
 from spark_kafkalog.log.isolation import aborted_resolver
 from spark_kafkalog.log.layout import LogDirs, PartitionDir
-from spark_kafkalog.log.seek import locate
+from spark_kafkalog.log.seek import locate, offset_index
 from spark_kafkalog.log.segment import (
     DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_WINDOW_BYTES,
@@ -139,6 +139,21 @@ def _decode_window(w: Window, skip: np.ndarray | None, *, topic: str, partition:
         return
 
 
+def _read_limit(logdirs, p, i: int, end_offset: int) -> int | None:
+    """A byte position of segment ``i`` past which no batch below ``end_offset`` starts,
+    from its offset index, when the range ends inside it: the entry after the first
+    entry at or past ``end_offset`` (that entry's batch may still hold smaller offsets
+    when a broker appended several batches at once; the next one cannot)."""
+    nxt = p.next_base_offset(i)
+    if nxt is not None and end_offset >= nxt:
+        return None
+    idx = offset_index(logdirs, p, i)
+    if idx is None:
+        return None
+    k = int(np.searchsorted(idx.offsets, end_offset, side="left"))
+    return int(idx.positions[k + 1]) if k + 1 < len(idx) else None
+
+
 def read_partition(logdirs: LogDirs, p: PartitionDir, *, start_offset: int, end_offset: int,
                    isolation_level: str = "read_uncommitted", include_headers: bool = True,
                    on_corruption: str = "fail", window_bytes: int = DEFAULT_WINDOW_BYTES,
@@ -155,7 +170,8 @@ def read_partition(logdirs: LogDirs, p: PartitionDir, *, start_offset: int, end_
     Under read_committed aborted transactional records are dropped (``txn_index``:
     "auto" uses the ``.txnindex`` files when the partition has any, else the markers in
     the log; "use"/"ignore" force one way); ``decision_limit``: markers at or after it
-    decide nothing (default: the checkpointed high watermark).
+    decide nothing (default: none; it only matters for an ``end_offset`` past the last
+    stable offset).
 
     ``stats`` (a :class:`ReadStats`) receives bytes read, batches, records, skipped
     ranges, a torn tail, a policy stop. Errors: CorruptRecordError (on_corruption=fail),
@@ -176,8 +192,9 @@ def read_partition(logdirs: LogDirs, p: PartitionDir, *, start_offset: int, end_
     resolver = None
     if isolation_level == "read_committed":
         if decision_limit is None:
-            decision_limit = logdirs.checkpointed_high_watermark(p)
-        if decision_limit is None:
+            # Any marker may decide: a transaction whose marker lies past the high
+            # watermark began at or after the last stable offset, so none of its
+            # batches is below an end_offset clamped to it.
             decision_limit = 1 << 62
         resolver = aborted_resolver(logdirs, p, segment_index=seg_i,
                                     start_offset=start_offset, end_offset=end_offset,
@@ -186,6 +203,7 @@ def read_partition(logdirs: LogDirs, p: PartitionDir, *, start_offset: int, end_
                                     stats=stats)
     windows = scan_windows(logdirs.filesystem, p, segment_index=seg_i, position=pos,
                            seek_check=check, end_offset=end_offset,
+                           read_limit=lambda i: _read_limit(logdirs, p, i, end_offset),
                            on_corruption=on_corruption, window_bytes=int(window_bytes),
                            max_batch_bytes=max_batch_bytes, stats=stats)
     try:

@@ -292,14 +292,15 @@ class _Scan:
     # ---- the scan ------------------------------------------------------------------
 
     def windows(self, seg_i: int, position: int, *, end_offset: int | None,
-                seek_check: int | None, read_limit: int | None) -> Iterator[Window]:
+                seek_check: int | None, read_limit) -> Iterator[Window]:
         segments = self.p.segments
         while seg_i < len(segments):
             seg = segments[seg_i]
             f = _SegmentFile(self.fs, seg.path, seg.size, self.stats)
+            limit = read_limit(seg_i) if callable(read_limit) else read_limit
             try:
                 result = yield from self._segment(f, seg_i, position, end_offset,
-                                                  seek_check, read_limit)
+                                                  seek_check, limit)
             finally:
                 f.close()
             if result == "restart":
@@ -308,7 +309,9 @@ class _Scan:
             if result == "done":
                 return
             seg_i += 1
-            position, seek_check, read_limit = 0, None, None
+            position, seek_check = 0, None
+            if not callable(read_limit):
+                read_limit = None
 
     def _segment(self, f: _SegmentFile, seg_i: int, position: int, end_offset, seek_check,
                  read_limit):
@@ -435,7 +438,7 @@ class _Scan:
 
 def scan_windows(fs: pafs.FileSystem, partition_dir, *, segment_index: int = 0,
                  position: int = 0, end_offset: int | None = None,
-                 seek_check: int | None = None, read_limit: int | None = None,
+                 seek_check: int | None = None, read_limit=None,
                  on_corruption: str = "fail", window_bytes: int = DEFAULT_WINDOW_BYTES,
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
                  stats: ReadStats | None = None, initial_window: int | None = None,
@@ -447,8 +450,10 @@ def scan_windows(fs: pafs.FileSystem, partition_dir, *, segment_index: int = 0,
 
     ``seek_check``: the offset an index promised for ``position`` (the batch there must
     start at or before it; else the segment is rescanned from its start).
-    ``read_limit``: a byte position in the first segment beyond which no batch is needed
-    (sizes reads; never ends the scan by itself). ``initial_window``: first read size,
+    ``read_limit``: a byte position in the first segment beyond which no batch is needed,
+    or a callable ``segment index -> position or None`` (sizes reads so a range ending
+    mid-segment does not read a whole window past its end; never ends the scan: if the
+    position is wrong, reading simply goes on). ``initial_window``: first read size,
     doubling up to ``window_bytes`` (cheap probes of a segment's head or tail).
     ``prev_last_offset``: the last offset known to precede ``position``.
     ``quiet``: log a torn tail without a Python warning (for internal probes).

@@ -455,3 +455,23 @@ def test_legacy_messages(tmp_path):
         got = pa.Table.from_batches(list(read_partition(
             logdirs, part, start_offset=start, end_offset=p.log_end_offset)))
         assert got.column("offset").to_pylist() == list(range(start, p.log_end_offset))
+
+
+def test_a_range_in_the_middle_of_a_segment_reads_only_its_bytes(tmp_path):
+    from .fsutil import CountingFileSystem
+    from .logbuilder import write_large_partition
+
+    info = write_large_partition(tmp_path, "mid", 0, total_bytes=8 << 20,
+                                 segment_bytes=64 << 20, batch_records=20, value_bytes=100)
+    size = info["segments"][0][2]
+    counting = CountingFileSystem()
+    logdirs = LogDirs(str(tmp_path), filesystem=counting.fs)
+    part = logdirs.partition("mid", 0)
+    leo = info["log_end_offset"]
+    start, end = leo // 2, leo // 2 + leo // 100
+    counting.reset()
+    got = pa.Table.from_batches(list(read_partition(logdirs, part, start_offset=start,
+                                                    end_offset=end)))
+    assert got.column("offset").to_pylist() == list(range(start, end))
+    # the range is 1% of the segment: its bytes, the index and a batch or two around it
+    assert counting.bytes_read < 0.02 * size + 3 * info["batch_size"], counting.bytes_read
