@@ -212,13 +212,11 @@ def _scan_segment(logdirs, p, i: int, info: SegmentInfo, checks: _SegmentChecks,
     valid_end = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TornTailWarning)
-        windows = scan_windows(logdirs.filesystem, p, segment_index=i,
-                               end_offset=p.next_base_offset(i), on_corruption="skip",
+        windows = scan_windows(logdirs.filesystem, p, segment_index=i, one_segment=True,
+                               on_corruption="skip",
                                stats=stats, verify_crc=verify_crc, quiet=True,
                                prev_last_offset=prev_last)
         for w in windows:
-            if w.segment_index != i:
-                break
             h = w.headers
             n = h.num_rows
             ctrl = h.column("is_control").to_numpy()

@@ -292,7 +292,8 @@ class _Scan:
     # ---- the scan ------------------------------------------------------------------
 
     def windows(self, seg_i: int, position: int, *, end_offset: int | None,
-                seek_check: int | None, read_limit) -> Iterator[Window]:
+                seek_check: int | None, read_limit, one_segment: bool = False
+                ) -> Iterator[Window]:
         segments = self.p.segments
         while seg_i < len(segments):
             seg = segments[seg_i]
@@ -306,7 +307,7 @@ class _Scan:
             if result == "restart":
                 position, seek_check = 0, None
                 continue
-            if result == "done":
+            if result == "done" or one_segment:
                 return
             seg_i += 1
             position, seek_check = 0, None
@@ -370,24 +371,26 @@ class _Scan:
             if problem is None:
                 pos = end
                 continue
-            if isinstance(problem, _Problem):
-                where, offset, reason = problem.position, problem.offset, problem.reason
-            else:
-                where, offset, reason = problem.position, problem.offset, problem.reason
+            where, offset, reason = problem.position, problem.offset, problem.reason
+            if not isinstance(problem, _Problem):
                 if problem.kind == "torn":
                     size = None
                     rest = data[where - pos:]
                     if len(rest) >= LOG_OVERHEAD:
                         size = LOG_OVERHEAD + struct.unpack_from(">i", rest, SIZE_POS)[0]
                     fits = where + (size if size is not None else HEADER_PEEK) <= f.size
-                    if fits and (size is None or size <= self.max_batch_bytes):
+                    if size is not None and size <= len(rest):
+                        # "torn" although every byte is there: never loop on it
+                        fits = False
+                        reason = f"batch of {size} bytes reported incomplete: {reason}"
+                    elif fits and (size is None or size <= self.max_batch_bytes):
                         # the window ended inside a batch: read on from its start
                         carry = rest
                         pos = where
                         if size is not None:
                             want = max(want, size)
                         continue
-                    if size is not None and size > self.max_batch_bytes and fits:
+                    elif size is not None and size > self.max_batch_bytes and fits:
                         reason = (f"batch declares {size} bytes, more than max_batch_bytes "
                                   f"({self.max_batch_bytes}); raise it if this is real")
                     elif is_last:
@@ -443,7 +446,7 @@ def scan_windows(fs: pafs.FileSystem, partition_dir, *, segment_index: int = 0,
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
                  stats: ReadStats | None = None, initial_window: int | None = None,
                  verify_crc: bool = True, prev_last_offset: int | None = None,
-                 quiet: bool = False) -> Iterator[Window]:
+                 quiet: bool = False, one_segment: bool = False) -> Iterator[Window]:
     """Windows of whole valid batches of ``partition_dir`` from ``(segment_index,
     position)`` to the log end, or until a batch reaching ``end_offset - 1`` has been
     yielded.
@@ -457,6 +460,7 @@ def scan_windows(fs: pafs.FileSystem, partition_dir, *, segment_index: int = 0,
     doubling up to ``window_bytes`` (cheap probes of a segment's head or tail).
     ``prev_last_offset``: the last offset known to precede ``position``.
     ``quiet``: log a torn tail without a Python warning (for internal probes).
+    ``one_segment``: end at the end of the first segment (inspection of one segment).
     """
     stats = stats if stats is not None else ReadStats()
     scan = _Scan(fs, partition_dir, on_corruption=on_corruption, window_bytes=window_bytes,
@@ -466,7 +470,8 @@ def scan_windows(fs: pafs.FileSystem, partition_dir, *, segment_index: int = 0,
     if not partition_dir.segments:
         return iter(())
     return scan.windows(segment_index, position, end_offset=end_offset,
-                        seek_check=seek_check, read_limit=read_limit)
+                        seek_check=seek_check, read_limit=read_limit,
+                        one_segment=one_segment)
 
 
 def segment_next_offset(fs: pafs.FileSystem, segment) -> int:

@@ -134,11 +134,8 @@ def _max_timestamp(logdirs, p, tail_max, on_corruption, stats):
         if i == n - 1 and tail_max is not None and seg.index_path is None:
             continue            # the tail scan already covered the whole active segment
         # no usable time index: read this segment's batch headers
-        for w in scan_windows(logdirs.filesystem, p, segment_index=i,
-                              end_offset=p.next_base_offset(i), on_corruption=on_corruption,
-                              stats=stats, quiet=True):
-            if w.segment_index != i:
-                break
+        for w in scan_windows(logdirs.filesystem, p, segment_index=i, one_segment=True,
+                              on_corruption=on_corruption, stats=stats, quiet=True):
             h = w.headers
             ts = h.column("max_timestamp").to_numpy()[~h.column("is_control").to_numpy()]
             if len(ts):

@@ -6,6 +6,8 @@ import warnings
 
 import pytest
 
+from spark_kafkalog.errors import CorruptRecordError
+
 from spark_kafkalog.log import (LogDirs, TornTailWarning, inspect_log_dirs, inspect_partition,
                                 read_table)
 
@@ -153,3 +155,24 @@ def test_snapshot_gives_lso_without_scanning_the_whole_log(tmp_path):
     assert results[True][1] < results[False][1]
     # without a snapshot the whole log is read; with one, not
     assert results[False][1] >= results[False][2]
+
+
+def test_junk_after_a_segments_last_offset_is_reported(tmp_path):
+    b = LogDirBuilder(tmp_path / "logs")
+    p = b.partition(TOPIC, 0)
+    p.append(_records(5, b"a"))
+    p.roll()
+    p.append(_records(5, b"b"))
+    b.write()
+    seg0 = b.roots[0] / f"{TOPIC}-0" / "00000000000000000000.log"
+    size = seg0.stat().st_size
+    with open(seg0, "ab") as f:
+        f.write(b"\x01junk" * 20)
+    logdirs = LogDirs(str(b.roots[0]))
+    info = inspect_partition(logdirs, logdirs.partition(TOPIC, 0))
+    assert [(pr.kind, pr.position) for pr in info.all_problems] == [("corrupt", size)]
+    assert info.segments[0].valid_bytes == size
+    # a reader crosses them: corruption under fail, skipped exactly under skip
+    with pytest.raises(CorruptRecordError, match=f"position {size}"):
+        read_table(logdirs, TOPIC)
+    assert_same(read_table(logdirs, TOPIC, on_corruption="skip"), p.expected_table())
