@@ -7,7 +7,8 @@ Public API (the Spark layer and the CLI use these names; see /work/briefs/LOG_AP
   :class:`PartitionState` (``LogDirs.state``), ``LogDirs.offset_for_timestamp``
 - reading: :func:`read_partition`, :func:`read_table`, :func:`split_points`,
   :class:`ReadStats`
-- inspection: :func:`inspect_partition`, :func:`inspect_log_dirs`
+- inspection: :func:`inspect_partition`, :func:`inspect_log_dirs`; for one file,
+  :func:`partition_of_segment` + :func:`scan_windows` (batch headers, window by window)
 - files: :func:`read_offset_index`, :func:`read_time_index`, :func:`read_txn_index`,
   :func:`read_checkpoint`, :func:`write_checkpoint`, :func:`read_producer_snapshot`,
   :func:`read_leader_epoch_checkpoint`
@@ -43,10 +44,17 @@ from spark_kafkalog.log.layout import (
     Segment,
     is_internal_topic,
     parse_partition_dir_name,
+    partition_of_segment,
 )
 from spark_kafkalog.log.reader import read_partition, read_table
 from spark_kafkalog.log.seek import offset_for_timestamp, split_points
-from spark_kafkalog.log.segment import ReadStats, SkippedRange, TornTailWarning
+from spark_kafkalog.log.segment import (
+    ReadStats,
+    SkippedRange,
+    TornTailWarning,
+    Window,
+    scan_windows,
+)
 from spark_kafkalog.log.state import PartitionState, partition_state
 from spark_kafkalog.log.txn import AbortedTxns, read_producer_snapshot, read_txn_index
 
@@ -56,8 +64,8 @@ __all__ = [
     "RECOVERY_POINT_CHECKPOINT", "REPLICATION_OFFSET_CHECKPOINT", "ReadStats", "Segment",
     "SegmentInfo", "SkippedRange", "TimeIndex", "TornTailWarning", "inspect_log_dirs",
     "inspect_partition", "is_internal_topic", "offset_for_timestamp",
-    "parse_partition_dir_name", "partition_state", "read_checkpoint",
+    "parse_partition_dir_name", "partition_of_segment", "partition_state", "read_checkpoint",
     "read_leader_epoch_checkpoint", "read_offset_index", "read_partition",
     "read_producer_snapshot", "read_table", "read_time_index", "read_txn_index",
-    "resolve_filesystem", "split_points", "write_checkpoint",
+    "resolve_filesystem", "scan_windows", "split_points", "Window", "write_checkpoint",
 ]

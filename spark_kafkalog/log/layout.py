@@ -44,7 +44,7 @@ from spark_kafkalog.log.checkpoint import (
 from spark_kafkalog.log.fs import join, list_dir, resolve_filesystem
 
 __all__ = ["Segment", "PartitionDir", "LogDirs", "parse_partition_dir_name",
-           "list_segments", "METADATA_TOPIC", "is_internal_topic"]
+           "list_segments", "METADATA_TOPIC", "is_internal_topic", "partition_of_segment"]
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +195,36 @@ def list_segments(fs: pafs.FileSystem, path: str, *, resolve_swaps: bool = True
                 segments[s.base_offset] = s
     ordered = tuple(segments[b] for b in sorted(segments))
     return ordered, tuple(sorted(snapshots))
+
+
+def partition_of_segment(fs: pafs.FileSystem, log_path: str) -> PartitionDir:
+    """A PartitionDir holding only the segment ``log_path`` (a ``<base>.log`` or
+    ``.log.swap`` file) and its index files when present next to it: for tools that look
+    at one file (``kafkalog dump``). Topic and partition come from the directory name
+    when it is a partition dir ("" and 0 otherwise); the segment is treated as the
+    partition's last (a batch cut by its end is a torn tail)."""
+    import posixpath
+
+    info = fs.get_file_info(log_path)
+    if info.type != pafs.FileType.File:
+        raise LogLayoutError("no such segment file", path=log_path)
+    name = posixpath.basename(log_path)
+    m = _SEGMENT_FILE.match(name)
+    if m is None or m.group(2) != "log":
+        raise LogLayoutError("not a segment file name (<20-digit base offset>.log)",
+                             path=log_path)
+    base, swap = int(m.group(1)), m.group(3) is not None
+    directory = posixpath.dirname(log_path)
+    suffix = ".swap" if swap else ""
+    found = {}
+    for kind in ("index", "timeindex", "txnindex"):
+        path = posixpath.join(directory, f"{m.group(1)}.{kind}{suffix}")
+        if fs.get_file_info(path).type == pafs.FileType.File:
+            found[kind] = path
+    parsed = parse_partition_dir_name(posixpath.basename(directory)) or ("", 0)
+    seg = Segment(base, log_path, int(info.size or 0), found.get("index"),
+                  found.get("timeindex"), found.get("txnindex"), swap)
+    return PartitionDir(parsed[0], parsed[1], posixpath.dirname(directory), directory, (seg,))
 
 
 class LogDirs:

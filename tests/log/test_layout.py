@@ -121,3 +121,22 @@ def test_real_broker_discovery(real_broker):
     assert "fetch1.mytopic.1p.gzip.kafka.0821" in kr.topics()
     nl = LogDirs(str(real_broker / "niloufar-ldi-poc"))
     assert nl.topics() == ["Retry.TestTopicPatient", "TestTopicPatient", "__consumer_offsets"]
+
+
+def test_partition_of_segment_for_single_file_tools(real_broker):
+    import pyarrow.fs as pafs
+
+    from spark_kafkalog.log import partition_of_segment, scan_windows
+
+    fs = pafs.LocalFileSystem()
+    d = real_broker / "niloufar-ldi-poc" / "__consumer_offsets-6"
+    p = partition_of_segment(fs, str(d / "00000000000000000000.log"))
+    assert (p.topic, p.partition) == ("__consumer_offsets", 6)
+    seg = p.segments[0]
+    assert seg.index_path.endswith(".index") and seg.txnindex_path is None
+    rows = sum(w.headers.num_rows for w in scan_windows(fs, p))
+    assert rows == 13
+    with pytest.raises(LogLayoutError):
+        partition_of_segment(fs, str(d / "00000000000000000000.index"))
+    with pytest.raises(LogLayoutError):
+        partition_of_segment(fs, str(d / "missing.log"))
