@@ -170,9 +170,21 @@ cdef inline void _be64(uint8_t* p, int64_t v) noexcept nogil:
 
 
 cdef inline int64_t _floordiv(int64_t a, int64_t b) noexcept nogil:
-    cdef int64_t q = a // b          # C division truncates toward zero (cdivision)
-    if (a % b != 0) and ((a < 0) != (b < 0)):
-        q -= 1
+    """floor(a / b) for b > 0. The two divisors Arrow units need are spelled out as
+    constants so the compiler turns the division into a multiplication."""
+    cdef int64_t q
+    if b == 1000:
+        q = a // 1000                # C division truncates toward zero (cdivision)
+        if q * 1000 > a:
+            q -= 1
+    elif b == 1000000:
+        q = a // 1000000
+        if q * 1000000 > a:
+            q -= 1
+    else:
+        q = a // b
+        if q * b > a:
+            q -= 1
     return q
 
 

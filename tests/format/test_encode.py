@@ -518,3 +518,49 @@ def test_hypothesis_rows_read_back_by_aiokafka(rows, compression, max_batch_byte
     sizes = index.column("size").to_pylist()
     counts = index.column("record_count").to_pylist()
     assert all(s <= max_batch_bytes or c == 1 for s, c in zip(sizes, counts))
+
+
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+def test_split_batches_rebased_on_far_timestamps(compression):
+    # Incompressible batches get split; a half that starts at a far-away timestamp needs
+    # longer timestamp deltas than the planned batch (a bigger scratch buffer).
+    rng = random.Random(12)
+    n = 64
+    values = [rng.randbytes(90) for _ in range(n)]
+    ts = [0 if i % 2 == 0 else 2 ** 50 for i in range(n)]
+    ts[0] = 1
+    table = pa.table({"value": pa.array(values),
+                      "timestamp": pa.array(ts, pa.timestamp("ms"))})
+    data, index = encode_batches(table, compression=compression, max_batch_bytes=2000,
+                                 now_ms=NOW)
+    got = records_of(data)
+    assert [(r[1], r[4]) for r in got] == list(zip(ts, values))
+    assert all(s <= 2000 for s in index.column("size").to_pylist())
+    check_index(data, index)
+
+
+def test_split_half_larger_than_any_planned_batch(monkeypatch):
+    """The split safety net, forced: a compressor whose output never fits (a real zstd
+    frame padded with a skippable frame, which every zstd reader skips). A half that
+    starts at a far-away timestamp needs 10-byte deltas for all its records and is
+    larger than every planned batch: the kernel must grow its scratch buffer."""
+    real = codecs.compressor("zstd")
+
+    def padded(data):
+        pad = 400                    # never fits a 400-byte batch
+        return real(data) + struct.pack("<II", 0x184D2A50, pad) + bytes(pad)
+
+    monkeypatch.setattr(codecs, "compressor", lambda cid, level=None: padded)
+    n = 41
+    ts = [1] * n
+    ts[20] = 2 ** 62
+    table = pa.table({"value": pa.nulls(n, pa.binary()),
+                      "timestamp": pa.array(ts, pa.timestamp("ms"))})
+    _, plan = encode_batches(table, max_batch_bytes=400, now_ms=NOW)
+    assert plan.num_rows == 1                      # uncompressed: one planned batch
+    data, index = encode_batches(table, compression="zstd", max_batch_bytes=400,
+                                 now_ms=NOW, threads=1)
+    assert index.column("record_count").to_pylist() == [1] * n
+    got = records_of(data)
+    assert [(r[0], r[1], r[4]) for r in got] == [(i, ts[i], None) for i in range(n)]
+    check_index(data, index)
