@@ -260,7 +260,7 @@ def _scan_segment(logdirs, p, i: int, info: SegmentInfo, checks: _SegmentChecks,
             checks.window(h, w.end)
             valid_end = w.end
             if progress is not None:
-                progress(done_before + valid_end, None)
+                progress(done_before + valid_end, p.size_bytes)
     for s in stats.skipped:
         info.problems.append(Problem("corrupt", s.path, s.start, s.offset,
                                      f"{s.reason}; {s.end - s.start} bytes up to position "
@@ -280,10 +280,10 @@ def _scan_segment(logdirs, p, i: int, info: SegmentInfo, checks: _SegmentChecks,
 
 def inspect_partition(logdirs, p, *, scan: bool = True, verify_crc: bool = True,
                       decode_records: bool = True, isolation_level: str = "read_uncommitted",
-                      progress: Callable[[int, int | None], None] | None = None
+                      progress: Callable[[int, int], None] | None = None
                       ) -> PartitionInfo:
     """Describe partition ``p`` (see the module docstring). Never raises for damaged
-    data: damage is reported in ``problems``. ``progress(bytes_done, None)`` is called
+    data: damage is reported in ``problems``. ``progress(bytes_done, bytes_total)`` is called
     as segments are scanned. ``decode_records`` decodes compressed legacy wrappers to
     count their records."""
     problems: list[Problem] = []
@@ -360,9 +360,12 @@ def inspect_partition(logdirs, p, *, scan: bool = True, verify_crc: bool = True,
                                 err.reason))
     if state is not None:
         # the log's own end (the state clamps it up to a log start checkpointed past it)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", TornTailWarning)
-            leo = log_end_offset(logdirs, p, on_corruption="skip")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", TornTailWarning)
+                leo = log_end_offset(logdirs, p, on_corruption="skip")
+        except KafkaLogError:
+            leo = state.log_end_offset          # already reported through the state
         for name, value in checkpoints.items():
             if value is not None and value > leo and name != CLEANER_OFFSET_CHECKPOINT:
                 problems.append(Problem("checkpoint", join(p.root, name), None, value,

@@ -176,3 +176,13 @@ def test_junk_after_a_segments_last_offset_is_reported(tmp_path):
     with pytest.raises(CorruptRecordError, match=f"position {size}"):
         read_table(logdirs, TOPIC)
     assert_same(read_table(logdirs, TOPIC, on_corruption="skip"), p.expected_table())
+
+
+def test_inspect_progress_reaches_the_partition_size(tmp_path):
+    b, p = build_rich(tmp_path / "logs")
+    logdirs = LogDirs(str(b.roots[0]))
+    part = logdirs.partition(TOPIC, 0)
+    calls = []
+    inspect_partition(logdirs, part, progress=lambda done, total: calls.append((done, total)))
+    assert calls and calls[-1] == (part.size_bytes, part.size_bytes)
+    assert [c[0] for c in calls] == sorted(c[0] for c in calls)

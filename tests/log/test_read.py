@@ -475,3 +475,49 @@ def test_a_range_in_the_middle_of_a_segment_reads_only_its_bytes(tmp_path):
     assert got.column("offset").to_pylist() == list(range(start, end))
     # the range is 1% of the segment: its bytes, the index and a batch or two around it
     assert counting.bytes_read < 0.02 * size + 3 * info["batch_size"], counting.bytes_read
+
+
+@pytest.mark.parametrize("txnindex", [True, False])
+def test_marker_at_or_above_the_high_watermark_decides_nothing(tmp_path, txnindex):
+    b = LogDirBuilder(tmp_path / "logs")
+    p = b.partition(TOPIC, 0)
+    p.append(_records(3, b"a"))
+    t = p.begin_txn(7)
+    p.append(_records(2, b"t"), txn=t)
+    p.append(_records(2, b"plain"))
+    u = p.begin_txn(8)
+    p.append(_records(2, b"u"), txn=u)
+    p.end_txn(u, commit=False)                # decided below the high watermark
+    p.append(_records(2, b"more"))
+    marker = p.end_txn(t, commit=True)        # committed, but the marker is not replicated
+    p.append(_records(2, b"tail"))
+    p.high_watermark = marker.base_offset
+    p.write_txnindex = txnindex
+    b.write()
+    root = str(b.roots[0])
+    logdirs = LogDirs(root)
+    s = logdirs.state(logdirs.partition(TOPIC, 0), isolation_level="read_committed")
+    assert s.last_stable_offset == t.first_offset == 3
+    assert_same(read_table(root, TOPIC, isolation_level="read_committed"),
+                p.expected_table("read_committed"))
+    assert read_table(root, TOPIC, isolation_level="read_committed").num_rows == 3
+    # reading past the high watermark, the marker decides: t is committed, u aborted
+    t2 = read_table(root, TOPIC, isolation_level="read_committed", read_past_high_watermark=True)
+    assert_same(t2, p.expected_table("read_committed", read_past_high_watermark=True))
+    assert 3 in t2.column("offset").to_pylist() and 7 not in t2.column("offset").to_pylist()
+
+
+def test_torn_tail_under_read_committed(tmp_path):
+    b, p = build_rich(tmp_path / "logs", txnindex=False)
+    last = p.batches[-1]
+    path = b.roots[0] / f"{TOPIC}-0" / f"{last.segment:020d}.log"
+    with open(path, "r+b") as f:
+        f.truncate(last.position + 30)
+    p.high_watermark = None
+    p.next_offset = last.base_offset                  # what the log now holds
+    expected = p.expected_table("read_committed")
+    for policy in ("fail", "skip", "stop"):
+        with pytest.warns(TornTailWarning):
+            t = read_table(str(b.roots[0]), TOPIC, on_corruption=policy,
+                           isolation_level="read_committed")
+        assert_same(t, expected)
