@@ -250,8 +250,9 @@ def _scan_segment(logdirs, p, i: int, info: SegmentInfo, checks: _SegmentChecks,
             data_ts = data_ts[data_ts >= 0]
             if len(data_ts):
                 lo, hi = int(data_ts.min()), int(data_ts.max())
-                info.min_timestamp = lo if info.min_timestamp is None else min(info.min_timestamp, lo)
-                info.max_timestamp = hi if info.max_timestamp is None else max(info.max_timestamp, hi)
+                if info.min_timestamp is not None:
+                    lo, hi = min(info.min_timestamp, lo), max(info.max_timestamp, hi)
+                info.min_timestamp, info.max_timestamp = lo, hi
             codecs.update(CODEC_NAMES.get(int(c), f"codec-{int(c)}")
                           for c in np.unique(h.column("codec").to_numpy()[~ctrl]))
             magics.update(int(m) for m in np.unique(magic))

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 import pyarrow.fs as pafs
@@ -383,7 +383,8 @@ class LogDirs:
     def offset_for_timestamp(self, p: PartitionDir, timestamp_ms: int, **kwargs) -> int | None:
         """Earliest offset whose record timestamp is >= ``timestamp_ms`` (Kafka's
         offsetsForTimes); None when there is none. Reads the index files and the bytes
-        from the position they point to. See :func:`spark_kafkalog.log.seek.offset_for_timestamp`."""
+        from the position they point to. Keywords: see
+        :func:`spark_kafkalog.log.seek.offset_for_timestamp`."""
         from spark_kafkalog.log.seek import offset_for_timestamp
 
         return offset_for_timestamp(self, p, timestamp_ms, **kwargs)

@@ -7,11 +7,9 @@ of one segment, never a wrong answer.
 from __future__ import annotations
 
 import logging
-import struct
 
 import numpy as np
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
 from spark_kafkalog.format import decode_run

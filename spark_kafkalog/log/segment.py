@@ -282,7 +282,8 @@ class _Scan:
                 batch = data[c:c + size] if c + size <= len(data) else f.read(at, size)
                 scan = scan_headers(batch, position_base=at, verify_crc=True,
                                     first_offset_hint=lo)
-                if scan.headers.num_rows and self._check_offsets(seg_i, scan.headers.slice(0, 1)) is None:
+                first = scan.headers.slice(0, 1)
+                if first.num_rows and self._check_offsets(seg_i, first) is None:
                     return at
             if pos + len(data) >= f.size:
                 break

@@ -185,8 +185,9 @@ def parse_producer_snapshot(data: bytes, offset: int, path: str = "<snapshot>"
     open_txns: dict[int, int] = {}
     last: dict[int, int] = {}
     for i in range(count):
+        at = SNAPSHOT_HEADER.size + i * SNAPSHOT_ENTRY.size
         (pid, _epoch, _seq, last_offset, _delta, _ts, _coord,
-         txn_first) = SNAPSHOT_ENTRY.unpack_from(data, SNAPSHOT_HEADER.size + i * SNAPSHOT_ENTRY.size)
+         txn_first) = SNAPSHOT_ENTRY.unpack_from(data, at)
         last[pid] = last_offset
         if txn_first >= 0:
             open_txns[pid] = txn_first

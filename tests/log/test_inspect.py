@@ -11,7 +11,7 @@ from spark_kafkalog.errors import CorruptRecordError
 from spark_kafkalog.log import (LogDirs, TornTailWarning, inspect_log_dirs, inspect_partition,
                                 read_table)
 
-from .logbuilder import LogDirBuilder, rec
+from .logbuilder import LogDirBuilder
 from .test_read import TOPIC, _flip, _records, assert_same, build_rich
 
 
