@@ -371,14 +371,16 @@ class LogDirs:
     # ---- state and seeking (see state.py) ----------------------------------------------
 
     def state(self, p: PartitionDir, *, isolation_level: str = "read_uncommitted",
-              read_past_high_watermark: bool = False, on_corruption: str = "fail"):
+              read_past_high_watermark: bool = False, on_corruption: str = "fail",
+              timestamps: bool = True):
         """Offsets and bounds of a partition as a consumer would see them; see
-        :func:`spark_kafkalog.log.state.partition_state`."""
+        :func:`spark_kafkalog.log.state.partition_state` (``timestamps=False`` skips the
+        time range, which planning does not need)."""
         from spark_kafkalog.log.state import partition_state
 
         return partition_state(self, p, isolation_level=isolation_level,
                                read_past_high_watermark=read_past_high_watermark,
-                               on_corruption=on_corruption)
+                               on_corruption=on_corruption, timestamps=timestamps)
 
     def offset_for_timestamp(self, p: PartitionDir, timestamp_ms: int, **kwargs) -> int | None:
         """Earliest offset whose record timestamp is >= ``timestamp_ms`` (Kafka's

@@ -302,7 +302,7 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
     for p in parts:
         state = logdirs.state(p, isolation_level=isolation_level,
                               read_past_high_watermark=read_past_high_watermark,
-                              on_corruption=on_corruption)
+                              on_corruption=on_corruption, timestamps=False)
         lo, hi = state.log_start_offset, state.upper_bound
         where = f"{topic}-{p.partition}"
         if starting_timestamp is not None:

@@ -145,12 +145,14 @@ def _max_timestamp(logdirs, p, tail_max, on_corruption, stats):
 
 def partition_state(logdirs, p, *, isolation_level: str = "read_uncommitted",
                     read_past_high_watermark: bool = False, on_corruption: str = "fail",
-                    window_bytes: int | None = None, stats: ReadStats | None = None
-                    ) -> PartitionState:
+                    window_bytes: int | None = None, stats: ReadStats | None = None,
+                    timestamps: bool = True) -> PartitionState:
     """Offsets of partition ``p`` (see the module docstring). Reads the root
     checkpoints, the index files and a few windows of ``.log`` bytes (the last segment's
     tail, the first data batch); under read_committed also the producer snapshot and the
-    batch headers from it to the high watermark (the whole log without a snapshot)."""
+    batch headers from it to the high watermark (the whole log without a snapshot).
+    ``timestamps=False`` skips ``first_timestamp``/``max_timestamp`` (None), which cost
+    a read of every segment's time index: planning does not need them."""
     check_isolation(isolation_level)
     # Offsets are those of the undamaged log: "stop" ends a read at damage, but where the
     # log ends and which transactions are decided is found by skipping over it.
@@ -175,6 +177,8 @@ def partition_state(logdirs, p, *, isolation_level: str = "read_uncommitted",
     return PartitionState(
         topic=p.topic, partition=p.partition, log_start_offset=start, high_watermark=hw,
         log_end_offset=leo_eff, last_stable_offset=lso, upper_bound=upper,
-        first_timestamp=_first_timestamp(logdirs, p, start, leo_eff, on_corruption, stats),
-        max_timestamp=_max_timestamp(logdirs, p, tail_max, on_corruption, stats),
+        first_timestamp=_first_timestamp(logdirs, p, start, leo_eff, on_corruption, stats)
+        if timestamps else None,
+        max_timestamp=_max_timestamp(logdirs, p, tail_max, on_corruption, stats)
+        if timestamps else None,
         size_bytes=p.size_bytes, segments=len(p.segments), last_stable_offset_known=lso_known)

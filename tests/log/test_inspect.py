@@ -186,3 +186,19 @@ def test_inspect_progress_reaches_the_partition_size(tmp_path):
     inspect_partition(logdirs, part, progress=lambda done, total: calls.append((done, total)))
     assert calls and calls[-1] == (part.size_bytes, part.size_bytes)
     assert [c[0] for c in calls] == sorted(c[0] for c in calls)
+
+
+def test_state_without_timestamps_reads_less(tmp_path):
+    from spark_kafkalog.log import ReadStats
+    from spark_kafkalog.log.state import partition_state
+
+    b, p = build_rich(tmp_path / "logs")
+    logdirs = LogDirs(str(b.roots[0]))
+    part = logdirs.partition(TOPIC, 0)
+    full, lean = ReadStats(), ReadStats()
+    a = partition_state(logdirs, part, stats=full)
+    z = partition_state(logdirs, part, stats=lean, timestamps=False)
+    assert (z.first_timestamp, z.max_timestamp) == (None, None)
+    assert a.max_timestamp is not None and lean.bytes_read < full.bytes_read
+    assert (a.log_start_offset, a.high_watermark, a.log_end_offset, a.upper_bound) == \
+        (z.log_start_offset, z.high_watermark, z.log_end_offset, z.upper_bound)
