@@ -28,6 +28,9 @@ Typical use::
     b.write()
     table = p.expected_table("read_committed")
 
+Ready-made: :func:`build_rich_partition` (every kind of batch, transactions, a log start
+inside the first segment, a high watermark below the log end) — plant faults in it with
+:func:`flip_byte` / :func:`tear_tail` and its ``PartitionBuilder.batches`` positions.
 Large logs for I/O and memory measurements: :func:`write_large_partition`.
 """
 from __future__ import annotations
@@ -45,7 +48,8 @@ import crc32c
 __all__ = [
     "rec", "Rec", "BatchInfo", "Txn", "PartitionBuilder", "LogDirBuilder",
     "encode_v2_batch", "encode_control_batch", "encode_legacy", "flip_byte", "tear_tail",
-    "write_large_partition", "CODECS", "segment_name",
+    "write_large_partition", "CODECS", "segment_name", "sample_records",
+    "build_rich_partition", "copy_partition_dir",
 ]
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -620,6 +624,68 @@ class LogDirBuilder:
 
     def uris(self) -> str:
         return ",".join(str(r) for r in self.roots)
+
+
+# ---- ready-made logs ------------------------------------------------------------------
+
+def sample_records(n: int, tag: bytes, ts0: int | None = None,
+                   with_headers: bool = False) -> list[Rec]:
+    """``n`` varied records: some null keys, some null values (tombstones), values of
+    assorted sizes, headers (one with a null value) on every third when asked."""
+    out = []
+    for i in range(n):
+        hdrs = [("h", b"%d" % i), ("n", None)] if with_headers and i % 3 == 0 else []
+        out.append(rec(None if i % 4 == 0 else b"%s-k%d" % (tag, i),
+                       None if i % 7 == 3 else b"%s-v%d-" % (tag, i) + b"x" * (i * 13 % 300),
+                       ts=None if ts0 is None else ts0 + i, headers=hdrs))
+    return out
+
+
+def build_rich_partition(root, *, topic: str = "a.b-c_d", txnindex: bool = True,
+                         snapshot: bool = False, preallocate: int = 0):
+    """A partition with several segments, every kind of batch, compaction gaps, empty
+    batches, transactions committed and aborted across segments, an open transaction at
+    the end, a log start inside the first segment, a high watermark below the log end.
+    Returns ``(LogDirBuilder, PartitionBuilder)`` after writing (``txnindex``: write
+    ``.txnindex`` files; ``snapshot``: a producer snapshot at the last segment's base;
+    ``preallocate``: zero-pad the active segment's index files to that many bytes)."""
+    b = LogDirBuilder(root)
+    p = b.partition(topic, 0, index_interval_bytes=300)
+    for i, codec in enumerate(["none", "gzip", "snappy", "lz4", "zstd", "none"]):
+        p.append(sample_records(8, b"a%d" % i, with_headers=True), compression=codec,
+                 encoder="aiokafka" if i % 2 else "kafka-python")
+    p.gap(5)                                                  # compaction gap
+    p.append(sample_records(4, b"g"), offset_deltas=[0, 3, 4, 9])      # gaps in a batch
+    p.empty_batch(3)
+    p.roll()
+    t1 = p.begin_txn(101)
+    t2 = p.begin_txn(202, 3)
+    p.append(sample_records(3, b"t1a"), txn=t1)
+    p.append(sample_records(2, b"n1"))
+    p.append(sample_records(3, b"t2a"), txn=t2, compression="gzip")
+    p.append(sample_records(3, b"t1b"), txn=t1)
+    p.end_txn(t1, commit=False)                               # t1 aborted
+    p.append(sample_records(2, b"t2b"), txn=t2)
+    p.roll()
+    p.append(sample_records(5, b"lat"), log_append_time=1_800_000_000_000)
+    p.end_txn(t2, commit=True)                # t2 committed, marker in the last segment
+    t3 = p.begin_txn(101, 1)
+    p.append(sample_records(4, b"t3"), txn=t3)
+    p.end_txn(t3, commit=False)
+    p.bump_leader_epoch()
+    p.append(sample_records(6, b"b"), compression="lz4")
+    t4 = p.begin_txn(303)
+    p.append(sample_records(2, b"t4"), txn=t4)                # open at the end
+    p.append(sample_records(3, b"after"))
+    p.log_start_offset = 11                                   # inside the first segment
+    p.high_watermark = p.log_end_offset - 1                   # below the log end
+    p.write_txnindex = txnindex
+    p.preallocate_active_index = preallocate
+    b.write()
+    if snapshot:
+        # what a broker writes when it rolls a segment: the producer state at its base
+        p.write_snapshot(b.roots[0], at_offset=p.segments[-1][0])
+    return b, p
 
 
 # ---- damage ----------------------------------------------------------------------------

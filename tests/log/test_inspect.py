@@ -12,7 +12,8 @@ from spark_kafkalog.log import (LogDirs, TornTailWarning, inspect_log_dirs, insp
                                 read_table)
 
 from .logbuilder import LogDirBuilder
-from .test_read import TOPIC, _flip, _records, assert_same, build_rich
+from .logbuilder import build_rich_partition as build_rich, sample_records as _records
+from .test_read import TOPIC, _flip, assert_same
 
 
 def test_state_of_rich_partition(tmp_path):

@@ -9,7 +9,8 @@ from spark_kafkalog.errors import (CorruptRecordError, DataLossError, InvalidOpt
 from spark_kafkalog.log import (LogDirs, ReadStats, TornTailWarning, read_partition,
                                 read_table, split_points)
 
-from .logbuilder import LogDirBuilder, rec
+from .logbuilder import LogDirBuilder, sample_records as _records
+from .logbuilder import build_rich_partition as build_rich
 
 TOPIC = "a.b-c_d"
 
@@ -22,59 +23,6 @@ def assert_same(got: pa.Table, expected: pa.Table):
         for a, b in zip(g, e):
             assert a == b
         raise AssertionError("tables differ")
-
-
-def _records(n, tag, ts0=None, with_headers=False):
-    out = []
-    for i in range(n):
-        hdrs = [("h", b"%d" % i), ("n", None)] if with_headers and i % 3 == 0 else []
-        out.append(rec(None if i % 4 == 0 else b"%s-k%d" % (tag, i),
-                       None if i % 7 == 3 else b"%s-v%d-" % (tag, i) + b"x" * (i * 13 % 300),
-                       ts=None if ts0 is None else ts0 + i, headers=hdrs))
-    return out
-
-
-def build_rich(root, *, txnindex=True, snapshot=False, preallocate=0):
-    """A partition with several segments, every kind of batch, compaction gaps, empty
-    batches, transactions committed and aborted across segments, an open transaction at
-    the end, a log start inside the first segment, a high watermark below the log end."""
-    b = LogDirBuilder(root)
-    p = b.partition(TOPIC, 0, index_interval_bytes=300)
-    for i, codec in enumerate(["none", "gzip", "snappy", "lz4", "zstd", "none"]):
-        p.append(_records(8, b"a%d" % i, with_headers=True), compression=codec,
-                 encoder="aiokafka" if i % 2 else "kafka-python")
-    p.gap(5)                                                  # compaction gap
-    p.append(_records(4, b"g"), offset_deltas=[0, 3, 4, 9])   # gaps inside a batch
-    p.empty_batch(3)
-    p.roll()
-    t1 = p.begin_txn(101)
-    t2 = p.begin_txn(202, 3)
-    p.append(_records(3, b"t1a"), txn=t1)
-    p.append(_records(2, b"n1"))
-    p.append(_records(3, b"t2a"), txn=t2, compression="gzip")
-    p.append(_records(3, b"t1b"), txn=t1)
-    p.end_txn(t1, commit=False)                               # t1 aborted
-    p.append(_records(2, b"t2b"), txn=t2)
-    p.roll()
-    p.append(_records(5, b"lat"), log_append_time=1_800_000_000_000)
-    p.end_txn(t2, commit=True)                                # t2 committed, marker in seg 3
-    t3 = p.begin_txn(101, 1)
-    p.append(_records(4, b"t3"), txn=t3)
-    p.end_txn(t3, commit=False)
-    p.bump_leader_epoch()
-    p.append(_records(6, b"b"), compression="lz4")
-    t4 = p.begin_txn(303)
-    p.append(_records(2, b"t4"), txn=t4)                      # open at the end
-    p.append(_records(3, b"after"))
-    p.log_start_offset = 11                                   # inside the first segment
-    p.high_watermark = p.log_end_offset - 1                   # below the log end
-    p.write_txnindex = txnindex
-    p.preallocate_active_index = preallocate
-    b.write()
-    if snapshot:
-        # what a broker writes when it rolls a segment: the producer state at its base
-        p.write_snapshot(b.roots[0], at_offset=p.segments[-1][0])
-    return b, p
 
 
 @pytest.fixture
