@@ -470,3 +470,17 @@ def test_torn_tail_under_read_committed(tmp_path):
             t = read_table(str(b.roots[0]), TOPIC, on_corruption=policy,
                            isolation_level="read_committed")
         assert_same(t, expected)
+
+
+def test_batches_larger_than_the_window_are_read_whole_up_to_max_batch_bytes(rich):
+    b, p = rich
+    logdirs = LogDirs(str(b.roots[0]))
+    part = logdirs.partition(TOPIC, 0)
+    biggest = max(bi.size for bi in p.batches)
+    got = pa.Table.from_batches(list(read_partition(
+        logdirs, part, start_offset=11, end_offset=p.high_watermark, window_bytes=16,
+        max_batch_bytes=biggest)))
+    assert_same(got, p.expected_table())
+    with pytest.raises(CorruptRecordError, match="max_batch_bytes"):
+        list(read_partition(logdirs, part, start_offset=11, end_offset=p.high_watermark,
+                            window_bytes=16, max_batch_bytes=biggest - 1))
