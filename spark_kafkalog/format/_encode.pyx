@@ -18,6 +18,7 @@ Record layout (wire.py has the full description)::
     keyLength varint | key | valueLength varint | value | headerCount varint |
     [headerKeyLength varint | headerKey | headerValueLength varint | headerValue]*
 """
+cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT64_MAX, INT64_MIN
@@ -188,6 +189,33 @@ cdef inline int64_t _floordiv(int64_t a, int64_t b) noexcept nogil:
     return q
 
 
+cdef inline int _bin_part(const BinCol* c, int64_t i, int64_t* out) noexcept nogil:
+    """varint(len) + len for element i of c (null: varint(-1)); 0 or ERR_OFFSETS."""
+    cdef int64_t a, b
+    if _bin_null(c, i):
+        out[0] = 1
+        return 0
+    a = _off(c.offsets, c.off64, c.offset + i)
+    b = _off(c.offsets, c.off64, c.offset + i + 1)
+    if a < 0 or b < a or b > c.data_size or b - a > INT32_MAX_:
+        return ERR_OFFSETS
+    out[0] = _varint_size(b - a) + (b - a)
+    return 0
+
+
+cdef inline uint8_t* _put_bin(uint8_t* p, const BinCol* c, int64_t i) noexcept nogil:
+    cdef int64_t a, b
+    if _bin_null(c, i):
+        p[0] = 1                 # zig-zag(-1)
+        return p + 1
+    a = _off(c.offsets, c.off64, c.offset + i)
+    b = _off(c.offsets, c.off64, c.offset + i + 1)
+    p = _put_varint(p, b - a)
+    if b > a:                    # (an all-empty column may have no data buffer)
+        memcpy(p, c.data + a, b - a)
+    return p + (b - a)
+
+
 cdef const uint8_t* _addr(buf):
     return <const uint8_t*><size_t>buf.address if buf is not None else NULL
 
@@ -251,6 +279,7 @@ def encode_varlong(int64_t v):
     return PyBytes_FromStringAndSize(<char*>buf, end - buf)
 
 
+@cython.final
 cdef class Encoder:
     """Holds one Arrow batch's columns (and references keeping their buffers alive).
 
@@ -378,19 +407,6 @@ cdef class Encoder:
             raise ValueError(f"record at row {err_row} is larger than a Kafka batch can "
                              f"hold (2 GiB)")
 
-    cdef int _bin_part(self, const BinCol* c, int64_t i, int64_t* out) noexcept nogil:
-        """varint(len) + len for element i of c (null: varint(-1)); 0 or ERR_OFFSETS."""
-        cdef int64_t a, b
-        if _bin_null(c, i):
-            out[0] = 1
-            return 0
-        a = _off(c.offsets, c.off64, c.offset + i)
-        b = _off(c.offsets, c.off64, c.offset + i + 1)
-        if a < 0 or b < a or b > c.data_size or b - a > INT32_MAX_:
-            return ERR_OFFSETS
-        out[0] = _varint_size(b - a) + (b - a)
-        return 0
-
     cdef int _prepare(self, int64_t now_ms, int64_t* err_row, int* err_col) noexcept nogil:
         cdef int64_t i, j, v, ms, h0, h1, part, size
         cdef const ListCol* hl = &self.headers
@@ -417,12 +433,12 @@ cdef class Encoder:
                 self.ts_ms[i] = now_ms
             # attributes byte + key + value
             size = 1
-            if self._bin_part(&self.key, i, &part):
+            if _bin_part(&self.key, i, &part):
                 err_row[0] = i
                 err_col[0] = COL_KEY
                 return ERR_OFFSETS
             size += part
-            if self._bin_part(&self.value, i, &part):
+            if _bin_part(&self.value, i, &part):
                 err_row[0] = i
                 err_col[0] = COL_VALUE
                 return ERR_OFFSETS
@@ -442,12 +458,12 @@ cdef class Encoder:
                 if _bin_null(&self.hkey, j):
                     err_row[0] = i
                     return ERR_HEADER_KEY_NULL
-                if self._bin_part(&self.hkey, j, &part):
+                if _bin_part(&self.hkey, j, &part):
                     err_row[0] = i
                     err_col[0] = COL_HEADER_KEY
                     return ERR_OFFSETS
                 size += part
-                if self._bin_part(&self.hval, j, &part):
+                if _bin_part(&self.hval, j, &part):
                     err_row[0] = i
                     err_col[0] = COL_HEADER_VALUE
                     return ERR_OFFSETS
@@ -551,19 +567,6 @@ cdef class Encoder:
         return total
 
     # ---- pass 3 ---------------------------------------------------------------------
-    cdef inline uint8_t* _put_bin(self, uint8_t* p, const BinCol* c,
-                                  int64_t i) noexcept nogil:
-        cdef int64_t a, b
-        if _bin_null(c, i):
-            p[0] = 1                 # zig-zag(-1)
-            return p + 1
-        a = _off(c.offsets, c.off64, c.offset + i)
-        b = _off(c.offsets, c.off64, c.offset + i + 1)
-        p = _put_varint(p, b - a)
-        if b > a:                    # (an all-empty column may have no data buffer)
-            memcpy(p, c.data + a, b - a)
-        return p + (b - a)
-
     cdef uint8_t* _write_records(self, uint8_t* p, int64_t start, int64_t end,
                                  int64_t* max_ts, int64_t* max_ts_row) noexcept nogil:
         """Records [start, end) at p; returns the end. Sizes were checked in prepare."""
@@ -582,8 +585,8 @@ cdef class Encoder:
             p[0] = 0                 # record attributes: unused
             p = _put_varlong(p + 1, ts - base_ts)
             p = _put_varint(p, i - start)
-            p = self._put_bin(p, &self.key, i)
-            p = self._put_bin(p, &self.value, i)
+            p = _put_bin(p, &self.key, i)
+            p = _put_bin(p, &self.value, i)
             h0 = 0
             h1 = 0
             if hl.present and _valid(hl.validity, hl.offset + i):
@@ -591,8 +594,8 @@ cdef class Encoder:
                 h1 = _off(hl.offsets, hl.off64, hl.offset + i + 1)
             p = _put_varint(p, h1 - h0)
             for j in range(h0, h1):
-                p = self._put_bin(p, &self.hkey, j)
-                p = self._put_bin(p, &self.hval, j)
+                p = _put_bin(p, &self.hkey, j)
+                p = _put_bin(p, &self.hval, j)
         max_ts[0] = best
         max_ts_row[0] = best_row
         return p
