@@ -49,6 +49,7 @@ from typing import Callable, Iterable, Sequence, TextIO
 
 import crc32c
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import InvalidOptionError, KafkaLogError, LogLayoutError
@@ -417,6 +418,8 @@ def _cmd_verify(args, out: TextIO, err: TextIO) -> int:
         # the same partition in two log dirs: a broker refuses to start — a finding
         finding = Finding(ERROR, "layout", e.path or "", e.position, e.offset, e.reason)
         return _report_verify(args, out, None, [finding])
+    if not parts:
+        err.write(f"kafkalog verify: no partitions found in {', '.join(args.paths)}\n")
     factor = 2 if args.deep else 1
     progress = Progress(sum(p.size_bytes for p in parts) * factor, "verify", err,
                         enabled=None if args.progress else False)
@@ -613,58 +616,75 @@ def _text(data: bytes | None) -> str:
     return data.decode("utf-8", "replace") if data is not None else ""
 
 
-def _dump_records(d: _Dump, path: str, view: memoryview, h: dict, valid: bool,
-                  args) -> None:
-    magic, base, pos = h["magic"], h["base_offset"], h["position"]
-    ttype = _timestamp_type(magic, h["attributes"])
-    if magic == 2 and h["is_control"]:
-        try:
-            recs = _control_records(view, h["codec"], h["record_count"])
-        except KafkaLogError as e:
-            d.problem(path, pos, base, f"control batch records do not decode: {e.reason}")
-            return
-        for off_delta, ts_delta, key, value, hkeys in recs:
-            ts = h["max_timestamp"] if ttype == "LogAppendTime" else h["first_timestamp"] + ts_delta
-            seq = -1 if h["base_sequence"] < 0 else _increment_sequence(h["base_sequence"],
-                                                                        off_delta)
-            text, extra = _describe_control(key, value)
-            ksize = -1 if key is None else len(key)
-            vsize = -1 if value is None else len(value)
-            d.line(f"| offset: {base + off_delta} {ttype}: {ts} keySize: {ksize} "
-                   f"valueSize: {vsize} sequence: {seq} headerKeys: [{','.join(hkeys)}]"
-                   + text,
-                   {"type": "record", "offset": base + off_delta, "timestampType": ttype,
-                    "timestamp": ts, "keySize": ksize, "valueSize": vsize, "sequence": seq,
-                    "headerKeys": hkeys, "control": True, **extra})
-        return
-    if magic == 2 and h["record_count"] == 0:
-        return
+def _dump_control_records(d: _Dump, path: str, view: memoryview, h: dict) -> None:
+    base, pos = h["base_offset"], h["position"]
+    ttype = _timestamp_type(h["magic"], h["attributes"])
     try:
-        # a mismatch of the batch's own checksum is reported once, by the caller; what
-        # is left to check here are the inner messages of a compressed legacy wrapper
-        rb = decode_run(view, verify_crc=args.verify_crc and valid, include_headers=True,
-                        position_base=pos)
+        recs = _control_records(view, h["codec"], h["record_count"])
     except KafkaLogError as e:
-        d.problem(path, e.position if e.position is not None else pos,
-                  e.offset if e.offset is not None else base,
-                  f"records do not decode: {e.reason}")
+        d.problem(path, pos, base, f"control batch records do not decode: {e.reason}")
         return
-    offsets = rb.column("offset").to_pylist()
-    stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()
-    keys = rb.column("key").to_pylist()
-    values = rb.column("value").to_pylist()
-    headers = rb.column("headers").to_pylist()
-    legacy_crc = magic < 2 and h["codec"] == 0      # the batch is the message itself
-    for off, ts, key, value, hdrs in zip(offsets, stamps, keys, values, headers):
-        ts_ms = -1 if ts is None else ts // 1000
+    for off_delta, ts_delta, key, value, hkeys in recs:
+        ts = h["max_timestamp"] if ttype == "LogAppendTime" else h["first_timestamp"] + ts_delta
+        seq = -1 if h["base_sequence"] < 0 else _increment_sequence(h["base_sequence"],
+                                                                    off_delta)
+        text, extra = _describe_control(key, value)
         ksize = -1 if key is None else len(key)
         vsize = -1 if value is None else len(value)
+        d.line(f"| offset: {base + off_delta} {ttype}: {ts} keySize: {ksize} "
+               f"valueSize: {vsize} sequence: {seq} headerKeys: [{','.join(hkeys)}]" + text,
+               {"type": "record", "offset": base + off_delta, "timestampType": ttype,
+                "timestamp": ts, "keySize": ksize, "valueSize": vsize, "sequence": seq,
+                "headerKeys": hkeys, "control": True, **extra})
+
+
+class _Rows:
+    """Decoded data records of a run of batches, as Python lists (printing is per
+    record anyway); ``next`` hands out the rows of one batch after another."""
+
+    def __init__(self, rb: pa.RecordBatch, print_data: bool):
+        self.offsets = rb.column("offset").to_pylist()
+        self.stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()
+        self.key_sizes = pc.binary_length(rb.column("key")).to_pylist()
+        self.value_sizes = pc.binary_length(rb.column("value")).to_pylist()
+        self.headers = rb.column("headers").to_pylist()
+        self.keys = rb.column("key").to_pylist() if print_data else None
+        self.values = rb.column("value").to_pylist() if print_data else None
+        self.at = 0
+
+    def take(self, last_offset: int) -> range:
+        """Indexes of the rows up to ``last_offset`` (the next batch's records)."""
+        start = k = self.at
+        while k < len(self.offsets) and self.offsets[k] <= last_offset:
+            k += 1
+        self.at = k
+        return range(start, k)
+
+
+def _decode_rows(view: memoryview, *, verify_crc: bool, position: int, print_data: bool
+                 ) -> _Rows:
+    return _Rows(decode_run(view, verify_crc=verify_crc, include_headers=True,
+                            position_base=position), print_data)
+
+
+def _print_rows(d: _Dump, h: dict, valid: bool, rows: _Rows, idx: range, args) -> None:
+    magic, base = h["magic"], h["base_offset"]
+    ttype = _timestamp_type(magic, h["attributes"])
+    legacy_crc = magic < 2 and h["codec"] == 0      # the batch is the message itself
+    for i in idx:
+        off, ts = rows.offsets[i], rows.stamps[i]
+        ts_ms = -1 if ts is None else ts // 1000
+        ksize = rows.key_sizes[i]
+        vsize = rows.value_sizes[i]
+        ksize = -1 if ksize is None else ksize
+        vsize = -1 if vsize is None else vsize
         obj = {"type": "record", "offset": off, "timestampType": ttype, "timestamp": ts_ms,
                "keySize": ksize, "valueSize": vsize}
         text = f"| offset: {off} {ttype}: {ts_ms} keySize: {ksize} valueSize: {vsize}"
         if magic == 2:
             seq = -1 if h["base_sequence"] < 0 else _increment_sequence(h["base_sequence"],
                                                                         off - base)
+            hdrs = rows.headers[i]
             hkeys = [x["key"] for x in hdrs] if hdrs else []
             text += f" sequence: {seq} headerKeys: [{','.join(hkeys)}]"
             obj.update(sequence=seq, headerKeys=hkeys)
@@ -672,6 +692,7 @@ def _dump_records(d: _Dump, path: str, view: memoryview, h: dict, valid: bool,
             text += f" isValid: {str(valid).lower()} crc: {h['crc']}"
             obj.update(isValid=valid, crc=h["crc"])
         if args.print_data:
+            key, value = rows.keys[i], rows.values[i]
             if key is not None:
                 text += f" key: {_text(key)}"
             if value is not None:
@@ -679,6 +700,25 @@ def _dump_records(d: _Dump, path: str, view: memoryview, h: dict, valid: bool,
             obj.update(key=None if key is None else _text(key),
                        payload=None if value is None else _text(value))
         d.line(text, obj)
+
+
+def _dump_batch_records(d: _Dump, path: str, view: memoryview, h: dict, valid: bool,
+                        args) -> None:
+    """Records of one batch on its own (after its group failed to decode as a whole):
+    a batch that does not decode is a problem at its position."""
+    if h["magic"] == 2 and h["record_count"] == 0:
+        return
+    try:
+        # a mismatch of the batch's own checksum is reported once, by the caller; what
+        # is left to check here are the inner messages of a compressed legacy wrapper
+        rows = _decode_rows(view, verify_crc=args.verify_crc and valid,
+                            position=h["position"], print_data=args.print_data)
+    except KafkaLogError as e:
+        d.problem(path, e.position if e.position is not None else h["position"],
+                  e.offset if e.offset is not None else h["base_offset"],
+                  f"records do not decode: {e.reason}")
+        return
+    _print_rows(d, h, valid, rows, range(len(rows.offsets)), args)
 
 
 _HEADER_COLUMNS = ("position", "size", "magic", "attributes", "codec", "base_offset",
@@ -720,6 +760,56 @@ def _dump_batch_line(d: _Dump, h: dict, valid: bool) -> None:
              f"magic: {magic} compresscodec: {codec} crc: {h['crc']} "
              f"isvalid: {str(valid).lower()}")
     d.line(text, obj)
+
+
+#: records are decoded for groups of whole batches of about this many bytes at a time
+#: (one kernel call per group, not per batch; decoded rows of one group in memory)
+_DECODE_GROUP_BYTES = 1 << 20
+
+
+def _dump_window(d: _Dump, path: str, w, args) -> None:
+    cols = {c: w.headers.column(c).to_pylist() for c in _HEADER_COLUMNS}
+    n = w.headers.num_rows
+    hs = [{c: cols[c][r] for c in _HEADER_COLUMNS} for r in range(n)]
+    r = 0
+    while r < n:
+        end, size = r, 0
+        while end < n and (end == r or size < _DECODE_GROUP_BYTES):
+            size += hs[end]["size"]
+            end += 1
+        _dump_group(d, path, w, hs[r:end], args)
+        r = end
+
+
+def _dump_group(d: _Dump, path: str, w, hs: list[dict], args) -> None:
+    views, valid = [], []
+    for h in hs:
+        start = h["position"] - w.position
+        view = w.data[start:start + h["size"]]
+        views.append(view)
+        valid.append(_batch_valid(view, h["magic"], h["crc"]))
+    rows = None
+    if args.records:
+        lo = hs[0]["position"] - w.position
+        hi = hs[-1]["position"] + hs[-1]["size"] - w.position
+        try:
+            rows = _decode_rows(w.data[lo:hi], verify_crc=args.verify_crc and all(valid),
+                                position=hs[0]["position"], print_data=args.print_data)
+        except KafkaLogError:
+            rows = None         # decode batch by batch below, to say which one is bad
+    for h, view, ok in zip(hs, views, valid):
+        _dump_batch_line(d, h, ok)
+        if not ok and args.verify_crc:
+            d.problem(path, h["position"], h["base_offset"],
+                      f"checksum mismatch: stored {h['crc']}")
+        if not args.records:
+            continue
+        if h["magic"] == 2 and h["is_control"]:
+            _dump_control_records(d, path, view, h)
+        elif rows is not None:
+            _print_rows(d, h, ok, rows, rows.take(h["last_offset"]), args)
+        else:
+            _dump_batch_records(d, path, view, h, ok, args)
 
 
 def _dump_log(d: _Dump, fs, path: str, args) -> None:
@@ -768,18 +858,7 @@ def _dump_log(d: _Dump, fs, path: str, args) -> None:
         for w in scan_windows(fs, p, on_corruption="skip", stats=stats, verify_crc=False,
                               quiet=True, window_bytes=args.window_bytes):
             reported = flush_skipped(w.position)
-            cols = {c: w.headers.column(c).to_pylist() for c in _HEADER_COLUMNS}
-            for r in range(w.headers.num_rows):
-                h = {c: cols[c][r] for c in _HEADER_COLUMNS}
-                start = h["position"] - w.position
-                view = w.data[start:start + h["size"]]
-                valid = _batch_valid(view, h["magic"], h["crc"])
-                _dump_batch_line(d, h, valid)
-                if not valid and args.verify_crc:
-                    d.problem(path, h["position"], h["base_offset"],
-                              f"checksum mismatch: stored {h['crc']}")
-                if args.records:
-                    _dump_records(d, path, view, h, valid, args)
+            _dump_window(d, path, w, args)
     reported = flush_skipped(None)
     if stats.torn_tail is not None:
         _p, where, nbytes = stats.torn_tail

@@ -356,6 +356,14 @@ def test_verify_deep_finds_payloads_that_checksum_but_do_not_decode(rich):
     [f] = doc["findings"]
     assert (f["kind"], f["path"], f["position"], f["offset"]) == \
         ("corrupt", str(path), start, victim.base_offset)
+    # dump --records shows every other batch's records and says which batch is bad
+    code, lines = dump_json_lines("--records", path)
+    assert code == 1
+    [problem] = [x for x in lines if x["type"] == "problem"]
+    assert (problem["position"], problem["offset"]) == (start, victim.base_offset)
+    got = [x["offset"] for x in lines if x["type"] == "record"]
+    assert got == [r.offset for r in p.rows if r.offset < p.segments[1][0]
+                   and not victim.base_offset <= r.offset <= victim.last_offset]
 
 
 def test_verify_usage_errors(tmp_path):
