@@ -1215,6 +1215,14 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
         _delete_staging(fs, root, write_id, staged_paths)
 
 
+def abort_write(fs: pafs.FileSystem, root: str, write_id: str | None,
+                staged: Sequence[StagedFile | None] = ()) -> None:
+    """Abandon a write that never reached :func:`commit_write`: delete its staging files
+    (those listed and, with ``write_id``, every other attempt's). The log is untouched."""
+    _delete_staging(fs, _norm_root(root), write_id,
+                    [s.path for s in staged if s is not None])
+
+
 def _pending_record(write_id: str, mode: str, coordinator: str, names: list[str],
                     plans: list[_PartPlan], no_append: bool) -> dict:
     parts = {}

@@ -1,0 +1,473 @@
+"""``df.write.format("kafkalog")`` and ``df.writeStream.format("kafkalog")``: exactly-once
+appends to a Kafka log dir. Orchestration only — bytes are made by ``format.encode`` and
+placed by :mod:`spark_kafkalog.log.appender`.
+
+Input columns, as Spark's Kafka sink takes them: ``value`` (binary or string, required),
+``key`` (binary or string), ``headers`` (array<struct<key string, value binary>>),
+``partition`` (int), ``timestamp`` (timestamp; absent or null = the write time, as
+CreateTime) and ``topic`` (string; used when the ``topic`` option is absent, so one write
+may feed several topics). Other columns are ignored, so a DataFrame read with
+``format("kafkalog")`` can be written back as it is.
+
+Partitioning: a non-null ``partition`` is used as given (outside the topic: the write
+fails naming it); otherwise the Java client's default partitioner — ``(murmur2(key) &
+0x7fffffff) % numPartitions`` for a keyed record, round-robin for a null key (see
+``format/_partition.pyx``).
+
+How a write runs:
+
+* planning (driver): options and input schema are validated; the topic's partition count
+  is read from the log dir (an existing topic keeps its own; a new one gets option
+  ``partitions``, default 1);
+* ``write`` (one per Spark task, in parallel): Arrow batches are buffered up to
+  :data:`FLUSH_BYTES`, partitioned, encoded and compressed into record batches of about
+  ``batch.size`` bytes, and streamed into one staging file at the log-dir root; the task
+  returns a :class:`KafkaLogCommitMessage` (the staging file's description: a few hundred
+  bytes);
+* ``commit`` (driver): :func:`spark_kafkalog.log.appender.commit_write` — the journal
+  makes it all-or-nothing and idempotent;
+* ``abort``: staging files are deleted; nothing reaches the log.
+
+Save modes. Spark hands a Python data source only "overwrite or not"; it refuses
+``errorifexists`` and ``ignore`` itself (UNSUPPORTED_DATA_SOURCE_SAVE_MODE) before this
+code runs, and ``errorifexists`` is ``DataFrameWriter``'s default. So ``mode("append")``
+appends, ``mode("overwrite")`` replaces the topic's contents atomically (offsets keep
+increasing: the new data starts at the old log end, which becomes the log start), and
+the option ``saveMode`` = ``errorifexists`` | ``ignore`` (with ``mode("append")``) gives
+the other two behaviours, decided under the writer lock at commit.
+
+Streaming: the write id is ``stream:<query id>:<batch id>`` (both read from the task's
+Spark local properties, the query id also from ``<checkpointLocation>/metadata``), so a
+micro-batch replayed after a restart commits nothing twice. Every commit may run in a
+fresh Python worker; the journal in the log dir is the only state.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from spark_kafkalog.errors import CommitConflictError, InvalidOptionError
+from spark_kafkalog.log import journal as jr
+from spark_kafkalog.log.appender import (
+    AppendConfig,
+    StagedFile,
+    StagingWriter,
+    TopicSpec,
+    abort_write,
+    commit_write,
+    topic_partitions,
+)
+from spark_kafkalog.log.fs import resolve_filesystem
+from spark_kafkalog.spark.options import WriteOptions, parse_write_options
+
+#: rows are buffered per task up to about this many bytes before they are partitioned
+#: and encoded, so each partition's record batches come out close to batch.size
+FLUSH_BYTES = 32 * 1024 * 1024
+
+#: keys Spark adds to a streaming sink's options (not user options of ours)
+_SPARK_STREAM_KEYS = ("checkpointlocation",)
+SAVE_MODE_OPTION = "savemode"
+_SAVE_MODES = ("append", "errorifexists", "ignore")
+
+
+@dataclass
+class KafkaLogCommitMessage(WriterCommitMessage):
+    """What a task sends the driver: its staging file (None when it wrote no row) and, for
+    the commit's checks, the partition counts it partitioned with. Picklable, small."""
+
+    staged: StagedFile | None
+    rows: int
+    partition_counts: dict = field(default_factory=dict)   # topic -> partition count used
+    query_id: str | None = None
+    batch_id: int | None = None
+
+
+# ---- planning ----------------------------------------------------------------------------
+def _check_schema(schema: StructType, topic_option: str | None) -> None:
+    """Validate the input columns as Spark's Kafka sink does; messages name the column."""
+    fields = {f.name.lower(): f for f in schema.fields}
+
+    def check(name, ok, want):
+        f = fields.get(name)
+        if f is not None and not ok(f.dataType):
+            raise InvalidOptionError(f"column '{f.name}' must be {want}, not "
+                                     f"{f.dataType.simpleString()}")
+
+    if "value" not in fields:
+        raise InvalidOptionError("the DataFrame to write needs a 'value' column (binary or "
+                                 "string)")
+    binary_or_string = (lambda t: isinstance(t, (BinaryType, StringType)))
+    check("value", binary_or_string, "binary or string")
+    check("key", binary_or_string, "binary or string")
+    check("topic", lambda t: isinstance(t, StringType), "string")
+    check("partition", lambda t: isinstance(t, IntegerType), "int")
+    check("timestamp", lambda t: isinstance(t, (TimestampType, TimestampNTZType)),
+          "timestamp")
+
+    def headers_ok(t):
+        if not isinstance(t, ArrayType) or not isinstance(t.elementType, StructType):
+            return False
+        names = [(f.name, type(f.dataType)) for f in t.elementType.fields]
+        return (len(names) == 2 and names[0] == ("key", StringType)
+                and names[1][0] == "value" and names[1][1] in (BinaryType, StringType))
+
+    check("headers", headers_ok, "array<struct<key:string,value:binary>>")
+    if topic_option is None and "topic" not in fields:
+        raise InvalidOptionError("topic: set the 'topic' option or give the DataFrame a "
+                                 "'topic' column")
+
+
+def _split_options(options) -> tuple[dict, str]:
+    opts = {str(k).lower(): v for k, v in dict(options).items()}
+    save_mode = str(opts.pop(SAVE_MODE_OPTION, "append") or "append").strip().lower()
+    if save_mode not in _SAVE_MODES:
+        raise InvalidOptionError(f"saveMode must be one of {', '.join(_SAVE_MODES)} (use "
+                                 f"mode('overwrite') to replace a topic), got {save_mode!r}")
+    for key in _SPARK_STREAM_KEYS:
+        opts.pop(key, None)
+    return opts, save_mode
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every task and the commit need; picklable."""
+
+    wo: WriteOptions
+    mode: str                          # append | overwrite | errorifexists | ignore
+    write_id: str | None               # batch writes; streams derive theirs per batch
+    partition_counts: dict             # topic -> count, known at planning
+    skip: bool = False                 # ignore mode and the topic exists: write nothing
+    checkpoint_location: str | None = None
+
+
+def _partition_count(fs, root: str, topic: str, wo: WriteOptions) -> int:
+    parts = topic_partitions(fs, root, topic)
+    if not parts:
+        return wo.partitions or 1
+    if parts == list(range(len(parts))):
+        return len(parts)
+    # a broker log dir may hold only some partitions: the user must say how many exist
+    if wo.partitions is None or wo.partitions <= parts[-1]:
+        raise InvalidOptionError(
+            f"partitions: topic {topic!r} has only partitions {parts[:20]} in this log dir "
+            "(the others live elsewhere); set option 'partitions' to the topic's partition "
+            "count so keys are placed as Kafka places them")
+    return wo.partitions
+
+
+def _make_plan(options, schema: StructType, overwrite: bool, *, streaming: bool) -> _Plan:
+    raw = {str(k).lower(): v for k, v in dict(options).items()}
+    opts, save_mode = _split_options(options)
+    wo = parse_write_options(opts)
+    _check_schema(schema, wo.topic)
+    if overwrite and save_mode != "append":
+        raise InvalidOptionError(f"saveMode {save_mode} cannot be combined with "
+                                 "mode('overwrite')")
+    if overwrite and wo.topic is None:
+        raise InvalidOptionError("topic: mode('overwrite') replaces one topic; set the "
+                                 "'topic' option")
+    mode = "overwrite" if overwrite else save_mode
+    fs, root = resolve_filesystem(wo.path, wo.filesystem_options)
+    counts = {}
+    skip = False
+    if wo.topic is not None:
+        jr.validate_topic(wo.topic)
+        exists = bool(topic_partitions(fs, root, wo.topic))
+        if exists and mode == "errorifexists":
+            raise CommitConflictError(f"topic {wo.topic!r} already exists in {wo.path} "
+                                      "(saveMode errorifexists)")
+        skip = exists and mode == "ignore"
+        counts[wo.topic] = _partition_count(fs, root, wo.topic, wo)
+    return _Plan(wo=wo, mode=mode, write_id=None if streaming else jr.batch_write_id(),
+                 partition_counts=counts, skip=skip,
+                 checkpoint_location=raw.get("checkpointlocation"))
+
+
+# ---- the task side ------------------------------------------------------------------------
+def _task_context():
+    from pyspark import TaskContext
+    return TaskContext.get()
+
+
+class _TaskWriter:
+    """Buffers a task's Arrow batches, partitions and encodes them into staging."""
+
+    def __init__(self, plan: _Plan, write_id: str, label: str, null_start: int):
+        from spark_kafkalog.format.encode import encode_batches   # executor-side import
+        self._encode = encode_batches
+        self.plan = plan
+        self.fs, self.root = resolve_filesystem(plan.wo.path, plan.wo.filesystem_options)
+        self.staging = StagingWriter(self.fs, self.root, write_id, label)
+        self.counts = dict(plan.partition_counts)
+        self.null_start = null_start
+        self.rows = 0
+        self._buf: list[pa.RecordBatch] = []
+        self._buf_bytes = 0
+        self._checked = False
+
+    def _count(self, topic: str) -> int:
+        n = self.counts.get(topic)
+        if n is None:
+            jr.validate_topic(topic)
+            n = self.counts[topic] = _partition_count(self.fs, self.root, topic, self.plan.wo)
+        return n
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        self._buf.append(batch)
+        self._buf_bytes += batch.nbytes
+        self.rows += batch.num_rows
+        if self._buf_bytes >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._buf:
+            return
+        table = pa.Table.from_batches(self._buf).combine_chunks()
+        self._buf = []
+        self._buf_bytes = 0
+        names = {n.lower(): n for n in table.column_names}
+        if self.plan.wo.topic is not None:
+            self._stage_topic(table, names, self.plan.wo.topic)
+            return
+        topics = table.column(names["topic"])
+        if topics.null_count:
+            row = int(pc.index(pc.is_null(topics), True).as_py())
+            raise InvalidOptionError(f"topic: row {row} of the DataFrame has a null 'topic' "
+                                     "and no 'topic' option is set")
+        encoded = pc.dictionary_encode(topics).combine_chunks()
+        for k, name in enumerate(encoded.dictionary.to_pylist()):
+            mask = pc.equal(encoded.indices, k)
+            self._stage_topic(table.filter(mask), names, name)
+
+    def _stage_topic(self, table: pa.Table, names: dict, topic: str) -> None:
+        n = self._count(topic)
+        parts = None
+        if "partition" in names:
+            col = table.column(names["partition"]).combine_chunks()
+            if col.null_count < len(col):
+                given = col.fill_null(0).to_numpy().astype(np.int32)
+                valid = col.is_valid().to_numpy(zero_copy_only=False)
+                bad = np.flatnonzero(valid & ((given < 0) | (given >= n)))
+                if len(bad):
+                    raise InvalidOptionError(
+                        f"partition: a row has partition {int(given[bad[0]])}, outside "
+                        f"topic {topic!r}, which has {n} partitions (0..{n - 1})")
+                if col.null_count == 0:
+                    parts = given
+                else:
+                    parts = self._hash(table, names, n)
+                    parts[valid] = given[valid]
+        if parts is None:
+            parts = self._hash(table, names, n)
+        # only what the encoder reads (the sort below copies what is kept)
+        keep = [c for c in ("key", "value", "timestamp", "headers") if c in names]
+        table = table.select([names[c] for c in keep]).rename_columns(keep)
+        if n == 1:
+            self._encode_into(topic, 0, table)
+            return
+        order = np.argsort(parts, kind="stable")
+        counts = np.bincount(parts, minlength=n)
+        sorted_table = table.take(pa.array(order))
+        start = 0
+        for p in np.flatnonzero(counts):
+            c = int(counts[p])
+            self._encode_into(topic, int(p), sorted_table.slice(start, c))
+            start += c
+
+    def _hash(self, table: pa.Table, names: dict, n: int) -> np.ndarray:
+        from spark_kafkalog.format._partition import partition_for_keys
+        if "key" in names:
+            keys = table.column(names["key"])
+        else:
+            keys = pa.nulls(table.num_rows, pa.binary())
+        out = partition_for_keys(keys, n, self.null_start)
+        self.null_start += keys.null_count
+        return out
+
+    def _encode_into(self, topic: str, partition: int, table: pa.Table) -> None:
+        wo = self.plan.wo
+        data, index = self._encode(table, compression=wo.compression,
+                                   compression_level=wo.compression_level,
+                                   max_batch_bytes=wo.batch_size)
+        self.staging.add(topic, partition, data, index)
+
+    def finish(self) -> tuple[StagedFile | None, dict]:
+        self.flush()
+        return self.staging.finish(), self.counts
+
+    def abort(self) -> None:
+        self.staging.abort()
+
+
+def _write_task(plan: _Plan, iterator, write_id: str, label: str, null_start: int,
+                query_id=None, batch_id=None) -> KafkaLogCommitMessage:
+    if plan.skip:
+        return KafkaLogCommitMessage(staged=None, rows=0, query_id=query_id,
+                                     batch_id=batch_id)
+    w = _TaskWriter(plan, write_id, label, null_start)
+    try:
+        for batch in iterator:
+            w.add(batch)
+        staged, counts = w.finish()
+    except BaseException:
+        w.abort()
+        raise
+    return KafkaLogCommitMessage(staged=staged, rows=w.rows, partition_counts=counts,
+                                 query_id=query_id, batch_id=batch_id)
+
+
+def _task_label(tc) -> tuple[str, int]:
+    if tc is None:
+        return "driver", 0
+    return f"p{tc.partitionId()}-a{tc.attemptNumber()}", tc.partitionId()
+
+
+# ---- the commit side -----------------------------------------------------------------------
+def _specs(plan: _Plan, messages) -> list[TopicSpec]:
+    counts: dict[str, int] = dict(plan.partition_counts)
+    for m in messages:
+        if m is None:
+            continue
+        for topic, n in m.partition_counts.items():
+            if counts.setdefault(topic, n) != n:
+                raise CommitConflictError(
+                    f"tasks partitioned topic {topic!r} for different partition counts "
+                    f"({counts[topic]} and {n}): it was created or changed during the write")
+    new_default = plan.wo.partitions or 1
+    return [TopicSpec(t, partitions_if_new=n if n else new_default, expected_partitions=n)
+            for t, n in sorted(counts.items())]
+
+
+def _config(plan: _Plan) -> AppendConfig:
+    return AppendConfig(segment_bytes=plan.wo.segment_bytes,
+                        index_interval_bytes=plan.wo.index_interval_bytes)
+
+
+def _staged(messages) -> list[StagedFile]:
+    return [m.staged for m in messages if m is not None and m.staged is not None]
+
+
+def _commit(plan: _Plan, write_id: str, messages, mode: str) -> None:
+    fs, root = resolve_filesystem(plan.wo.path, plan.wo.filesystem_options)
+    if plan.skip:
+        abort_write(fs, root, write_id, _staged(messages))
+        return
+    commit_write(fs, root, write_id, _staged(messages), _specs(plan, messages), mode=mode,
+                 config=_config(plan))
+
+
+def _abort(plan: _Plan, write_id: str | None, messages) -> None:
+    fs, root = resolve_filesystem(plan.wo.path, plan.wo.filesystem_options)
+    abort_write(fs, root, write_id, _staged(messages))
+
+
+class KafkaLogBatchWriter(DataSourceArrowWriter):
+    """Batch write. Picklable (holds only the plan). ``write`` runs in executors and
+    returns a :class:`KafkaLogCommitMessage`; ``commit`` publishes every task's staged
+    batches atomically (failed tasks' ``None`` messages are ignored — Spark only commits
+    when every task succeeded); ``abort`` deletes staging and leaves the log untouched."""
+
+    def __init__(self, plan: _Plan):
+        self.plan = plan
+
+    def write(self, iterator) -> KafkaLogCommitMessage:
+        label, pid = _task_label(_task_context())
+        return _write_task(self.plan, iterator, self.plan.write_id, label, pid)
+
+    def commit(self, messages) -> None:
+        _commit(self.plan, self.plan.write_id, messages, self.plan.mode)
+
+    def abort(self, messages) -> None:
+        _abort(self.plan, self.plan.write_id, messages)
+
+
+def _checkpoint_query_id(location: str | None, plan: _Plan) -> str | None:
+    """The query id Spark keeps in ``<checkpointLocation>/metadata`` (``{"id": ...}``)."""
+    if not location:
+        return None
+    fs, path = resolve_filesystem(location, plan.wo.filesystem_options)
+    try:
+        with fs.open_input_stream(f"{path.rstrip('/')}/metadata") as f:
+            first = f.read().split(b"\n", 1)[0]
+        return json.loads(first.decode())["id"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+class KafkaLogStreamWriter(DataSourceStreamArrowWriter):
+    """Streaming sink: each micro-batch is one write with id ``stream:<query>:<batch>``,
+    committed exactly once however often Spark replays it. Stateless between calls."""
+
+    def __init__(self, plan: _Plan):
+        self.plan = plan
+
+    def write(self, iterator) -> KafkaLogCommitMessage:
+        tc = _task_context()
+        label, pid = _task_label(tc)
+        query_id = tc.getLocalProperty("sql.streaming.queryId") if tc else None
+        batch = tc.getLocalProperty("streaming.sql.batchId") if tc else None
+        if not query_id or batch is None:
+            raise CommitConflictError("streaming write task has no query id / batch id in "
+                                      "its Spark task properties")
+        write_id = jr.stream_write_id(query_id, int(batch))
+        return _write_task(self.plan, iterator, write_id, label, pid, query_id=query_id,
+                           batch_id=int(batch))
+
+    def _query_id(self, messages) -> str | None:
+        ids = {m.query_id for m in messages if m is not None and m.query_id}
+        if len(ids) > 1:
+            raise CommitConflictError(f"commit messages name several queries: {sorted(ids)}")
+        if ids:
+            return ids.pop()
+        return _checkpoint_query_id(self.plan.checkpoint_location, self.plan)
+
+    def commit(self, messages, batchId: int) -> None:
+        for m in messages:
+            if m is not None and m.batch_id is not None and m.batch_id != batchId:
+                raise CommitConflictError(f"commit of batch {batchId} got a message of "
+                                          f"batch {m.batch_id}")
+        query_id = self._query_id(messages)
+        if query_id is None:
+            if _staged(messages):
+                raise CommitConflictError("cannot tell the streaming query id of batch "
+                                          f"{batchId}: no task reported it and no "
+                                          "checkpointLocation metadata was found")
+            return          # no task wrote anything: nothing to commit
+        _commit(self.plan, jr.stream_write_id(query_id, batchId), messages, self.plan.mode)
+
+    def abort(self, messages, batchId: int) -> None:
+        query_id = self._query_id(messages)
+        _abort(self.plan, jr.stream_write_id(query_id, batchId) if query_id else None,
+               messages)
+
+
+def make_batch_writer(options, schema: StructType, overwrite: bool) -> KafkaLogBatchWriter:
+    """``DataSource.writer``: validate and plan a batch write (raises
+    :class:`InvalidOptionError` / :class:`CommitConflictError` before any task runs)."""
+    return KafkaLogBatchWriter(_make_plan(options, schema, overwrite, streaming=False))
+
+
+def make_stream_writer(options, schema: StructType, overwrite: bool) -> KafkaLogStreamWriter:
+    """``DataSource.streamWriter``: the same for a streaming query (``overwrite`` is
+    Spark's complete output mode: each micro-batch replaces the topic's contents)."""
+    return KafkaLogStreamWriter(_make_plan(options, schema, overwrite, streaming=True))
