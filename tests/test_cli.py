@@ -129,8 +129,14 @@ def test_verify_clean_built_logs(tmp_path):
     code, doc = verify(b.roots[0], "--deep", "--strict")
     assert code == 0 and doc["findings"] == []
     assert doc["batches"] == len(p.batches) and doc["records"] == len(p.rows)
-    b2, _ = build_rich(tmp_path / "b", txnindex=False)
-    assert verify(b2.roots[0])[0] == 0
+    # without .txnindex files the aborts are still in the log's markers: warnings only
+    b2, p2 = build_rich(tmp_path / "b", txnindex=False)
+    code, doc = verify(b2.roots[0])
+    assert code == 0 and doc["errors"] == 0
+    aborted = [t for t in p2.txns if t.committed is False]
+    assert sorted((f["kind"], f["offset"]) for f in doc["findings"]) == \
+        [("txnindex", t.marker_offset) for t in aborted]
+    assert verify(b2.roots[0], "--strict")[0] == 1
     # JBOD: one topic over two log dirs
     j = LogDirBuilder(tmp_path / "d1", tmp_path / "d2")
     for q in range(4):
@@ -335,6 +341,22 @@ def test_verify_txnindex_that_lies(rich):
     assert code == 1
     f = only(doc["findings"], "txnindex")[0]
     assert f["path"] == str(path) and f["offset"] == seg + 3
+
+
+def test_verify_abort_marker_missing_from_txnindex(rich):
+    b, p, d = rich
+    t3 = p.txns[2]
+    assert t3.committed is False
+    seg = max(base for base, _ in p.segments if base <= t3.marker_offset)
+    path = seg_file(d, seg, ".txnindex")
+    path.write_bytes(b"")                        # the entry for t3 is lost
+    marker = next(bi for bi in p.batches if bi.base_offset == t3.marker_offset)
+    code, doc = verify(b.roots[0])
+    assert code == 1
+    [f] = doc["findings"]
+    assert (f["severity"], f["kind"], f["path"], f["position"], f["offset"]) == \
+        ("error", "txnindex", str(seg_file(d, seg, ".log")), marker.position,
+         t3.marker_offset)
 
 
 def test_verify_deep_finds_payloads_that_checksum_but_do_not_decode(rich):

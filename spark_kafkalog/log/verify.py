@@ -14,6 +14,8 @@ object to:
   LeaderEpochFileCache removes conflicting entries on assignment, so a file it wrote never
   holds anything else), no start offset past the log end;
 - producer ``.snapshot`` files: version and CRC-32C, none above the log end;
+- every ABORT marker has its ``.txnindex`` entry (a broker answers read_committed
+  fetches from those files only; inspect checks the converse);
 - with ``deep=True``: every batch decoded record by record (compressed payloads, varints,
   inner legacy CRCs), as Kafka's ``DumpLogSegments --deep-iteration`` would.
 
@@ -24,7 +26,9 @@ Severity, decided the way a broker's log recovery decides it:
              truncates it); index entries that only point into that torn tail (the
              indexes of the active segment are rebuilt with it); a high watermark
              checkpointed past a log end that a torn tail explains; a producer snapshot
-             above the log end (deleted on load).
+             above the log end (deleted on load); ABORT markers in a segment that has
+             no ``.txnindex`` at all (logs written without them; this package's reader
+             falls back to the markers, a broker would not).
 ``error``    everything else: damage inside the log, offsets going backwards, indexes that
              would send a reader to the wrong place, checkpoints past the log end,
              unreadable files.
@@ -51,8 +55,9 @@ from spark_kafkalog.log.index import (
     read_time_index,
 )
 from spark_kafkalog.log.inspect import PartitionInfo, SegmentInfo, inspect_partition
-from spark_kafkalog.log.segment import ReadStats, TornTailWarning
-from spark_kafkalog.log.txn import read_producer_snapshot
+from spark_kafkalog.format.wire import CONTROL_ABORT
+from spark_kafkalog.log.segment import ReadStats, TornTailWarning, scan_windows
+from spark_kafkalog.log.txn import read_producer_snapshot, read_txn_index
 
 __all__ = ["ERROR", "WARNING", "Finding", "VerifyResult", "verify_partition",
            "verify_log_dirs", "checkpoint_line_positions"]
@@ -364,6 +369,63 @@ def _snapshot_checks(logdirs, p, out: _Collector, leo: int | None) -> None:
                     "(a broker deletes it on load)")
 
 
+def _abort_marker_checks(logdirs, p, info: PartitionInfo, out: _Collector) -> None:
+    """Every ABORT marker must have its ``.txnindex`` entry in its segment: a broker
+    answers read_committed fetches from the txn indexes only, so an aborted transaction
+    missing there is served to consumers as if committed. (inspect checks the converse:
+    every entry has its marker.) Only segments holding control batches are read again,
+    headers only."""
+    fs = logdirs.filesystem
+    for i, (seg, sinfo) in enumerate(zip(p.segments, info.segments)):
+        if not sinfo.control_batches:
+            continue
+        entries: set[tuple[int, int]] = set()
+        if seg.txnindex_path is not None:
+            try:
+                txns = read_txn_index(fs, seg.txnindex_path, segment_base_offset=seg.base_offset,
+                                      next_base_offset=p.next_base_offset(i))
+            except KafkaLogError:
+                continue        # an unreadable .txnindex is already a finding
+            if txns is not None:
+                entries = {(int(a), int(b)) for a, b in zip(txns.producer_id,
+                                                            txns.last_offset)}
+        missing = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TornTailWarning)
+            for w in scan_windows(fs, p, segment_index=i, end_offset=p.next_base_offset(i),
+                                  on_corruption="skip", verify_crc=False, quiet=True,
+                                  prev_last_offset=_last_before(info, i)):
+                if w.segment_index != i:
+                    break
+                h = w.headers
+                ctrl = h.column("is_control").to_pylist()
+                ctype = h.column("control_type").to_pylist()
+                pid = h.column("producer_id").to_pylist()
+                base = h.column("base_offset").to_pylist()
+                pos = h.column("position").to_pylist()
+                for r in range(h.num_rows):
+                    if ctrl[r] and ctype[r] == CONTROL_ABORT and (pid[r], base[r]) not in entries:
+                        missing.append((pos[r], base[r], pid[r]))
+        for position, offset, producer in missing:
+            if seg.txnindex_path is not None:
+                out.add(ERROR, "txnindex", seg.path, position, offset,
+                        f"ABORT marker of producer {producer} has no entry in "
+                        f"{seg.txnindex_path}: a broker would serve the aborted records to "
+                        "read_committed consumers")
+            else:
+                out.add(WARNING, "txnindex", seg.path, position, offset,
+                        f"ABORT marker of producer {producer}, but the segment has no "
+                        ".txnindex: a broker would serve the aborted records to "
+                        "read_committed consumers (this package's reader derives aborts "
+                        "from the markers)")
+
+
+def _last_before(info: PartitionInfo, i: int) -> int | None:
+    """The last valid offset before segment ``i`` (what the scan must start above)."""
+    lasts = [s.last_offset for s in info.segments[:i] if s.last_offset is not None]
+    return max(lasts) if lasts else None
+
+
 def _deep_checks(logdirs, p, out: _Collector, progress) -> int:
     """Decode every batch of the partition; report batches that frame and checksum but
     do not decode. Returns the records decoded."""
@@ -433,6 +495,7 @@ def verify_partition(logdirs, p, *, verify_crc: bool = True, deep: bool = False,
     leo = _own_log_end(p, info)
     _partition_checks(logdirs, p, info, out, positions, leo, bool(torn_seg))
     _snapshot_checks(logdirs, p, out, leo)
+    _abort_marker_checks(logdirs, p, info, out)
     findings = out.findings
     if deep:
         base = p.size_bytes
