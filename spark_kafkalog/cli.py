@@ -169,12 +169,14 @@ class Progress:
 def human_bytes(n: int | None) -> str:
     if n is None:
         return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+    if n < 1024:
+        return f"{n} B"
+    value = n / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
         value /= 1024
-    raise AssertionError("unreachable")
+    return f"{value:.1f} TiB"
 
 
 def iso_ms(ts: int | None) -> str:
@@ -1223,6 +1225,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
         except (OSError, ValueError):
             return EXIT_BROKEN_PIPE          # stdout is not a file descriptor
         return EXIT_BROKEN_PIPE
+    except OSError as e:
+        # a filesystem that cannot be reached or read (S3 endpoint down, permissions)
+        err.write(f"kafkalog {args.command}: error: {e}\n")
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":          # python -m spark_kafkalog.cli
