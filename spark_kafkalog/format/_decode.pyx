@@ -41,7 +41,13 @@ from spark_kafkalog.errors import (
     KafkaLogError,
     UnsupportedFormatError,
 )
-from spark_kafkalog.format.schema import HEADER_TYPE, HEADERS_TYPE, record_schema
+from spark_kafkalog.format.schema import (
+    BATCH_HEADER_SCHEMA,
+    HEADER_TYPE,
+    HEADERS_TYPE,
+    SCHEMA,
+    record_schema,
+)
 from spark_kafkalog.format.wire import CODEC_NAMES, CONTROL_TYPE_NAMES
 
 cdef extern from *:
@@ -105,11 +111,17 @@ cdef extern from *:
     static inline const uint8_t* kl_varint(const uint8_t* p, const uint8_t* end,
                                            int32_t* out, int* err) {
         /* 1- and 2-byte varints (lengths up to 8191) are nearly all of them */
-        if (KL_LIKELY(end - p >= 2)) {
+        if (KL_LIKELY(p < end)) {
             uint32_t b0 = p[0], b1;
             if (b0 < 0x80u) { *out = KL_ZZ32(b0); return p + 1; }
-            b1 = p[1];
-            if (b1 < 0x80u) { b0 = (b0 & 0x7Fu) | (b1 << 7); *out = KL_ZZ32(b0); return p + 2; }
+            if (KL_LIKELY(end - p >= 2)) {
+                b1 = p[1];
+                if (b1 < 0x80u) {
+                    b0 = (b0 & 0x7Fu) | (b1 << 7);
+                    *out = KL_ZZ32(b0);
+                    return p + 2;
+                }
+            }
         }
         return kl_varint_slow(p, end, out, err);
     }
@@ -136,11 +148,17 @@ cdef extern from *:
 
     static inline const uint8_t* kl_varlong(const uint8_t* p, const uint8_t* end,
                                             int64_t* out, int* err) {
-        if (KL_LIKELY(end - p >= 2)) {
+        if (KL_LIKELY(p < end)) {
             uint64_t b0 = p[0], b1;
             if (b0 < 0x80u) { *out = KL_ZZ64(b0); return p + 1; }
-            b1 = p[1];
-            if (b1 < 0x80u) { b0 = (b0 & 0x7Fu) | (b1 << 7); *out = KL_ZZ64(b0); return p + 2; }
+            if (KL_LIKELY(end - p >= 2)) {
+                b1 = p[1];
+                if (b1 < 0x80u) {
+                    b0 = (b0 & 0x7Fu) | (b1 << 7);
+                    *out = KL_ZZ64(b0);
+                    return p + 2;
+                }
+            }
         }
         return kl_varlong_slow(p, end, out, err);
     }
@@ -358,6 +376,7 @@ cdef extern from *:
                              int log_append, int64_t lo, int64_t hi, int hi_set,
                              kl_err* err) {
         const uint8_t* q = p;
+        const uint8_t* rec = p;
         const uint8_t* const end = p + plen;
         const uint8_t *rec_end, *kp, *vp, *hkp, *hvp;
         int32_t i = 0, j, rec_len, off_delta, klen, vlen, hcount, hklen, hvlen;
@@ -386,6 +405,9 @@ cdef extern from *:
         if (log_append && max_ts != -1 && (max_ts > KL_TS_MAX_MS || max_ts < -KL_TS_MAX_MS))
             KL_FAIL(KE_TS_RANGE, max_ts, base_offset, 0);
         for (i = 0; i < count; i++) {
+            /* the next record starts at rec_end, known from the length varint alone: the
+               field parsing below is off the record-to-record dependency chain */
+            q = rec;
             KL_VARINT(kl_varint, &rec_len, end, KF_LENGTH, 0);
             if (KL_UNLIKELY(rec_len < 0)) KL_FAIL(KE_REC_NEG, rec_len, 0, 0);
             if (KL_UNLIKELY(rec_len > end - q)) KL_FAIL(KE_REC_PAST, rec_len, end - q, 0);
@@ -476,7 +498,9 @@ cdef extern from *:
                 else hl_nulls++;
                 o_hl_off[n] = (int32_t)o->nh;
             }
+            rec = rec_end;
         }
+        q = rec;
         if (KL_UNLIKELY(q != end)) KL_FAIL(KE_LEFTOVER, end - q, count, 0);
         o->n = n;
         o->key_used = key_used;
@@ -554,6 +578,17 @@ cdef extern from *:
                       int64_t lo, int64_t hi, int hi_set, kl_err* err) noexcept
 
 kl_crc32_init()
+
+# Arrow types, built once (constructing some, e.g. a timestamp with a time zone, costs
+# microseconds per call)
+_T_BINARY = SCHEMA.field("key").type
+_T_STRING = SCHEMA.field("topic").type
+_T_INT32 = SCHEMA.field("partition").type
+_T_INT64 = SCHEMA.field("offset").type
+_T_TIMESTAMP = SCHEMA.field("timestamp").type
+_T_HEADER_KEY = HEADER_TYPE.field("key").type
+_T_HEADER_VALUE = HEADER_TYPE.field("value").type
+_HEADER_COLUMN_TYPES = [f.type for f in BATCH_HEADER_SCHEMA]
 
 # ---- layout (see wire.py; repeated here as C constants for the hot paths) ---------------
 cdef extern from "<stdint.h>":
@@ -1101,35 +1136,35 @@ cdef class _Sink:
 
         bm = _bitmap_bytes(n)
         key = pa.Array.from_buffers(
-            pa.binary(), n,
+            _T_BINARY, n,
             [self.g_key_valid.finish(bm) if o.key_nulls else None,
              self.g_key_off.finish((n + 1) * 4), self.g_key_data.finish(o.key_used)],
             null_count=o.key_nulls)
         value = pa.Array.from_buffers(
-            pa.binary(), n,
+            _T_BINARY, n,
             [self.g_val_valid.finish(bm) if o.val_nulls else None,
              self.g_val_off.finish((n + 1) * 4), self.g_val_data.finish(o.val_used)],
             null_count=o.val_nulls)
-        topic_arr = pa.Array.from_buffers(pa.string(), n, [None, toff_buf, tdata_buf],
+        topic_arr = pa.Array.from_buffers(_T_STRING, n, [None, toff_buf, tdata_buf],
                                           null_count=0)
-        part_arr = pa.Array.from_buffers(pa.int32(), n, [None, part_buf], null_count=0)
-        off_arr = pa.Array.from_buffers(pa.int64(), n, [None, self.g_offset.finish(n * 8)],
+        part_arr = pa.Array.from_buffers(_T_INT32, n, [None, part_buf], null_count=0)
+        off_arr = pa.Array.from_buffers(_T_INT64, n, [None, self.g_offset.finish(n * 8)],
                                         null_count=0)
         ts_arr = pa.Array.from_buffers(
-            pa.timestamp("us", tz="UTC"), n,
+            _T_TIMESTAMP, n,
             [self.g_ts_valid.finish(bm) if o.ts_nulls else None, self.g_ts.finish(n * 8)],
             null_count=o.ts_nulls)
-        tst_arr = pa.Array.from_buffers(pa.int32(), n, [None, self.g_ts_type.finish(n * 4)],
+        tst_arr = pa.Array.from_buffers(_T_INT32, n, [None, self.g_ts_type.finish(n * 4)],
                                         null_count=0)
         cols = [key, value, topic_arr, part_arr, off_arr, ts_arr, tst_arr]
         if o.with_headers:
             nh = o.nh
             hk = pa.Array.from_buffers(
-                pa.string(), nh,
+                _T_HEADER_KEY, nh,
                 [None, self.g_hk_off.finish((nh + 1) * 4), self.g_hk_data.finish(o.hk_used)],
                 null_count=0)
             hv = pa.Array.from_buffers(
-                pa.binary(), nh,
+                _T_HEADER_VALUE, nh,
                 [self.g_hv_valid.finish(_bitmap_bytes(nh)) if o.hv_nulls else None,
                  self.g_hv_off.finish((nh + 1) * 4), self.g_hv_data.finish(o.hv_used)],
                 null_count=o.hv_nulls)
@@ -1425,7 +1460,9 @@ cdef int _prepass(const uint8_t* base, int64_t n, Params* prm, int64_t* rows,
             plen = size - V2_HEADER_SIZE
             if not (h.attributes & ATTR_CONTROL) and not _v2_out_of_range(prm, &h):
                 if h.attributes & 0x07:
-                    rows[0] += min(<int64_t>h.count, plen)
+                    # a hint only (the decompressed size is not known yet): records
+                    # compress a few times over; more rows grow the arrays
+                    rows[0] += min(<int64_t>h.count, 2 * (plen // MIN_RECORD_SIZE) + 1)
                     comp[0] += plen
                 else:
                     rows[0] += min(<int64_t>h.count, plen // MIN_RECORD_SIZE)
@@ -1437,6 +1474,20 @@ cdef int _prepass(const uint8_t* base, int64_t n, Params* prm, int64_t* rows,
             kv[0] += size
         pos += size
     return 0
+
+
+cdef dict _EMPTY_BATCHES = {}
+
+
+cdef object _empty_batch(bint include_headers):
+    """The (immutable) zero-row batch of the schema, built once."""
+    batch = _EMPTY_BATCHES.get(include_headers)
+    if batch is None:
+        batch = record_schema(include_headers).empty_table().to_batches(max_chunksize=1)
+        batch = batch[0] if batch else pa.RecordBatch.from_pylist(
+            [], schema=record_schema(include_headers))
+        _EMPTY_BATCHES[include_headers] = batch
+    return batch
 
 
 def decode_buffer(data, str topic, int32_t partition, bint verify_crc, bint include_headers,
@@ -1455,7 +1506,10 @@ def decode_buffer(data, str topic, int32_t partition, bint verify_crc, bint incl
     cdef Hdr h
     cdef int64_t pos = 0, size, skip_idx = 0, rows, kv, comp, i
     cdef int code
-    cdef _Sink s = _Sink(include_headers)
+    cdef _Sink s
+    if n == 0:
+        return _empty_batch(include_headers)
+    s = _Sink(include_headers)
     view = memoryview(data)
 
     prm.verify_crc = verify_crc
@@ -1658,9 +1712,7 @@ cdef int _put_row(list cols, int64_t r, int64_t position, int64_t size, Hdr* h,
 
 
 cdef list _header_columns(list cols, int64_t rows):
-    cdef list types = [pa.int64(), pa.int32(), pa.int8(), pa.int16(), pa.int8(), pa.int64(),
-                       pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.int16(), pa.int32(),
-                       pa.int32(), pa.int32(), pa.bool_(), pa.bool_(), pa.uint32(), pa.int16()]
+    cdef list types = _HEADER_COLUMN_TYPES
     cdef list out = []
     cdef int k
     cdef int64_t r
