@@ -27,8 +27,8 @@ from spark_kafkalog import format as fmt
 
 _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                      HealthCheck.data_too_large])
-settings.register_profile("kafkalog-default", max_examples=150, **_COMMON)
-settings.register_profile("kafkalog-ci", max_examples=150, derandomize=True, database=None,
+settings.register_profile("kafkalog-default", max_examples=100, **_COMMON)
+settings.register_profile("kafkalog-ci", max_examples=100, derandomize=True, database=None,
                           **_COMMON)
 settings.register_profile("kafkalog-thorough", max_examples=3000, **_COMMON)
 PROFILE = settings.get_profile(os.environ.get("KAFKALOG_HYPOTHESIS_PROFILE",
@@ -274,3 +274,47 @@ def test_decode_of_encode_is_idempotent(recs, codecs, limit):
                                       now_ms=NOW_MS))
         assert again.equals(rb)
         rb = again
+
+
+# ---- decode_run and scan_headers agree with decode ----------------------------------------------
+
+@settings(PROFILE)
+@given(recs=st.lists(st.tuples(blobs, blobs, v2_timestamps, header_lists), max_size=40),
+       codec=st.sampled_from(CODECS), limit=batch_limits, base=st.integers(0, 1000),
+       bounds=st.tuples(st.one_of(st.none(), st.integers(-5, 1050)),
+                        st.one_of(st.none(), st.integers(-5, 1050))),
+       skip_mask=st.integers(0, 2 ** 40 - 1), position_base=st.integers(0, 2 ** 40))
+def test_decode_run_is_decode_filtered(recs, codec, limit, base, bounds, skip_mask,
+                                       position_base):
+    """decode_run(start, end, skip_positions) == decode's rows with
+    start <= offset < end, minus the rows of the skipped batches; scan_headers gives
+    every batch with the offsets, counts and positions decode implies."""
+    data = fmt.encode(to_table(recs), compression=codec, base_offset=base,
+                      max_batch_bytes=limit, now_ms=NOW_MS)
+    full = fmt.decode(data)
+    scan = fmt.scan_headers(data, verify_crc=True, position_base=position_base)
+    assert scan.problem is None and scan.end == position_base + len(data)
+    h = scan.headers
+    spans = batch_spans(data)
+    assert h.column("position").to_pylist() == [position_base + p for p, _, _ in spans]
+    assert h.column("size").to_pylist() == [s for _, s, _ in spans]
+    assert h.column("record_count").to_pylist() == [n for _, _, n in spans]
+    assert sum(h.column("record_count").to_pylist()) == full.num_rows == len(recs)
+    firsts = h.column("base_offset").to_pylist()
+    lasts = h.column("last_offset").to_pylist()
+    assert firsts == [base + sum(n for _, _, n in spans[:i]) for i in range(len(spans))]
+    assert lasts == [f + n - 1 for f, (_, _, n) in zip(firsts, spans)]
+    assert set(h.column("codec").to_pylist()) <= {CODEC_IDS[codec]}
+    for i, (pos, _, _) in enumerate(spans):
+        one = fmt.read_batch_header(data, pos)
+        assert one.base_offset == firsts[i] and one.record_count == spans[i][2]
+
+    start, end = bounds
+    skipped = [i for i in range(len(spans)) if skip_mask >> i & 1]
+    got = fmt.decode_run(data, start_offset=start, end_offset=end,
+                         skip_positions=[spans[i][0] for i in skipped],
+                         position_base=position_base)
+    dropped = {o for i in skipped for o in range(firsts[i], lasts[i] + 1)}
+    keep = [i for i, o in enumerate(full.column("offset").to_pylist())
+            if (start is None or o >= start) and (end is None or o < end) and o not in dropped]
+    assert got.equals(full.take(pa.array(keep, type=pa.int64())))
