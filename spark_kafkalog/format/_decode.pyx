@@ -1299,6 +1299,37 @@ cdef inline bint _v2_out_of_range(Params* prm, Hdr* h) noexcept nogil:
     return last < prm.lo or (prm.hi_set and h.base_offset >= prm.hi)
 
 
+cdef int32_t _control_type_checked(const uint8_t* p, int64_t size, Hdr* h,
+                                   int64_t max_decompressed, int64_t where_pos) except? -2:
+    """The type in the key of the first record of the control batch at ``p`` (-1 when it
+    holds no record), decompressing it if needed. A control record whose key is not
+    ``version int16 >= 0, type int16`` is corrupt, as for Kafka's ControlRecordType.parse;
+    decode and scan_headers apply the same check so they agree on what is valid."""
+    cdef int codec = h.attributes & 0x07
+    cdef int32_t ctype = -1
+    cdef int code
+    cdef const uint8_t[::1] rmv
+    if h.count <= 0:
+        return -1
+    if codec == 0:
+        code = _control_type(p + V2_HEADER_SIZE, size - V2_HEADER_SIZE, &ctype)
+    else:
+        if codec > 4:
+            raise UnsupportedFormatError(
+                f"unknown compression codec id {codec} in v2 batch attributes "
+                f"{h.attributes:#06x}", position=where_pos, offset=h.base_offset)
+        raw = _decompress(codec, PyMemoryView_FromMemory(<char*>(p + V2_HEADER_SIZE),
+                                                         size - V2_HEADER_SIZE, PyBUF_READ),
+                          2, max_decompressed, where_pos, h.base_offset)
+        rmv = raw
+        code = _control_type(_ptr(rmv), rmv.shape[0], &ctype)
+    if code:
+        raise CorruptRecordError("control batch whose first record has no valid control key "
+                                 "(version int16 >= 0, type int16)", position=where_pos,
+                                 offset=h.base_offset)
+    return ctype
+
+
 cdef int _do_v2(_Sink s, object view, const uint8_t* p, Hdr* h, Params* prm,
                 int64_t* comp_left) except -1:
     cdef int64_t size = LOG_OVERHEAD + <int64_t>h.length
@@ -1315,7 +1346,9 @@ cdef int _do_v2(_Sink s, object view, const uint8_t* p, Hdr* h, Params* prm,
             raise s.error(f"CRC-32C mismatch in v2 batch: stored {h.crc:#010x}, computed "
                           f"{crc:#010x}")
     if h.attributes & ATTR_CONTROL:
-        return 0                                  # transaction markers etc.: never rows
+        # transaction markers etc.: never rows, but their key must read as scan sees it
+        _control_type_checked(p, size, h, prm.max_decompressed, s.where_pos)
+        return 0
     if codec > 4:
         raise s.error(f"unknown compression codec id {codec} in v2 batch attributes "
                       f"{h.attributes:#06x}", UnsupportedFormatError)
@@ -1646,23 +1679,12 @@ def scan_buffer(data, int64_t start, int64_t max_batches, bint verify_crc,
                                f"CRC-32C mismatch in v2 batch: stored {h.crc:#010x}, "
                                f"computed {crc:#010x}")
                     break
-            if h.attributes & ATTR_CONTROL and h.count > 0:
-                if codec == 0:
-                    code = _control_type(p + V2_HEADER_SIZE, size - V2_HEADER_SIZE, &ctype)
-                else:
-                    try:
-                        raw = _decompress(codec, view[pos + V2_HEADER_SIZE:pos + size], 2,
-                                          max_decompressed, position_base + pos,
-                                          h.base_offset)
-                    except (CorruptRecordError, UnsupportedFormatError) as err:
-                        problem = ("corrupt", pos, h.base_offset, err.reason)
-                        break
-                    rmv = raw
-                    code = _control_type(_ptr(rmv), rmv.shape[0], &ctype)
-                if code:
-                    problem = ("corrupt", pos, h.base_offset,
-                               "control batch whose first record has no valid control "
-                               "key (version int16 >= 0, type int16)")
+            if h.attributes & ATTR_CONTROL:
+                try:
+                    ctype = _control_type_checked(p, size, &h, max_decompressed,
+                                                  position_base + pos)
+                except (CorruptRecordError, UnsupportedFormatError) as err:
+                    problem = ("corrupt", pos, h.base_offset, err.reason)
                     break
             base_off = h.base_offset
             last_off = <int64_t>(<uint64_t>h.base_offset

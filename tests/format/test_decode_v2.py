@@ -228,3 +228,20 @@ def test_partition_leader_epoch_is_not_checksummed():
     data = bytearray(v2_simple([(0, TS, b"k", b"v")]))
     struct.pack_into(">i", data, 12, 12345)
     assert rows(decode(bytes(data))) == [Rec(0, TS, 0, b"k", b"v")]
+
+
+def test_control_batch_with_an_unreadable_key_is_corrupt_for_decode_and_scan():
+    """Kafka parses every control record's key (ControlRecordType.parse); so do decode
+    and scan_headers, and they agree."""
+    from spark_kafkalog.errors import CorruptRecordError
+    from spark_kafkalog.format.decode import scan_headers
+    first = v2_simple([(0, TS, b"k", b"v")])
+    for key in (b"\x00", None, b"\xff\xff\x00\x01"):          # short, null, version < 0
+        bad = v2_batch([v2_record(0, 0, key, b"")], base_offset=1, control=True)
+        with pytest.raises(CorruptRecordError, match="control key") as info:
+            decode(first + bad)
+        assert (info.value.position, info.value.offset) == (len(first), 1)
+        scan = scan_headers(first + bad)
+        assert (scan.problem.kind, scan.problem.position) == ("corrupt", len(first))
+    # an unknown type is fine (Kafka maps it to UNKNOWN)
+    assert decode(control_batch(1234, base_offset=0)).num_rows == 0
