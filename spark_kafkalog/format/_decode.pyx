@@ -30,7 +30,7 @@ from libc.stdint cimport (
 )
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBUF_READ
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.memoryview cimport PyMemoryView_FromMemory
 
 import pyarrow as pa
@@ -50,7 +50,7 @@ from spark_kafkalog.format.schema import (
     SCHEMA,
     record_schema,
 )
-from spark_kafkalog.format.wire import CODEC_NAMES, CONTROL_TYPE_NAMES
+from spark_kafkalog.format.wire import CODEC_NAMES
 
 cdef extern from *:
     """
@@ -611,7 +611,6 @@ cdef enum:
     V0_MIN_SIZE = 14             # crc, magic, attributes, key length, value length
     V1_MIN_SIZE = 22             # ... plus timestamp
     MIN_RECORD_SIZE = 7          # smallest v2 record: 7 one-byte fields
-    MIN_LEGACY_ENTRY = 26        # LOG_OVERHEAD + V0_MIN_SIZE
     ATTR_TS_TYPE = 0x08
     ATTR_TRANSACTIONAL = 0x10
     ATTR_CONTROL = 0x20
