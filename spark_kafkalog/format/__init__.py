@@ -28,6 +28,8 @@ position_base=0)``
 compression_level=None) -> bytes``
     v2 record batches (CreateTime, producer id -1) from an Arrow table/batch with
     ``value`` and optional ``key``, ``timestamp``, ``headers`` columns.
+    ``encode_batches`` returns the same bytes plus a per-batch index (position, size,
+    offsets, timestamps, record count) for the appender's .index/.timeindex.
 
 ``compress`` / ``decompress``: the codec registry (see :mod:`.codecs`).
 """
@@ -48,7 +50,7 @@ from spark_kafkalog.format.decode import (
     read_batch_header,
     scan_headers,
 )
-from spark_kafkalog.format.encode import encode
+from spark_kafkalog.format.encode import encode, encode_batches
 from spark_kafkalog.format.schema import (
     BATCH_HEADER_SCHEMA,
     SCHEMA,
@@ -61,6 +63,6 @@ __all__ = [
     "BATCH_HEADER_SCHEMA", "BatchHeader", "CodecError", "CorruptRecordError",
     "DEFAULT_MAX_DECOMPRESSED", "HeaderScan", "KafkaLogError", "MissingCodecError",
     "SCHEMA", "SCHEMA_WITH_HEADERS", "ScanProblem", "UnsupportedFormatError", "compress",
-    "decode", "decode_run", "decompress", "encode", "read_batch_header", "record_schema",
+    "decode", "decode_run", "decompress", "encode", "encode_batches", "read_batch_header", "record_schema",
     "scan_headers",
 ]
