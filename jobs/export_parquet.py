@@ -128,13 +128,15 @@ def summarize(spark, output: str, seconds: float) -> dict:
                 F.countDistinct("topic").alias("topics"),
                 F.countDistinct("date").alias("dates"),
                 F.min("timestamp").alias("first"), F.max("timestamp").alias("last"))
+           .select("*", *[F.date_format(c, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias(c + "_utc")
+                          for c in ("first", "last")])
            .collect()[0])
     rows = int(row["rows"])
     return {
         "output": output, "rows": rows, "topics": int(row["topics"]),
         "partitions": int(row["partitions"]), "dates": int(row["dates"]),
-        "first_timestamp": row["first"].isoformat() if row["first"] else None,
-        "last_timestamp": row["last"].isoformat() if row["last"] else None,
+        "first_timestamp": row["first_utc"],
+        "last_timestamp": row["last_utc"],
         "seconds": round(seconds, 3),
         "rows_per_second": round(rows / seconds) if seconds > 0 else None,
     }

@@ -107,19 +107,33 @@ def write_partition(pdir: Path, codec: str, records: int, segment_bytes: int,
         data, idx = encode_batches(sample_rows(rng, offset, n, records, days),
                                    compression=codec, base_offset=offset,
                                    max_batch_bytes=BATCH_BYTES)
-        if seg_file is not None and seg_size + len(data) > segment_bytes and seg_size > 0:
-            close_segment()
-        if seg_file is None:
-            seg_base, seg_size = offset, 0
-            positions, last_offsets, max_ts = [], [], []
-            seg_file = open(pdir / f"{seg_base:020d}.log", "wb")
-            segments += 1
-        seg_file.write(data)
-        positions.append(idx.column("position").to_numpy() + seg_size)
-        last_offsets.append(idx.column("last_offset").to_numpy())
-        max_ts.append(idx.column("max_timestamp").to_numpy())
-        seg_size += len(data)
-        total_bytes += len(data)
+        pos = idx.column("position").to_numpy()
+        size = idx.column("size").to_numpy().astype(np.int64)
+        base = idx.column("base_offset").to_numpy()
+        last = idx.column("last_offset").to_numpy()
+        mts = idx.column("max_timestamp").to_numpy()
+        i = 0
+        while i < len(pos):
+            # Like a broker: roll when the next batch would not fit in the segment.
+            if seg_file is not None and seg_size + size[i] > segment_bytes:
+                close_segment()
+            if seg_file is None:
+                seg_base, seg_size = int(base[i]), 0
+                positions, last_offsets, max_ts = [], [], []
+                seg_file = open(pdir / f"{seg_base:020d}.log", "wb")
+                segments += 1
+            room = segment_bytes - seg_size
+            ends = np.cumsum(size[i:])
+            k = max(1, int(np.searchsorted(ends, room, side="right")))
+            j = i + k
+            start, stop = int(pos[i]), int(pos[j - 1] + size[j - 1])
+            seg_file.write(memoryview(data)[start:stop])
+            positions.append(pos[i:j] - start + seg_size)
+            last_offsets.append(last[i:j])
+            max_ts.append(mts[i:j])
+            seg_size += stop - start
+            total_bytes += stop - start
+            i = j
         offset += n
     close_segment()
     if segments == 0:                   # an empty partition still has its active segment

@@ -24,27 +24,27 @@ SAMPLE_DIR = REPO / "sample" / "kafka-logs"
 SAMPLE_VALUE_SCHEMA = "user_id long, event string, amount double"
 
 
-def ensure_sample(records: int, partitions: int) -> Path:
+def ensure_sample(records: int, partitions: int, sample_dir: Path = SAMPLE_DIR) -> Path:
     """The sample log dir, generated when missing or made with other parameters."""
     sys.path.insert(0, str(REPO))
     from jobs.make_sample_log import make_sample_log
 
-    stamp = SAMPLE_DIR / "SAMPLE.json"
+    stamp = sample_dir / "SAMPLE.json"
     if stamp.is_file():
         try:
             made = json.loads(stamp.read_text())
         except ValueError:
             made = {}
         if made.get("records") == records and made.get("partitions") == partitions:
-            print(f"using the sample log dir {SAMPLE_DIR} ({records:,} records)")
-            return SAMPLE_DIR
-    print(f"generating a sample log dir of {records:,} records in {SAMPLE_DIR} ...",
+            print(f"using the sample log dir {sample_dir} ({records:,} records)")
+            return sample_dir
+    print(f"generating a sample log dir of {records:,} records in {sample_dir} ...",
           flush=True)
-    summary = make_sample_log(SAMPLE_DIR, records=records, partitions=partitions)
+    summary = make_sample_log(sample_dir, records=records, partitions=partitions)
     segs = sum(v["segments"] for v in summary["per_partition"].values())
     codecs = sorted({v["codec"] for v in summary["per_partition"].values()})
     print(f"  {partitions} partitions, {segs} segments, codecs {', '.join(codecs)}")
-    return SAMPLE_DIR
+    return sample_dir
 
 
 def spark_submit() -> str:
@@ -65,6 +65,8 @@ def main(argv=None) -> int:
                     help="records in the generated sample (default 3,000,000)")
     ap.add_argument("--partitions", type=int, default=6,
                     help="partitions of the generated sample (default 6)")
+    ap.add_argument("--sample-dir", default=str(SAMPLE_DIR),
+                    help=f"where the sample is generated (default {SAMPLE_DIR})")
     ap.add_argument("--master", default=None, help="Spark master (default: conf / local[*])")
     ap.add_argument("extra", nargs=argparse.REMAINDER,
                     help="after --: more export_parquet.py arguments")
@@ -74,7 +76,7 @@ def main(argv=None) -> int:
     if args.path:
         logdir = Path(args.path)
     else:
-        logdir = ensure_sample(args.records, args.partitions)
+        logdir = ensure_sample(args.records, args.partitions, Path(args.sample_dir))
         if "--value-schema" not in extra:
             extra += ["--value-schema", SAMPLE_VALUE_SCHEMA]
 

@@ -326,3 +326,15 @@ def test_real_broker_high_watermark_and_read_committed(spark, real_broker):
                                 isolation_level="read_committed"))
     df = load(spark, root, subscribe="__consumer_offsets", readPastHighWatermark="true")
     assert df.count() == 860
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "pyspark 4.3.0 stores the read plan made during filter pushdown on the DataFrame's "
+    "provider object (PythonDataSourceV2.setReadInfo) and reuses it for later scans of the "
+    "same DataFrame, so a filtered query's pruning leaks into an unfiltered one. Upstream "
+    "Spark scopes it to the scan (PythonScanBuilder); this test starts passing then."))
+def test_dataframe_reused_after_a_filtered_query(spark, logs):
+    df = load(spark, logs["path"], subscribe=MULTI)
+    total = expected(logs["path"], [MULTI], include_headers=False).num_rows
+    assert df.filter("partition = 0").count() == logs["multi"][0].log_end_offset
+    assert df.count() == total
