@@ -42,6 +42,7 @@ import gc
 import inspect
 import json
 import os
+import resource
 import statistics
 import struct
 import sys
@@ -86,6 +87,7 @@ class Contender:
         self.rounds = rounds
         self.wall: list[float] = []
         self.cpu: list[float] = []
+        self.faults: list[int] = []
 
 
 def measure(contenders: dict, repeat: int) -> dict:
@@ -96,9 +98,11 @@ def measure(contenders: dict, repeat: int) -> dict:
             if c.rounds is not None and r >= c.rounds:
                 continue
             gc.collect()
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             w0, c0 = time.perf_counter(), time.process_time()
             result = c.fn()
             cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+            c.faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
             if c.check is not None:
                 c.check(result)
             c.wall.append(wall)
@@ -107,9 +111,13 @@ def measure(contenders: dict, repeat: int) -> dict:
     for name, c in contenders.items():
         wall, cpu = statistics.median(c.wall), statistics.median(c.cpu)
         out[name] = {"records": c.records, "wall_s": wall, "cpu_s": cpu,
+                     "cpu_min_s": min(c.cpu),
                      "rps": c.records / cpu if cpu > 0 else float("inf"),
+                     "rps_min": c.records / min(c.cpu) if min(c.cpu) > 0 else float("inf"),
                      "rps_wall": c.records / wall if wall > 0 else float("inf"),
-                     "runs": len(c.cpu)}
+                     "cpu_runs": [round(x, 4) for x in c.cpu],
+                     "wall_runs": [round(x, 4) for x in c.wall],
+                     "page_faults": statistics.median(c.faults)}
     return out
 
 
@@ -347,10 +355,12 @@ def _decode_one(fmt, table, codec, data, repeat, slow_records) -> dict:
     m = measure(contenders, repeat)
     row["measured"] = m
     row["vs_aiokafka"] = per_record_ratio(m, "aiokafka", "ours")
+    row["vs_aiokafka_best"] = per_record_ratio(m, "aiokafka", "ours", "rps_min")
     row["vs_aiokafka_wall"] = per_record_ratio(m, "aiokafka", "ours", "rps_wall")
     row["vs_kafka_python"] = per_record_ratio(m, "kafka_python", "ours")
     if "codec" in m:
         row["ours_over_codec"] = m["ours"]["cpu_s"] / m["codec"]["cpu_s"]
+        row["ours_over_codec_best"] = m["ours"]["cpu_min_s"] / m["codec"]["cpu_min_s"]
         row["ours_over_codec_wall"] = m["ours"]["wall_s"] / m["codec"]["wall_s"]
     log(f"  ours {m['ours']['rps'] / 1e6:.2f} M rec/s, aiokafka "
         f"{m['aiokafka']['rps'] / 1e6:.2f} M rec/s (CPU time)"
@@ -421,6 +431,7 @@ def _encode_one(fmt, table, records, codec, repeat, slow_records) -> dict:
     m = measure(contenders, repeat)
     row["measured"] = m
     row["vs_aiokafka"] = per_record_ratio(m, "aiokafka", "ours")
+    row["vs_aiokafka_best"] = per_record_ratio(m, "aiokafka", "ours", "rps_min")
     row["vs_aiokafka_wall"] = per_record_ratio(m, "aiokafka", "ours", "rps_wall")
     row["vs_kafka_python"] = per_record_ratio(m, "kafka_python", "ours")
     if threaded:
@@ -440,24 +451,24 @@ def acceptance(results) -> list[dict]:
     """The speed targets of issue 2, evaluated on this run's CPU-time ratios."""
     checks = []
 
-    def add(what, value, op, target):
+    def add(what, value, op, target, best=None):
         ok = value >= target if op == ">=" else value <= target
         checks.append({"what": what, "value": value, "target": f"{op} {target}x",
-                       "ok": ok})
+                       "ok": ok, "best_of_rounds": best})
 
     for row in results["decode"]:
         c = row["codec"]
         if c in DECODE_VS_AIOKAFKA_MIN:
             add(f"decode {c} vs aiokafka", row["vs_aiokafka"], ">=",
-                DECODE_VS_AIOKAFKA_MIN[c])
+                DECODE_VS_AIOKAFKA_MIN[c], row["vs_aiokafka_best"])
         if c in CODEC_OVERHEAD_LIMIT:
             add(f"decode {c} time / codec time", row["ours_over_codec"], "<=",
-                CODEC_OVERHEAD_LIMIT[c])
+                CODEC_OVERHEAD_LIMIT[c], row["ours_over_codec_best"])
     for row in results["encode"]:
         c = row["codec"]
         if c in ENCODE_VS_AIOKAFKA_MIN:
             add(f"encode {c} vs aiokafka (1 thread)", row["vs_aiokafka"], ">=",
-                ENCODE_VS_AIOKAFKA_MIN[c])
+                ENCODE_VS_AIOKAFKA_MIN[c], row["vs_aiokafka_best"])
             if "threads_vs_aiokafka_wall" in row:
                 add(f"encode {c} vs aiokafka (threads, wall)",
                     row["threads_vs_aiokafka_wall"], ">=", ENCODE_VS_AIOKAFKA_MIN[c])
@@ -510,9 +521,11 @@ def print_table(results, out=sys.stdout) -> None:
           f"{r['vs_kafka_python']:6.1f} {ceiling} | {r['vs_aiokafka_wall']:9.1f}x {thr} | "
           f"{r['size_vs_aiokafka']:14.2f}  {r['ours_level']}/{r['aiokafka_level']}")
     p("")
-    p("acceptance (issue 2):")
+    p("acceptance (issue 2; medians, and in brackets the ratio of the best rounds):")
     for c in results["acceptance"]:
-        p(f"  {'PASS' if c['ok'] else 'MISS'}  {c['what']:<40} {c['value']:7.2f}x "
+        best = f"[{c['best_of_rounds']:5.2f}x]" if c["best_of_rounds"] is not None else \
+            "        "
+        p(f"  {'PASS' if c['ok'] else 'MISS'}  {c['what']:<40} {c['value']:7.2f}x {best} "
           f"(target {c['target']})")
 
 
