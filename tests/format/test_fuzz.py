@@ -13,7 +13,11 @@ recomputed after mutation so that verify_crc=True reaches the parser too.
 Each case is fed to ``decode`` (CRC on/off, headers on/off, a 1 MiB decompression cap),
 ``scan_headers`` (must never raise for bad data), and for a share of cases to
 ``decode_run`` and ``read_batch_header``. The only acceptable outcomes are a valid Arrow
-batch (checked with ``validate(full=True)``) or a :class:`KafkaLogError` subclass.
+batch (checked with ``validate(full=True)``) or a :class:`KafkaLogError` subclass whose
+``position`` lies inside the input; ``scan_headers`` must keep its contract (contiguous
+rows, ``end``, ``problem`` exactly when the data does not end at a batch end). Apart
+from that, whatever ``decode`` accepts ``scan_headers`` must accept too (separate test:
+the log layer scans with one and reads with the other).
 
 The loop runs in a subprocess (this file is also its entry point) so that a segfault,
 an abort or a hang is a failed test naming the seed and case number, not a dead pytest.
@@ -59,7 +63,7 @@ CASE_CPU_LIMIT = 2.0                # one input of a few KiB taking this much CP
 # plus a few hand-built batches for what clients never write)
 # ---------------------------------------------------------------------------------------
 
-V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+#: (offset, struct format) of every header field, as in spark_kafkalog.format.wire
 V2_FIELDS = [(0, "q"), (8, "i"), (12, "i"), (16, "b"), (17, "I"), (21, "h"), (23, "i"),
              (27, "q"), (35, "q"), (43, "q"), (51, "h"), (53, "i"), (57, "i")]
 LEGACY_V0_FIELDS = [(0, "q"), (8, "i"), (12, "I"), (16, "b"), (17, "b"), (18, "i")]
@@ -632,7 +636,8 @@ def run_case(fmt, KafkaLogError, case: int, data: bytes, crc_fixed: bool, counts
     if case % 3 == 0:
         positions = [0]
         if scan is not None:
-            positions = [p - scan_base for p in _scan_positions(scan)] or [0]
+            positions = [p - scan_base for p in
+                         scan.headers.column("position").to_pylist()] or [0]
         start = rnd.choice([None, 0, 5, 100, 103, 1 << 40])
         end = rnd.choice([None, 0, 6, 110, 1 << 62])
         skip = sorted(set(rnd.sample(positions, min(len(positions), rnd.randint(0, 2)))))
@@ -646,18 +651,6 @@ def run_case(fmt, KafkaLogError, case: int, data: bytes, crc_fixed: bool, counts
         pos = rnd.choice([0, 0, rnd.randrange(len(data) + 1)])
         attempt("read_batch_header", lambda: fmt.read_batch_header(data, pos))
     return failures
-
-
-def _scan_positions(scan):
-    """Batch start positions out of a HeaderScan, whatever container it uses."""
-    for attr in ("headers", "table", "batches"):
-        table = getattr(scan, attr, None)
-        if table is not None and hasattr(table, "column"):
-            try:
-                return [int(p) for p in table.column("position").to_pylist()]
-            except KeyError:
-                return []
-    return []
 
 
 def _check_scan(scan, data: bytes, base: int, failures) -> None:
