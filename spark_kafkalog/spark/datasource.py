@@ -4,6 +4,17 @@
 Found with no ``spark.dataSource.register`` call: pyspark's data source lookup imports every
 top-level module whose name starts with ``pyspark_`` and registers its ``DefaultSource``
 (``pyspark/sql/worker/lookup_data_sources.py``); ``pyspark_kafkalog.py`` is that module.
+The lookup walks ``sys.path`` with ``pkgutil.iter_modules``, so the module must sit in a
+``sys.path`` directory: a regular install puts it in site-packages; an editable install
+must use a path entry (setuptools' import-hook finder is invisible to ``iter_modules``).
+
+Known pyspark 4.3.0 limitation: the read plan made while pushing filters is cached on the
+DataFrame's data source object and reused by later scans of the *same* DataFrame object
+(``PythonDataSourceV2.setReadInfo``), so after ``df.filter(...).count()`` a plain
+``df.count()`` reads only the filtered slices. Load the DataFrame again for each query
+with different filters (or turn ``spark.sql.python.filterPushdown.enabled`` off). Upstream
+Spark scopes the plan to the scan; ``tests/spark/test_read.py`` holds a strict xfail that
+will flag the fixed version.
 """
 from __future__ import annotations
 

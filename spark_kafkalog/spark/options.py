@@ -440,14 +440,14 @@ def _range_limit(opts: dict[str, str], global_key: str, by_ts_key: str, offsets_
 
 
 def _filesystem_options(opts: dict[str, str]) -> dict[str, str]:
-    """``fs.s3.endpoint`` -> ``s3.endpoint`` (the log layer validates the names)."""
+    """The ``fs.*`` options, keys kept as given (``fs.s3.endpoint``): the log layer's
+    ``resolve_filesystem`` validates them and names the user's key in its errors."""
     out = {}
     for key, value in opts.items():
         if key.startswith("fs."):
-            rest = key[3:]
-            if not rest:
+            if not key[3:]:
                 raise InvalidOptionError("fs.: a filesystem option needs a name after 'fs.'")
-            out[rest] = value
+            out[key] = value
     return out
 
 

@@ -169,7 +169,7 @@ def test_strategies():
 def test_sizes_and_filesystem_options():
     o = read(windowBytes="1m", maxPartitionBytes="64MiB", **{"fs.s3.endpoint": "http://x"})
     assert o.window_bytes == 1 << 20 and o.max_partition_bytes == 64 << 20
-    assert o.filesystem_options == {"s3.endpoint": "http://x"}
+    assert o.filesystem_options == {"fs.s3.endpoint": "http://x"}
 
 
 def test_streaming_only_options_parse_in_batch():
@@ -195,7 +195,7 @@ def test_write_aliases_and_values():
     assert (w.topic, w.compression, w.compression_level, w.batch_size) == ("t", "zstd", 3,
                                                                            1 << 20)
     assert (w.segment_bytes, w.index_interval_bytes, w.partitions) == (1048576, 0, 4)
-    assert w.filesystem_options == {"s3.region": "eu"}
+    assert w.filesystem_options == {"fs.s3.region": "eu"}
 
 
 @pytest.mark.parametrize("opts,name", [

@@ -200,6 +200,13 @@ def test_partition_counts_and_pickling(logs):
         assert pickle.loads(pickle.dumps(s)) == s
 
 
+def test_unknown_filesystem_option_fails_at_planning(logs):
+    from spark_kafkalog.errors import InvalidOptionError
+
+    with pytest.raises(InvalidOptionError, match="fs.s3.bogus"):
+        plan(logs["r0"], subscribe=TOPIC, **{"fs.s3.bogus": "1"})
+
+
 def test_split_plans_read_the_same_rows(spark, logs):
     want = read_table(logs["r0"], TOPIC, include_headers=False)
     for opts in ({"maxPartitionBytes": "1024"},
