@@ -15,23 +15,27 @@ from spark_kafkalog.spark.filters import NONE, Pushdown, push, row_mask
 from spark_kafkalog.spark.options import ReadOptions
 from spark_kafkalog.spark.planning import LogSlice, plan
 
-_LOGDIRS_CACHE: dict = {}
-_LOGDIRS_LOCK = threading.Lock()
+_FILESYSTEMS: dict = {}
+_FILESYSTEMS_LOCK = threading.Lock()
 
 
 def open_logdirs(opts: ReadOptions):
-    """A ``LogDirs`` for the options, shared by the tasks a Python worker runs (opening a
-    filesystem, e.g. an S3 client, is not free)."""
+    """A fresh ``LogDirs`` for the options (its listing and checkpoint caches start empty,
+    so a reused Python worker sees the log as it is now), over a filesystem object shared
+    by the tasks a worker runs (opening one, e.g. an S3 client, is not free)."""
+    from spark_kafkalog.log import LogDirs
+
     key = (opts.paths, tuple(sorted(opts.filesystem_options.items())))
-    with _LOGDIRS_LOCK:
-        logdirs = _LOGDIRS_CACHE.get(key)
-        if logdirs is None:
-            from spark_kafkalog.log import LogDirs
-            logdirs = LogDirs(list(opts.paths), dict(opts.filesystem_options))
-            if len(_LOGDIRS_CACHE) > 16:
-                _LOGDIRS_CACHE.clear()
-            _LOGDIRS_CACHE[key] = logdirs
-        return logdirs
+    with _FILESYSTEMS_LOCK:
+        resolved = _FILESYSTEMS.get(key)
+        if resolved is None:
+            first = LogDirs(list(opts.paths), dict(opts.filesystem_options))
+            resolved = (first.filesystem, first.roots)
+            if len(_FILESYSTEMS) >= 16:
+                _FILESYSTEMS.clear()
+            _FILESYSTEMS[key] = resolved
+    fs, roots = resolved
+    return LogDirs(list(roots), dict(opts.filesystem_options), filesystem=fs)
 
 
 def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NONE

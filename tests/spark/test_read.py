@@ -345,3 +345,25 @@ def test_dataframe_reused_after_a_filtered_query(spark, logs):
     total = expected(logs["path"], [MULTI], include_headers=False).num_rows
     assert df.filter("partition = 0").count() == logs["multi"][0].log_end_offset
     assert df.count() == total
+
+
+def test_a_new_query_sees_the_log_as_it_is_now(spark, tmp_path):
+    """Python workers are reused across queries: nothing planned or listed earlier may
+    hide records, segments or partitions added since."""
+    b = LogDirBuilder(tmp_path / "logs")
+    p = b.partition("grow", 0)
+    p.append(_records(10, b"a"))
+    p.high_watermark = p.log_end_offset
+    b.write()
+    path = str(b.roots[0])
+    assert load(spark, path, subscribe="grow").count() == 10
+    p.roll()
+    p.append(_records(15, b"b"))
+    p.high_watermark = p.log_end_offset
+    q = b.partition("grow", 1)
+    q.append(_records(4, b"c"))
+    q.high_watermark = q.log_end_offset
+    b.write()
+    df = load(spark, path, subscribe="grow")
+    assert df.count() == 29
+    assert_same(spark_table(df), read_table(path, "grow", include_headers=False))
