@@ -337,8 +337,10 @@ LZ4_BLOCK_SIZE = 64 * 1024
 def _lz4_frame_end(payload: memoryview, pos: int, magic: int):
     """Walk one LZ4 frame starting at ``pos``.
 
-    Returns ``(end, bound, patched_header)``: the frame's end position, an upper bound of
-    its decompressed size, and for a magic-0 frame carrying Kafka's broken header
+    Returns ``(end, bound, sized, patched_header)``: the frame's end position, an upper
+    bound of its decompressed size (the declared content size when the frame has one,
+    ``sized`` then true: it is checked against the blocks' capacity, so it is never
+    larger than that), and for a magic-0 frame carrying Kafka's broken header
     checksum the corrected header bytes (else None). Raises CodecError on a frame that
     does not fit the payload. Every step advances ``pos``, so this is bounded by the
     payload length."""
@@ -375,9 +377,9 @@ def _lz4_frame_end(payload: memoryview, pos: int, magic: int):
             broken = (xxh32(payload[pos:hc_pos]) >> 8) & 0xFF
             if hc == broken:
                 patched = bytes(payload[pos:hc_pos]) + bytes((correct,))
-    bound = None
+    declared = None
     if content_size_flag:
-        (bound,) = struct.unpack_from("<Q", payload, pos + 6)
+        (declared,) = struct.unpack_from("<Q", payload, pos + 6)
     pos = hc_pos + 1
     computed = 0
     while True:
@@ -402,9 +404,12 @@ def _lz4_frame_end(payload: memoryview, pos: int, magic: int):
         if pos > end:
             raise CodecError(f"lz4 frame starting at payload byte {start} is truncated "
                              f"(content checksum)")
-    if bound is None or bound > computed:
-        bound = computed
-    return pos, bound, patched
+    if declared is not None and declared > computed:
+        # A frame cannot hold more than its blocks can: the library would size its
+        # output from this field, so it must not reach the library unchecked.
+        raise CodecError(f"lz4 frame at payload byte {start} declares a content size of "
+                         f"{declared} bytes, more than its blocks can hold ({computed})")
+    return pos, computed if declared is None else declared, declared is not None, patched
 
 
 def _unlz4(payload: memoryview, max_size: int, magic: int):
@@ -430,11 +435,13 @@ def _unlz4(payload: memoryview, max_size: int, magic: int):
         if m != _LZ4_MAGIC:
             raise CodecError(f"not an lz4 frame at payload byte {pos} "
                              f"(magic {m:#010x}, expected {_LZ4_MAGIC:#010x})")
-        frame_end, bound, patched = _lz4_frame_end(payload, pos, magic)
+        frame_end, bound, sized, patched = _lz4_frame_end(payload, pos, magic)
         frame = payload[pos:frame_end]
         if patched is not None:
             frame = patched + bytes(payload[pos + len(patched):frame_end])
         remaining = max_size - produced
+        if sized and bound > remaining:
+            raise _too_large("lz4", max_size, f" (frame declares {bound})")
         try:
             if bound <= remaining:
                 chunk = lz4f.decompress(frame)

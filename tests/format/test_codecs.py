@@ -218,6 +218,41 @@ def test_lz4_broken_checksum_with_content_size():
         decompress(3, bytes(frame), magic=2)
 
 
+def _lz4_frame_declaring(data: bytes, declared: int) -> bytes:
+    """An lz4 frame of ``data`` whose header's content-size field says ``declared``
+    (header checksum recomputed, so only the size is wrong)."""
+    import lz4.frame as lz4f
+    frame = bytearray(lz4f.compress(data, store_size=True, block_linked=False))
+    frame[6:14] = struct.pack("<Q", declared)
+    frame[14] = (xxh32(bytes(frame[4:14])) >> 8) & 0xFF
+    return bytes(frame)
+
+
+@pytest.mark.parametrize("declared", [2 ** 59, 2 ** 64 - 1, 64 * 1024 + 1])
+def test_lz4_declared_content_size_checked_before_the_library(declared):
+    # A declared size beyond what the frame's blocks can hold is corrupt; it must be
+    # refused before lz4 sizes an output buffer from it (it used to try 2**59 bytes).
+    frame = _lz4_frame_declaring(b"abc" * 100, declared)
+    tracemalloc.start()
+    try:
+        with pytest.raises(CodecError, match="declares a content size"):
+            decompress(3, frame)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < MiB
+
+
+def test_lz4_declared_content_size_past_budget():
+    frame = _lz4_frame_declaring(b"abc" * 100, 60_000)      # fits the blocks' capacity
+    with pytest.raises(CodecError, match="more than the limit of 1000"):
+        decompress(3, frame, max_size=1000)
+    # the frame is still checked against its real content by the library
+    with pytest.raises(CodecError):
+        decompress(3, frame)
+    assert bytes(decompress(3, _lz4_frame_declaring(b"abc" * 100, 300))) == b"abc" * 100
+
+
 def test_lz4_other_bad_checksum_still_rejected_for_magic0():
     frame = bytearray(compress("lz4", b"hello" * 100))
     correct = frame[6]
