@@ -12,8 +12,12 @@ pool (offsets / validity bitmaps / data of each column). A cheap prepass over th
 headers sizes the row arrays and the key/value data buffers from the batch payload sizes
 (upper bounds, bounded by the input); compressed payloads grow them geometrically.
 
-Per batch there are at most two Python calls: ``crc32c.crc32c`` over the batch (v2) and
-the codec registry's ``decompress`` (compressed batches). Everything per record is C:
+Per batch there are at most two Python calls: ``crc32c.crc32c`` over the batch (v2; only
+on CPUs without SSE4.2, else CRC-32C is computed here in hardware) and the codec
+registry's ``decompress`` (gzip and zstd batches, and lz4/snappy payloads the C decoders
+here leave to it: see ``_fast_decompress``). LZ4 frames and snappy (raw or xerial) are
+decompressed here in C, bounds-checked, into one scratch buffer reused per batch.
+Everything per record is C:
 varints, copies, bitmaps, UTF-8 validation of header keys, and CRC-32 (IEEE, slicing by
 8, for legacy messages, computed here so that uncompressed magic 0/1 logs, one message
 per entry, need no Python call per message).
@@ -30,7 +34,8 @@ from libc.stdint cimport (
 )
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBUF_READ
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.memoryview cimport PyMemoryView_FromMemory
 
 import pyarrow as pa
@@ -581,6 +586,436 @@ cdef extern from *:
 
 kl_crc32_init()
 
+# ---- C: CRC-32C in hardware, and the LZ4 / snappy decoders of the fast codec path ----------
+cdef extern from *:
+    """
+    /* ---- CRC-32C (Castagnoli, reflected 0x82F63B78) with SSE4.2 -----------------------
+       Three independent crc32 streams over adjacent blocks keep the instruction's
+       3-cycle latency hidden; their registers are merged by "shifting" a register over
+       a block of zeros, a linear map applied with four 256-entry tables built at import
+       (the GF(2) operator for appending n zero bytes, raised by squaring). The function
+       carries its own target attribute, so the module needs no global -msse4.2, and it
+       is only called when the CPU reports SSE4.2 at run time. Elsewhere the crc32c
+       package does the work (and it is the tests' oracle for this code). */
+    #define KL_CRC32C_POLY 0x82F63B78u
+    #define KL_CRC_LONG 2048
+    #define KL_CRC_SHORT 256
+    static int kl_hwcrc = 0;
+    static uint32_t kl_crc_long_op[4][256];
+    static uint32_t kl_crc_short_op[4][256];
+
+    static uint32_t kl_gf2_apply(const uint32_t* m, uint32_t v) {
+        uint32_t r = 0;
+        int i = 0;
+        while (v) { if (v & 1u) r ^= m[i]; v >>= 1; i++; }
+        return r;
+    }
+    /* out = a after b (out may alias a or b) */
+    static void kl_gf2_mul(uint32_t* out, const uint32_t* a, const uint32_t* b) {
+        uint32_t t[32];
+        int i;
+        for (i = 0; i < 32; i++) t[i] = kl_gf2_apply(a, b[i]);
+        memcpy(out, t, sizeof(t));
+    }
+    static void kl_crc_zeros_table(uint32_t tab[4][256], size_t nbytes) {
+        uint32_t pw[32], op[32];
+        uint32_t n;
+        int i, k;
+        /* one zero bit: r -> (r >> 1) ^ (r & 1 ? POLY : 0); column i is the image of bit i */
+        pw[0] = KL_CRC32C_POLY;
+        for (i = 1; i < 32; i++) pw[i] = 1u << (i - 1);
+        kl_gf2_mul(pw, pw, pw); kl_gf2_mul(pw, pw, pw); kl_gf2_mul(pw, pw, pw);  /* a byte */
+        for (i = 0; i < 32; i++) op[i] = 1u << i;                                /* identity */
+        while (nbytes) {
+            if (nbytes & 1) kl_gf2_mul(op, pw, op);
+            nbytes >>= 1;
+            if (nbytes) kl_gf2_mul(pw, pw, pw);
+        }
+        for (k = 0; k < 4; k++)
+            for (n = 0; n < 256; n++) tab[k][n] = kl_gf2_apply(op, n << (8 * k));
+    }
+    static inline uint32_t kl_crc_shift(uint32_t tab[4][256], uint32_t c) {
+        return tab[0][c & 0xFFu] ^ tab[1][(c >> 8) & 0xFFu] ^ tab[2][(c >> 16) & 0xFFu]
+             ^ tab[3][c >> 24];
+    }
+
+    #if defined(__x86_64__) && defined(__GNUC__)
+    #include <nmmintrin.h>
+    /* whole runs of 3 adjacent blocks of B bytes; returns the register */
+    __attribute__((target("sse4.2")))
+    static inline uint64_t kl_crc_blocks(uint64_t c0, const uint8_t** pp, size_t* np,
+                                         size_t B, uint32_t tab[4][256]) {
+        const uint8_t* p = *pp;
+        size_t n = *np;
+        while (n >= 3 * B) {
+            uint64_t c1 = 0, c2 = 0, w0, w1, w2;
+            const uint8_t* e = p + B;
+            do {
+                memcpy(&w0, p, 8); memcpy(&w1, p + B, 8); memcpy(&w2, p + 2 * B, 8);
+                c0 = _mm_crc32_u64(c0, w0);
+                c1 = _mm_crc32_u64(c1, w1);
+                c2 = _mm_crc32_u64(c2, w2);
+                p += 8;
+            } while (p < e);
+            c0 = kl_crc_shift(tab, (uint32_t)c0) ^ (uint32_t)c1;
+            c0 = kl_crc_shift(tab, (uint32_t)c0) ^ (uint32_t)c2;
+            p += 2 * B;
+            n -= 3 * B;
+        }
+        *pp = p;
+        *np = n;
+        return c0;
+    }
+    __attribute__((target("sse4.2")))
+    static uint32_t kl_crc32c_hw(const uint8_t* p, size_t n) {
+        uint64_t c0 = 0xFFFFFFFFu, w;
+        while (n && ((uintptr_t)p & 7u)) { c0 = _mm_crc32_u8((uint32_t)c0, *p++); n--; }
+        c0 = kl_crc_blocks(c0, &p, &n, KL_CRC_LONG, kl_crc_long_op);
+        c0 = kl_crc_blocks(c0, &p, &n, KL_CRC_SHORT, kl_crc_short_op);
+        while (n >= 8) { memcpy(&w, p, 8); c0 = _mm_crc32_u64(c0, w); p += 8; n -= 8; }
+        while (n) { c0 = _mm_crc32_u8((uint32_t)c0, *p++); n--; }
+        return ~(uint32_t)c0;
+    }
+    static void kl_crc32c_init(void) {
+        __builtin_cpu_init();
+        kl_hwcrc = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+        kl_crc_zeros_table(kl_crc_long_op, KL_CRC_LONG);
+        kl_crc_zeros_table(kl_crc_short_op, KL_CRC_SHORT);
+    }
+    #else
+    static uint32_t kl_crc32c_hw(const uint8_t* p, size_t n) { (void)p; (void)n; return 0; }
+    static void kl_crc32c_init(void) { kl_hwcrc = 0; }
+    #endif
+
+    /* ---- xxHash32 (seed 0): LZ4 frame header, block and content checksums --------- */
+    #define KL_XXP1 2654435761u
+    #define KL_XXP2 2246822519u
+    #define KL_XXP3 3266489917u
+    #define KL_XXP4 668265263u
+    #define KL_XXP5 374761393u
+    #define KL_ROTL(x, r) (((x) << (r)) | ((x) >> (32 - (r))))
+    static uint32_t kl_xxh32(const uint8_t* p, size_t n) {
+        uint32_t h, w, v1, v2, v3, v4;
+        size_t len = n;
+        /* words are read little-endian: only little-endian hosts reach the fast codec path */
+        if (n >= 16) {
+            v1 = KL_XXP1 + KL_XXP2; v2 = KL_XXP2; v3 = 0; v4 = 0u - KL_XXP1;
+            while (n >= 16) {
+                memcpy(&w, p, 4); v1 += w * KL_XXP2; v1 = KL_ROTL(v1, 13) * KL_XXP1;
+                memcpy(&w, p + 4, 4); v2 += w * KL_XXP2; v2 = KL_ROTL(v2, 13) * KL_XXP1;
+                memcpy(&w, p + 8, 4); v3 += w * KL_XXP2; v3 = KL_ROTL(v3, 13) * KL_XXP1;
+                memcpy(&w, p + 12, 4); v4 += w * KL_XXP2; v4 = KL_ROTL(v4, 13) * KL_XXP1;
+                p += 16; n -= 16;
+            }
+            h = KL_ROTL(v1, 1) + KL_ROTL(v2, 7) + KL_ROTL(v3, 12) + KL_ROTL(v4, 18);
+        } else {
+            h = KL_XXP5;
+        }
+        h += (uint32_t)len;
+        while (n >= 4) {
+            memcpy(&w, p, 4);
+            h += w * KL_XXP3;
+            h = KL_ROTL(h, 17) * KL_XXP4;
+            p += 4; n -= 4;
+        }
+        while (n) { h += (uint32_t)(*p) * KL_XXP5; h = KL_ROTL(h, 11) * KL_XXP1; p++; n--; }
+        h ^= h >> 15; h *= KL_XXP2; h ^= h >> 13; h *= KL_XXP3; h ^= h >> 16;
+        return h;
+    }
+
+    /* ---- decompression into a scratch buffer ----------------------------------------
+       Output is written to dst[0:cap) where cap is checked before every copy (a length
+       from the input never moves a pointer before it is compared with what is left);
+       copies may write up to KL_SLACK bytes past cap (whole words), so the caller's
+       buffer has KL_SLACK spare bytes. Match offsets are checked against the start of
+       the window they may reference. Any malformed input returns -1 (the caller then
+       takes the general path, whose error says what is wrong). */
+    #define KL_SLACK 32
+
+    static inline uint32_t kl_le32(const uint8_t* p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+    /* copy a match of `len` bytes from `off` bytes back; op + len <= cap is checked */
+    static inline void kl_match(uint8_t* op, size_t off, size_t len) {
+        const uint8_t* m = op - off;
+        uint8_t* e = op + len;
+        if (off >= 16) {
+            do { memcpy(op, m, 16); op += 16; m += 16; } while (op < e);
+        } else if (off >= 8) {
+            do { memcpy(op, m, 8); op += 8; m += 8; } while (op < e);
+        } else {
+            /* a pattern of period off < 8: copy bytewise until the source can stay a whole
+               number of periods (>= 8 bytes) behind, then by words */
+            size_t d = off * ((8 + off - 1) / off), t = d - off;
+            if (t > len) t = len;
+            while (t--) { *op = *m; op++; m++; }
+            m = op - d;
+            while (op < e) { memcpy(op, m, 8); op += 8; m += 8; }
+        }
+    }
+
+    /* One LZ4 block (src[0:n]) to dst; matches may reach back to `lo`. Returns the number
+       of bytes written or -1. */
+    static int64_t kl_lz4_block(const uint8_t* src, size_t n, uint8_t* dst, size_t cap,
+                                const uint8_t* lo) {
+        const uint8_t* ip = src;
+        const uint8_t* const iend = src + n;
+        uint8_t* op = dst;
+        uint8_t* const oend = dst + cap;
+        size_t lit, ml, off;
+        unsigned token, b;
+        if (n == 0) return -1;
+        for (;;) {
+            token = *ip++;
+            lit = token >> 4;
+            if (lit == 15) {
+                do { if (ip >= iend) return -1; b = *ip++; lit += b; } while (b == 255);
+            }
+            if (lit > (size_t)(iend - ip) || lit > (size_t)(oend - op)) return -1;
+            if (lit <= 16 && iend - ip >= 16) memcpy(op, ip, 16);
+            else memcpy(op, ip, lit);
+            op += lit; ip += lit;
+            if (ip == iend) break;                 /* the last sequence: literals only */
+            if (iend - ip < 3) return -1;          /* offset, and then another token */
+            off = (size_t)ip[0] | ((size_t)ip[1] << 8);
+            ip += 2;
+            if (off == 0 || off > (size_t)(op - lo)) return -1;
+            ml = token & 15u;
+            if (ml == 15) {
+                do { if (ip >= iend) return -1; b = *ip++; ml += b; } while (b == 255);
+            }
+            ml += 4;
+            if (ml > (size_t)(oend - op)) return -1;
+            kl_match(op, off, ml);
+            op += ml;
+            if (ip >= iend) return -1;             /* a block ends with literals */
+        }
+        return (int64_t)(op - dst);
+    }
+
+    /* Walk the LZ4 frames of src[0:n] without decoding: the exact or maximum output size
+       into *bound. Returns 0, or -1 when the payload is not one the fast path decodes
+       (dictionary, skippable frames, a header checksum that does not match -- including
+       Kafka's pre-0.10 one -- or anything malformed). */
+    static int kl_lz4_bound(const uint8_t* src, size_t n, uint64_t* bound) {
+        size_t pos = 0, dlen, bsize, bsum;
+        uint64_t total = 0;
+        unsigned flg, bd;
+        uint32_t word;
+    #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+        return -1;                                 /* the decoders read words LE */
+    #endif
+        if (n == 0) return -1;
+        while (pos < n) {
+            if (n - pos < 7 || kl_le32(src + pos) != 0x184D2204u) return -1;
+            flg = src[pos + 4]; bd = src[pos + 5];
+            if ((flg & 0xC0u) != 0x40u || (flg & 0x03u) || (bd & 0x8Fu) || (bd >> 4) < 4)
+                return -1;
+            bsum = (flg & 0x10u) ? 4 : 0;
+            bsize = (size_t)1 << (2 * (bd >> 4) + 8);
+            dlen = (flg & 0x08u) ? 10 : 2;
+            if (n - pos < 4 + dlen + 1) return -1;
+            if (((kl_xxh32(src + pos + 4, dlen) >> 8) & 0xFFu) != src[pos + 4 + dlen])
+                return -1;
+            pos += 4 + dlen + 1;
+            for (;;) {
+                if (n - pos < 4) return -1;
+                word = kl_le32(src + pos);
+                pos += 4;
+                if (word == 0) break;
+                if ((word & 0x7FFFFFFFu) > bsize || (word & 0x7FFFFFFFu) + bsum > n - pos)
+                    return -1;
+                pos += (word & 0x7FFFFFFFu) + bsum;
+                total += (word & 0x80000000u) ? (word & 0x7FFFFFFFu) : bsize;
+            }
+            if (flg & 0x04u) {                     /* content checksum */
+                if (n - pos < 4) return -1;
+                pos += 4;
+            }
+        }
+        *bound = total;
+        return 0;
+    }
+
+    /* Decode the LZ4 frames of src[0:n] (kl_lz4_bound accepted them) into dst[0:cap).
+       Returns the output size or -1. A declared content size must match; block and
+       content checksums (xxHash32) are verified, as the lz4 library does. */
+    static int64_t kl_lz4_frames(const uint8_t* src, size_t n, uint8_t* dst, size_t cap) {
+        size_t pos = 0, dlen, sz, room, bsize;
+        uint64_t declared;
+        unsigned flg;
+        int has_size, linked, bsum;
+        uint32_t word;
+        int64_t got;
+        uint8_t* op = dst;
+        uint8_t* fstart;
+        while (pos < n) {
+            flg = src[pos + 4];
+            has_size = (flg & 0x08u) != 0;
+            linked = !(flg & 0x20u);
+            bsum = (flg & 0x10u) != 0;
+            bsize = (size_t)1 << (2 * (src[pos + 5] >> 4) + 8);
+            declared = 0;
+            if (has_size) memcpy(&declared, src + pos + 6, 8);
+            dlen = has_size ? 10 : 2;
+            pos += 4 + dlen + 1;
+            fstart = op;
+            for (;;) {
+                word = kl_le32(src + pos);
+                pos += 4;
+                if (word == 0) break;
+                sz = word & 0x7FFFFFFFu;
+                if (bsum && kl_xxh32(src + pos, sz) != kl_le32(src + pos + sz)) return -1;
+                if (word & 0x80000000u) {
+                    if (sz > (size_t)(dst + cap - op)) return -1;
+                    memcpy(op, src + pos, sz);
+                    got = (int64_t)sz;
+                } else {
+                    /* linked blocks may reference the frame's earlier output, independent
+                       ones only their own */
+                    /* a block holds at most the frame's block size */
+                    room = (size_t)(dst + cap - op);
+                    got = kl_lz4_block(src + pos, sz, op, room < bsize ? room : bsize,
+                                       linked ? fstart : op);
+                    if (got < 0) return -1;
+                }
+                op += got;
+                pos += sz + (bsum ? 4 : 0);
+            }
+            if (has_size && (uint64_t)(op - fstart) != declared) return -1;
+            if (flg & 0x04u) {
+                if (kl_xxh32(fstart, (size_t)(op - fstart)) != kl_le32(src + pos)) return -1;
+                pos += 4;
+            }
+        }
+        return (int64_t)(op - dst);
+    }
+
+    /* The uncompressed length a raw snappy block declares: its varint preamble (at most
+       5 bytes, < 2**32). Returns the preamble length, or 0 when malformed. */
+    static size_t kl_snappy_len(const uint8_t* p, size_t n, uint64_t* out) {
+        uint64_t v = 0;
+        size_t i;
+        for (i = 0; i < n && i < 5; i++) {
+            v |= (uint64_t)(p[i] & 0x7Fu) << (7 * i);
+            if (!(p[i] & 0x80u)) {
+                if (v > 0xFFFFFFFFu) return 0;
+                *out = v;
+                return i + 1;
+            }
+        }
+        return 0;
+    }
+
+    /* One raw snappy block src[0:n] whose preamble is `hdr` bytes and declares `len`, into
+       dst (room for len + KL_SLACK). Returns 0 when exactly len bytes came out, or -1. */
+    static int kl_snappy_block(const uint8_t* src, size_t n, size_t hdr, size_t len,
+                               uint8_t* dst) {
+        const uint8_t* ip = src + hdr;
+        const uint8_t* const iend = src + n;
+        uint8_t* op = dst;
+        uint8_t* const oend = dst + len;
+        size_t l, off, k;
+        unsigned tag;
+        while (ip < iend) {
+            tag = *ip++;
+            switch (tag & 3u) {
+            case 0:
+                l = tag >> 2;
+                if (l >= 60) {
+                    k = l - 59;                    /* 1..4 length bytes */
+                    if ((size_t)(iend - ip) < k) return -1;
+                    l = 0;
+                    memcpy(&l, ip, k);             /* little-endian */
+                    ip += k;
+                }
+                l += 1;
+                if (l > (size_t)(iend - ip) || l > (size_t)(oend - op)) return -1;
+                if (l <= 16 && iend - ip >= 16) memcpy(op, ip, 16);
+                else memcpy(op, ip, l);
+                op += l; ip += l;
+                continue;
+            case 1:
+                if (ip >= iend) return -1;
+                l = 4 + ((tag >> 2) & 7u);
+                off = ((size_t)(tag & 0xE0u) << 3) | *ip++;
+                break;
+            case 2:
+                if ((size_t)(iend - ip) < 2) return -1;
+                l = 1 + (tag >> 2);
+                off = (size_t)ip[0] | ((size_t)ip[1] << 8);
+                ip += 2;
+                break;
+            default:
+                if ((size_t)(iend - ip) < 4) return -1;
+                l = 1 + (tag >> 2);
+                off = kl_le32(ip);
+                ip += 4;
+                break;
+            }
+            if (off == 0 || off > (size_t)(op - dst) || l > (size_t)(oend - op)) return -1;
+            kl_match(op, off, l);
+            op += l;
+        }
+        return op == oend ? 0 : -1;
+    }
+
+    /* Walk a snappy payload (xerial-framed or one raw block) without decoding; the exact
+       output size into *total. Returns 0, or -1 for anything malformed. */
+    static int kl_snappy_size(const uint8_t* src, size_t n, uint64_t* total) {
+        static const uint8_t magic[8] = {0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0};
+        size_t pos, bsz;
+        uint64_t len, t = 0;
+    #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+        return -1;                                 /* the decoders read words LE */
+    #endif
+        if (n >= 8 && memcmp(src, magic, 8) == 0) {
+            if (n < 16) return -1;
+            for (pos = 16; pos < n; pos += bsz) {
+                if (n - pos < 4) return -1;
+                bsz = kl_be32(src + pos);
+                pos += 4;
+                if (bsz > n - pos || kl_snappy_len(src + pos, bsz, &len) == 0) return -1;
+                t += len;
+            }
+        } else {
+            if (kl_snappy_len(src, n, &t) == 0) return -1;
+        }
+        *total = t;
+        return 0;
+    }
+
+    /* Decode a payload kl_snappy_size accepted into dst (room for its size + KL_SLACK). */
+    static int kl_snappy(const uint8_t* src, size_t n, uint8_t* dst) {
+        size_t pos, bsz, hdr;
+        uint64_t len = 0;
+        if (n >= 16 && src[0] == 0x82u && memcmp(src + 1, "SNAPPY", 7) == 0) {
+            for (pos = 16; pos < n; pos += bsz) {
+                bsz = kl_be32(src + pos);
+                pos += 4;
+                hdr = kl_snappy_len(src + pos, bsz, &len);
+                if (kl_snappy_block(src + pos, bsz, hdr, (size_t)len, dst)) return -1;
+                dst += len;
+            }
+            return 0;
+        }
+        hdr = kl_snappy_len(src, n, &len);
+        return kl_snappy_block(src, n, hdr, (size_t)len, dst);
+    }
+    """
+    int kl_hwcrc
+    void kl_crc32c_init() noexcept nogil
+    uint32_t kl_crc32c_hw(const uint8_t* p, size_t n) noexcept nogil
+    uint32_t kl_xxh32(const uint8_t* p, size_t n) noexcept nogil
+    enum: KL_SLACK
+    int kl_lz4_bound(const uint8_t* src, size_t n, uint64_t* bound) noexcept nogil
+    int64_t kl_lz4_block(const uint8_t* src, size_t n, uint8_t* dst, size_t cap,
+                         const uint8_t* lo) noexcept nogil
+    int64_t kl_lz4_frames(const uint8_t* src, size_t n, uint8_t* dst, size_t cap) noexcept nogil
+    int kl_snappy_size(const uint8_t* src, size_t n, uint64_t* total) noexcept nogil
+    int kl_snappy(const uint8_t* src, size_t n, uint8_t* dst) noexcept nogil
+
+kl_crc32c_init()
+
 # Arrow types, built once (constructing some, e.g. a timestamp with a time zone, costs
 # microseconds per call)
 _T_BINARY = SCHEMA.field("key").type
@@ -901,6 +1336,26 @@ cdef class _Sink:
     cdef _Growable g_hk_off, g_hk_data, g_hv_off, g_hv_valid, g_hv_data
     # where the batch being decoded is, for error messages
     cdef int64_t where_pos, where_off
+    # decompressed payload of the batch being decoded (fast codec path); reused per batch,
+    # at most max_decompressed + KL_SLACK bytes
+    cdef uint8_t* scratch
+    cdef int64_t scratch_cap
+
+    def __dealloc__(self):
+        PyMem_Free(self.scratch)
+
+    cdef int ensure_scratch(self, int64_t need) except -1:
+        cdef int64_t cap
+        cdef void* p
+        if need <= self.scratch_cap:
+            return 0
+        cap = max(need, 2 * self.scratch_cap, 65536 + KL_SLACK)
+        p = PyMem_Realloc(self.scratch, <size_t>cap)
+        if p == NULL:
+            raise MemoryError(f"cannot allocate {cap} bytes for a decompressed batch")
+        self.scratch = <uint8_t*>p
+        self.scratch_cap = cap
+        return 0
 
     def __cinit__(self, bint with_headers):
         memset(&self.o, 0, sizeof(kl_out))
@@ -1274,9 +1729,41 @@ cdef const uint8_t _EMPTY[1]
 
 
 cdef inline uint32_t _crc32c_at(const uint8_t* p, int64_t n) except? 0xFFFFFFFF:
-    """CRC-32C (the crc32c package) of p[0:n], through a memoryview made straight from
-    the pointer (cheaper than slicing a Python memoryview per batch)."""
+    """CRC-32C of p[0:n]: SSE4.2 in C when the CPU has it, else the crc32c package
+    through a memoryview made straight from the pointer."""
+    if kl_hwcrc:
+        return kl_crc32c_hw(p, <size_t>n)
     return _crc32c(PyMemoryView_FromMemory(<char*>p, n, PyBUF_READ))
+
+
+cdef int _fast_decompress(_Sink s, int codec, const uint8_t* src, int64_t n,
+                          int64_t max_size, const uint8_t** out, int64_t* out_len) except -1:
+    """Decompress an lz4 (frame) or snappy (raw or xerial) payload in C into the sink's
+    scratch buffer: no Python call, no allocation per batch. Returns 1 when done, 0 when
+    the payload needs the codec registry: another codec, a frame feature this path does
+    not read (dictionaries, skippable frames, Kafka's pre-0.10 lz4 header checksum), an output bound past ``max_size``, or anything malformed -- the registry
+    then decodes it or raises the error that says what is wrong."""
+    cdef uint64_t bound = 0
+    cdef int64_t got
+    if codec == 3:
+        if kl_lz4_bound(src, <size_t>n, &bound) or bound > <uint64_t>max_size:
+            return 0
+        s.ensure_scratch(<int64_t>bound + KL_SLACK)
+        got = kl_lz4_frames(src, <size_t>n, s.scratch, <size_t>bound)
+        if got < 0:
+            return 0
+    elif codec == 2:
+        if kl_snappy_size(src, <size_t>n, &bound) or bound > <uint64_t>max_size:
+            return 0
+        s.ensure_scratch(<int64_t>bound + KL_SLACK)
+        if kl_snappy(src, <size_t>n, s.scratch):
+            return 0
+        got = <int64_t>bound
+    else:
+        return 0
+    out[0] = s.scratch
+    out_len[0] = got
+    return 1
 
 
 cdef inline const uint8_t* _ptr(const uint8_t[::1] mv) noexcept:
@@ -1363,11 +1850,13 @@ cdef int _do_v2(_Sink s, object view, const uint8_t* p, Hdr* h, Params* prm,
         s.reserve_rows(h.count)
         s.reserve_kv(plen, 0)
         return s.v2_records(p + V2_HEADER_SIZE, plen, h, prm)
-    raw = _decompress(codec, view[pos + V2_HEADER_SIZE:pos + size], 2,
-                      prm.max_decompressed, s.where_pos, s.where_off)
-    rmv = raw
-    rp = _ptr(rmv)
-    dlen = rmv.shape[0]
+    if not _fast_decompress(s, codec, p + V2_HEADER_SIZE, plen, prm.max_decompressed,
+                            &rp, &dlen):
+        raw = _decompress(codec, view[pos + V2_HEADER_SIZE:pos + size], 2,
+                          prm.max_decompressed, s.where_pos, s.where_off)
+        rmv = raw
+        rp = _ptr(rmv)
+        dlen = rmv.shape[0]
     comp_left[0] -= plen
     if h.count > dlen // MIN_RECORD_SIZE or (h.count == 0 and dlen):
         raise s.error(f"record count {h.count} does not match the {dlen} bytes the "
@@ -1421,12 +1910,14 @@ cdef int _do_legacy(_Sink s, object view, const uint8_t* p, int64_t avail, Param
     if m.value_len < 0:
         raise s.error(f"compressed magic {m.magic} message with a null value")
     vstart = <int64_t>(m.value - p)
-    raw = _decompress(codec, view[pos + vstart:pos + vstart + m.value_len], m.magic,
-                      prm.max_decompressed, s.where_pos, s.where_off)
+    if not _fast_decompress(s, codec, m.value, m.value_len, prm.max_decompressed,
+                            &rp, &dlen):
+        raw = _decompress(codec, view[pos + vstart:pos + vstart + m.value_len], m.magic,
+                          prm.max_decompressed, s.where_pos, s.where_off)
+        rmv = raw
+        rp = _ptr(rmv)
+        dlen = rmv.shape[0]
     comp_left[0] -= m.value_len
-    rmv = raw
-    rp = _ptr(rmv)
-    dlen = rmv.shape[0]
     # pass 1: validate every inner message, count them, find the last inner offset
     ipos = 0
     count = 0
@@ -1819,3 +2310,27 @@ def utf8_repair(data):
     valid = bool(kl_utf8_valid(&mv[0], n))
     k = kl_utf8_fix(&mv[0], n, &om[0])
     return valid, bytes(out[:k])
+
+
+def crc32c(data):
+    """CRC-32C of a bytes-like object as the kernel computes it (test hook: SSE4.2 when
+    available, else the crc32c package)."""
+    cdef const uint8_t[::1] mv = data
+    return _crc32c_at(_ptr(mv), mv.shape[0])
+
+
+def hw_crc32c_available():
+    """Whether the kernel computes CRC-32C with SSE4.2 on this CPU (test hook)."""
+    return bool(kl_hwcrc)
+
+
+def fast_decompress(int codec, data, int64_t max_size):
+    """The kernel's C decompression of one lz4 or snappy payload (test hook): the bytes,
+    or None when the payload is left to the codec registry."""
+    cdef const uint8_t[::1] mv = data
+    cdef const uint8_t* out
+    cdef int64_t n
+    s = _Sink(False)
+    if not _fast_decompress(s, codec, _ptr(mv), mv.shape[0], max_size, &out, &n):
+        return None
+    return PyBytes_FromStringAndSize(<char*>out, n)

@@ -1,0 +1,156 @@
+"""The kernel's own C paths: CRC-32C (SSE4.2) and the LZ4-frame / snappy decoders that
+decompress straight into a scratch buffer. Oracles: the crc32c package and the lz4 /
+cramjam libraries, on random data of many sizes and on hostile (mutated) payloads."""
+from __future__ import annotations
+
+import random
+import struct
+
+import pytest
+
+from spark_kafkalog.errors import CodecError
+from spark_kafkalog.format import _decode as kernel
+from spark_kafkalog.format.codecs import compress, decompress
+
+crc32c = pytest.importorskip("crc32c")
+lz4f = pytest.importorskip("lz4.frame")
+cramjam = pytest.importorskip("cramjam")
+
+SIZES = [0, 1, 2, 7, 15, 16, 17, 31, 64, 100, 1000, 4095, 16384, 65535, 65536, 65537,
+         200_000]
+BIG = 1 << 30
+
+
+def _sample(n: int, rng: random.Random) -> bytes:
+    words = [rng.randbytes(rng.randint(1, 12)) for _ in range(64)]
+    out = bytearray()
+    while len(out) < n:
+        out += rng.choice(words)
+    return bytes(out[:n])
+
+
+def _datasets(n: int, seed: int):
+    rng = random.Random(seed)
+    yield _sample(n, rng)
+    yield rng.randbytes(n)
+    yield bytes(n)
+    yield (b"abc" * (n // 3 + 1))[:n]
+    # short periods (match offsets 1..7 overlap their own output)
+    yield bytes(rng.randbytes(rng.randint(1, 7)) * (n // 2 + 1))[:n]
+
+
+def test_crc32c_every_short_length_and_alignment():
+    rng = random.Random(1)
+    buf = rng.randbytes(400)
+    for n in range(0, 301):
+        for start in range(0, 8):
+            data = buf[start:start + n]
+            assert kernel.crc32c(data) == crc32c.crc32c(data), (n, start)
+
+
+@pytest.mark.parametrize("n", [767, 768, 769, 6143, 6144, 6145, 16384, 100_003, 1 << 20])
+def test_crc32c_long(n):
+    data = random.Random(n).randbytes(n + 3)
+    for start in range(4):
+        assert kernel.crc32c(data[start:start + n]) == crc32c.crc32c(data[start:start + n])
+
+
+def _lz4_frames(d: bytes):
+    from aiokafka.codec import lz4_encode
+    yield compress("lz4", d)                  # Kafka's layout: independent, no checksums
+    yield lz4_encode(d)                       # aiokafka: block checksums
+    yield lz4f.compress(d)                    # python-lz4 defaults: linked, sized
+    yield lz4f.compress(d, content_checksum=True, block_checksum=True,
+                        block_size=lz4f.BLOCKSIZE_MAX64KB)
+    yield lz4f.compress(d, block_linked=False, store_size=True, compression_level=9)
+    yield compress("lz4", d) + compress("lz4", d[::-1])      # two frames
+
+
+def _snappy_payloads(d: bytes):
+    from aiokafka.codec import snappy_encode
+    yield compress("snappy", d)               # xerial, 32 KiB blocks
+    yield snappy_encode(d)
+    yield bytes(cramjam.snappy.compress_raw(d))
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_lz4_matches_library(n):
+    for d in _datasets(n, n):
+        for frame in _lz4_frames(d):
+            assert kernel.fast_decompress(3, frame, BIG) == lz4_decode_all(frame)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_snappy_matches_library(n):
+    for d in _datasets(n, n):
+        for payload in _snappy_payloads(d):
+            assert kernel.fast_decompress(2, payload, BIG) == d
+
+
+def lz4_decode_all(payload: bytes) -> bytes:
+    out = b""
+    while payload:
+        d = lz4f.LZ4FrameDecompressor()
+        out += d.decompress(payload)
+        payload = d.unused_data
+    return out
+
+
+def test_left_to_the_registry():
+    d = _sample(5000, random.Random(3))
+    frame = bytearray(compress("lz4", d))
+    # Kafka's pre-0.10 header checksum: the registry patches it
+    from spark_kafkalog.format.codecs import xxh32
+    frame[6] = (xxh32(bytes(frame[:6])) >> 8) & 0xFF
+    assert kernel.fast_decompress(3, bytes(frame), BIG) is None
+    assert bytes(decompress(3, bytes(frame), magic=0)) == d
+    # skippable frame, and an output bound past the budget
+    skippable = struct.pack("<II", 0x184D2A50, 0)
+    assert kernel.fast_decompress(3, skippable + compress("lz4", d), BIG) is None
+    assert kernel.fast_decompress(3, compress("lz4", d), 4999) is None
+    assert kernel.fast_decompress(2, compress("snappy", d), 4999) is None
+    assert kernel.fast_decompress(2, compress("snappy", d), 5000) == d
+    # other codecs
+    assert kernel.fast_decompress(1, compress("gzip", d), BIG) is None
+
+
+def _mutants(payload: bytes, rng: random.Random, count: int):
+    for _ in range(count):
+        b = bytearray(payload)
+        kind = rng.randrange(4)
+        if kind == 0 and b:
+            for _ in range(rng.randint(1, 4)):
+                b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+        elif kind == 1 and b:
+            del b[rng.randrange(len(b)):]
+        elif kind == 2 and b:
+            i = rng.randrange(len(b))
+            b[i:i + 4] = rng.randbytes(4)
+        else:
+            b += rng.randbytes(rng.randint(1, 8))
+        yield bytes(b)
+
+
+@pytest.mark.parametrize("codec", [2, 3])
+def test_hostile_payloads_never_disagree_with_the_library(codec):
+    """A mutated payload is either decoded by the C path to exactly what the library
+    gives, or left to the registry (None), which then decodes it or raises CodecError."""
+    rng = random.Random(codec)
+    bases = []
+    for n in (0, 40, 300, 5000, 70_000):
+        d = _sample(n, rng)
+        bases += list(_lz4_frames(d) if codec == 3 else _snappy_payloads(d))
+    seen_fast = seen_slow = 0
+    for base in bases:
+        for m in _mutants(base, rng, 400):
+            fast = kernel.fast_decompress(codec, m, 1 << 20)
+            try:
+                slow = bytes(decompress(codec, m, max_size=1 << 20))
+            except CodecError:
+                slow = None
+            if fast is not None:
+                seen_fast += 1
+                assert fast == slow
+            else:
+                seen_slow += 1
+    assert seen_fast and seen_slow
