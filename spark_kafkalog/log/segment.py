@@ -27,6 +27,8 @@ otherwise the scan falls back to the segment start (``ReadStats.index_fallbacks`
 from __future__ import annotations
 
 import logging
+import mmap
+import os
 import struct
 import warnings
 from dataclasses import dataclass, field
@@ -60,6 +62,11 @@ DEFAULT_MAX_BATCH_BYTES = 256 * 1024 * 1024
 _MIN_WINDOW = 4096
 # Offsets inside one segment are base + int32 (index entries store them relative).
 _MAX_SEGMENT_SPAN = 1 << 31
+# memory maps start on this boundary (0: no mmap module here, read instead)
+_PAGE = getattr(mmap, "ALLOCATIONGRANULARITY", 0) if hasattr(mmap, "PROT_READ") else 0
+# MAP_POPULATE: fault the whole range in with the map call (one kernel pass over the
+# page cache instead of one fault per page as the scan walks it)
+_MAP_FLAGS = getattr(mmap, "MAP_SHARED", 1) | getattr(mmap, "MAP_POPULATE", 0)
 
 
 class TornTailWarning(UserWarning):
@@ -148,31 +155,90 @@ def _be_int(arr: np.ndarray, idx: np.ndarray, nbytes: int) -> np.ndarray:
 
 
 class _SegmentFile:
-    """A segment's .log opened once, read with ranged reads, bytes counted."""
+    """A segment's .log opened once and read in ranges, bytes counted.
+
+    :meth:`read` returns a buffer (a memoryview) of exactly the bytes asked for, made
+    without the copies a ``bytes`` result costs:
+
+    - on the local filesystem each range is memory-mapped on its own (``mmap`` of the
+      page-aligned range, pre-faulted): no copy at all, and the mapping is released as
+      soon as nothing refers to the range any more, so resident memory stays one window
+      (mapping the whole file would keep every page touched resident until the end);
+    - elsewhere (S3, HDFS, a wrapped filesystem, ...) the range is read straight into a
+      fresh uninitialised buffer.
+
+    ``carry``, the unconsumed end of the previous range, which must be the first bytes
+    of the new one, is copied into the new buffer rather than read again (a memory map
+    needs neither), so every byte of the file is read once.
+
+    A memory-mapped file that is truncated while a range of it is mapped faults (SIGBUS)
+    on access; Kafka only ever truncates a segment on recovery or on follower
+    divergence, never one a reader is expected to read concurrently, and each range is
+    checked against the file's current size before it is mapped."""
 
     def __init__(self, fs: pafs.FileSystem, path: str, size: int, stats: ReadStats):
         self.path = path
         self.size = size
         self.stats = stats
+        self._fd = None
+        self._f = None
         try:
-            self._f = fs.open_input_file(path)
+            if isinstance(fs, pafs.LocalFileSystem) and _PAGE:
+                self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            else:
+                self._f = fs.open_input_file(path)
         except OSError as err:
             raise LogLayoutError(f"cannot open segment: {err}", path=path) from err
 
-    def read(self, position: int, length: int) -> bytes:
+    def read(self, position: int, length: int, carry=None) -> memoryview:
         length = min(length, self.size - position)
         if length <= 0:
-            return b""
-        data = self._f.read_at(length, position)
-        self.stats.bytes_read += len(data)
-        if len(data) != length:
-            raise LogLayoutError(f"short read: {len(data)} of {length} bytes (the file "
-                                 "shrank while being read?)", path=self.path,
-                                 position=position)
+            return memoryview(b"")
+        kept = 0 if carry is None else min(len(carry), length)
+        if self._fd is not None:
+            data = self._map(position, length)
+        else:
+            buf = np.empty(length, dtype=np.uint8)
+            if kept:
+                buf[:kept] = np.frombuffer(carry, dtype=np.uint8, count=kept)
+            data = memoryview(buf)
+            got = kept
+            if kept < length:
+                self._f.seek(position + kept)
+                got += self._f.readinto(data[kept:])
+            if got != length:
+                self._short(position, got, length)
+        self.stats.bytes_read += length - kept
         return data
 
+    def _map(self, position: int, length: int) -> memoryview:
+        try:
+            current = os.fstat(self._fd).st_size
+        except OSError as err:
+            raise LogLayoutError(f"cannot stat segment: {err}", path=self.path,
+                                 position=position) from err
+        if current < position + length:
+            self._short(position, max(current - position, 0), length)
+        start = position - position % _PAGE
+        try:
+            mm = mmap.mmap(self._fd, position + length - start, flags=_MAP_FLAGS,
+                           prot=mmap.PROT_READ, offset=start)
+        except OSError as err:
+            raise LogLayoutError(f"cannot map {length} bytes: {err}", path=self.path,
+                                 position=position) from err
+        # the memoryview keeps the map alive; it is unmapped when the last view goes
+        return memoryview(mm)[position - start:]
+
+    def _short(self, position: int, got: int, length: int):
+        raise LogLayoutError(f"short read: {got} of {length} bytes (the file shrank while "
+                             "being read?)", path=self.path, position=position)
+
     def close(self) -> None:
-        self._f.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._f is not None:
+            self._f.close()
 
 
 class _Scan:
@@ -205,7 +271,7 @@ class _Scan:
         pos = start
         while pos < f.size:
             chunk = f.read(pos, min(self.window_bytes, f.size - pos))
-            if chunk.count(0) != len(chunk):
+            if np.frombuffer(chunk, dtype=np.uint8).any():
                 return False
             pos += len(chunk)
         return True
@@ -328,8 +394,7 @@ class _Scan:
             if read_limit is not None and read_limit > pos:
                 need = min(need, max(read_limit - pos, len(carry) + 1))
             data = None         # drop the previous window before reading the next
-            data = carry + f.read(pos + len(carry), need - len(carry)) if carry else \
-                f.read(pos, need)
+            data = f.read(pos, need, carry) if carry else f.read(pos, need)
             carry = b""
             hint = (self.prev_last + 1) if self.prev_last is not None else \
                 (self.p.segments[seg_i].base_offset if pos == 0 else None)
