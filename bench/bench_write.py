@@ -6,7 +6,8 @@
 The DataFrame (``key`` string, ``value`` ~120-byte string) is generated, repartitioned to
 the number of cores and cached before anything is timed, so both writers read the same
 in-memory rows. Each writer runs once to warm up (JIT, Python workers), then ``--repeat``
-times; the best run counts. Parquet is written with Spark's defaults (snappy). A
+interleaved rounds run every writer once each; medians are reported, and the median of
+the per-round kafkalog/Parquet ratios (robust to the machine's load changing). Parquet is written with Spark's defaults (snappy). A
 kafkalog write includes the driver's commit: offsets, appending to the segments, indexes,
 fsync, checkpoints and the journal — everything until ``save()`` returns.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -30,7 +32,7 @@ sys.path.insert(0, str(REPO))
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=2_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--partitions", type=int, default=4, help="topic partitions")
     ap.add_argument("--codecs", default="none,lz4,zstd")
     ap.add_argument("--master", default="local[2]")
@@ -70,26 +72,32 @@ def main() -> None:
                 .mode("append").save()
         return run
 
-    def best(fn, label):
-        fn(-1)                                      # warm-up
-        times = []
-        for i in range(args.repeat):
+    codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
+    writers = [("parquet", parquet)] + [(f"kafkalog {c}", kafkalog(c)) for c in codecs]
+    for _, fn in writers:
+        fn(-1)                                      # warm-up (JIT, Python workers)
+    # Interleaved rounds: each round runs every writer once, so a change in machine load
+    # hits all of them alike; medians and per-round ratios are reported.
+    times = {label: [] for label, _ in writers}
+    ratios = {label: [] for label, _ in writers[1:]}
+    for i in range(args.repeat):
+        for label, fn in writers:
             t0 = time.perf_counter()
             fn(i)
-            times.append(time.perf_counter() - t0)
-        t = min(times)
-        print(f"{label:<16} best {t:7.3f} s  {args.rows / t / 1e6:6.2f} M rows/s  "
-              f"(runs: {', '.join(f'{x:.2f}' for x in times)})", flush=True)
-        return t
-
-    t_parquet = best(parquet, "parquet")
-    results = {}
-    for codec in [c.strip() for c in args.codecs.split(",") if c.strip()]:
-        results[codec] = best(kafkalog(codec), f"kafkalog {codec}")
-        size = sum(f.stat().st_size for f in (scratch / f"kafkalog-{codec}-0").rglob("*.log"))
-        print(f"{'':<16} log bytes {size / 1e6:8.1f} MB")
-    for codec, t in results.items():
-        print(f"ratio kafkalog {codec} / parquet throughput: {t_parquet / t:.2f}x")
+            times[label].append(time.perf_counter() - t0)
+        for label in ratios:
+            ratios[label].append(times["parquet"][-1] / times[label][-1])
+    med = {label: statistics.median(ts) for label, ts in times.items()}
+    for label, ts in times.items():
+        print(f"{label:<16} median {med[label]:7.3f} s  {args.rows / med[label] / 1e6:6.2f} "
+              f"M rows/s  best {min(ts):.3f} s  (runs: {', '.join(f'{x:.2f}' for x in ts)})",
+              flush=True)
+    for c in codecs:
+        size = sum(f.stat().st_size for f in (scratch / f"kafkalog-{c}-0").rglob("*.log"))
+        print(f"kafkalog {c:<7} log bytes {size / 1e6:8.1f} MB")
+    for label, rs in ratios.items():
+        print(f"ratio {label} / parquet throughput: median {statistics.median(rs):.2f}x "
+              f"(per round: {', '.join(f'{r:.2f}' for r in rs)})")
     if not args.dir:
         shutil.rmtree(scratch, ignore_errors=True)
     spark.stop()

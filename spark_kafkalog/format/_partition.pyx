@@ -165,3 +165,37 @@ def partition_for_keys(keys, int num_partitions, int64_t null_start=0):
                 h = _murmur2(&data[a], b - a)
             out[i] = <int32_t>((h & 0x7fffffff) % np_)
     return result
+
+
+def group_by_partition(parts, int num_partitions):
+    """Counting sort of row numbers by partition: ``(order, counts)`` where ``order``
+    (int64) lists the rows of partition 0, then 1, ... each in row order (stable), and
+    ``counts[p]`` is the number of rows of partition ``p``. O(rows), two passes.
+    Raises ValueError for a partition outside ``[0, num_partitions)``."""
+    if num_partitions < 1:
+        raise ValueError("num_partitions must be >= 1")
+    cdef const int32_t[::1] p = np.ascontiguousarray(parts, dtype=np.int32)
+    cdef int64_t n = p.shape[0]
+    counts_arr = np.zeros(num_partitions, dtype=np.int64)
+    order_arr = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] counts = counts_arr
+    cdef int64_t[::1] order = order_arr
+    cdef int64_t[::1] start = np.empty(num_partitions, dtype=np.int64)
+    cdef int64_t i, acc = 0
+    cdef int32_t v
+    with nogil:
+        for i in range(n):
+            v = p[i]
+            if v < 0 or v >= num_partitions:
+                with gil:
+                    raise ValueError(f"row {i} has partition {v}, outside "
+                                     f"[0, {num_partitions})")
+            counts[v] += 1
+        for i in range(num_partitions):
+            start[i] = acc
+            acc += counts[i]
+        for i in range(n):
+            v = p[i]
+            order[start[v]] = i
+            start[v] += 1
+    return order_arr, counts_arr

@@ -50,11 +50,14 @@ A test may pass ``fault``: a callable invoked with the name of each step (``"loc
 from __future__ import annotations
 
 import contextlib
+import errno
+import mmap
 import os
 import struct
 import time
 import uuid
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -71,6 +74,7 @@ from spark_kafkalog.format import wire
 from spark_kafkalog.log import journal as jr
 from spark_kafkalog.log.index_write import (
     DEFAULT_MAX_INDEX_BYTES,
+    INT32_MAX,
     OFFSET_ENTRY_SIZE,
     TIME_ENTRY_SIZE,
     IndexBuilder,
@@ -696,22 +700,37 @@ def _plan_partition(plan: _PartPlan, sections: list[tuple[int, StagedSection]],
         lasts = bases + counts - 1
         max_ts = table["max_timestamp"]
         rows = np.arange(sec.batch_start, sec.batch_start + sec.batch_count)
-        run_start = 0
-        for j in range(len(table)):
-            size = int(sizes[j])
-            last = int(lasts[j])
-            if cur is None or (cur.end_size > 0 and (
-                    cur.end_size + size > cfg.segment_bytes or not cur.builder.can_take(last))):
-                if cur is not None and j > run_start:
-                    _add_run(plan, len(segs) - 1, cur, staged_i, sec, table, rows, bases,
-                             run_start, j)
-                    run_start = j
+        ends = np.cumsum(sizes)
+        m = len(table)
+        j = 0
+        while j < m:
+            # how many batches from j fit the current segment (LogSegment.shouldRoll:
+            # size, relative offset, index fullness); a fresh segment takes at least one
+            k = 0
+            if cur is not None:
+                used = ends[j - 1] if j else 0
+                k = int(np.searchsorted(ends[j:] - used,
+                                        cfg.segment_bytes - cur.end_size, side="right"))
+                k = min(k, int(np.searchsorted(lasts[j:], cur.base + INT32_MAX,
+                                               side="right")))
+                room = min(cur.builder.max_index_bytes // OFFSET_ENTRY_SIZE
+                           - cur.builder.offset_entry_count,
+                           cur.builder.max_index_bytes // TIME_ENTRY_SIZE
+                           - cur.builder.time_entry_count)
+                k = min(k, max(room, 0))
+                if cur.end_size == 0 and k == 0 and room > 0:
+                    k = 1
+            if k == 0:
                 cur = _new_seg(int(bases[j]), cfg)
                 segs.append(cur)
-            cur.builder.add_batch(cur.end_size, last, int(max_ts[j]))
-            cur.end_size += size
-        _add_run(plan, len(segs) - 1, cur, staged_i, sec, table, rows, bases, run_start,
-                 len(table))
+                continue
+            chunk = slice(j, j + k)
+            chunk_sizes = sizes[chunk]
+            positions = cur.end_size + np.cumsum(chunk_sizes) - chunk_sizes
+            cur.builder.add_batches(positions, lasts[chunk], max_ts[chunk])
+            cur.end_size += int(chunk_sizes.sum())
+            _add_run(plan, len(segs) - 1, cur, staged_i, sec, table, rows, bases, j, j + k)
+            j += k
         next_offset = int(lasts[-1]) + 1
         plan.planned_bytes += sec.size
     plan.end = next_offset
@@ -752,13 +771,14 @@ class _SegOut:
         self._fd = None
         self._stream = None
         if is_local(fs):
+            # read-write: batches copied in the kernel are patched through a mapping
             if seg.existing:
-                self._fd = os.open(path, os.O_WRONLY)
+                self._fd = os.open(path, os.O_RDWR)
                 if seg.start_size == 0:
                     os.ftruncate(self._fd, 0)
             else:
                 try:
-                    self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                    self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
                 except FileExistsError as err:
                     raise CommitConflictError("segment file appeared under the writer lock",
                                               path=path) from err
@@ -779,36 +799,113 @@ class _SegOut:
             self._stream.write(view)
         self.written_to += len(data)
 
-    def close(self, fsync: bool) -> None:
+    def close(self, syncer: "_Syncer | None") -> None:
+        """Close; with a syncer, the file is fsynced (then closed) in its background
+        thread, overlapping the disk flush with the copy of the next segment."""
         if self._fd is not None:
-            if fsync:
-                os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = None
+            fd, self._fd = self._fd, None
+            if syncer is not None:
+                syncer.fsync_and_close(fd)
+            else:
+                os.close(fd)
         if self._stream is not None:
             self._stream.close()
             self._stream = None
+
+
+class _Syncer:
+    """fsyncs files in background threads (the kernel flushes in parallel with the
+    copying of further data); :meth:`wait` joins them and re-raises the first error."""
+
+    def __init__(self):
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafkalog-fsync")
+        self._futures: list = []
+
+    @staticmethod
+    def _run(fd: int) -> None:
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def fsync_and_close(self, fd: int) -> None:
+        self._futures.append(self._pool.submit(self._run, fd))
+
+    def wait(self) -> None:
+        try:
+            for f in self._futures:
+                f.result()
+        finally:
+            self._futures = []
+            self._pool.shutdown(wait=True)
 
 
 _ARANGE8 = np.arange(8, dtype=np.int64)
 _ARANGE4 = np.arange(4, dtype=np.int64)
 
 
-def _patch_window(buf: bytearray, rel: np.ndarray, sizes: np.ndarray, bases: np.ndarray,
-                  path: str, position: int) -> None:
-    """Rewrite each batch's baseOffset in ``buf`` (batches start at ``rel``), after checking
-    that the bytes are the batches the table describes (magic 2, matching length)."""
-    v = np.frombuffer(buf, dtype=np.uint8)
+def _patch_batches(v: np.ndarray, rel: np.ndarray, sizes: np.ndarray, bases: np.ndarray
+                   ) -> tuple[int, int, int] | None:
+    """Rewrite each batch's baseOffset in the byte array ``v`` (batches start at ``rel``),
+    after checking that the bytes are the batches the table describes (magic 2, matching
+    length). Returns (index, magic, length) of the first mismatch, None when all is well
+    (the caller raises, once no view of a mapped file is alive)."""
     magic = v[rel + wire.MAGIC_POS]
     length = v[(rel + wire.SIZE_POS)[:, None] + _ARANGE4].copy().view(">i4").ravel()
     bad = np.flatnonzero((magic != 2) | (length.astype(np.int64) != sizes - wire.LOG_OVERHEAD))
     if len(bad):
         k = int(bad[0])
-        raise CorruptRecordError("staged bytes are not the record batch their table "
-                                 f"describes (magic {int(magic[k])}, length {int(length[k])}, "
-                                 f"expected {int(sizes[k]) - wire.LOG_OVERHEAD})", path=path,
-                                 position=position + int(rel[k]))
+        return k, int(magic[k]), int(length[k])
     v[rel[:, None] + _ARANGE8] = bases.astype(">i8").view(np.uint8).reshape(-1, 8)
+    return None
+
+
+def _mismatch(bad: tuple[int, int, int], rel: np.ndarray, sizes: np.ndarray, path: str,
+              position: int) -> CorruptRecordError:
+    k, magic, length = bad
+    return CorruptRecordError("staged bytes are not the record batch their table describes "
+                              f"(magic {magic}, length {length}, expected "
+                              f"{int(sizes[k]) - wire.LOG_OVERHEAD})", path=path,
+                              position=position + int(rel[k]))
+
+
+def _copy_local(reader: _Reader, out: _SegOut, src: int, dst: int, nbytes: int) -> bool:
+    """Kernel-side copy (no trip through user space). False when the kernel or the
+    filesystem cannot (the caller falls back to read + write)."""
+    global _COPY_FILE_RANGE
+    if not _COPY_FILE_RANGE:
+        return False
+    done = 0
+    try:
+        while done < nbytes:
+            n = os.copy_file_range(reader._fd, out._fd, nbytes - done, src + done, dst + done)
+            if n <= 0:
+                raise LogLayoutError("staging file is shorter than its description",
+                                     path=reader.path, position=src + done)
+            done += n
+    except OSError as err:
+        if err.errno in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL) \
+                and done == 0:
+            _COPY_FILE_RANGE = False
+            return False
+        raise
+    return True
+
+
+_COPY_FILE_RANGE = hasattr(os, "copy_file_range")
+
+
+def _patch_in_place(out: _SegOut, dst: int, nbytes: int, rel: np.ndarray, sizes: np.ndarray,
+                    bases: np.ndarray, src_path: str, src: int) -> None:
+    """Check and patch batches already copied into the segment, through a shared mapping
+    of just that range (only the header pages are touched)."""
+    start = dst - dst % mmap.ALLOCATIONGRANULARITY
+    with mmap.mmap(out._fd, dst + nbytes - start, offset=start) as mm:
+        v = np.frombuffer(mm, dtype=np.uint8)
+        bad = _patch_batches(v[dst - start:], rel, sizes, bases)
+        del v
+    if bad is not None:
+        raise _mismatch(bad, rel, sizes, src_path, src)
 
 
 def _copy_run(run: _Dest, reader: _Reader, out: _SegOut, table: np.ndarray,
@@ -819,22 +916,37 @@ def _copy_run(run: _Dest, reader: _Reader, out: _SegOut, table: np.ndarray,
     starts = ends - sizes
     i = 0
     n = len(rows)
+    local = reader._fd is not None and out._fd is not None
     while i < n:
         # the largest run of whole batches from i that fits a window (at least one)
         j = int(np.searchsorted(ends, starts[i] + COPY_WINDOW_BYTES, side="right"))
         j = max(j, i + 1)
         nbytes = int(ends[j - 1] - starts[i])
-        buf = bytearray(nbytes)
         src = run.src_position + int(starts[i])
+        dst = run.dst_position + int(starts[i])
+        half = nbytes // 2
+        if local and _copy_local(reader, out, src, dst, half):
+            fault("append-partial")
+            if not _copy_local(reader, out, src + half, dst + half, nbytes - half):
+                raise AssertionError("copy_file_range stopped working mid-copy")
+            out.written_to += nbytes
+            _patch_in_place(out, dst, nbytes, starts[i:j] - starts[i], sizes[i:j],
+                            run.bases[i:j], reader.path, src)
+            fault("append")
+            i = j
+            continue
+        buf = bytearray(nbytes)
         reader.read_into(buf, src)
-        _patch_window(buf, starts[i:j] - starts[i], sizes[i:j], run.bases[i:j],
-                      reader.path, src)
+        rel = starts[i:j] - starts[i]
+        bad = _patch_batches(np.frombuffer(buf, dtype=np.uint8), rel, sizes[i:j],
+                             run.bases[i:j])
+        if bad is not None:
+            raise _mismatch(bad, rel, sizes[i:j], reader.path, src)
         # two writes per window, with a fault point between them, so crash tests also
         # kill with a batch half written
-        half = nbytes // 2
-        out.write(memoryview(buf)[:half], run.dst_position + int(starts[i]))
+        out.write(memoryview(buf)[:half], dst)
         fault("append-partial")
-        out.write(memoryview(buf)[half:], run.dst_position + int(starts[i]) + half)
+        out.write(memoryview(buf)[half:], dst + half)
         fault("append")
         i = j
 
@@ -868,7 +980,8 @@ def _write_indexes(fs: pafs.FileSystem, directory: str, seg: _SegPlan, active: _
 
 
 def _apply_partition(fs: pafs.FileSystem, plan: _PartPlan, staged: Sequence[StagedFile],
-                     tables: _TablesCache, cfg: AppendConfig, fault: Fault) -> None:
+                     tables: _TablesCache, cfg: AppendConfig, fault: Fault,
+                     syncer: _Syncer | None) -> None:
     if plan.create_dir:
         if is_local(fs):
             os.makedirs(plan.directory, exist_ok=True)
@@ -888,7 +1001,7 @@ def _apply_partition(fs: pafs.FileSystem, plan: _PartPlan, staged: Sequence[Stag
             out = outs.pop(k)
             if out.written_to != seg.end_size:
                 raise AssertionError("segment plan and bytes written disagree")
-            out.close(cfg.fsync)
+            out.close(syncer)
             _write_indexes(fs, plan.directory, seg, plan.active, cfg.fsync)
             fault("segment")
         if cfg.fsync and is_local(fs):
@@ -897,7 +1010,7 @@ def _apply_partition(fs: pafs.FileSystem, plan: _PartPlan, staged: Sequence[Stag
                 jr.fsync_dir(os.path.dirname(plan.directory))
     finally:
         for out in outs.values():
-            out.close(False)
+            out.close(None)
         for r in readers.values():
             r.close()
 
@@ -1171,9 +1284,14 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
                     begun.append(t)
                 fault("begun")
                 # ---- append
-                for t in names:
-                    for plan in plans[t]:
-                        _apply_partition(fs, plan, staged, tables, cfg, fault)
+                syncer = _Syncer() if cfg.fsync and is_local(fs) else None
+                try:
+                    for t in names:
+                        for plan in plans[t]:
+                            _apply_partition(fs, plan, staged, tables, cfg, fault, syncer)
+                finally:
+                    if syncer is not None:
+                        syncer.wait()
                 fault("synced")
                 # ---- commit: the coordinator's journal write is the commit point
                 st = states[coordinator]

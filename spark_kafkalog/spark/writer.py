@@ -242,19 +242,20 @@ class _TaskWriter:
     def flush(self) -> None:
         if not self._buf:
             return
-        table = pa.Table.from_batches(self._buf).combine_chunks()
+        # left chunked: the partition sort below copies each row once anyway
+        table = pa.Table.from_batches(self._buf)
         self._buf = []
         self._buf_bytes = 0
         names = {n.lower(): n for n in table.column_names}
         if self.plan.wo.topic is not None:
             self._stage_topic(table, names, self.plan.wo.topic)
             return
-        topics = table.column(names["topic"])
+        topics = table.column(names["topic"]).combine_chunks()
         if topics.null_count:
             row = int(pc.index(pc.is_null(topics), True).as_py())
             raise InvalidOptionError(f"topic: row {row} of the DataFrame has a null 'topic' "
                                      "and no 'topic' option is set")
-        encoded = pc.dictionary_encode(topics).combine_chunks()
+        encoded = pc.dictionary_encode(topics)
         for k, name in enumerate(encoded.dictionary.to_pylist()):
             mask = pc.equal(encoded.indices, k)
             self._stage_topic(table.filter(mask), names, name)
@@ -285,8 +286,8 @@ class _TaskWriter:
         if n == 1:
             self._encode_into(topic, 0, table)
             return
-        order = np.argsort(parts, kind="stable")
-        counts = np.bincount(parts, minlength=n)
+        from spark_kafkalog.format._partition import group_by_partition
+        order, counts = group_by_partition(parts, n)
         sorted_table = table.take(pa.array(order))
         start = 0
         for p in np.flatnonzero(counts):
@@ -306,9 +307,10 @@ class _TaskWriter:
 
     def _encode_into(self, topic: str, partition: int, table: pa.Table) -> None:
         wo = self.plan.wo
+        # one thread: Spark already runs one task per core
         data, index = self._encode(table, compression=wo.compression,
                                    compression_level=wo.compression_level,
-                                   max_batch_bytes=wo.batch_size)
+                                   max_batch_bytes=wo.batch_size, threads=1)
         self.staging.add(topic, partition, data, index)
 
     def finish(self) -> tuple[StagedFile | None, dict]:

@@ -396,3 +396,23 @@ def test_refuses_a_log_dir_a_broker_holds(tmp_path):
         proc.wait(timeout=30)
     write(FS, root, "batch:1", {0: recs(3)})          # broker gone: fine
     assert len(read_kp(f"{root}/t-0")) == 3
+
+
+def test_vectorized_index_builder_equals_batch_by_batch():
+    rng = random.Random(11)
+    for trial in range(300):
+        n = rng.randint(0, 80)
+        sizes = [rng.choice([61, 100, 700, 5000, rng.randint(61, 9000)]) for _ in range(n)]
+        positions = [int(x) for x in np.cumsum([0] + sizes[:-1])] if n else []
+        lasts = [int(x) for x in np.cumsum([rng.randint(1, 9) for _ in range(n)]) + 50]
+        ts = [rng.choice([-1, rng.randint(0, 10_000)]) for _ in range(n)]
+        interval = rng.choice([0, 60, 700, 4096, 20_000])
+        cut = rng.randint(0, n)
+        one, many = (IndexBuilder.for_new_segment(50, interval) for _ in range(2))
+        for b in (one, many):                    # same prefix, then the rest two ways
+            for p, last, t in zip(positions[:cut], lasts[:cut], ts[:cut]):
+                b.add_batch(p, last, t)
+        for p, last, t in zip(positions[cut:], lasts[cut:], ts[cut:]):
+            one.add_batch(p, last, t)
+        many.add_batches(positions[cut:], lasts[cut:], ts[cut:])
+        assert one == many, trial

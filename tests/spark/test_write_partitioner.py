@@ -95,3 +95,16 @@ def test_bad_inputs():
         partition_for_keys(pa.array([b"a"]), 0)
     with pytest.raises(TypeError, match="binary or string"):
         partition_for_keys(pa.array([1, 2]), 3)
+
+
+def test_group_by_partition_is_a_stable_counting_sort():
+    from spark_kafkalog.format._partition import group_by_partition
+
+    rng = np.random.default_rng(5)
+    parts = rng.integers(0, 7, 10_000).astype(np.int32)
+    order, counts = group_by_partition(parts, 7)
+    assert order.tolist() == np.argsort(parts, kind="stable").tolist()
+    assert counts.tolist() == np.bincount(parts, minlength=7).tolist()
+    assert group_by_partition(np.empty(0, np.int32), 3)[1].tolist() == [0, 0, 0]
+    with pytest.raises(ValueError, match="row 1 has partition 9"):
+        group_by_partition(np.array([0, 9], np.int32), 3)
