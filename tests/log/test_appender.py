@@ -416,3 +416,30 @@ def test_vectorized_index_builder_equals_batch_by_batch():
             one.add_batch(p, last, t)
         many.add_batches(positions[cut:], lasts[cut:], ts[cut:])
         assert one == many, trial
+
+
+def test_written_logs_pass_kafkalog_verify(tmp_path):
+    """Every kind of write leaves a log `kafkalog verify --strict --deep` accepts (CRCs,
+    offsets, .index/.timeindex against the log, checkpoints against the log end)."""
+    import io
+
+    from spark_kafkalog.cli import main
+
+    root = str(tmp_path)
+    cfg = AppendConfig(segment_bytes=50_000, index_interval_bytes=1000)
+
+    def verify():
+        out, err = io.StringIO(), io.StringIO()
+        assert main(["verify", "--strict", "--deep", "--no-progress", root],
+                     stdout=out, stderr=err) == 0, out.getvalue() + err.getvalue()
+        assert "0 errors, 0 warnings" in out.getvalue()
+
+    for k, codec in enumerate(["none", "zstd", "lz4", "gzip", "snappy"]):
+        write(FS, root, f"batch:{k}", {0: recs(400, start=400 * k), 2: recs(150)},
+              partitions=3, config=cfg, per_batch=13, codec=codec, tasks=2)
+        verify()
+    write(FS, root, "batch:na", {1: recs(100)},
+          config=AppendConfig(no_append=True, index_interval_bytes=1000))
+    verify()
+    write(FS, root, "batch:ov", {2: recs(100)}, config=cfg, mode="overwrite")
+    verify()
