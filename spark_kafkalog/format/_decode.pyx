@@ -46,6 +46,7 @@ from spark_kafkalog.errors import (
     CorruptRecordError,
     InvalidOptionError,
     KafkaLogError,
+    MissingCodecError,
     UnsupportedFormatError,
 )
 from spark_kafkalog.format.schema import (
@@ -951,6 +952,50 @@ cdef extern from *:
         return (int64_t)(op - dst);
     }
 
+    /* zstd (RFC 8878): when src[0:n] is exactly one frame that declares its content
+       size and needs no dictionary, that size; else -1 (several frames, skippable
+       frames, no size, anything malformed: the codec registry handles those). The walk
+       over the block headers is bounded by n. */
+    static int64_t kl_zstd_sized_frame(const uint8_t* src, size_t n) {
+        static const uint8_t fcs_sizes[4] = {0, 2, 4, 8};
+        size_t pos, fcs, adv, bsize;
+        uint64_t cs = 0;
+        uint32_t h;
+        unsigned fhd, btype;
+    #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+        return -1;
+    #endif
+        if (n < 6 || kl_le32(src) != 0xFD2FB528u) return -1;
+        fhd = src[4];
+        if (fhd & 0x0Bu) return -1;                /* reserved bit, dictionary id */
+        fcs = fcs_sizes[fhd >> 6];
+        if (fcs == 0) fcs = (fhd & 0x20u) ? 1 : 0;
+        if (fcs == 0) return -1;
+        pos = 5 + ((fhd & 0x20u) ? 0 : 1);
+        if (n - pos < fcs) return -1;
+        memcpy(&cs, src + pos, fcs);
+        if (fcs == 2) cs += 256;
+        pos += fcs;
+        for (;;) {
+            if (n - pos < 3) return -1;
+            h = (uint32_t)src[pos] | ((uint32_t)src[pos + 1] << 8) | ((uint32_t)src[pos + 2] << 16);
+            btype = (h >> 1) & 3u;
+            bsize = h >> 3;
+            if (btype == 3 || bsize > 128 * 1024) return -1;
+            pos += 3;
+            adv = btype == 1 ? 1 : bsize;
+            if (adv > n - pos) return -1;
+            pos += adv;
+            if (h & 1u) break;
+        }
+        if (fhd & 0x04u) {
+            if (n - pos < 4) return -1;
+            pos += 4;
+        }
+        if (pos != n || cs > (uint64_t)INT64_MAX) return -1;
+        return (int64_t)cs;
+    }
+
     /* The uncompressed length a raw snappy block declares: its varint preamble (at most
        5 bytes, < 2**32). Returns the preamble length, or 0 when malformed. */
     static size_t kl_snappy_len(const uint8_t* p, size_t n, uint64_t* out) {
@@ -1075,6 +1120,7 @@ cdef extern from *:
     int64_t kl_lz4_frames(const uint8_t* src, size_t n, uint8_t* dst, size_t cap) noexcept nogil
     int kl_snappy_size(const uint8_t* src, size_t n, uint64_t* total) noexcept nogil
     int kl_snappy(const uint8_t* src, size_t n, uint8_t* dst) noexcept nogil
+    int64_t kl_zstd_sized_frame(const uint8_t* src, size_t n) noexcept nogil
 
 kl_crc32c_init()
 
@@ -1403,6 +1449,9 @@ cdef class _Sink:
     # at most max_decompressed + KL_SLACK bytes
     cdef uint8_t* scratch
     cdef int64_t scratch_cap
+    # this thread's zstandard decompress function (looked up once per call), or False
+    # when zstandard is missing (the registry then raises MissingCodecError)
+    cdef object zstd_decompress
 
     def __dealloc__(self):
         PyMem_Free(self.scratch)
@@ -1829,6 +1878,31 @@ cdef int _fast_decompress(_Sink s, int codec, const uint8_t* src, int64_t n,
     return 1
 
 
+cdef object _fast_zstd(_Sink s, const uint8_t* src, int64_t n, int64_t max_size):
+    """One zstd frame that declares its content size (within ``max_size``) and fills the
+    payload exactly, through zstandard with no registry glue: the decompressed bytes, or
+    None when the registry must handle the payload (it then decodes it or raises the
+    error that says what is wrong)."""
+    cdef int64_t size = kl_zstd_sized_frame(src, <size_t>n)
+    if size < 0 or size > max_size:
+        return None
+    if s.zstd_decompress is None:
+        try:
+            from spark_kafkalog.format.codecs import zstd_decompress_fn
+            s.zstd_decompress = zstd_decompress_fn()
+        except MissingCodecError:
+            s.zstd_decompress = False
+    if s.zstd_decompress is False:
+        return None
+    try:
+        raw = s.zstd_decompress(PyMemoryView_FromMemory(<char*>src, n, PyBUF_READ))
+    except Exception:      # the library's own error: let the registry name the problem
+        return None
+    if len(raw) != size:
+        return None
+    return raw
+
+
 cdef inline const uint8_t* _ptr(const uint8_t[::1] mv) noexcept:
     """Address of a (possibly empty) contiguous byte view."""
     return &mv[0] if mv.shape[0] else _EMPTY
@@ -1915,8 +1989,12 @@ cdef int _do_v2(_Sink s, object view, const uint8_t* p, Hdr* h, Params* prm,
         return s.v2_records(p + V2_HEADER_SIZE, plen, h, prm)
     if not _fast_decompress(s, codec, p + V2_HEADER_SIZE, plen, prm.max_decompressed,
                             &rp, &dlen):
-        raw = _decompress(codec, view[pos + V2_HEADER_SIZE:pos + size], 2,
-                          prm.max_decompressed, s.where_pos, s.where_off)
+        raw = None
+        if codec == 4:
+            raw = _fast_zstd(s, p + V2_HEADER_SIZE, plen, prm.max_decompressed)
+        if raw is None:
+            raw = _decompress(codec, view[pos + V2_HEADER_SIZE:pos + size], 2,
+                              prm.max_decompressed, s.where_pos, s.where_off)
         rmv = raw
         rp = _ptr(rmv)
         dlen = rmv.shape[0]

@@ -561,6 +561,13 @@ def _zstd_decompressor(zstd):
     return d
 
 
+def zstd_decompress_fn() -> Callable:
+    """The calling thread's ``ZstdDecompressor().decompress`` (for the decode kernel,
+    which calls it directly on single frames whose declared content size it has checked
+    against the budget). Raises MissingCodecError when zstandard is not installed."""
+    return _zstd_decompressor(_require("zstandard", "zstd")).decompress
+
+
 def _unzstd(payload: memoryview, max_size: int):
     zstd = _require("zstandard", "zstd")
     end = len(payload)

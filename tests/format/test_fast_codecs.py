@@ -158,3 +158,53 @@ def test_hostile_payloads_never_disagree_with_the_library(codec):
             else:
                 seen_slow += 1
     assert seen_fast and seen_slow
+
+
+# ---- through decode(): the kernel's codec paths end to end ----------------------------------
+
+def _records_payload(n: int) -> tuple[bytes, list]:
+    from tests.format.builders import v2_record
+    recs = [(i, 1000 + i, b"k%d" % i, _sample(50 + i % 70, random.Random(i))) for i in range(n)]
+    return b"".join(v2_record(o, ts - 1000, k, v) for o, ts, k, v in recs), recs
+
+
+def _batch_around(body: bytes, codec: int, count: int, base_offset: int = 0) -> bytes:
+    """A v2 batch whose payload is ``body`` as given (already compressed with ``codec``)."""
+    import crc32c as _crc
+    from tests.format.builders import v2_batch
+    from spark_kafkalog.format import wire
+    batch = bytearray(v2_batch(body, count=count, base_offset=base_offset,
+                               base_timestamp=1000))
+    struct.pack_into(">h", batch, wire.V2_ATTRIBUTES_POS, codec)
+    struct.pack_into(">I", batch, wire.V2_CRC_POS,
+                     _crc.crc32c(bytes(batch[wire.V2_ATTRIBUTES_POS:])))
+    return bytes(batch)
+
+
+@pytest.mark.parametrize("codec", [2, 3, 4])
+def test_decode_through_fast_paths(codec):
+    from tests.format.builders import rows
+    from spark_kafkalog.format import decode
+    payload, recs = _records_payload(300)
+    for body in (compress(codec, payload),
+                 lz4f.compress(payload) if codec == 3 else
+                 bytes(cramjam.snappy.compress_raw(payload)) if codec == 2 else
+                 compress(codec, payload[:1000]) + compress(codec, payload[1000:])):
+        got = rows(decode(_batch_around(body, codec, len(recs))))
+        assert [(r.offset, r.key, r.value) for r in got] == [(o, k, v) for o, _, k, v in recs]
+
+
+def test_zstd_declared_size_past_budget_names_the_batch():
+    import zstandard
+    from spark_kafkalog.format import decode
+    payload, recs = _records_payload(50)
+    frame = zstandard.ZstdCompressor(write_content_size=True).compress(payload)
+    data = _batch_around(frame, 4, len(recs), base_offset=77)
+    with pytest.raises(CodecError) as info:
+        decode(data, max_decompressed_bytes=len(payload) - 1)
+    assert info.value.offset == 77 and info.value.position == 0
+    assert len(decode(data, max_decompressed_bytes=len(payload))) == len(recs)
+    # a truncated frame goes to the registry, which reports the corruption
+    with pytest.raises(CodecError) as info:
+        decode(_batch_around(frame[:-1], 4, len(recs), base_offset=77))
+    assert info.value.offset == 77
