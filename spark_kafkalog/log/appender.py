@@ -361,10 +361,11 @@ def _size(fs: pafs.FileSystem, path: str) -> int | None:
 class _Reader:
     """Positional reads of one file (local: pread; elsewhere a RandomAccessFile)."""
 
-    def __init__(self, fs: pafs.FileSystem, path: str):
+    def __init__(self, fs: pafs.FileSystem, path: str, *, writable: bool = False):
         self.path = path
         if is_local(fs):
-            self._fd = os.open(path, os.O_RDONLY)
+            # writable: staging files, whose batches are patched in place before copying
+            self._fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
             self._f = None
         else:
             self._fd = None
@@ -410,14 +411,6 @@ class _Reader:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _truncate(path: str, size: int) -> None:
@@ -630,7 +623,6 @@ class _PartPlan:
     end: int = 0
     segments: list[_SegPlan] = field(default_factory=list)
     runs: list[_Dest] = field(default_factory=list)
-    old_segments: list[int] = field(default_factory=list)    # bases, before the write
     active: _Active | None = None
     planned_bytes: int = 0
     timeindex_tail: bytes = b""        # the close entry the append replaces (for rollback)
@@ -658,7 +650,6 @@ class _TablesCache:
             t = np.frombuffer(raw, dtype=BATCH_TABLE_DTYPE)
             self._tables[i] = t
         return t
-
 
 
 def _new_seg(base: int, cfg: AppendConfig) -> _SegPlan:
@@ -695,6 +686,9 @@ def _plan_partition(plan: _PartPlan, sections: list[tuple[int, StagedSection]],
             raise CommitConflictError("staging batch table does not match its section",
                                       path=tables.staged[staged_i].path)
         sizes = table["size"].astype(np.int64)
+        if int(table["position"][0]) != 0 or int(sizes.sum()) != sec.size:
+            raise CorruptRecordError("staging batch table does not tile its section",
+                                     path=tables.staged[staged_i].path, position=sec.position)
         counts = table["last_offset_delta"].astype(np.int64) + 1
         bases = next_offset + np.concatenate(([0], np.cumsum(counts)[:-1]))
         lasts = bases + counts - 1
@@ -895,17 +889,17 @@ def _copy_local(reader: _Reader, out: _SegOut, src: int, dst: int, nbytes: int) 
 _COPY_FILE_RANGE = hasattr(os, "copy_file_range")
 
 
-def _patch_in_place(out: _SegOut, dst: int, nbytes: int, rel: np.ndarray, sizes: np.ndarray,
-                    bases: np.ndarray, src_path: str, src: int) -> None:
-    """Check and patch batches already copied into the segment, through a shared mapping
-    of just that range (only the header pages are touched)."""
-    start = dst - dst % mmap.ALLOCATIONGRANULARITY
-    with mmap.mmap(out._fd, dst + nbytes - start, offset=start) as mm:
+def _patch_in_place(fd: int, pos: int, nbytes: int, rel: np.ndarray, sizes: np.ndarray,
+                    bases: np.ndarray, path: str) -> None:
+    """Check and patch the batches at ``[pos, pos + nbytes)`` of a file, through a shared
+    mapping of just that range (only the header pages are touched)."""
+    start = pos - pos % mmap.ALLOCATIONGRANULARITY
+    with mmap.mmap(fd, pos + nbytes - start, offset=start) as mm:
         v = np.frombuffer(mm, dtype=np.uint8)
-        bad = _patch_batches(v[dst - start:], rel, sizes, bases)
+        bad = _patch_batches(v[pos - start:], rel, sizes, bases)
         del v
     if bad is not None:
-        raise _mismatch(bad, rel, sizes, src_path, src)
+        raise _mismatch(bad, rel, sizes, path, pos)
 
 
 def _copy_run(run: _Dest, reader: _Reader, out: _SegOut, table: np.ndarray,
@@ -925,16 +919,20 @@ def _copy_run(run: _Dest, reader: _Reader, out: _SegOut, table: np.ndarray,
         src = run.src_position + int(starts[i])
         dst = run.dst_position + int(starts[i])
         half = nbytes // 2
-        if local and _copy_local(reader, out, src, dst, half):
-            fault("append-partial")
-            if not _copy_local(reader, out, src + half, dst + half, nbytes - half):
-                raise AssertionError("copy_file_range stopped working mid-copy")
-            out.written_to += nbytes
-            _patch_in_place(out, dst, nbytes, starts[i:j] - starts[i], sizes[i:j],
-                            run.bases[i:j], reader.path, src)
-            fault("append")
-            i = j
-            continue
+        if local and _COPY_FILE_RANGE:
+            # Patch the staged copy first, so the segment only ever receives final bytes
+            # (a crash mid-copy leaves at most a torn last batch, never stale offsets),
+            # then let the kernel copy them.
+            _patch_in_place(reader._fd, src, nbytes, starts[i:j] - starts[i], sizes[i:j],
+                            run.bases[i:j], reader.path)
+            if _copy_local(reader, out, src, dst, half):
+                fault("append-partial")
+                if not _copy_local(reader, out, src + half, dst + half, nbytes - half):
+                    raise AssertionError("copy_file_range stopped working mid-copy")
+                out.written_to += nbytes
+                fault("append")
+                i = j
+                continue
         buf = bytearray(nbytes)
         reader.read_into(buf, src)
         rel = starts[i:j] - starts[i]
@@ -995,7 +993,8 @@ def _apply_partition(fs: pafs.FileSystem, plan: _PartPlan, staged: Sequence[Stag
         for run in plan.runs:
             reader = readers.get(run.staged)
             if reader is None:
-                reader = readers[run.staged] = _Reader(fs, staged[run.staged].path)
+                reader = readers[run.staged] = _Reader(fs, staged[run.staged].path,
+                                                       writable=True)
             _copy_run(run, reader, outs[run.seg_index], tables.table(run.staged), fault)
         for k, seg in enumerate(plan.segments):
             out = outs.pop(k)
@@ -1420,7 +1419,7 @@ def _plan_all(fs: pafs.FileSystem, root: str, staged: Sequence[StagedFile],
                     raise LogLayoutError("could not repair the active segment's indexes",
                                          path=directory)
             plan = _PartPlan(topic=t, partition=p, directory=directory, create_dir=create,
-                             start=leo, old_segments=[s.base for s in segs], active=active)
+                             start=leo, active=active)
             if (active is not None and active.builder is not None and active.log_size
                     and active.builder.drop_time_tail_bytes and not no_append
                     and not overwrite):
