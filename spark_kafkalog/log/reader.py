@@ -161,8 +161,8 @@ def read_partition(logdirs: LogDirs, p: PartitionDir, *, start_offset: int, end_
                    stats: ReadStats | None = None,
                    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
                    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED,
-                   txn_index: str = "auto", decision_limit: int | None = None
-                   ) -> Iterator[pa.RecordBatch]:
+                   txn_index: str = "auto", decision_limit: int | None = None,
+                   memory_map: bool = False) -> Iterator[pa.RecordBatch]:
     """Rows with ``start_offset <= offset < end_offset`` (already clamped by the caller to
     what is visible), in offset order, schema ``record_schema(include_headers)``.
 
@@ -171,7 +171,9 @@ def read_partition(logdirs: LogDirs, p: PartitionDir, *, start_offset: int, end_
     "auto" uses the ``.txnindex`` files when the partition has any, else the markers in
     the log; "use"/"ignore" force one way); ``decision_limit``: markers at or after it
     decide nothing (default: none; it only matters for an ``end_offset`` past the last
-    stable offset).
+    stable offset). ``memory_map``: map local segment windows instead of reading them
+    (saves a copy; only for a log nothing truncates meanwhile, such as a copy or a
+    backup: a truncation under a map kills the process with SIGBUS).
 
     ``stats`` (a :class:`ReadStats`) receives bytes read, batches, records, skipped
     ranges, a torn tail, a policy stop. Errors: CorruptRecordError (on_corruption=fail),
@@ -205,7 +207,8 @@ def read_partition(logdirs: LogDirs, p: PartitionDir, *, start_offset: int, end_
                            seek_check=check, end_offset=end_offset,
                            read_limit=lambda i: _read_limit(logdirs, p, i, end_offset),
                            on_corruption=on_corruption, window_bytes=int(window_bytes),
-                           max_batch_bytes=max_batch_bytes, stats=stats)
+                           max_batch_bytes=max_batch_bytes, stats=stats,
+                           memory_map=memory_map)
     try:
         for w in windows:
             skip = resolver.skip_positions(w) if resolver is not None else None

@@ -160,30 +160,35 @@ class _SegmentFile:
     :meth:`read` returns a buffer (a memoryview) of exactly the bytes asked for, made
     without the copies a ``bytes`` result costs:
 
-    - on the local filesystem each range is memory-mapped on its own (``mmap`` of the
-      page-aligned range, pre-faulted): no copy at all, and the mapping is released as
-      soon as nothing refers to the range any more, so resident memory stays one window
-      (mapping the whole file would keep every page touched resident until the end);
-    - elsewhere (S3, HDFS, a wrapped filesystem, ...) the range is read straight into a
-      fresh uninitialised buffer.
+    - by default the range is read straight into a fresh uninitialised buffer (one
+      copy, from the page cache or the network);
+    - with ``memory_map`` on the local filesystem each range is memory-mapped on its
+      own (``mmap`` of the page-aligned range, pre-faulted): no copy at all, and the
+      mapping is released as soon as nothing refers to the range any more, so resident
+      memory stays one window (mapping the whole file would keep every page touched
+      resident until the end).
 
     ``carry``, the unconsumed end of the previous range, which must be the first bytes
     of the new one, is copied into the new buffer rather than read again (a memory map
     needs neither), so every byte of the file is read once.
 
-    A memory-mapped file that is truncated while a range of it is mapped faults (SIGBUS)
-    on access; Kafka only ever truncates a segment on recovery or on follower
-    divergence, never one a reader is expected to read concurrently, and each range is
-    checked against the file's current size before it is mapped."""
+    Why memory maps are opt-in: a file truncated while a range of it is mapped kills the
+    process (SIGBUS) when the range is touched, where a read just comes back short and
+    raises :class:`LogLayoutError`. A broker truncates its segments on recovery and on
+    follower divergence, and the appender rolls back a crashed commit by truncating, so
+    only a log nothing writes to (a copy, a backup) is safe to map. The saving is one
+    memory copy of the segment bytes (about 15% of the CPU time of reading
+    uncompressed batches)."""
 
-    def __init__(self, fs: pafs.FileSystem, path: str, size: int, stats: ReadStats):
+    def __init__(self, fs: pafs.FileSystem, path: str, size: int, stats: ReadStats,
+                 memory_map: bool = False):
         self.path = path
         self.size = size
         self.stats = stats
         self._fd = None
         self._f = None
         try:
-            if isinstance(fs, pafs.LocalFileSystem) and _PAGE:
+            if memory_map and isinstance(fs, pafs.LocalFileSystem) and _PAGE:
                 self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             else:
                 self._f = fs.open_input_file(path)
@@ -245,8 +250,9 @@ class _Scan:
     """State of one scan over a partition's segments (see :func:`scan_windows`)."""
 
     def __init__(self, fs, partition_dir, *, on_corruption, window_bytes, max_batch_bytes,
-                 stats, initial_window, verify_crc, quiet):
+                 stats, initial_window, verify_crc, quiet, memory_map=False):
         self.fs = fs
+        self.memory_map = bool(memory_map)
         self.p = partition_dir
         self.policy = check_policy(on_corruption)
         if window_bytes < 1:
@@ -364,7 +370,7 @@ class _Scan:
         segments = self.p.segments
         while seg_i < len(segments):
             seg = segments[seg_i]
-            f = _SegmentFile(self.fs, seg.path, seg.size, self.stats)
+            f = _SegmentFile(self.fs, seg.path, seg.size, self.stats, self.memory_map)
             limit = read_limit(seg_i) if callable(read_limit) else read_limit
             try:
                 result = yield from self._segment(f, seg_i, position, end_offset,
@@ -512,7 +518,8 @@ def scan_windows(fs: pafs.FileSystem, partition_dir, *, segment_index: int = 0,
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
                  stats: ReadStats | None = None, initial_window: int | None = None,
                  verify_crc: bool = True, prev_last_offset: int | None = None,
-                 quiet: bool = False, one_segment: bool = False) -> Iterator[Window]:
+                 quiet: bool = False, one_segment: bool = False,
+                 memory_map: bool = False) -> Iterator[Window]:
     """Windows of whole valid batches of ``partition_dir`` from ``(segment_index,
     position)`` to the log end, or until a batch reaching ``end_offset - 1`` has been
     yielded.
@@ -527,11 +534,13 @@ def scan_windows(fs: pafs.FileSystem, partition_dir, *, segment_index: int = 0,
     ``prev_last_offset``: the last offset known to precede ``position``.
     ``quiet``: log a torn tail without a Python warning (for internal probes).
     ``one_segment``: end at the end of the first segment (inspection of one segment).
+    ``memory_map``: on the local filesystem, map windows instead of reading them (no
+    copy; only for a log nothing truncates while it is read: see :class:`_SegmentFile`).
     """
     stats = stats if stats is not None else ReadStats()
     scan = _Scan(fs, partition_dir, on_corruption=on_corruption, window_bytes=window_bytes,
                  max_batch_bytes=max_batch_bytes, stats=stats, initial_window=initial_window,
-                 verify_crc=verify_crc, quiet=quiet)
+                 verify_crc=verify_crc, quiet=quiet, memory_map=memory_map)
     scan.prev_last = prev_last_offset
     if not partition_dir.segments:
         return iter(())
