@@ -741,14 +741,6 @@ cdef extern from *:
     static void kl_crc32c_init(void) { kl_hwcrc = 0; }
     #endif
 
-    /* Ask for the bytes of the next batch while this one is checked and decoded: the
-       CRC pass would otherwise wait on memory for every line, and the decode of a
-       batch is long enough to hide the fetch of the next. */
-    static inline void kl_prefetch(const uint8_t* p, size_t n) {
-        size_t i;
-        for (i = 0; i < n; i += 64) __builtin_prefetch(p + i, 0, 3);
-    }
-
     /* ---- xxHash32 (seed 0): LZ4 frame header, block and content checksums --------- */
     #define KL_XXP1 2654435761u
     #define KL_XXP2 2246822519u
@@ -1109,7 +1101,6 @@ cdef extern from *:
     }
     """
     int kl_hwcrc
-    void kl_prefetch(const uint8_t* p, size_t n) noexcept nogil
     void kl_crc32c_init() noexcept nogil
     uint32_t kl_crc32c_hw(const uint8_t* p, size_t n) noexcept nogil
     uint32_t kl_xxh32(const uint8_t* p, size_t n) noexcept nogil
@@ -1178,7 +1169,6 @@ cdef enum:
     LEG_LEFTOVER = 9
     # columns of BATCH_HEADER_SCHEMA
     NCOLS = 18
-    PREFETCH_MAX = 65536         # bytes of the next batch requested ahead (see kl_prefetch)
 
 cdef struct Hdr:
     # the fields of one top-level batch header (v2), or of a legacy entry
@@ -2216,8 +2206,6 @@ def decode_buffer(data, str topic, int32_t partition, bint verify_crc, bint incl
         if prm.nskip and _skipped(&prm, &skip_idx, pos):
             pos += size
             continue
-        if pos + size < n:
-            kl_prefetch(base + pos + size, <size_t>min(size, n - pos - size, PREFETCH_MAX))
         if h.magic == 2:
             if not _v2_out_of_range(&prm, &h):
                 _do_v2(s, view, base + pos, &h, &prm, &comp)
