@@ -9,18 +9,23 @@
   partition, clamped into [log start, log end]; the log end when there is no entry;
 - last stable offset (read_committed only, see isolation.py);
 - upper bound: what a consumer may read up to (exclusive): the high watermark, the last
-  stable offset under read_committed, the log end with ``read_past_high_watermark``.
+  stable offset under read_committed, the log end with ``read_past_high_watermark``;
+- our writer's journal (``<root>/.kafkalog.<topic>.journal``, read-only here): bytes of a
+  write that began but never committed (a writer killed mid-commit, not yet recovered)
+  are past the log end a reader sees, and a committed overwrite whose old segments are
+  still on disk starts at its new log start. A reader never returns an unfinished write.
 
 Damage in the log does not move these offsets under ``skip`` or ``stop`` (they are found
 by skipping over it); under ``fail`` it raises.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.log.journal import committed_bounds
 from spark_kafkalog.log.isolation import last_stable_offset
 from spark_kafkalog.log.seek import locate, log_start_offset, offset_index, time_index_last
 from spark_kafkalog.log.segment import ReadStats, check_policy, scan_windows
@@ -159,9 +164,19 @@ def partition_state(logdirs, p, *, isolation_level: str = "read_uncommitted",
     on_corruption = "fail" if check_policy(on_corruption) == "fail" else "skip"
     stats = stats if stats is not None else ReadStats()
     start = log_start_offset(logdirs, p)
+    journaled = (committed_bounds(logdirs.filesystem, p.root, p.topic) or {}).get(p.partition)
+    if journaled is not None:
+        start = max(start, journaled[0])
+        if journaled[1] is not None:
+            # segments an unfinished write created hold nothing committed: leave them
+            # out, so its torn bytes are the (normal) torn tail of the last segment kept
+            p = replace(p, segments=tuple(s for s in p.segments
+                                          if s.base_offset < journaled[1]) or p.segments[:1])
     leo, tail_max = _tail(logdirs, p, on_corruption, stats)
     # a log start checkpointed past the data (everything deleted) leaves an empty log
     leo_eff = max(leo, start)
+    if journaled is not None and journaled[1] is not None:
+        leo_eff = max(min(leo_eff, journaled[1]), start)
     ckpt_hw = logdirs.checkpointed_high_watermark(p)
     hw = leo_eff if ckpt_hw is None else max(min(ckpt_hw, leo_eff), start)
     limit = leo_eff if read_past_high_watermark else hw
