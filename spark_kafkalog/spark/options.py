@@ -143,6 +143,10 @@ class WriteOptions:
     index_interval_bytes: int = 4096            # Kafka topic index.interval.bytes default
     partitions: int | None = None               # partition count for a new topic
     filesystem_options: Mapping[str, str] = field(default_factory=dict)
+    # Spark refuses errorifexists/ignore for Python sources before a writer runs, so they
+    # come as option saveMode with mode("append").
+    save_mode: str = "append"                   # append | errorifexists | ignore
+    checkpoint_location: str | None = None      # set by Spark for streaming writes
 
 
 # -- option names (lower-cased) -------------------------------------------------------------
@@ -199,7 +203,10 @@ _WRITE_ALIASES = {
     "segmentBytes": ("segmentbytes", "segment.bytes"),
     "indexIntervalBytes": ("indexintervalbytes", "index.interval.bytes"),
     "partitions": ("partitions", "numpartitions", "num.partitions"),
+    "saveMode": ("savemode",),
+    "checkpointLocation": ("checkpointlocation",),
 }
+SAVE_MODES = ("append", "errorifexists", "ignore")
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -689,10 +696,20 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         if partitions >= 1 << 31:
             raise InvalidOptionError(f"{get('partitions')[0]} must fit an int, got "
                                      f"{partitions}")
+    save_mode = "append"
+    if get("saveMode"):
+        save_mode = get("saveMode")[1].strip().lower() or "append"
+        if save_mode not in SAVE_MODES:
+            raise InvalidOptionError(f"saveMode must be one of {', '.join(SAVE_MODES)} (use "
+                                     f"mode('overwrite') to replace a topic), got "
+                                     f"{get('saveMode')[1]!r}")
     return WriteOptions(path=path, topic=topic, compression=compression,
                         compression_level=level, batch_size=batch_size,
                         segment_bytes=segment_bytes, index_interval_bytes=index_interval,
-                        partitions=partitions, filesystem_options=_filesystem_options(opts))
+                        partitions=partitions, filesystem_options=_filesystem_options(opts),
+                        save_mode=save_mode,
+                        checkpoint_location=get("checkpointLocation")[1]
+                        if get("checkpointLocation") else None)
 
 
 # Kafka's per-codec level ranges (compression.gzip.level, .lz4.level, .zstd.level, KIP-390).

@@ -83,9 +83,6 @@ from spark_kafkalog.spark.options import WriteOptions, parse_write_options
 FLUSH_BYTES = 32 * 1024 * 1024
 
 #: keys Spark adds to a streaming sink's options (not user options of ours)
-_SPARK_STREAM_KEYS = ("checkpointlocation",)
-SAVE_MODE_OPTION = "savemode"
-_SAVE_MODES = ("append", "errorifexists", "ignore")
 
 
 @dataclass
@@ -135,17 +132,6 @@ def _check_schema(schema: StructType, topic_option: str | None) -> None:
                                  "'topic' column")
 
 
-def _split_options(options) -> tuple[dict, str]:
-    opts = {str(k).lower(): v for k, v in dict(options).items()}
-    save_mode = str(opts.pop(SAVE_MODE_OPTION, "append") or "append").strip().lower()
-    if save_mode not in _SAVE_MODES:
-        raise InvalidOptionError(f"saveMode must be one of {', '.join(_SAVE_MODES)} (use "
-                                 f"mode('overwrite') to replace a topic), got {save_mode!r}")
-    for key in _SPARK_STREAM_KEYS:
-        opts.pop(key, None)
-    return opts, save_mode
-
-
 @dataclass(frozen=True)
 class _Plan:
     """What every task and the commit need; picklable."""
@@ -174,9 +160,8 @@ def _partition_count(fs, root: str, topic: str, wo: WriteOptions) -> int:
 
 
 def _make_plan(options, schema: StructType, overwrite: bool, *, streaming: bool) -> _Plan:
-    raw = {str(k).lower(): v for k, v in dict(options).items()}
-    opts, save_mode = _split_options(options)
-    wo = parse_write_options(opts)
+    wo = parse_write_options(options)
+    save_mode = wo.save_mode
     _check_schema(schema, wo.topic)
     if overwrite and save_mode != "append":
         raise InvalidOptionError(f"saveMode {save_mode} cannot be combined with "
@@ -198,7 +183,7 @@ def _make_plan(options, schema: StructType, overwrite: bool, *, streaming: bool)
         counts[wo.topic] = _partition_count(fs, root, wo.topic, wo)
     return _Plan(wo=wo, mode=mode, write_id=None if streaming else jr.batch_write_id(),
                  partition_counts=counts, skip=skip,
-                 checkpoint_location=raw.get("checkpointlocation"))
+                 checkpoint_location=wo.checkpoint_location)
 
 
 # ---- the task side ------------------------------------------------------------------------
