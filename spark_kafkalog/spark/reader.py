@@ -48,7 +48,7 @@ def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NON
         logdirs, s.partition_dir, start_offset=s.start_offset, end_offset=s.end_offset,
         isolation_level=opts.isolation_level, include_headers=opts.include_headers,
         on_corruption=opts.on_corruption, window_bytes=opts.window_bytes,
-        start_position=s.start_position)
+        start_position=s.start_position, memory_map=opts.memory_map)
     filtering = pushdown.has_row_filter
     for batch in batches:
         if filtering:

@@ -113,6 +113,7 @@ def test_paths_json_from_load_list():
     ({**BASE, "readPastHighWatermark": "maybe"}, "readPastHighWatermark"),
     ({**BASE, "windowBytes": "12x"}, "windowBytes"),
     ({**BASE, "windowBytes": "10"}, "windowBytes"),
+    ({**BASE, "memoryMap": "yes"}, "memoryMap"),
     ({**BASE, "maxPartitionBytes": "-1"}, "maxPartitionBytes"),
     ({**BASE, "paths": '"/x"'}, "paths"),
     ({**BASE, "fs.": "x"}, "fs."),
@@ -170,6 +171,7 @@ def test_sizes_and_filesystem_options():
     o = read(windowBytes="1m", maxPartitionBytes="64MiB", **{"fs.s3.endpoint": "http://x"})
     assert o.window_bytes == 1 << 20 and o.max_partition_bytes == 64 << 20
     assert o.filesystem_options == {"fs.s3.endpoint": "http://x"}
+    assert not o.memory_map and read(memoryMap="TRUE").memory_map
 
 
 def test_streaming_only_options_parse_in_batch():

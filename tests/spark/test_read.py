@@ -124,6 +124,9 @@ def test_specific_offsets_and_read_past_high_watermark(spark, logs):
     assert_same(got, read_table(logs["r0"], TOPIC, include_headers=False,
                                 read_past_high_watermark=True))
     assert got.column("offset")[-1].as_py() == rich.log_end_offset - 1
+    mapped = spark_table(load(spark, logs["r0"], subscribe=TOPIC, readPastHighWatermark="true",
+                              memoryMap="true", windowBytes="64k"))
+    assert_same(mapped, got)
 
 
 def test_timestamp_starts(spark, logs):
