@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import resource
 import struct
 import sys
 import threading
@@ -30,6 +29,7 @@ from spark_kafkalog.format.codecs import (
     xxh32,
 )
 from spark_kafkalog.format.wire import DEFAULT_MAX_DECOMPRESSED
+from tests.memutil import peak_rss_kb, reset_peak_rss
 
 kcodec = pytest.importorskip("kafka.codec")
 
@@ -450,7 +450,8 @@ def bombs():
 def test_bomb_fails_within_bounded_memory(bombs, which):
     cid, payload = bombs[which]
     limit = 8 * MiB
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    reset_peak_rss()
+    rss_before = peak_rss_kb()
     tracemalloc.start()
     try:
         with pytest.raises(CodecError, match="more than the limit"):
@@ -458,12 +459,11 @@ def test_bomb_fails_within_bounded_memory(bombs, which):
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_after = peak_rss_kb()
     # Python-level allocations: the output budget plus the payload-sized copies at most
     assert peak < 2 * limit + 2 * len(payload) + MiB, peak
     # and nothing (C allocations included) touched anything near 1 GiB
-    scale = 1 if sys.platform == "darwin" else 1024      # ru_maxrss is KiB on Linux
-    assert (rss_after - rss_before) * scale < 256 * MiB
+    assert (rss_after - rss_before) * 1024 < 256 * MiB
 
 
 def test_bomb_against_default_limit(bombs):

@@ -718,7 +718,8 @@ def run_fuzz(seed: int, start: int, count: int, progress=None, verbose=False,
                 seed_problems.append(f"valid seed {s.name}: {type(err).__name__}: {err}")
         except Exception as err:        # noqa: BLE001
             seed_problems.append(f"seed {s.name}: {type(err).__name__}: {err!r}")
-    rss_base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    from tests.memutil import peak_rss_kb     # the child puts the repo on sys.path first
+    rss_base = peak_rss_kb()
     counts: dict = {}
     failures = []
     n_failures = 0
@@ -770,7 +771,7 @@ def run_fuzz(seed: int, start: int, count: int, progress=None, verbose=False,
         "slowest_case_cpu_seconds": round(slowest[0], 4), "slowest_case": slowest[1],
         "arrow_peak_bytes": pool.max_memory(),
         "rss_base_kb": rss_base,
-        "rss_peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "rss_peak_kb": peak_rss_kb(),
         "sweep_items": len(maker.sweep), "seeds": [s.name for s in maker.seeds],
     }
 

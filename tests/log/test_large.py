@@ -95,8 +95,15 @@ _RSS_SCRIPT = textwrap.dedent("""
     for batch in read_partition(logdirs, p, start_offset=s.log_start_offset,
                                 end_offset=s.upper_bound, stats=stats):
         rows += batch.num_rows
+    # ru_maxrss survives execve on Linux: it would include the pytest parent's peak.
+    # VmHWM belongs to this process's own address space, made new by exec.
+    try:
+        with open("/proc/self/status") as f:
+            peak_kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"rows": rows, "bytes": stats.bytes_read, "size": s.size_bytes,
-                      "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                      "maxrss_kb": peak_kb}))
 """)
 
 
