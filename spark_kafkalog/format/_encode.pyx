@@ -8,6 +8,11 @@ no per-record Python object:
 1. ``prepare``: per record, the epoch-ms timestamp and the size of everything in the
    record body that does not depend on its batch (attributes, key, value, headers),
    checking every Arrow offset against its buffer on the way.
+
+Records may be a selection of the rows (``rows``: output position ``i`` writes row
+``rows[i]``), read through the index wherever a column is read, so a caller that sorts
+rows by partition never materialises the sorted table. Everything per record (``ts_ms``,
+sizes, batch starts, offsets) is indexed by output position.
 2. ``plan``: cut records into batches of at most ``max_batch_bytes`` (uncompressed) --
    a record's size depends on its batch through the timestamp and offset deltas.
 3. write: records (and, uncompressed, the batch headers) straight into the output.
@@ -295,7 +300,9 @@ cdef class Encoder:
     cdef int64_t ts_offset
     cdef bint ts_int32
     cdef int64_t ts_mul, ts_div
-    cdef int64_t n
+    cdef int64_t n           # records to write (output positions 0..n-1)
+    cdef int64_t nrows       # rows in the columns
+    cdef const int64_t* idx  # output position -> row (NULL: the identity)
     cdef int64_t* ts_ms      # per record, epoch ms
     cdef int32_t* fixed      # per record body size minus the two deltas' varints
     cdef object _keep
@@ -319,6 +326,7 @@ cdef class Encoder:
         self.fixed = NULL
         self.starts = NULL
         self.rec_bytes = NULL
+        self.idx = NULL
 
     def __dealloc__(self):
         free(self.ts_ms)
@@ -331,13 +339,25 @@ cdef class Encoder:
 
     def __init__(self, int64_t n, value, bint value64, key, bint key64,
                  timestamps, bint ts_int32, int64_t ts_mul, int64_t ts_div,
-                 headers, bint headers64, hkey, bint hkey64, hval, bint hval64):
+                 headers, bint headers64, hkey, bint hkey64, hval, bint hval64,
+                 rows=None):
         """Arrays are already normalised by encode.py: value/key binary or large_binary
         (or None), timestamps int64/int32 values in some unit (``ms = v * mul`` when
         ``div == 1`` else ``floor(v / div)``), headers a list/large_list array with its
-        flattened struct children ``hkey`` / ``hval`` (binary or large_binary)."""
-        self._keep = (value, key, timestamps, headers, hkey, hval)
+        flattened struct children ``hkey`` / ``hval`` (binary or large_binary); ``n``
+        rows each.
+
+        ``rows``: None (write rows 0..n-1) or a C-contiguous int64 numpy array of row
+        numbers, each already checked to be in [0, n): the records written are those
+        rows, in that order (output position ``i`` reads row ``rows[i]``)."""
+        cdef const int64_t[::1] ix
+        self.nrows = n
         self.n = n
+        if rows is not None:
+            ix = rows
+            self.n = ix.shape[0]
+            self.idx = &ix[0] if ix.shape[0] > 0 else NULL
+        self._keep = (value, key, timestamps, headers, hkey, hval, rows)
         for col in (value, key, timestamps, headers):
             if col is not None and len(col) != n:
                 raise ValueError("columns differ in length")
@@ -378,6 +398,7 @@ cdef class Encoder:
         """Per-record timestamps and batch-independent sizes. Raises ValueError naming
         the row and column on bad data."""
         cdef int64_t err_row = -1
+        cdef int64_t err_ms = 0
         cdef int err = 0
         cdef int err_col = 0
         if self.n > 0:
@@ -389,7 +410,7 @@ cdef class Encoder:
                 kl_hint_hugepages(self.ts_ms, self.n * sizeof(int64_t))
                 kl_hint_hugepages(self.fixed, self.n * sizeof(int32_t))
         with nogil:
-            err = self._prepare(now_ms, &err_row, &err_col)
+            err = self._prepare(now_ms, &err_row, &err_col, &err_ms)
         if err == ERR_OFFSETS:
             raise ValueError(f"column {_COL_NAMES[err_col]!r}: Arrow offsets out of bounds "
                              f"at row {err_row} (invalid array)")
@@ -398,7 +419,7 @@ cdef class Encoder:
                              f"{err_row}; Kafka header keys are non-null strings")
         if err == ERR_TS_NEGATIVE:
             raise ValueError(f"column 'timestamp': negative (pre-1970) timestamp "
-                             f"{self.ts_ms[err_row]} ms at row {err_row}; Kafka rejects "
+                             f"{err_ms} ms at row {err_row}; Kafka rejects "
                              f"negative timestamps")
         if err == ERR_TS_RANGE:
             raise ValueError(f"column 'timestamp': value at row {err_row} does not fit "
@@ -407,64 +428,70 @@ cdef class Encoder:
             raise ValueError(f"record at row {err_row} is larger than a Kafka batch can "
                              f"hold (2 GiB)")
 
-    cdef int _prepare(self, int64_t now_ms, int64_t* err_row, int* err_col) noexcept nogil:
-        cdef int64_t i, j, v, ms, h0, h1, part, size
+    cdef int _prepare(self, int64_t now_ms, int64_t* err_row, int* err_col,
+                      int64_t* err_ms) noexcept nogil:
+        # Per output position i (ts_ms, fixed), reading row r of the columns. Errors
+        # report the row (r), which is what the caller's table shows.
+        cdef int64_t i, r, j, v, ms, h0, h1, part, size
         cdef const ListCol* hl = &self.headers
+        cdef const int64_t* idx = self.idx
         for i in range(self.n):
+            r = idx[i] if idx != NULL else i
             # timestamp
-            if self.ts_present and _valid(self.ts_validity, self.ts_offset + i):
+            if self.ts_present and _valid(self.ts_validity, self.ts_offset + r):
                 if self.ts_int32:
-                    v = (<const int32_t*>self.ts_values)[self.ts_offset + i]
+                    v = (<const int32_t*>self.ts_values)[self.ts_offset + r]
                 else:
-                    v = (<const int64_t*>self.ts_values)[self.ts_offset + i]
+                    v = (<const int64_t*>self.ts_values)[self.ts_offset + r]
                 if self.ts_div != 1:
                     ms = _floordiv(v, self.ts_div)
                 else:
                     if self.ts_mul != 1 and (v > INT64_MAX // self.ts_mul
                                              or v < INT64_MIN // self.ts_mul):
-                        err_row[0] = i
+                        err_row[0] = r
                         return ERR_TS_RANGE
                     ms = v * self.ts_mul
                 self.ts_ms[i] = ms
                 if ms < 0:
-                    err_row[0] = i
+                    err_row[0] = r
+                    err_ms[0] = ms
                     return ERR_TS_NEGATIVE
             else:
                 self.ts_ms[i] = now_ms
             # attributes byte + key + value
             size = 1
-            if _bin_part(&self.key, i, &part):
-                err_row[0] = i
+            if _bin_part(&self.key, r, &part):
+                err_row[0] = r
                 err_col[0] = COL_KEY
                 return ERR_OFFSETS
             size += part
-            if _bin_part(&self.value, i, &part):
-                err_row[0] = i
+            if _bin_part(&self.value, r, &part):
+                err_row[0] = r
                 err_col[0] = COL_VALUE
                 return ERR_OFFSETS
             size += part
             # headers
             h0 = 0
             h1 = 0
-            if hl.present and _valid(hl.validity, hl.offset + i):
-                h0 = _off(hl.offsets, hl.off64, hl.offset + i)
-                h1 = _off(hl.offsets, hl.off64, hl.offset + i + 1)
+            if hl.present and _valid(hl.validity, hl.offset + r):
+                h0 = _off(hl.offsets, hl.off64, hl.offset + r)
+                h1 = _off(hl.offsets, hl.off64, hl.offset + r + 1)
                 if h0 < 0 or h1 < h0 or h1 > hl.child_length or h1 - h0 > INT32_MAX_:
-                    err_row[0] = i
+                    err_row[0] = r
                     err_col[0] = COL_HEADERS
                     return ERR_OFFSETS
             size += _varint_size(h1 - h0)
             for j in range(h0, h1):
                 if _bin_null(&self.hkey, j):
-                    err_row[0] = i
+                    err_row[0] = r
                     return ERR_HEADER_KEY_NULL
                 if _bin_part(&self.hkey, j, &part):
-                    err_row[0] = i
+                    err_row[0] = r
                     err_col[0] = COL_HEADER_KEY
                     return ERR_OFFSETS
                 size += part
                 if _bin_part(&self.hval, j, &part):
-                    err_row[0] = i
+                    err_row[0] = r
                     err_col[0] = COL_HEADER_VALUE
                     return ERR_OFFSETS
                 size += part
@@ -472,7 +499,7 @@ cdef class Encoder:
                     break
             # the whole batch (header + this one record) must fit batchLength (int32)
             if size + 5 + 10 + 5 + HEADER_SIZE > INT32_MAX_:
-                err_row[0] = i
+                err_row[0] = r
                 return ERR_TOO_LARGE
             self.fixed[i] = <int32_t>size
         return 0
@@ -570,7 +597,8 @@ cdef class Encoder:
     cdef uint8_t* _write_records(self, uint8_t* p, int64_t start, int64_t end,
                                  int64_t* max_ts, int64_t* max_ts_row) noexcept nogil:
         """Records [start, end) at p; returns the end. Sizes were checked in prepare."""
-        cdef int64_t i, j, h0, h1, body, ts
+        cdef int64_t i, r, j, h0, h1, body, ts
+        cdef const int64_t* idx = self.idx
         cdef int64_t base_ts = self.ts_ms[start]
         cdef int64_t best = self.ts_ms[start]
         cdef int64_t best_row = start
@@ -585,13 +613,14 @@ cdef class Encoder:
             p[0] = 0                 # record attributes: unused
             p = _put_varlong(p + 1, ts - base_ts)
             p = _put_varint(p, i - start)
-            p = _put_bin(p, &self.key, i)
-            p = _put_bin(p, &self.value, i)
+            r = idx[i] if idx != NULL else i     # the row output position i writes
+            p = _put_bin(p, &self.key, r)
+            p = _put_bin(p, &self.value, r)
             h0 = 0
             h1 = 0
-            if hl.present and _valid(hl.validity, hl.offset + i):
-                h0 = _off(hl.offsets, hl.off64, hl.offset + i)
-                h1 = _off(hl.offsets, hl.off64, hl.offset + i + 1)
+            if hl.present and _valid(hl.validity, hl.offset + r):
+                h0 = _off(hl.offsets, hl.off64, hl.offset + r)
+                h1 = _off(hl.offsets, hl.off64, hl.offset + r + 1)
             p = _put_varint(p, h1 - h0)
             for j in range(h0, h1):
                 p = _put_bin(p, &self.hkey, j)

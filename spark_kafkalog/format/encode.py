@@ -1,8 +1,9 @@
 """Arrow rows -> Kafka v2 record batches, as a non-idempotent Java producer writes them.
 
-``encode(rows, *, compression="none", base_offset=0, max_batch_bytes=1048576,
-compression_level=None, partition_leader_epoch=-1, now_ms=None, threads=None) -> bytes``
-    ``rows`` is a ``pyarrow.Table`` or ``pyarrow.RecordBatch`` with
+``encode(table, /, *, rows=None, compression="none", base_offset=0,
+max_batch_bytes=1048576, compression_level=None, partition_leader_epoch=-1, now_ms=None,
+threads=None) -> bytes``
+    ``table`` (positional) is a ``pyarrow.Table`` or ``pyarrow.RecordBatch`` with
 
     ``value``      binary / string / large_binary / large_string (binary_view,
                    string_view, fixed_size_binary and dictionary-encoded are accepted
@@ -19,6 +20,15 @@ compression_level=None, partition_leader_epoch=-1, now_ms=None, threads=None) ->
 
     Other columns (``topic``, ``partition``, ``offset``, ...) are ignored, so a decoded
     table can be written back as is.
+
+    ``rows``: None (every row, in order) or a one-dimensional integer array of row
+    numbers into ``table`` -- a numpy integer array, or a pyarrow int32/int64 Array or
+    ChunkedArray without nulls. The records written are then exactly those of
+    ``table.take(rows)``, in that order (offsets ``base_offset, base_offset + 1, ...``
+    follow the index, repeated rows are written repeatedly), byte for byte, but the
+    kernel reads the columns through the index instead of materialising the taken
+    table. Errors name the row of ``table``. An index outside ``[0, num_rows)`` (no
+    negative wrap-around) raises :class:`InvalidOptionError` before any other work.
 
     Returns v2 record batches back to back: magic 2, CreateTime, no producer id
     (producerId -1, producerEpoch -1, baseSequence -1, not transactional), the given
@@ -62,6 +72,7 @@ import struct
 import threading
 import time
 
+import numpy as np
 import pyarrow as pa
 
 from spark_kafkalog.errors import InvalidOptionError
@@ -212,10 +223,42 @@ def _column(rows, name: str):
     return _one_chunk(rows.column(idx), name)
 
 
-def _encoder(rows, now_ms: int) -> tuple[Encoder, int]:
-    if not isinstance(rows, (pa.Table, pa.RecordBatch)):
-        raise InvalidOptionError(f"rows must be a pyarrow Table or RecordBatch, "
-                                 f"not {type(rows).__name__}")
+def _row_index(rows, num_rows: int):
+    """``rows=`` as a C-contiguous int64 numpy array, every entry in [0, num_rows)."""
+    if isinstance(rows, pa.ChunkedArray):
+        rows = rows.combine_chunks() if rows.num_chunks != 1 else rows.chunk(0)
+    if isinstance(rows, pa.Array):
+        if not (pa.types.is_int64(rows.type) or pa.types.is_int32(rows.type)):
+            raise InvalidOptionError(f"rows= must be an int32 or int64 array, not "
+                                     f"{rows.type}")
+        if rows.null_count:
+            raise InvalidOptionError(f"rows= has {rows.null_count} null entries")
+        idx = rows.to_numpy(zero_copy_only=False)
+    elif isinstance(rows, np.ndarray):
+        if rows.ndim != 1 or rows.dtype.kind not in "iu":
+            raise InvalidOptionError(f"rows= must be a one-dimensional integer array, not "
+                                     f"{rows.ndim}-d {rows.dtype}")
+        idx = rows
+    else:
+        raise InvalidOptionError(f"rows= must be a numpy integer array or a pyarrow "
+                                 f"int32/int64 array, not {type(rows).__name__}")
+    if len(idx):
+        # checked in the array's own dtype (a uint64 above int64's range stays visible)
+        lo = idx.min()
+        hi = idx.max()
+        if lo < 0 or hi >= num_rows:
+            bad = int(np.flatnonzero((idx < 0) | (idx >= num_rows))[0])
+            raise InvalidOptionError(f"rows=[{bad}] is {int(idx[bad])}, outside the "
+                                     f"table's {num_rows} rows [0, {num_rows})")
+    return np.ascontiguousarray(idx, dtype=np.int64)
+
+
+def _encoder(table, rows, now_ms: int) -> tuple[Encoder, int]:
+    if not isinstance(table, (pa.Table, pa.RecordBatch)):
+        raise InvalidOptionError(f"the rows to encode must be a pyarrow Table or "
+                                 f"RecordBatch, not {type(table).__name__}")
+    idx = None if rows is None else _row_index(rows, table.num_rows)
+    rows = table
     value = _column(rows, "value")
     if value is None:
         raise InvalidOptionError(f"rows have no 'value' column (columns: "
@@ -231,11 +274,11 @@ def _encoder(rows, now_ms: int) -> tuple[Encoder, int]:
         else _headers(hd)
     try:
         enc = Encoder(n, value, value64, key, key64, ts, ts32, mul, div,
-                      hd, hd64, hk, hk64, hv, hv64)
+                      hd, hd64, hk, hk64, hv, hv64, idx)
         enc.prepare(now_ms)
     except ValueError as err:
         raise InvalidOptionError(str(err)) from err
-    return enc, n
+    return enc, n if idx is None else len(idx)
 
 
 def _check_int(name: str, v, lo: int, hi: int) -> int:
@@ -287,7 +330,7 @@ def _run_ranges(work, nbatches: int, threads: int) -> None:
         raise errors[0]
 
 
-def encode_batches(rows, *, compression="none", base_offset: int = 0,
+def encode_batches(table, /, *, rows=None, compression="none", base_offset: int = 0,
                    max_batch_bytes: int = 1048576, compression_level: int | None = None,
                    partition_leader_epoch: int = -1, now_ms: int | None = None,
                    threads: int | None = None):
@@ -307,7 +350,7 @@ def encode_batches(rows, *, compression="none", base_offset: int = 0,
         raise InvalidOptionError("compression_level given with compression 'none'")
     crc32c = _crc32c_fn()
 
-    enc, n = _encoder(rows, now_ms)
+    enc, n = _encoder(table, rows, now_ms)
     if n == 0:
         return b"", _index_table([])
     if base_offset + n - 1 > _MAX_INT64:
@@ -368,12 +411,14 @@ def _index_table(index: list[tuple]) -> pa.Table:
                     schema=BATCH_INDEX_SCHEMA)
 
 
-def encode(rows, *, compression="none", base_offset: int = 0,
+def encode(table, /, *, rows=None, compression="none", base_offset: int = 0,
            max_batch_bytes: int = 1048576, compression_level: int | None = None,
            partition_leader_epoch: int = -1, now_ms: int | None = None,
            threads: int | None = None) -> bytes:
-    """Encode Arrow rows as v2 record batches; see the module docstring."""
-    data, _ = encode_batches(rows, compression=compression, base_offset=base_offset,
+    """Encode Arrow rows (all of ``table``'s, or those ``rows`` lists) as v2 record
+    batches; see the module docstring."""
+    data, _ = encode_batches(table, rows=rows, compression=compression,
+                             base_offset=base_offset,
                              max_batch_bytes=max_batch_bytes,
                              compression_level=compression_level,
                              partition_leader_epoch=partition_leader_epoch, now_ms=now_ms,
