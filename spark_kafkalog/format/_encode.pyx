@@ -27,7 +27,7 @@ cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT64_MAX, INT64_MIN
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
 
 cdef extern from *:
@@ -97,6 +97,22 @@ cdef struct ListCol:
     int64_t length
     bint off64
     int64_t child_length
+
+
+cdef struct Chunk:
+    # One run of rows [row0, row1) of every column: the columns of a table built from
+    # several record batches, read in place (never combined into one array).
+    int64_t row0
+    int64_t row1
+    BinCol key
+    BinCol value
+    BinCol hkey              # headers' struct children (indexed by the list offsets)
+    BinCol hval
+    ListCol headers
+    bint ts_present
+    const uint8_t* ts_validity
+    const uint8_t* ts_values
+    int64_t ts_offset
 
 
 cdef inline bint _valid(const uint8_t* validity, int64_t i) noexcept nogil:
@@ -292,12 +308,8 @@ cdef class Encoder:
     first bad row), ``plan(max_batch_bytes)``, then ``write_uncompressed`` or
     ``records_into`` per batch. Not thread-safe; one instance per call.
     """
-    cdef BinCol key, value, hkey, hval
-    cdef ListCol headers
-    cdef bint ts_present
-    cdef const uint8_t* ts_validity
-    cdef const uint8_t* ts_values
-    cdef int64_t ts_offset
+    cdef Chunk* chunks       # the columns, one entry per run of rows
+    cdef int64_t nchunks
     cdef bint ts_int32
     cdef int64_t ts_mul, ts_div
     cdef int64_t n           # records to write (output positions 0..n-1)
@@ -327,8 +339,11 @@ cdef class Encoder:
         self.starts = NULL
         self.rec_bytes = NULL
         self.idx = NULL
+        self.chunks = NULL
+        self.nchunks = 0
 
     def __dealloc__(self):
+        free(self.chunks)
         free(self.ts_ms)
         free(self.fixed)
         free(self.starts)
@@ -337,61 +352,102 @@ cdef class Encoder:
         free(self.max_ts)
         free(self.max_row)
 
-    def __init__(self, int64_t n, value, bint value64, key, bint key64,
-                 timestamps, bint ts_int32, int64_t ts_mul, int64_t ts_div,
-                 headers, bint headers64, hkey, bint hkey64, hval, bint hval64,
+    def __init__(self, list chunks, bint value64, bint key64, bint ts_int32,
+                 int64_t ts_mul, int64_t ts_div, bint headers64, bint hkey64, bint hval64,
                  rows=None):
-        """Arrays are already normalised by encode.py: value/key binary or large_binary
-        (or None), timestamps int64/int32 values in some unit (``ms = v * mul`` when
-        ``div == 1`` else ``floor(v / div)``), headers a list/large_list array with its
-        flattened struct children ``hkey`` / ``hval`` (binary or large_binary); ``n``
-        rows each.
+        """``chunks``: the columns as runs of rows, a list of ``(value, key, timestamps,
+        headers, hkey, hval)`` tuples of equally long arrays, already normalised by
+        encode.py: value/key binary or large_binary (or None), timestamps int64/int32
+        values in some unit (``ms = v * mul`` when ``div == 1`` else ``floor(v /
+        div)``) or None, headers a list/large_list array (or None) with its flattened
+        struct children ``hkey`` / ``hval`` (binary or large_binary). The flags give
+        each column's offset width, the same in every chunk.
 
-        ``rows``: None (write rows 0..n-1) or a C-contiguous int64 numpy array of row
-        numbers, each already checked to be in [0, n): the records written are those
-        rows, in that order (output position ``i`` reads row ``rows[i]``)."""
+        ``rows``: None (write every row, in order) or a C-contiguous int64 numpy array
+        of row numbers, each already checked to be in [0, rows in all chunks): the
+        records written are those rows, in that order (output position ``i`` reads row
+        ``rows[i]``)."""
         cdef const int64_t[::1] ix
-        self.nrows = n
-        self.n = n
+        cdef int64_t k, total = 0, m
+        cdef Chunk* ch
+        self.nchunks = len(chunks)
+        self.chunks = <Chunk*>calloc(max(self.nchunks, 1), sizeof(Chunk))
+        if self.chunks == NULL:
+            raise MemoryError()
+        self.ts_int32 = ts_int32
+        self.ts_mul = ts_mul
+        self.ts_div = ts_div
+        for k in range(self.nchunks):
+            value, key, timestamps, headers, hkey, hval = chunks[k]
+            ch = &self.chunks[k]
+            m = len(value)
+            for col in (key, timestamps, headers):
+                if col is not None and len(col) != m:
+                    raise ValueError("columns differ in length")
+            ch.row0 = total
+            ch.row1 = total + m
+            total += m
+            _fill_bin(&ch.value, value, value64, "value")
+            _fill_bin(&ch.key, key, key64, "key")
+            if timestamps is None:
+                ch.ts_present = False
+            else:
+                bufs = timestamps.buffers()
+                _check_buffers(bufs, timestamps.offset, m, 4 if ts_int32 else 8, False,
+                               "timestamp")
+                ch.ts_present = True
+                ch.ts_validity = _addr(bufs[0]) if timestamps.null_count else NULL
+                ch.ts_values = _addr(bufs[1])
+                ch.ts_offset = timestamps.offset
+            if headers is None:
+                ch.headers.present = False
+                ch.hkey.present = False
+                ch.hval.present = False
+            else:
+                if len(hval) != len(hkey):
+                    raise ValueError("header key and value children differ in length")
+                _fill_bin(&ch.hkey, hkey, hkey64, "headers.key")
+                _fill_bin(&ch.hval, hval, hval64, "headers.value")
+                bufs = headers.buffers()
+                _check_buffers(bufs, headers.offset, m, 8 if headers64 else 4, True,
+                               "headers")
+                ch.headers.present = True
+                ch.headers.validity = _addr(bufs[0]) if headers.null_count else NULL
+                ch.headers.offsets = _addr(bufs[1])
+                ch.headers.offset = headers.offset
+                ch.headers.length = m
+                ch.headers.off64 = headers64
+                ch.headers.child_length = len(hkey)
+        self.nrows = total
+        self.n = total
         if rows is not None:
             ix = rows
             self.n = ix.shape[0]
             self.idx = &ix[0] if ix.shape[0] > 0 else NULL
-        self._keep = (value, key, timestamps, headers, hkey, hval, rows)
-        for col in (value, key, timestamps, headers):
-            if col is not None and len(col) != n:
-                raise ValueError("columns differ in length")
-        _fill_bin(&self.value, value, value64, "value")
-        _fill_bin(&self.key, key, key64, "key")
-        _fill_bin(&self.hkey, hkey, hkey64, "headers.key")
-        _fill_bin(&self.hval, hval, hval64, "headers.value")
-        if timestamps is None:
-            self.ts_present = False
+        self._keep = (chunks, rows)
+
+    cdef inline const Chunk* _chunk(self, int64_t r, int64_t* cur) noexcept nogil:
+        """The chunk holding row ``r`` (``0 <= r < nrows``). ``cur`` is the caller's
+        cursor (last chunk found): rows read in order, or sorted runs of an index, hit
+        it without a search."""
+        cdef int64_t c = cur[0], lo, hi, mid
+        cdef const Chunk* ch = &self.chunks[c]
+        if r >= ch.row0 and r < ch.row1:
+            return ch
+        if r >= ch.row1 and c + 1 < self.nchunks and r < self.chunks[c + 1].row1:
+            c += 1                   # the next chunk (empty chunks are dropped upstream)
         else:
-            bufs = timestamps.buffers()
-            _check_buffers(bufs, timestamps.offset, n, 4 if ts_int32 else 8, False,
-                           "timestamp")
-            self.ts_present = True
-            self.ts_validity = _addr(bufs[0]) if timestamps.null_count else NULL
-            self.ts_values = _addr(bufs[1])
-            self.ts_offset = timestamps.offset
-            self.ts_int32 = ts_int32
-            self.ts_mul = ts_mul
-            self.ts_div = ts_div
-        if headers is None:
-            self.headers.present = False
-        else:
-            bufs = headers.buffers()
-            _check_buffers(bufs, headers.offset, n, 8 if headers64 else 4, True, "headers")
-            self.headers.present = True
-            self.headers.validity = _addr(bufs[0]) if headers.null_count else NULL
-            self.headers.offsets = _addr(bufs[1])
-            self.headers.offset = headers.offset
-            self.headers.length = len(headers)
-            self.headers.off64 = headers64
-            self.headers.child_length = len(hkey)
-            if len(hval) != len(hkey):
-                raise ValueError("header key and value children differ in length")
+            lo = 0                   # chunks[lo].row0 <= r < chunks[hi].row0
+            hi = self.nchunks
+            while hi - lo > 1:
+                mid = (lo + hi) >> 1
+                if self.chunks[mid].row0 <= r:
+                    lo = mid
+                else:
+                    hi = mid
+            c = lo
+        cur[0] = c
+        return &self.chunks[c]
 
     # ---- pass 1 ---------------------------------------------------------------------
     def prepare(self, int64_t now_ms):
@@ -432,17 +488,22 @@ cdef class Encoder:
                       int64_t* err_ms) noexcept nogil:
         # Per output position i (ts_ms, fixed), reading row r of the columns. Errors
         # report the row (r), which is what the caller's table shows.
-        cdef int64_t i, r, j, v, ms, h0, h1, part, size
-        cdef const ListCol* hl = &self.headers
+        cdef int64_t i, r, l, j, v, ms, h0, h1, part, size
+        cdef int64_t cur = 0
+        cdef const Chunk* ch
+        cdef const ListCol* hl
         cdef const int64_t* idx = self.idx
         for i in range(self.n):
             r = idx[i] if idx != NULL else i
+            ch = self._chunk(r, &cur)
+            l = r - ch.row0          # row within the chunk
+            hl = &ch.headers
             # timestamp
-            if self.ts_present and _valid(self.ts_validity, self.ts_offset + r):
+            if ch.ts_present and _valid(ch.ts_validity, ch.ts_offset + l):
                 if self.ts_int32:
-                    v = (<const int32_t*>self.ts_values)[self.ts_offset + r]
+                    v = (<const int32_t*>ch.ts_values)[ch.ts_offset + l]
                 else:
-                    v = (<const int64_t*>self.ts_values)[self.ts_offset + r]
+                    v = (<const int64_t*>ch.ts_values)[ch.ts_offset + l]
                 if self.ts_div != 1:
                     ms = _floordiv(v, self.ts_div)
                 else:
@@ -460,12 +521,12 @@ cdef class Encoder:
                 self.ts_ms[i] = now_ms
             # attributes byte + key + value
             size = 1
-            if _bin_part(&self.key, r, &part):
+            if _bin_part(&ch.key, l, &part):
                 err_row[0] = r
                 err_col[0] = COL_KEY
                 return ERR_OFFSETS
             size += part
-            if _bin_part(&self.value, r, &part):
+            if _bin_part(&ch.value, l, &part):
                 err_row[0] = r
                 err_col[0] = COL_VALUE
                 return ERR_OFFSETS
@@ -473,24 +534,24 @@ cdef class Encoder:
             # headers
             h0 = 0
             h1 = 0
-            if hl.present and _valid(hl.validity, hl.offset + r):
-                h0 = _off(hl.offsets, hl.off64, hl.offset + r)
-                h1 = _off(hl.offsets, hl.off64, hl.offset + r + 1)
+            if hl.present and _valid(hl.validity, hl.offset + l):
+                h0 = _off(hl.offsets, hl.off64, hl.offset + l)
+                h1 = _off(hl.offsets, hl.off64, hl.offset + l + 1)
                 if h0 < 0 or h1 < h0 or h1 > hl.child_length or h1 - h0 > INT32_MAX_:
                     err_row[0] = r
                     err_col[0] = COL_HEADERS
                     return ERR_OFFSETS
             size += _varint_size(h1 - h0)
             for j in range(h0, h1):
-                if _bin_null(&self.hkey, j):
+                if _bin_null(&ch.hkey, j):
                     err_row[0] = r
                     return ERR_HEADER_KEY_NULL
-                if _bin_part(&self.hkey, j, &part):
+                if _bin_part(&ch.hkey, j, &part):
                     err_row[0] = r
                     err_col[0] = COL_HEADER_KEY
                     return ERR_OFFSETS
                 size += part
-                if _bin_part(&self.hval, j, &part):
+                if _bin_part(&ch.hval, j, &part):
                     err_row[0] = r
                     err_col[0] = COL_HEADER_VALUE
                     return ERR_OFFSETS
@@ -597,12 +658,14 @@ cdef class Encoder:
     cdef uint8_t* _write_records(self, uint8_t* p, int64_t start, int64_t end,
                                  int64_t* max_ts, int64_t* max_ts_row) noexcept nogil:
         """Records [start, end) at p; returns the end. Sizes were checked in prepare."""
-        cdef int64_t i, r, j, h0, h1, body, ts
+        cdef int64_t i, r, l, j, h0, h1, body, ts
+        cdef int64_t cur = 0
+        cdef const Chunk* ch
+        cdef const ListCol* hl
         cdef const int64_t* idx = self.idx
         cdef int64_t base_ts = self.ts_ms[start]
         cdef int64_t best = self.ts_ms[start]
         cdef int64_t best_row = start
-        cdef const ListCol* hl = &self.headers
         for i in range(start, end):
             ts = self.ts_ms[i]
             if ts > best:
@@ -614,17 +677,20 @@ cdef class Encoder:
             p = _put_varlong(p + 1, ts - base_ts)
             p = _put_varint(p, i - start)
             r = idx[i] if idx != NULL else i     # the row output position i writes
-            p = _put_bin(p, &self.key, r)
-            p = _put_bin(p, &self.value, r)
+            ch = self._chunk(r, &cur)
+            l = r - ch.row0
+            p = _put_bin(p, &ch.key, l)
+            p = _put_bin(p, &ch.value, l)
             h0 = 0
             h1 = 0
-            if hl.present and _valid(hl.validity, hl.offset + r):
-                h0 = _off(hl.offsets, hl.off64, hl.offset + r)
-                h1 = _off(hl.offsets, hl.off64, hl.offset + r + 1)
+            hl = &ch.headers
+            if hl.present and _valid(hl.validity, hl.offset + l):
+                h0 = _off(hl.offsets, hl.off64, hl.offset + l)
+                h1 = _off(hl.offsets, hl.off64, hl.offset + l + 1)
             p = _put_varint(p, h1 - h0)
             for j in range(h0, h1):
-                p = _put_bin(p, &self.hkey, j)
-                p = _put_bin(p, &self.hval, j)
+                p = _put_bin(p, &ch.hkey, j)
+                p = _put_bin(p, &ch.hval, j)
         max_ts[0] = best
         max_ts_row[0] = best_row
         return p

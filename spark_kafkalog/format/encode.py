@@ -126,7 +126,8 @@ def _crc32c_fn():
 
 # ---- column normalisation (per call, vectorised; never per record) ---------------------
 def _one_chunk(col, name: str):
-    """A ChunkedArray or Array as one Array (chunks combined when there are several)."""
+    """A ChunkedArray or Array as one Array (chunks combined when there are several):
+    for columns chunked unlike the others (``_runs``)."""
     if not isinstance(col, pa.ChunkedArray):
         return col
     if col.num_chunks == 1:
@@ -215,12 +216,38 @@ def _headers(arr: pa.Array):
 
 
 def _column(rows, name: str):
+    """The column (Array or ChunkedArray, as stored) or None when absent."""
     idx = rows.schema.get_field_index(name)
     if idx < 0:
         if name in rows.schema.names:
             raise InvalidOptionError(f"column {name!r} appears more than once")
         return None
-    return _one_chunk(rows.column(idx), name)
+    return rows.column(idx)
+
+
+_NAMES = ("value", "key", "timestamp", "headers")
+
+
+def _runs(cols: list) -> list[list]:
+    """The columns (value, key, timestamp, headers; None = absent) as runs of rows:
+    ``[[value, key, ts, headers] per run]`` of plain Arrays. A table built from several
+    record batches keeps its chunks as runs (the kernel reads them in place, no copy)
+    when every column is chunked alike; otherwise each column is combined into one."""
+    present = [c for c in cols if c is not None]
+    if all(isinstance(c, pa.ChunkedArray) for c in present):
+        lengths = [len(ch) for ch in present[0].chunks]
+        if all([len(ch) for ch in c.chunks] == lengths for c in present[1:]):
+            keep = [k for k, m in enumerate(lengths) if m > 0]
+            if keep:
+                return [[None if c is None else c.chunk(k) for c in cols] for k in keep]
+    return [[None if c is None else _one_chunk(c, name) for c, name in zip(cols, _NAMES)]]
+
+
+def _flag(flags: dict, name: str, value) -> None:
+    """Per-column layout flags must agree across runs (they follow from the type)."""
+    if flags.setdefault(name, value) != value:
+        raise InvalidOptionError(f"column {name!r}: chunks normalise to different "
+                                 f"layouts")
 
 
 def _row_index(rows, num_rows: int):
@@ -258,23 +285,30 @@ def _encoder(table, rows, now_ms: int) -> tuple[Encoder, int]:
         raise InvalidOptionError(f"the rows to encode must be a pyarrow Table or "
                                  f"RecordBatch, not {type(table).__name__}")
     idx = None if rows is None else _row_index(rows, table.num_rows)
-    rows = table
-    value = _column(rows, "value")
-    if value is None:
+    cols = [_column(table, name) for name in _NAMES]
+    if cols[0] is None:
         raise InvalidOptionError(f"rows have no 'value' column (columns: "
-                                 f"{', '.join(rows.schema.names) or 'none'})")
-    n = rows.num_rows
-    value, value64 = _binary_like(value, "value", allow_none=True)
-    key = _column(rows, "key")
-    key, key64 = (None, False) if key is None else _binary_like(key, "key", allow_none=True)
-    ts = _column(rows, "timestamp")
-    ts, ts32, mul, div = (None, False, 1, 1) if ts is None else _timestamps(ts)
-    hd = _column(rows, "headers")
-    hd, hd64, hk, hk64, hv, hv64 = (None, False, None, False, None, False) if hd is None \
-        else _headers(hd)
+                                 f"{', '.join(table.schema.names) or 'none'})")
+    n = table.num_rows
+    flags: dict = {}
+    chunks = []
+    for value, key, ts, hd in _runs(cols):
+        value, value64 = _binary_like(value, "value", allow_none=True)
+        _flag(flags, "value", value64)
+        key, key64 = (None, False) if key is None else _binary_like(key, "key",
+                                                                    allow_none=True)
+        _flag(flags, "key", key64)
+        ts, ts32, mul, div = (None, False, 1, 1) if ts is None else _timestamps(ts)
+        _flag(flags, "timestamp", (ts32, mul, div))
+        hd, hd64, hk, hk64, hv, hv64 = (None, False, None, False, None, False) \
+            if hd is None else _headers(hd)
+        _flag(flags, "headers", (hd64, hk64, hv64))
+        chunks.append((value, key, ts, hd, hk, hv))
+    ts32, mul, div = flags["timestamp"]
+    hd64, hk64, hv64 = flags["headers"]
     try:
-        enc = Encoder(n, value, value64, key, key64, ts, ts32, mul, div,
-                      hd, hd64, hk, hk64, hv, hv64, idx)
+        enc = Encoder(chunks, flags["value"], flags["key"], ts32, mul, div,
+                      hd64, hk64, hv64, idx)
         enc.prepare(now_ms)
     except ValueError as err:
         raise InvalidOptionError(str(err)) from err

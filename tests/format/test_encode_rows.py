@@ -262,3 +262,87 @@ def _expected_ms(table, idx):
     return [(i, ts[r], keys[r], values[r],
              [(h["key"], h["value"]) for h in headers[r] or []])
             for i, r in enumerate(int(r) for r in idx)]
+
+
+# ---- chunked tables (a table built from many record batches) -----------------------------------
+def _rechunk(col, sizes):
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    out, pos = [], 0
+    for m in sizes:
+        out.append(col.slice(pos, m))
+        pos += m
+    out.append(col.slice(pos))
+    return pa.chunked_array(out, col.type)
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_chunks_read_in_place(compression, monkeypatch):
+    # Alike-chunked columns (empty chunks included) are read chunk by chunk: nothing is
+    # combined. Every index kind: in order, sorted runs, shuffled (searches), repeats.
+    table = _table(500, seed=31)
+    sizes = [0, 1, 120, 0, 7, 200]                   # + the rest (172 rows)
+    chunked = pa.table({name: _rechunk(table.column(name), sizes)
+                        for name in table.column_names})
+    enc_mod = importlib.import_module("spark_kafkalog.format.encode")
+
+    def no_combine(*args, **kwargs):
+        raise AssertionError("alike-chunked columns were combined")
+
+    rng = np.random.default_rng(9)
+    cases = [None, np.arange(500), np.sort(rng.integers(0, 500, 300)),
+             rng.permutation(500), np.array([499, 0, 499, 128, 127, 128])]
+    want = {}
+    for k, idx in enumerate(cases):
+        taken = table if idx is None else table.take(pa.array(idx))
+        want[k] = encode_batches(taken, compression=compression, now_ms=NOW,
+                                 max_batch_bytes=1500)
+    monkeypatch.setattr(enc_mod, "_one_chunk", no_combine)
+    for k, idx in enumerate(cases):
+        for threads in (1, 3):
+            data, index = encode_batches(chunked, rows=idx, compression=compression,
+                                         now_ms=NOW, max_batch_bytes=1500, threads=threads)
+            assert data == want[k][0]
+            assert index.equals(want[k][1])
+
+
+def test_unlike_chunked_columns_are_combined():
+    table = _table(300, seed=41)
+    mixed = pa.table({
+        "key": _rechunk(table.column("key"), [10, 100]),
+        "value": _rechunk(table.column("value"), [150]),
+        "timestamp": table.column("timestamp"),
+        "headers": _rechunk(table.column("headers"), [1, 1, 1]),
+    })
+    idx = np.random.default_rng(2).integers(0, 300, 400)
+    data = _same_as_take(mixed, idx, compression="lz4", max_batch_bytes=2000)
+    assert data == encode(table.take(pa.array(idx)), compression="lz4", now_ms=NOW,
+                          max_batch_bytes=2000)
+
+
+def test_chunks_with_different_dictionaries_and_types():
+    # dictionary chunks with different dictionaries; string values; int32 epoch-ms
+    v = pa.chunked_array([pa.array(["x", "y", "x"]).dictionary_encode(),
+                          pa.array(["zz", "x"]).dictionary_encode()])
+    k = pa.chunked_array([pa.array(["a", None, "c"], pa.large_string()),
+                          pa.array(["d", ""], pa.large_string())])
+    ts = pa.chunked_array([pa.array([1, None, 3], pa.int32()), pa.array([4, 5], pa.int32())])
+    table = pa.table({"value": v, "key": k, "timestamp": ts})
+    idx = np.array([4, 0, 3, 1, 2, 3])
+    got = _kafka_python_records(encode(table, rows=idx, now_ms=NOW))
+    vals = ["x", "y", "x", "zz", "x"]
+    keys = ["a", None, "c", "d", ""]
+    tss = [1, None, 3, 4, 5]
+    assert [(o, t, kk, vv) for o, t, kk, vv, _ in got] == [
+        (i, NOW if tss[r] is None else tss[r], None if keys[r] is None else keys[r].encode(),
+         vals[r].encode()) for i, r in enumerate(idx)]
+
+
+def test_bad_row_in_later_chunk_names_table_row():
+    table = pa.table({"value": pa.chunked_array([pa.array([b"a", b"b"]),
+                                                 pa.array([b"c", b"d"])]),
+                      "timestamp": pa.chunked_array([pa.array([1, 2], pa.int64()),
+                                                     pa.array([3, -4], pa.int64())])})
+    with pytest.raises(InvalidOptionError, match=r"-4 ms at row 3\b"):
+        encode(table)
+    with pytest.raises(InvalidOptionError, match=r"-4 ms at row 3\b"):
+        encode(table, rows=np.array([0, 3]))
