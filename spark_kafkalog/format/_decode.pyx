@@ -1368,36 +1368,174 @@ cdef inline bint _ts_out_of_range(int64_t ms) noexcept nogil:
 
 # ---- growable Arrow buffers ----------------------------------------------------------------
 
+# ---- big output buffers: a small cache of mapped blocks -------------------------------------
+cdef extern from *:
+    """
+    #include <sys/mman.h>
+    /* Output buffers of 1 MiB and more come from anonymous mappings that are cached
+       when the Arrow buffers over them are released, and handed out again by the next
+       decode call. Fresh memory from the OS is zeroed by the kernel page by page on
+       first touch; for a decode call that writes ~150 bytes of output per record that
+       zeroing (and, for transparent huge pages, finding and compacting free 2 MiB
+       pages) costs as much as a fifth of the call, and pyarrow's allocator returns big
+       blocks to the OS between calls. The cache is bounded (kl_cache_limit bytes of
+       idle blocks, KL_CACHE_SLOTS blocks; the oldest are unmapped first). */
+    #define KL_BLOCK_MIN ((size_t)1 << 20)
+    #define KL_BLOCK_ROUND ((size_t)2 << 20)
+    #define KL_CACHE_SLOTS 32
+    static uint8_t* kl_cache_p[KL_CACHE_SLOTS];
+    static size_t kl_cache_cap[KL_CACHE_SLOTS];
+    static int kl_ncache = 0;
+    static size_t kl_cache_bytes = 0;
+    static size_t kl_cache_limit = (size_t)256 << 20;
+
+    static void kl_cache_drop(int i) {
+        munmap(kl_cache_p[i], kl_cache_cap[i]);
+        kl_cache_bytes -= kl_cache_cap[i];
+        memmove(kl_cache_p + i, kl_cache_p + i + 1, (size_t)(kl_ncache - i - 1) * sizeof(uint8_t*));
+        memmove(kl_cache_cap + i, kl_cache_cap + i + 1, (size_t)(kl_ncache - i - 1) * sizeof(size_t));
+        kl_ncache--;
+    }
+
+    /* A block of at least `need` bytes (*cap gets its size), or NULL. A cached block is
+       taken when it is no more than twice (plus one rounding step) the request. */
+    static uint8_t* kl_block_get(size_t need, size_t* cap) {
+        int i, best = -1;
+        size_t want = (need + KL_BLOCK_ROUND - 1) / KL_BLOCK_ROUND * KL_BLOCK_ROUND;
+        void* p;
+        for (i = 0; i < kl_ncache; i++)
+            if (kl_cache_cap[i] >= want && kl_cache_cap[i] <= 2 * want + KL_BLOCK_ROUND
+                && (best < 0 || kl_cache_cap[i] < kl_cache_cap[best]))
+                best = i;
+        if (best >= 0) {
+            uint8_t* b = kl_cache_p[best];
+            *cap = kl_cache_cap[best];
+            kl_cache_bytes -= kl_cache_cap[best];
+            memmove(kl_cache_p + best, kl_cache_p + best + 1,
+                    (size_t)(kl_ncache - best - 1) * sizeof(uint8_t*));
+            memmove(kl_cache_cap + best, kl_cache_cap + best + 1,
+                    (size_t)(kl_ncache - best - 1) * sizeof(size_t));
+            kl_ncache--;
+            return b;
+        }
+        p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return NULL;
+    #ifdef MADV_HUGEPAGE
+        madvise(p, want, MADV_HUGEPAGE);
+    #endif
+        *cap = want;
+        return (uint8_t*)p;
+    }
+
+    /* Give a block back: cached (evicting the oldest) when it fits the limit, else unmapped. */
+    static void kl_block_put(uint8_t* p, size_t cap) {
+        if (cap > kl_cache_limit) { munmap(p, cap); return; }
+        while (kl_ncache && (kl_ncache == KL_CACHE_SLOTS || kl_cache_bytes + cap > kl_cache_limit))
+            kl_cache_drop(0);
+        kl_cache_p[kl_ncache] = p;
+        kl_cache_cap[kl_ncache] = cap;
+        kl_ncache++;
+        kl_cache_bytes += cap;
+    }
+
+    static void kl_cache_set_limit(size_t limit) {
+        kl_cache_limit = limit;
+        while (kl_ncache && kl_cache_bytes > kl_cache_limit) kl_cache_drop(0);
+    }
+    """
+    size_t KL_BLOCK_MIN
+    int kl_ncache
+    size_t kl_cache_bytes
+    size_t kl_cache_limit
+    uint8_t* kl_block_get(size_t need, size_t* cap) noexcept nogil
+    void kl_block_put(uint8_t* p, size_t cap) noexcept nogil
+    void kl_cache_set_limit(size_t limit) noexcept nogil
+
+
+cdef class _Block:
+    """One mapped block (see kl_block_get); the base object of the Arrow buffers made
+    over it. Released, it goes back to the cache."""
+    cdef uint8_t* ptr
+    cdef size_t cap
+
+    def __dealloc__(self):
+        if self.ptr != NULL:
+            kl_block_put(self.ptr, self.cap)
+            self.ptr = NULL
+
+
+cdef _Block _new_block(int64_t need):
+    cdef _Block b = _Block.__new__(_Block)
+    b.ptr = kl_block_get(<size_t>need, &b.cap)
+    if b.ptr == NULL:
+        raise MemoryError(f"cannot map {need} bytes for decoded output")
+    return b
+
+
+def set_block_cache_limit(int64_t limit):
+    """Bound the idle output blocks kept for reuse to ``limit`` bytes (0: keep none);
+    returns the previous limit. Blocks already cached beyond it are unmapped."""
+    cdef size_t old = kl_cache_limit
+    if limit < 0:
+        raise InvalidOptionError("the block cache limit must be >= 0")
+    kl_cache_set_limit(<size_t>limit)
+    return old
+
+
+def block_cache_info():
+    """(number of cached blocks, their bytes, the limit) -- test hook."""
+    return kl_ncache, kl_cache_bytes, kl_cache_limit
+
+
 cdef class _Growable:
-    """One resizable buffer from pyarrow's memory pool, reached through a raw pointer.
+    """One resizable output buffer reached through a raw pointer: below KL_BLOCK_MIN a
+    buffer from pyarrow's memory pool, from there on a cached mapped block (_Block).
     Growth is the only Python call; it happens a logarithmic number of times."""
     cdef object buf
+    cdef _Block blk
     cdef uint8_t* ptr
     cdef int64_t cap
 
     cdef int resize(self, int64_t nbytes, bint zero_new) except -1:
         cdef int64_t old = self.cap
+        cdef _Block nb
         if nbytes < 64:
             nbytes = 64            # never empty: the address stays valid
-        if self.buf is None:
+        if self.blk is not None and <size_t>nbytes <= self.blk.cap:
+            pass                   # the block has room: no move
+        elif self.blk is not None or <size_t>nbytes >= KL_BLOCK_MIN:
+            nb = _new_block(nbytes)
+            if old:
+                memcpy(nb.ptr, self.ptr, <size_t>min(old, nbytes))
+            self.blk = nb          # the old block (if any) goes back to the cache
+            self.buf = None
+            self.ptr = nb.ptr
+        elif self.buf is None:
             self.buf = pa.allocate_buffer(nbytes, resizable=True)
             old = 0
+            self.ptr = <uint8_t*><uintptr_t>self.buf.address
         else:
             self.buf.resize(nbytes)
-        self.ptr = <uint8_t*><uintptr_t>self.buf.address
-        self.cap = nbytes
-        if zero_new and nbytes > old:
-            memset(self.ptr + old, 0, nbytes - old)
+            self.ptr = <uint8_t*><uintptr_t>self.buf.address
+        # a block's whole size is usable: growth within it costs nothing
+        self.cap = <int64_t>self.blk.cap if self.blk is not None else nbytes
+        if zero_new and self.cap > old:
+            memset(self.ptr + old, 0, <size_t>(self.cap - old))
         return 0
 
     cdef object finish(self, int64_t nbytes):
-        """The buffer trimmed to ``nbytes`` (the pool may shrink it in place)."""
-        if self.buf is None:
+        """The buffer trimmed to ``nbytes`` (the pool may shrink it in place); a mapped
+        block is handed over whole, the Arrow buffer covering its first ``nbytes``."""
+        if self.blk is not None:
+            buf = pa.foreign_buffer(<uintptr_t>self.ptr, nbytes, base=self.blk)
+            self.blk = None
+        elif self.buf is None:
             return pa.allocate_buffer(0)
-        if nbytes < self.cap:
-            self.buf.resize(nbytes, shrink_to_fit=True)
-        buf = self.buf
-        self.buf = None
+        else:
+            if nbytes < self.cap:
+                self.buf.resize(nbytes, shrink_to_fit=True)
+            buf = self.buf
+            self.buf = None
         self.ptr = NULL
         self.cap = 0
         return buf
@@ -1481,7 +1619,10 @@ cdef class _Sink:
         self.grow_rows(rows)
         self.o.key_off[0] = 0
         self.o.val_off[0] = 0
-        self.grow_key(kv_bytes, 0)
+        # keys and values share each payload byte budget, and keys are usually the
+        # small part: the key buffer starts at a quarter of the bound and grows (per
+        # batch, reserve_kv makes room for the whole payload) when keys are bigger
+        self.grow_key(kv_bytes // 4, 0)
         self.grow_val(kv_bytes, 0)
         if self.o.with_headers:
             self.o.hl_off[0] = 0
@@ -1546,20 +1687,20 @@ cdef class _Sink:
     cdef int grow_key(self, int64_t need, int64_t est) except -1:
         self.g_key_data.resize(self._grown("key", need, self.o.key_cap, est), False)
         self.o.key_data = self.g_key_data.ptr
-        self.o.key_cap = self.g_key_data.cap
+        self.o.key_cap = min(self.g_key_data.cap, <int64_t>INT32_MAX)     # int32 offsets
         return 0
 
     cdef int grow_val(self, int64_t need, int64_t est) except -1:
         self.g_val_data.resize(self._grown("value", need, self.o.val_cap, est), False)
         self.o.val_data = self.g_val_data.ptr
-        self.o.val_cap = self.g_val_data.cap
+        self.o.val_cap = min(self.g_val_data.cap, <int64_t>INT32_MAX)     # int32 offsets
         return 0
 
     cdef inline int reserve_kv(self, int64_t extra, int64_t est) except -1:
         """Room for ``extra`` more bytes of keys and of values (one batch's payload is an
         upper bound of both); ``est`` is a hint of the final size."""
         if self.o.key_used + extra > self.o.key_cap:
-            self.grow_key(self.o.key_used + extra, est)
+            self.grow_key(self.o.key_used + extra, est // 4)
         if self.o.val_used + extra > self.o.val_cap:
             self.grow_val(self.o.val_used + extra, est)
         return 0
@@ -1579,13 +1720,13 @@ cdef class _Sink:
     cdef int grow_hk(self, int64_t need) except -1:
         self.g_hk_data.resize(self._grown("header key", need, self.o.hk_cap, 0), False)
         self.o.hk_data = self.g_hk_data.ptr
-        self.o.hk_cap = self.g_hk_data.cap
+        self.o.hk_cap = min(self.g_hk_data.cap, <int64_t>INT32_MAX)     # int32 offsets
         return 0
 
     cdef int grow_hv(self, int64_t need) except -1:
         self.g_hv_data.resize(self._grown("header value", need, self.o.hv_cap, 0), False)
         self.o.hv_data = self.g_hv_data.ptr
-        self.o.hv_cap = self.g_hv_data.cap
+        self.o.hv_cap = min(self.g_hv_data.cap, <int64_t>INT32_MAX)     # int32 offsets
         return 0
 
     # -- records --
@@ -1667,30 +1808,29 @@ cdef class _Sink:
         cdef int64_t n = o.n, i, tlen, filled, total
         cdef bytes tbytes = topic.encode("utf-8")
         cdef int32_t* ip
-        cdef uint8_t* dp
+        cdef _Growable g
         tlen = PyBytes_GET_SIZE(tbytes)
         total = n * tlen
         if total > INT32_MAX:
             raise KafkaLogError(f"{n} rows of topic {topic!r} exceed 2 GiB in the topic "
                                 f"column; decode a smaller range of batches")
-        # the constant columns
-        part_buf = pa.allocate_buffer(max(n, 1) * 4)
-        ip = <int32_t*><uintptr_t>part_buf.address
-        for i in range(n):
-            ip[i] = partition
-        toff_buf = pa.allocate_buffer((n + 1) * 4)
-        ip = <int32_t*><uintptr_t>toff_buf.address
-        for i in range(n + 1):
-            ip[i] = <int32_t>(i * tlen)
-        tdata_buf = pa.allocate_buffer(max(total, 1))
+        # the constant columns, filled by doubling copies (a few memcpy calls whatever n)
+        g = _Growable()
+        g.resize(max(n, 1) * 4, False)
+        _fill_repeat(g.ptr, <const uint8_t*>&partition, 4, max(n, 1) * 4)
+        part_buf = g.finish(max(n, 1) * 4)
+        g.resize((n + 1) * 4, False)
+        ip = <int32_t*>g.ptr
+        if tlen == 0:
+            memset(ip, 0, <size_t>((n + 1) * 4))
+        else:
+            for i in range(n + 1):
+                ip[i] = <int32_t>(i * tlen)
+        toff_buf = g.finish((n + 1) * 4)
+        g.resize(max(total, 1), False)
         if total > 0:
-            dp = <uint8_t*><uintptr_t>tdata_buf.address
-            memcpy(dp, PyBytes_AS_STRING(tbytes), <size_t>tlen)
-            filled = tlen
-            while filled < total:          # doubling copies
-                i = min(filled, total - filled)
-                memcpy(dp + filled, dp, <size_t>i)
-                filled += i
+            _fill_repeat(g.ptr, <const uint8_t*>PyBytes_AS_STRING(tbytes), tlen, total)
+        tdata_buf = g.finish(max(total, 1))
 
         bm = _bitmap_bytes(n)
         key = pa.Array.from_buffers(
@@ -1735,6 +1875,17 @@ cdef class _Sink:
                 null_count=o.hl_nulls, children=[st])
             cols.append(hl)
         return pa.RecordBatch.from_arrays(cols, schema=record_schema(o.with_headers))
+
+
+cdef inline void _fill_repeat(uint8_t* dst, const uint8_t* unit, int64_t unit_len,
+                              int64_t total) noexcept nogil:
+    """dst[0:total] = unit repeated (total a multiple of unit_len), by doubling copies."""
+    cdef int64_t filled = unit_len, k
+    memcpy(dst, unit, <size_t>unit_len)
+    while filled < total:
+        k = min(filled, total - filled)
+        memcpy(dst + filled, dst, <size_t>k)
+        filled += k
 
 
 cdef int _cb_grow_hslots(void* owner, int64_t need) except -1:

@@ -1,0 +1,101 @@
+"""The kernel's cache of big output blocks: decoded batches own their memory (a block
+is reused only after every Arrow buffer over it is gone), results do not depend on the
+cache, and the cache stays within its limit."""
+from __future__ import annotations
+
+import gc
+
+import pyarrow as pa
+import pytest
+
+from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.format import decode, encode
+from spark_kafkalog.format import _decode
+
+MiB = 1 << 20
+
+
+def _table(n: int, seed: int) -> pa.Table:
+    keys = [None if i % 11 == 0 else b"k%07d" % (i * seed) for i in range(n)]
+    values = [b"%d:" % seed + bytes([(i * seed) % 251]) * (40 + i % 90) for i in range(n)]
+    headers = [[{"key": "h", "value": b"%d" % i}] if i % 5 == 0 else None
+               for i in range(n)]
+    return pa.table({"key": pa.array(keys, pa.binary()),
+                     "value": pa.array(values, pa.binary()),
+                     "headers": pa.array(headers, decode(b"").schema.field("headers").type)})
+
+
+@pytest.fixture
+def cache_limit():
+    """Restore the process's limit after a test changes it."""
+    old = _decode.set_block_cache_limit(256 * MiB)
+    _decode.set_block_cache_limit(old)
+    yield
+    _decode.set_block_cache_limit(old)
+
+
+def _rows(batch):
+    return batch.select(["key", "value", "offset", "headers"]).to_pylist()
+
+
+def test_big_outputs_reuse_blocks_without_aliasing_live_batches(cache_limit):
+    a_data = encode(_table(40_000, 3))
+    b_data = encode(_table(40_000, 7))
+    _decode.set_block_cache_limit(256 * MiB)
+    _decode.set_block_cache_limit(0)          # start from an empty cache
+    _decode.set_block_cache_limit(256 * MiB)
+    a = decode(a_data, topic="t", partition=3)
+    a_rows = _rows(a)
+    b = decode(b_data, topic="t", partition=3)          # a is alive: no block of a reused
+    assert _rows(a) == a_rows
+    b_rows = _rows(b)
+    del a
+    gc.collect()
+    count, cached, limit = _decode.block_cache_info()
+    assert count >= 1 and 0 < cached <= limit
+    c = decode(a_data, topic="t", partition=3)          # reuses a's blocks
+    assert _decode.block_cache_info()[0] < count
+    assert _rows(c) == a_rows
+    assert _rows(b) == b_rows                            # b untouched by c's writes
+    # the constant columns come from blocks too
+    assert c.column("partition").to_pylist() == [3] * c.num_rows
+    assert set(c.column("topic").to_pylist()) == {"t"}
+    c.validate(full=True)
+
+
+def test_results_do_not_depend_on_the_cache(cache_limit):
+    data = encode(_table(30_000, 5))
+    _decode.set_block_cache_limit(0)
+    without = decode(data, topic="topic-x")
+    assert _decode.block_cache_info()[:2] == (0, 0)
+    _decode.set_block_cache_limit(256 * MiB)
+    decode(data)                                         # fills the cache when released
+    gc.collect()
+    with_cache = decode(data, topic="topic-x")
+    assert with_cache.equals(without)
+    with_cache.validate(full=True)
+
+
+def test_cache_respects_its_limit(cache_limit):
+    data = encode(_table(30_000, 9))
+    _decode.set_block_cache_limit(3 * MiB)
+    for _ in range(3):
+        decode(data)
+        gc.collect()
+        count, cached, limit = _decode.block_cache_info()
+        assert cached <= 3 * MiB and limit == 3 * MiB
+    _decode.set_block_cache_limit(0)
+    assert _decode.block_cache_info()[:2] == (0, 0)
+    with pytest.raises(InvalidOptionError):
+        _decode.set_block_cache_limit(-1)
+
+
+def test_keys_bigger_than_a_quarter_of_the_payload_grow_their_buffer(cache_limit):
+    # the key buffer starts at a quarter of the payload bound: key-heavy data grows it
+    n = 20_000
+    keys = [bytes([i % 256]) * 200 + b"%d" % i for i in range(n)]
+    t = pa.table({"key": pa.array(keys, pa.binary()),
+                  "value": pa.array([None] * n, pa.binary())})
+    got = decode(encode(t))
+    assert got.column("key").to_pylist() == keys
+    assert got.column("value").null_count == n
