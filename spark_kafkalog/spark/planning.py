@@ -18,18 +18,28 @@ Rules, in order (each step is a function below so tests can check it alone):
 4. **Slices**: each partition's range is cut into consecutive slices of about
    ``maxPartitionBytes`` at batch boundaries found through ``.index`` files
    (``split_points``): small segments share a slice, a large segment is cut into byte
-   ranges. ``maxRecordsPerPartition`` and then ``minPartitions`` split slices further by
-   offset, with the arithmetic of Spark's ``KafkaOffsetRangeCalculator``.
+   ranges. ``maxRecordsPerPartition`` then cuts slices at batch boundaries by exact
+   record counts (:func:`limit_records`), and ``minPartitions`` splits further by offset
+   with the arithmetic of Spark's ``KafkaOffsetRangeCalculator``.
 
-Record counts are offset spans: an upper bound of the records in a range (compaction gaps
-and transaction markers hold offsets but no rows), so ``maxRecordsPerPartition`` is never
-exceeded.
+Record counts: without ``maxRecordsPerPartition`` a slice's size is its offset span, an
+upper bound of its rows (compaction gaps and transaction markers hold offsets but no
+rows), which is all ``minPartitions`` needs. With it, the batch headers of every slice are
+walked (one bounded window at a time; this reads the slice's bytes once at planning, so
+it is done only when the option is set) and records are counted exactly as the reader
+will return them: data records only (control batches hold none), aborted transactions
+left out under ``read_committed``, the batches at a slice's ends counted within its
+offsets. Where Spark's Kafka source can only estimate, every input partition then holds
+at most ``maxRecordsPerPartition`` rows -- except a single batch holding more than that,
+which cannot be split (a task reads whole batches) and gets an input partition of its own.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
 
 from pyspark.sql.datasource import InputPartition
 
@@ -66,7 +76,9 @@ class LogSlice(InputPartition):
     segments from the slice's first segment on, which covers every transaction marker that
     can abort a record in the slice), the offset range and a byte-position hint
     ``(segment base offset, position)`` of a batch boundary at or before ``start_offset``
-    (None: the reader looks it up in the offset index).
+    (None: the reader looks it up in the offset index). ``records``: the exact number of
+    rows the slice yields when planning counted them (``maxRecordsPerPartition``), else
+    None.
     """
     topic: str
     partition: int
@@ -75,9 +87,13 @@ class LogSlice(InputPartition):
     end_offset: int
     start_position: tuple[int, int] | None = None
     est_bytes: int = 0               # planning estimate, for explain and tests
+    records: int | None = None
 
     @property
     def est_records(self) -> int:
+        """The exact row count when known, else the offset span (an upper bound)."""
+        if self.records is not None:
+            return self.records
         return self.end_offset - self.start_offset
 
 
@@ -371,19 +387,17 @@ def _divide(s: LogSlice, parts: int, keep_later: bool) -> list[LogSlice]:
                                                               keep_later),
                                start_offset=start, end_offset=end,
                                start_position=s.start_position if start == s.start_offset
-                               else None, est_bytes=int(s.est_bytes * frac)))
+                               else None, est_bytes=int(s.est_bytes * frac),
+                               records=None))
         start = end
     return out
 
 
-def split_for_limits(slices: list[LogSlice], min_partitions: int | None,
-                     max_records: int | None, *, keep_later: bool = False) -> list[LogSlice]:
-    """``maxRecordsPerPartition`` first (every slice to at most that many offsets), then
-    ``minPartitions`` (Spark's proportional split of the large slices)."""
+def split_for_limits(slices: list[LogSlice], min_partitions: int | None, *,
+                     keep_later: bool = False) -> list[LogSlice]:
+    """``minPartitions``: Spark's proportional split of the large slices (by offset, on
+    ``est_records``), after :func:`limit_records`. Empty slices are dropped."""
     slices = [s for s in slices if s.est_records > 0]
-    if max_records is not None:
-        slices = [piece for s in slices
-                  for piece in _divide(s, math.ceil(s.est_records / max_records), keep_later)]
     if min_partitions is None or len(slices) >= min_partitions:
         return slices
     total = sum(s.est_records for s in slices)
@@ -407,11 +421,167 @@ def split_for_limits(slices: list[LogSlice], min_partitions: int | None,
     return out
 
 
+# -- 5. exact record counts (maxRecordsPerPartition) -----------------------------------------
+
+@dataclass(frozen=True)
+class BatchRows:
+    """The batches of one window of a slice, in log order: for each, the offset a slice
+    starting at it would start at (every row of earlier batches is below it, every row
+    of it at or above), the byte position of its start in the segment whose base offset
+    is ``segment_base``, and how many of the slice's rows it holds."""
+    segment_base: int
+    cut_offsets: np.ndarray         # int64
+    positions: np.ndarray           # int64
+    rows: np.ndarray                # int64
+
+
+def batch_rows(logdirs, s: LogSlice, opts: ReadOptions) -> Iterator[BatchRows]:
+    """Walk the batch headers of slice ``s`` the way the reader will read it (same seek,
+    same scanner and corruption policy, same aborted-transaction resolution) and count
+    the rows each batch contributes.
+
+    A batch counts ``record_count`` rows when it lies wholly inside the slice's offsets;
+    control batches, aborted batches (``read_committed``) and batches outside the range
+    count 0; a batch cut by the range's ends, or a compressed legacy wrapper (whose
+    header does not say how many messages it holds), is decoded -- only that batch,
+    from the window already in memory -- and its rows in range counted. Memory: one
+    window of ``opts.window_bytes``. A batch that frames but does not decode raises
+    under ``onCorruption=fail`` (as reading it would) and counts 0 otherwise."""
+    from spark_kafkalog.errors import CorruptRecordError, KafkaLogError
+    from spark_kafkalog.format import decode_run
+    from spark_kafkalog.log import ReadStats, scan_windows
+    from spark_kafkalog.log.isolation import aborted_resolver
+    from spark_kafkalog.log.seek import locate
+
+    p = s.partition_dir
+    start, end = s.start_offset, s.end_offset
+    if start >= end or not p.segments:
+        return
+    stats = ReadStats()
+    seg_i, pos, check = locate(logdirs, p, start, s.start_position)
+    resolver = None
+    if opts.isolation_level == "read_committed":
+        # as the reader: any marker in the log may decide (end is clamped to the LSO)
+        resolver = aborted_resolver(logdirs, p, segment_index=seg_i, start_offset=start,
+                                    end_offset=end, decision_limit=1 << 62,
+                                    txn_index="auto", on_corruption=opts.on_corruption,
+                                    window_bytes=opts.window_bytes, stats=stats)
+    windows = scan_windows(logdirs.filesystem, p, segment_index=seg_i, position=pos,
+                           seek_check=check, end_offset=end,
+                           on_corruption=opts.on_corruption, window_bytes=opts.window_bytes,
+                           stats=stats, quiet=True)
+    prev_last = None
+    try:
+        for w in windows:
+            h = w.headers
+            base = h.column("base_offset").to_numpy()
+            last = h.column("last_offset").to_numpy()
+            magic = h.column("magic").to_numpy()
+            count = h.column("record_count").to_numpy().astype(np.int64)
+            control = h.column("is_control").to_numpy(zero_copy_only=False)
+            positions = h.column("position").to_numpy()
+            sizes = h.column("size").to_numpy()
+            # the offset each batch's rows start at, at the earliest: a v2 header says
+            # it; a legacy entry's rows follow the previous batch's last offset
+            prev = np.empty(len(last), dtype=np.int64)
+            prev[0] = start - 1 if prev_last is None else prev_last
+            prev[1:] = last[:-1]
+            cut = np.where(magic == 2, base, np.maximum(prev + 1, start)).astype(np.int64)
+            counted = ~control & (last >= start) & (cut < end)
+            if resolver is not None:
+                aborted = resolver.skip_positions(w)       # relative to the window
+                if aborted is not None:
+                    counted &= ~np.isin(positions - w.position, aborted)
+            rows = np.where(counted, count, 0)
+            exact = counted & ((count < 0) | (cut < start) | (last >= end))
+            for r in np.flatnonzero(exact).tolist():
+                at = int(positions[r]) - w.position
+                try:
+                    rb = decode_run(memoryview(w.data)[at:at + int(sizes[r])], topic=p.topic,
+                                    partition=p.partition, verify_crc=False,
+                                    include_headers=False, start_offset=start,
+                                    end_offset=end, position_base=int(positions[r]))
+                    rows[r] = rb.num_rows
+                except CorruptRecordError as err:
+                    if opts.on_corruption == "fail":
+                        raise err.at(path=w.path) from err
+                    rows[r] = 0         # the reader skips it (or stops there)
+                except KafkaLogError as err:
+                    raise err.at(path=w.path) from err
+            prev_last = int(last[-1])
+            yield BatchRows(p.segments[w.segment_index].base_offset, cut,
+                            positions.astype(np.int64), rows)
+            del w, h
+    finally:
+        windows.close()
+
+
+def cut_by_records(s: LogSlice, batches: Sequence[BatchRows], max_records: int, *,
+                   keep_later: bool = False) -> list[LogSlice]:
+    """Cut slice ``s`` at batch boundaries into pieces of at most ``max_records`` rows
+    (``batches``: its batches, from :func:`batch_rows`). As Spark divides a range that
+    is too large, the pieces are balanced: a piece ends at the first batch boundary at
+    or past ``rows / ceil(rows / max_records)`` rows (Spark's even share), or earlier
+    when the next batch would take it over the limit. A batch with
+    more rows than the limit is a piece of its own. Each piece knows its exact row
+    count and starts with a position hint at its first batch."""
+    parts = [b for b in batches if len(b.rows)]
+    if not parts:
+        return []
+    rows = np.concatenate([b.rows for b in parts])
+    total = int(rows.sum())
+    if total == 0:
+        return []
+    cuts = np.concatenate([b.cut_offsets for b in parts])
+    positions = np.concatenate([b.positions for b in parts])
+    seg_bases = np.concatenate([np.full(len(b.rows), b.segment_base, dtype=np.int64)
+                                for b in parts])
+    k = -(-total // max_records)      # pieces of total / k <= max_records rows each
+    pieces: list[tuple[int, tuple[int, int] | None, int]] = []   # (start, hint, rows)
+    piece_start, piece_hint, piece = s.start_offset, s.start_position, 0
+    for r in np.flatnonzero(rows).tolist():
+        n = int(rows[r])
+        if piece and (piece + n > max_records or piece * k >= total):
+            pieces.append((piece_start, piece_hint, piece))
+            piece_start = int(cuts[r])
+            piece_hint = (int(seg_bases[r]), int(positions[r]))
+            piece = 0
+        piece += n
+    pieces.append((piece_start, piece_hint, piece))
+    out = []
+    for i, (start, hint, n) in enumerate(pieces):
+        stop = pieces[i + 1][0] if i + 1 < len(pieces) else s.end_offset
+        frac = (stop - start) / max(1, s.end_offset - s.start_offset)
+        out.append(replace(s, partition_dir=_segments_for(s.partition_dir, start, stop,
+                                                          keep_later),
+                           start_offset=start, end_offset=stop, start_position=hint,
+                           est_bytes=int(s.est_bytes * frac), records=n))
+    return out
+
+
+def limit_records(logdirs, slices: list[LogSlice], opts: ReadOptions, *,
+                  count: Callable | None = None, keep_later: bool = False
+                  ) -> list[LogSlice]:
+    """``maxRecordsPerPartition``: every slice counted (``count``: :func:`batch_rows`,
+    replaceable in tests) and cut by :func:`cut_by_records`. Slices with no rows are
+    dropped. A no-op when the option is not set."""
+    max_records = opts.max_records_per_partition
+    if max_records is None:
+        return slices
+    count = batch_rows if count is None else count
+    return [piece for s in slices
+            for piece in cut_by_records(s, list(count(logdirs, s, opts)), max_records,
+                                        keep_later=keep_later)]
+
+
 # -- all together ----------------------------------------------------------------------------------
 
 def plan(logdirs, opts: ReadOptions, pushdown: Pushdown = NONE, *,
-         split_points: Callable | None = None) -> list[LogSlice]:
-    """The input partitions of a batch read, in (topic, partition, offset) order."""
+         split_points: Callable | None = None, count: Callable | None = None
+         ) -> list[LogSlice]:
+    """The input partitions of a batch read, in (topic, partition, offset) order.
+    ``split_points`` / ``count`` replace the log-reading steps in tests (see
+    :func:`slice_range`, :func:`limit_records`)."""
     if split_points is None:
         from spark_kafkalog.log import split_points as log_split_points
         split_points = log_split_points
@@ -426,5 +596,5 @@ def plan(logdirs, opts: ReadOptions, pushdown: Pushdown = NONE, *,
     keep_later = opts.isolation_level == "read_committed"
     slices = [s for r in ranges for s in slice_range(logdirs, r, opts.max_partition_bytes,
                                                      split_points, keep_later=keep_later)]
-    return split_for_limits(slices, opts.min_partitions, opts.max_records_per_partition,
-                            keep_later=keep_later)
+    slices = limit_records(logdirs, slices, opts, count=count, keep_later=keep_later)
+    return split_for_limits(slices, opts.min_partitions, keep_later=keep_later)

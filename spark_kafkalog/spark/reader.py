@@ -6,6 +6,7 @@ with every task; so everything ``read`` needs lives in the options and the pushd
 """
 from __future__ import annotations
 
+import queue
 import threading
 from typing import Iterator
 
@@ -59,6 +60,76 @@ def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NON
             yield batch
 
 
+#: batches decoded ahead of the one Spark is consuming (see :func:`prefetched`)
+PREFETCH_BATCHES = 1
+
+_ITEM, _ERROR, _END = 0, 1, 2
+
+
+def prefetched(make_iter, depth: int = PREFETCH_BATCHES) -> Iterator:
+    """The items of ``make_iter()``, produced by a background thread up to ``depth``
+    items ahead of the consumer.
+
+    Why: a Python worker alternates between decoding a batch (our kernel, the window
+    read and the CRC pass release the GIL) and handing the previous one to Spark
+    (Arrow IPC onto the worker's socket, which also waits on the JVM). Done in one
+    thread those add up; here the next window is read and decoded while Spark takes
+    the current batch.
+
+    Contract: items arrive in order; an exception raised by the iterator is re-raised
+    here, at the point of the stream where it happened (items before it are delivered
+    first). Closing this generator early (Spark stops a task after a LIMIT) stops the
+    producer after the item it is working on and closes the source iterator in the
+    producer thread; nothing is left running. Memory: at most ``depth`` queued items,
+    one being produced and the one the consumer holds.
+    """
+    handoff: queue.Queue = queue.Queue(maxsize=max(1, depth))   # never unbounded
+    stop = threading.Event()
+
+    def produce():
+        last = (_END, None)
+        try:
+            it = make_iter()
+            try:
+                for item in it:
+                    handoff.put((_ITEM, item))
+                    del item
+                    if stop.is_set():
+                        break
+            finally:
+                close = getattr(it, "close", None)
+                if close is not None:
+                    close()
+        except BaseException as err:     # handed to the consumer, which re-raises it
+            last = (_ERROR, err)
+        # always the producer's last word: the consumer waits for it
+        handoff.put(last)
+
+    worker = threading.Thread(target=produce, name="kafkalog-prefetch", daemon=True)
+    worker.start()
+    finished = False
+    try:
+        while True:
+            kind, value = handoff.get()
+            if kind == _ITEM:
+                yield value
+                del value
+            elif kind == _ERROR:
+                finished = True
+                raise value
+            else:
+                finished = True
+                return
+    finally:
+        if not finished:
+            # early close: let the producer see the flag, unblock its put, and wait for
+            # its _END (or _ERROR, which nobody wants any more)
+            stop.set()
+            while handoff.get()[0] == _ITEM:
+                pass
+        worker.join()
+
+
 class KafkaLogReader(DataSourceReader):
     """Batch reader without filter pushdown (what Spark gets when
     ``spark.sql.python.filterPushdown.enabled`` is false: Spark refuses a reader that
@@ -75,7 +146,10 @@ class KafkaLogReader(DataSourceReader):
         # Spark substitutes InputPartition(None) when partitions() is empty: no rows.
         if not isinstance(partition, LogSlice):
             return iter(())
-        return read_slice(open_logdirs(self.opts), self.opts, partition, self.pushdown)
+        opts, pushdown = self.opts, self.pushdown
+        if PREFETCH_BATCHES <= 0:
+            return read_slice(open_logdirs(opts), opts, partition, pushdown)
+        return prefetched(lambda: read_slice(open_logdirs(opts), opts, partition, pushdown))
 
 
 class KafkaLogPushdownReader(KafkaLogReader):

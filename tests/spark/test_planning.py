@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import pickle
 
+import numpy as np
 import pytest
 from pyspark.sql.datasource import (
     EqualTo,
@@ -21,7 +22,13 @@ from spark_kafkalog.errors import (
 )
 from spark_kafkalog.spark import filters
 from spark_kafkalog.spark.options import parse_read_options
-from spark_kafkalog.spark.planning import LogSlice, plan, split_for_limits
+from spark_kafkalog.spark.planning import (
+    BatchRows,
+    LogSlice,
+    cut_by_records,
+    plan,
+    split_for_limits,
+)
 from tests.spark.fakes import FakeLogDirs, fake_split_points
 
 MB = 1 << 20
@@ -37,10 +44,25 @@ def two_topics():
     })
 
 
-def run(logdirs, pushdown=filters.NONE, **opts):
+def fake_batch_rows(logdirs, s, opts, batch_records=1):
+    """Batches of ``batch_records`` offsets, one record per offset, positions spread
+    evenly over each fake segment's bytes (what planning.batch_rows yields from files)."""
+    for base, nxt, size in logdirs.layout[(s.topic, s.partition)]:
+        lo, hi = max(base, s.start_offset), min(nxt, s.end_offset)
+        if lo >= hi:
+            continue
+        first = base + (lo - base) // batch_records * batch_records
+        starts = np.arange(first, hi, batch_records, dtype=np.int64)
+        ends = np.minimum(starts + batch_records, hi)
+        rows = ends - np.maximum(starts, lo)
+        per = size / max(1, nxt - base)
+        yield BatchRows(base, starts, ((starts - base) * per).astype(np.int64), rows)
+
+
+def run(logdirs, pushdown=filters.NONE, count=fake_batch_rows, **opts):
     base = {"path": "/fake", "subscribe": "a"}
     o = parse_read_options({**base, **opts})
-    slices = plan(logdirs, o, pushdown, split_points=fake_split_points)
+    slices = plan(logdirs, o, pushdown, split_points=fake_split_points, count=count)
     for s in slices:
         assert isinstance(s, LogSlice)
         assert pickle.loads(pickle.dumps(s)) == s
@@ -156,14 +178,55 @@ def test_timestamps_resolve_through_offset_for_timestamp():
 
 
 def test_max_records_per_partition_exact_split():
+    # one record per batch: Spark's even division (ceil(3000/400) = 8 pieces of 375)
     slices = run(two_topics(), maxRecordsPerPartition="400")
     a0 = [(s.start_offset, s.end_offset) for s in slices if s.partition == 0]
     a1 = [(s.start_offset, s.end_offset) for s in slices if s.partition == 1]
     assert len(a0) == 8 and all(e - s <= 400 for s, e in a0)     # ceil(3000/400)
     assert a0[0] == (0, 375) and a0[-1][1] == 3000
     assert a1 == [(0, 250), (250, 500)]
-    # only the first piece of a split slice keeps the position hint
-    assert slices[0].start_position == (0, 0) and slices[1].start_position is None
+    assert [s.records for s in slices] == [375] * 8 + [250, 250]
+    # every piece starts with a position hint at its first batch
+    assert slices[0].start_position == (0, 0)
+    assert slices[1].start_position == (0, int(375 * (1 * MB / 1000)))
+    assert slices[3].start_position == (1000, int(125 * (1 * MB / 1000)))
+
+
+def test_max_records_cuts_at_batch_boundaries():
+    def count(logdirs, s, opts):
+        return fake_batch_rows(logdirs, s, opts, batch_records=150)
+    # batches of 150 records (per segment of 1000 offsets: the last one of 100): a
+    # piece ends at the first boundary at or past its even share (3000 / 8 = 375), or
+    # before a batch that would take it over 400
+    slices = run(two_topics(), count=count, maxRecordsPerPartition="400")
+    a0 = [s for s in slices if s.partition == 0]
+    assert all((s.start_offset % 1000) % 150 == 0 for s in a0)
+    assert [(s.start_offset, s.records) for s in a0[:4]] == \
+        [(0, 300), (300, 300), (600, 400), (1000, 300)]
+    assert len(a0) == 9 and sum(s.records for s in a0) == 3000
+    assert all(s.end_offset == t.start_offset for s, t in zip(slices, slices[1:])
+               if s.partition == t.partition)
+    # a batch bigger than the limit is a piece of its own
+    slices = run(two_topics(), count=count, maxRecordsPerPartition="100")
+    assert {s.records for s in slices} == {150, 100, 50}
+    assert len([s for s in slices if s.partition == 0]) == 21
+
+
+def test_cut_by_records_skips_empty_batches_and_keeps_hints():
+    s = LogSlice("t", 0, two_topics().partition("a", 1), 10, 60, (0, 0), 5000)
+    # batches at offsets 10, 20 (control: 0 rows), 30, 40, 50; 10 rows each otherwise
+    b = BatchRows(0, np.array([10, 20, 30, 40, 50]), np.array([0, 100, 200, 300, 400]),
+                  np.array([10, 0, 10, 10, 10]))
+    # 40 rows, at most 20 a piece: two pieces of 20, the control batch inside the first
+    pieces = cut_by_records(s, [b], 20)
+    assert [(p.start_offset, p.end_offset, p.records, p.start_position) for p in pieces] == \
+        [(10, 40, 20, (0, 0)), (40, 60, 20, (0, 300))]
+    # at most 15: the cap cuts before every 10-row batch after the first
+    pieces = cut_by_records(s, [b], 15)
+    assert [(p.start_offset, p.records) for p in pieces] == [(10, 10), (30, 10), (40, 10),
+                                                            (50, 10)]
+    assert cut_by_records(s, [BatchRows(0, np.array([10]), np.array([0]),
+                                        np.array([0]))], 20) == []
 
 
 def test_min_partitions_like_spark():
@@ -188,7 +251,7 @@ def test_min_partitions_after_max_records():
 
 def test_split_for_limits_drops_empty():
     s = LogSlice("t", 0, None, 5, 5)
-    assert split_for_limits([s], 3, None) == []
+    assert split_for_limits([s], 3) == []
 
 
 # -- pushdown -----------------------------------------------------------------------------

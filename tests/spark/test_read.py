@@ -195,12 +195,109 @@ def test_partition_counts_and_pickling(logs):
     # minPartitions: sizes 305, 312, 305 offsets -> round(x / 922 * 9) = 3 parts each
     _, parts = plan(logs["path"], subscribe=MULTI, minPartitions="9")
     assert len(parts) == 9
-    # maxRecordsPerPartition: ceil(offsets / 50) per partition
+    # maxRecordsPerPartition, exact counts cut at batch boundaries: each partition holds
+    # 15 batches of 20 records and a tail of 5 (multi-1 also a gap of 7 offsets); two
+    # batches fit in 50 -> 7 pieces of 40, then 20 + 5: 8 per partition
     _, capped = plan(logs["path"], subscribe=MULTI, maxRecordsPerPartition="50")
-    assert len(capped) == sum(-(-p.log_end_offset // 50) for p in logs["multi"].values())
-    assert all(s.end_offset - s.start_offset <= 50 for s in capped)
+    assert len(capped) == 24
+    assert [s.records for s in capped] == ([40] * 7 + [25]) * 3
     for s in parts + capped:
         assert pickle.loads(pickle.dumps(s)) == s
+
+
+@pytest.fixture(scope="module")
+def counted_logs(tmp_path_factory):
+    """Logs where offset spans overcount records: a compacted topic (gaps between and
+    inside batches, several segments) and a transactional one (markers, an aborted
+    transaction)."""
+    root = tmp_path_factory.mktemp("counted")
+    b = LogDirBuilder(root)
+    p = b.partition("compacted", 0, index_interval_bytes=100)
+    for i in range(12):                     # 12 batches of 10 records, 120 rows
+        if i % 2:
+            p.append(_records(10, b"c%d" % i))
+        else:                               # a compacted batch: gaps inside it
+            p.append(_records(10, b"c%d" % i), offset_deltas=[3 * d for d in range(10)])
+        p.gap(15)
+        if i in (4, 8):
+            p.roll()
+    p.high_watermark = p.log_end_offset
+    t = b.partition("txn", 0, index_interval_bytes=100)
+    t.append(_records(10, b"n0"))
+    for codec, commit in (("none", True), ("lz4", False), ("gzip", True)):
+        txn = t.begin_txn(7)
+        t.append(_records(10, b"t1" + codec.encode()), txn=txn, compression=codec)
+        t.append(_records(10, b"t2" + codec.encode()), txn=txn, compression=codec)
+        t.end_txn(txn, commit=commit)
+        t.append(_records(10, b"n" + codec.encode()))
+    t.roll()
+    t.append(_records(10, b"last"))
+    t.high_watermark = t.log_end_offset
+    b.write()
+    return str(root), p, t
+
+
+@pytest.mark.parametrize("topic,level,limit,pieces", [
+    # 120 rows over 285 offsets: 3 pieces of 40 (offset spans: ceil(285 / 40) = 8)
+    ("compacted", "read_uncommitted", "40", 3),
+    # a batch is never cut: 10-row batches, at most 25 -> pieces of 20 (share 24)
+    ("compacted", "read_uncommitted", "25", 6),
+    # 110 rows in 11 batches (and 3 markers), at most 30: 30, 30, 30, 20
+    ("txn", "read_uncommitted", "30", 4),
+    # 90 rows once the aborted transaction is dropped: 3 of 30
+    ("txn", "read_committed", "30", 3),
+])
+def test_max_records_per_partition_counts_records_exactly(spark, counted_logs, topic,
+                                                         level, limit, pieces):
+    from spark_kafkalog.log import read_partition
+    from spark_kafkalog.spark.reader import open_logdirs
+
+    path, compacted, txn = counted_logs
+    want = read_table(path, topic, isolation_level=level, include_headers=False)
+    offsets = (compacted if topic == "compacted" else txn).log_end_offset
+    assert want.num_rows < offsets                 # spans overcount here
+    reader, parts = plan(path, subscribe=topic, maxRecordsPerPartition=limit,
+                         **{"kafka.isolation.level": level})
+    assert len(parts) == pieces
+    assert all(s.records <= int(limit) for s in parts)
+    assert sum(s.records for s in parts) == want.num_rows
+    # every piece reads exactly the rows it was planned with, from its position hint
+    logdirs = open_logdirs(reader.opts)
+    for s in parts:
+        assert s.start_position is not None
+        stats = ReadStats()
+        got = read_partition(logdirs, s.partition_dir, start_offset=s.start_offset,
+                             end_offset=s.end_offset, isolation_level=level,
+                             start_position=s.start_position, stats=stats)
+        assert sum(b.num_rows for b in got) == s.records
+        assert stats.index_fallbacks == 0
+        assert pickle.loads(pickle.dumps(s)) == s
+    df = load(spark, path, subscribe=topic, maxRecordsPerPartition=limit,
+              **{"kafka.isolation.level": level})
+    assert df.rdd.getNumPartitions() == pieces
+    assert_same(spark_table(df), want)
+
+
+def test_max_records_counts_within_offset_bounds(counted_logs):
+    # a range starting and ending inside batches (and inside a compacted batch's gaps)
+    path, compacted, _ = counted_logs
+    start, end = 7, 200
+    want = read_table(path, "compacted", include_headers=False,
+                      starting_offsets={0: start}, ending_offsets={0: end})
+    _, parts = plan(path, subscribe="compacted", maxRecordsPerPartition="16",
+                    startingOffsets=f'{{"compacted":{{"0":{start}}}}}',
+                    endingOffsets=f'{{"compacted":{{"0":{end}}}}}')
+    assert parts[0].start_offset == start and parts[-1].end_offset == end
+    assert sum(s.records for s in parts) == want.num_rows
+    assert all(s.records <= 16 for s in parts)
+
+
+def test_max_records_on_legacy_wrappers(logs):
+    # compressed v0/v1 wrappers do not say how many messages they hold: decoded to count
+    want = read_table(logs["r0"], LEGACY, include_headers=False)
+    _, parts = plan(logs["r0"], subscribe=LEGACY, maxRecordsPerPartition="6")
+    assert sum(s.records for s in parts) == want.num_rows
+    assert all(s.records <= 6 for s in parts)
 
 
 def test_unknown_filesystem_option_fails_at_planning(logs):
@@ -370,3 +467,46 @@ def test_a_new_query_sees_the_log_as_it_is_now(spark, tmp_path):
     df = load(spark, path, subscribe="grow")
     assert df.count() == 29
     assert_same(spark_table(df), read_table(path, "grow", include_headers=False))
+
+
+# -- prefetching -----------------------------------------------------------------------------
+
+def test_prefetched_delivers_in_order_and_reraises_where_it_failed():
+    from spark_kafkalog.errors import CorruptRecordError
+    from spark_kafkalog.spark.reader import prefetched
+
+    def source():
+        yield from range(5)
+        raise CorruptRecordError("bad batch", path="/x.log", position=7, offset=5)
+
+    got = []
+    with pytest.raises(CorruptRecordError, match="bad batch"):
+        for item in prefetched(source, depth=2):
+            got.append(item)
+    assert got == [0, 1, 2, 3, 4]
+
+
+def test_prefetched_early_close_stops_and_closes_the_source():
+    import threading
+
+    from spark_kafkalog.spark.reader import prefetched
+
+    events = []
+
+    def source():
+        try:
+            for i in range(1000):
+                events.append(i)
+                yield i
+        finally:
+            events.append("closed")
+
+    it = prefetched(source)
+    assert next(it) == 0
+    it.close()
+    assert events[-1] == "closed"
+    # the producer ran at most a couple of items ahead, and is gone
+    assert len(events) <= 5
+    assert not any(t.name == "kafkalog-prefetch" for t in threading.enumerate())
+    # an iterator that is never started leaves nothing behind either
+    assert list(prefetched(lambda: iter(()))) == []
