@@ -90,6 +90,11 @@ from spark_kafkalog.log.lock import (
 
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
+#: see :attr:`AppendConfig.adopt_min_bytes`
+DEFAULT_ADOPT_MIN_BYTES = 16 * 1024 * 1024
+#: staged bytes a task writes before it asks the kernel to start writing them back
+#: (so the commit's fsync of an adopted segment finds them on disk already)
+WRITEBACK_BYTES = 8 * 1024 * 1024
 #: staged bytes copied per read/patch/write step (bounds the driver's memory)
 COPY_WINDOW_BYTES = 8 * 1024 * 1024
 #: orphaned staging files (a job whose driver died before commit) older than this are
@@ -136,6 +141,10 @@ class AppendConfig:
     no_append: bool | None = None
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S
     fsync: bool = True
+    #: a staged section in a file of its own (``StagingWriter(per_partition_files=True)``)
+    #: at least this large becomes a new segment by renaming the file into the partition
+    #: directory, instead of being copied into the active segment (local filesystems)
+    adopt_min_bytes: int = DEFAULT_ADOPT_MIN_BYTES
 
     def __post_init__(self):
         if self.segment_bytes < wire.V2_HEADER_SIZE:
@@ -167,6 +176,9 @@ class StagedSection:
     batch_start: int       # first row of the file's batch table
     batch_count: int
     record_count: int
+    #: the section's bytes are this file of their own (position 0, the whole file), not
+    #: part of the staging file; such a section may be adopted as a segment
+    path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -239,17 +251,41 @@ def _check_table(table: np.ndarray, data_size: int) -> None:
         raise ValueError("batch table has an impossible batch size or offset delta")
 
 
+class _PartFile:
+    """One topic-partition's staged bytes in a file of their own (per-partition mode)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self.size = 0
+        self.written_back = 0          # bytes the kernel was asked to write back
+        self.records = 0
+        self.tables: list[np.ndarray] = []
+
+
 class StagingWriter:
-    """Streams one task's encoded batches into a staging file at the log-dir root.
+    """Streams one task's encoded batches into staging files at the log-dir root.
 
     ``add`` may be called any number of times, for any topic-partitions, in any order
-    (sections keep their order); ``finish`` writes the batch table and returns the
-    :class:`StagedFile` (None when nothing was added: no file is left); ``abort`` deletes
-    the file. Not thread-safe."""
+    (a partition's batches keep their order); ``finish`` writes the batch table and
+    returns the :class:`StagedFile` (None when nothing was added: no file is left);
+    ``abort`` deletes the files. Not thread-safe.
 
-    def __init__(self, fs: pafs.FileSystem, root: str, write_id: str, label: str = "task"):
+    By default everything goes into one staging file. With ``per_partition_files`` (on
+    local filesystems) each topic-partition's batches go into a file of their own, which
+    the kernel is asked to start writing back as it grows (so most of its bytes are on
+    disk before the commit's fsync, which then writes little more than the pages whose
+    baseOffsets it patched). The commit can adopt a large one as a new segment by
+    linking it into the partition directory (see :attr:`AppendConfig.adopt_min_bytes`)
+    instead of copying its bytes under the writer lock. The batch table stays in the
+    staging file itself."""
+
+    def __init__(self, fs: pafs.FileSystem, root: str, write_id: str, label: str = "task",
+                 *, per_partition_files: bool = False):
         self.fs = fs
         self.path = staging_path(root, write_id, label)
+        self._split = per_partition_files and is_local(fs)
+        self._parts: dict[tuple[str, int], _PartFile] = {}
         self._sections: list[StagedSection] = []
         self._tables: list[np.ndarray] = []
         self._pos = 0
@@ -278,6 +314,9 @@ class StagingWriter:
         _check_table(table, size)
         if size == 0:
             return
+        if self._split:
+            self._add_part(topic, int(partition), data, table, size)
+            return
         self._write(data)
         self._sections.append(StagedSection(
             topic=topic, partition=int(partition), position=self._pos, size=size,
@@ -287,7 +326,36 @@ class StagingWriter:
         self._pos += size
         self._batches += len(table)
 
+    def _add_part(self, topic: str, partition: int, data, table: np.ndarray,
+                  size: int) -> None:
+        pf = self._parts.get((topic, partition))
+        if pf is None:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            pf = self._parts[(topic, partition)] = _PartFile(
+                f"{self.path}.{topic}-{partition}")
+        view = memoryview(data).cast("B")
+        while view:
+            view = view[os.write(pf.fd, view):]
+        if pf.size:
+            table = table.copy()
+            table["position"] += pf.size            # positions are relative to the file
+        pf.tables.append(table)
+        pf.size += size
+        pf.records += int(table["record_count"].sum())
+        if pf.size - pf.written_back >= WRITEBACK_BYTES:
+            _start_writeback(pf.fd, pf.written_back, pf.size - pf.written_back)
+            pf.written_back = pf.size
+
     def finish(self) -> StagedFile | None:
+        if self._split:
+            for (topic, partition), pf in self._parts.items():
+                table = np.concatenate(pf.tables)
+                self._sections.append(StagedSection(
+                    topic=topic, partition=partition, position=0, size=pf.size,
+                    batch_start=self._batches, batch_count=len(table),
+                    record_count=pf.records, path=pf.path))
+                self._tables.append(table)
+                self._batches += len(table)
         if not self._sections:
             self.abort()
             return None
@@ -298,6 +366,10 @@ class StagingWriter:
                           batch_count=self._batches, sections=tuple(self._sections))
 
     def _close(self) -> None:
+        for pf in self._parts.values():
+            if pf.fd >= 0:
+                os.close(pf.fd)
+                pf.fd = -1
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -307,8 +379,35 @@ class StagingWriter:
 
     def abort(self) -> None:
         self._close()
+        for pf in self._parts.values():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(pf.path)
         with contextlib.suppress(FileNotFoundError):
             _delete(self.fs, self.path)
+
+
+def _load_sync_file_range():
+    """libc's ``sync_file_range`` (Linux), or None."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.sync_file_range
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_SYNC_FILE_RANGE = _load_sync_file_range()
+_SYNC_FILE_RANGE_WRITE = 2
+
+
+def _start_writeback(fd: int, offset: int, nbytes: int) -> None:
+    """Ask the kernel to start writing ``[offset, offset + nbytes)`` of ``fd`` back,
+    without waiting (a hint: durability still comes from fdatasync)."""
+    if _SYNC_FILE_RANGE is not None:
+        _SYNC_FILE_RANGE(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)
 
 
 # ==== small filesystem helpers ==========================================================
@@ -601,6 +700,8 @@ class _Dest:
     src_position: int
     batch_rows: np.ndarray             # rows of that file's batch table
     bases: np.ndarray                  # the base offset each batch gets
+    src_path: str = ""                 # the file holding the bytes
+    adopt: bool = False                # the whole file becomes the segment (renamed)
 
 
 @dataclass
@@ -611,6 +712,7 @@ class _SegPlan:
     end_size: int = 0
     builder: IndexBuilder | None = None
     continuing_index: bool = False     # index files exist and are appended to
+    adopted_bytes: int = 0             # > 0: starts as a renamed staging file this long
 
 
 @dataclass
@@ -660,7 +762,7 @@ def _new_seg(base: int, cfg: AppendConfig) -> _SegPlan:
 
 def _plan_partition(plan: _PartPlan, sections: list[tuple[int, StagedSection]],
                     tables: _TablesCache, cfg: AppendConfig, no_append: bool,
-                    overwrite: bool) -> None:
+                    overwrite: bool, adopt: bool = False) -> None:
     """Decide offsets, segment rolls and index entries for every staged batch of one
     partition, in staging order (the order of ``sections``)."""
     active = plan.active
@@ -681,6 +783,7 @@ def _plan_partition(plan: _PartPlan, sections: list[tuple[int, StagedSection]],
     cur = segs[-1] if segs else None
     next_offset = plan.start
     for staged_i, sec in sections:
+        src_path = sec.path or tables.staged[staged_i].path
         table = tables.table(staged_i)[sec.batch_start: sec.batch_start + sec.batch_count]
         if len(table) != sec.batch_count or not len(table):
             raise CommitConflictError("staging batch table does not match its section",
@@ -696,24 +799,27 @@ def _plan_partition(plan: _PartPlan, sections: list[tuple[int, StagedSection]],
         rows = np.arange(sec.batch_start, sec.batch_start + sec.batch_count)
         ends = np.cumsum(sizes)
         m = len(table)
+        if (adopt and sec.path is not None and sec.size >= cfg.adopt_min_bytes
+                and (cur is None or cur.base != int(bases[0]))):
+            # The section's file becomes a segment of its own, if one segment holds it
+            # all (a segment may not share its base offset with the one before).
+            seg = _new_seg(int(bases[0]), cfg)
+            if _batches_that_fit(seg, ends, lasts, 0, cfg) == m:
+                seg.adopted_bytes = sec.size
+                segs.append(seg)
+                cur = seg
+                cur.builder.add_batches(ends - sizes, lasts, max_ts)
+                cur.end_size = sec.size
+                _add_run(plan, len(segs) - 1, cur, staged_i, sec, table, rows, bases, 0, m,
+                         src_path, adopt=True)
+                next_offset = int(lasts[-1]) + 1
+                plan.planned_bytes += sec.size
+                continue
         j = 0
         while j < m:
             # how many batches from j fit the current segment (LogSegment.shouldRoll:
             # size, relative offset, index fullness); a fresh segment takes at least one
-            k = 0
-            if cur is not None:
-                used = ends[j - 1] if j else 0
-                k = int(np.searchsorted(ends[j:] - used,
-                                        cfg.segment_bytes - cur.end_size, side="right"))
-                k = min(k, int(np.searchsorted(lasts[j:], cur.base + INT32_MAX,
-                                               side="right")))
-                room = min(cur.builder.max_index_bytes // OFFSET_ENTRY_SIZE
-                           - cur.builder.offset_entry_count,
-                           cur.builder.max_index_bytes // TIME_ENTRY_SIZE
-                           - cur.builder.time_entry_count)
-                k = min(k, max(room, 0))
-                if cur.end_size == 0 and k == 0 and room > 0:
-                    k = 1
+            k = 0 if cur is None else _batches_that_fit(cur, ends, lasts, j, cfg)
             if k == 0:
                 cur = _new_seg(int(bases[j]), cfg)
                 segs.append(cur)
@@ -723,7 +829,8 @@ def _plan_partition(plan: _PartPlan, sections: list[tuple[int, StagedSection]],
             positions = cur.end_size + np.cumsum(chunk_sizes) - chunk_sizes
             cur.builder.add_batches(positions, lasts[chunk], max_ts[chunk])
             cur.end_size += int(chunk_sizes.sum())
-            _add_run(plan, len(segs) - 1, cur, staged_i, sec, table, rows, bases, j, j + k)
+            _add_run(plan, len(segs) - 1, cur, staged_i, sec, table, rows, bases, j, j + k,
+                     src_path)
             j += k
         next_offset = int(lasts[-1]) + 1
         plan.planned_bytes += sec.size
@@ -736,14 +843,34 @@ def _plan_partition(plan: _PartPlan, sections: list[tuple[int, StagedSection]],
         segs.append(_new_seg(plan.start, cfg))
 
 
+def _batches_that_fit(cur: _SegPlan, ends: np.ndarray, lasts: np.ndarray, j: int,
+                      cfg: AppendConfig) -> int:
+    """How many batches from ``j`` (``ends``: cumulative sizes) fit segment ``cur``, as
+    ``LogSegment.shouldRoll`` decides: size, relative offset, index fullness. An empty
+    segment takes at least one."""
+    used = ends[j - 1] if j else 0
+    k = int(np.searchsorted(ends[j:] - used, cfg.segment_bytes - cur.end_size,
+                            side="right"))
+    k = min(k, int(np.searchsorted(lasts[j:], cur.base + INT32_MAX, side="right")))
+    room = min(cur.builder.max_index_bytes // OFFSET_ENTRY_SIZE
+               - cur.builder.offset_entry_count,
+               cur.builder.max_index_bytes // TIME_ENTRY_SIZE
+               - cur.builder.time_entry_count)
+    k = min(k, max(room, 0))
+    if cur.end_size == 0 and k == 0 and room > 0:
+        k = 1
+    return k
+
+
 def _add_run(plan: _PartPlan, seg_index: int, seg: _SegPlan, staged_i: int,
              sec: StagedSection, table: np.ndarray, rows: np.ndarray, bases: np.ndarray,
-             a: int, b: int) -> None:
+             a: int, b: int, src_path: str, adopt: bool = False) -> None:
     size = int(table["size"][a:b].astype(np.int64).sum())
     plan.runs.append(_Dest(
         seg_index=seg_index, dst_position=seg.end_size - size, staged=staged_i,
         src_position=sec.position + int(table["position"][a]),
-        batch_rows=rows[a:b], bases=bases[a:b].astype(np.int64)))
+        batch_rows=rows[a:b], bases=bases[a:b].astype(np.int64), src_path=src_path,
+        adopt=adopt))
 
 
 def _segment_ranges(plan: _PartPlan) -> list[list[int]]:
@@ -764,7 +891,11 @@ class _SegOut:
         self.written_to = seg.start_size if seg.existing else 0
         self._fd = None
         self._stream = None
-        if is_local(fs):
+        if seg.adopted_bytes:
+            # a staging file renamed into place (see _adopt): appended to after its bytes
+            self._fd = os.open(path, os.O_RDWR)
+            self.written_to = seg.adopted_bytes
+        elif is_local(fs):
             # read-write: batches copied in the kernel are patched through a mapping
             if seg.existing:
                 self._fd = os.open(path, os.O_RDWR)
@@ -949,32 +1080,83 @@ def _copy_run(run: _Dest, reader: _Reader, out: _SegOut, table: np.ndarray,
         i = j
 
 
+def _adopt(run: _Dest, table: np.ndarray, path: str, fault: Fault) -> bool:
+    """Make the staging file of ``run`` (a whole section, planned as a segment of its own)
+    the segment ``path``: check and patch every batch's baseOffset in place, then link
+    it under the segment's name (never replacing a file) and drop the staging name.
+    Local filesystems only. False (nothing changed but the patched offsets) when the
+    filesystem has no hard links; the caller copies instead."""
+    rows = table[run.batch_rows]
+    sizes = rows["size"].astype(np.int64)
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    fd = os.open(run.src_path, os.O_RDWR)
+    try:
+        if os.fstat(fd).st_size != int(ends[-1]):
+            raise CommitConflictError("staging file is not the size its commit message says "
+                                      "(changed or truncated?)", path=run.src_path)
+        i = 0
+        n = len(rows)
+        while i < n:                       # one mapping window at a time
+            j = max(int(np.searchsorted(ends, starts[i] + COPY_WINDOW_BYTES, side="right")),
+                    i + 1)
+            _patch_in_place(fd, int(starts[i]), int(ends[j - 1] - starts[i]),
+                            starts[i:j] - starts[i], sizes[i:j], run.bases[i:j], run.src_path)
+            i = j
+    finally:
+        os.close(fd)
+    fault("adopt-patched")
+    try:
+        os.link(run.src_path, path)
+    except FileExistsError as err:
+        raise CommitConflictError("segment file appeared under the writer lock",
+                                  path=path) from err
+    except OSError as err:
+        if err.errno in (errno.EXDEV, errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
+            return False
+        raise
+    fault("append")
+    os.unlink(run.src_path)
+    return True
+
+
 def _write_indexes(fs: pafs.FileSystem, directory: str, seg: _SegPlan, active: _Active | None,
-                   fsync: bool) -> None:
+                   syncer: "_Syncer | None") -> None:
+    """Write (or extend) the segment's .index and .timeindex; with a syncer, each file is
+    fsynced in its background thread (alongside the .log files' flushes)."""
     b = seg.builder
     idx_path = segment_file(directory, seg.base, ".index")
     tidx_path = segment_file(directory, seg.base, ".timeindex")
     close = b.close_entry()
-    if seg.continuing_index and is_local(fs):
-        fd = os.open(idx_path, os.O_WRONLY)
-        try:
-            os.pwrite(fd, bytes(b.offset_entries), active.index_size)
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        keep = active.timeindex_size - b.drop_time_tail_bytes
-        fd = os.open(tidx_path, os.O_WRONLY)
-        try:
-            os.ftruncate(fd, keep)
-            os.pwrite(fd, bytes(b.time_entries) + close, keep)
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+    if not is_local(fs):
+        _write_new(fs, idx_path, bytes(b.offset_entries), fsync=False)
+        _write_new(fs, tidx_path, bytes(b.time_entries) + close, fsync=False)
         return
-    _write_new(fs, idx_path, bytes(b.offset_entries), fsync=fsync)
-    _write_new(fs, tidx_path, bytes(b.time_entries) + close, fsync=fsync)
+    if seg.continuing_index:
+        writes = [(idx_path, os.O_WRONLY, None, bytes(b.offset_entries), active.index_size)]
+        keep = active.timeindex_size - b.drop_time_tail_bytes
+        writes.append((tidx_path, os.O_WRONLY, keep, bytes(b.time_entries) + close, keep))
+    else:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        writes = [(idx_path, flags, None, bytes(b.offset_entries), 0),
+                  (tidx_path, flags, None, bytes(b.time_entries) + close, 0)]
+    for path, flags, truncate_to, data, position in writes:
+        fd = os.open(path, flags, 0o644)
+        try:
+            if truncate_to is not None:
+                os.ftruncate(fd, truncate_to)
+            view = memoryview(data)
+            while view:
+                n = os.pwrite(fd, view, position)
+                view = view[n:]
+                position += n
+        except BaseException:
+            os.close(fd)
+            raise
+        if syncer is not None:
+            syncer.fsync_and_close(fd)
+        else:
+            os.close(fd)
 
 
 def _apply_partition(fs: pafs.FileSystem, plan: _PartPlan, staged: Sequence[StagedFile],
@@ -986,22 +1168,30 @@ def _apply_partition(fs: pafs.FileSystem, plan: _PartPlan, staged: Sequence[Stag
         else:
             fs.create_dir(plan.directory, recursive=True)
     outs: dict[int, _SegOut] = {}
-    readers: dict[int, _Reader] = {}
+    readers: dict[str, _Reader] = {}
+    adopted = {run.seg_index: run for run in plan.runs if run.adopt}
     try:
         for k, seg in enumerate(plan.segments):
-            outs[k] = _SegOut(fs, segment_file(plan.directory, seg.base), seg)
+            path = segment_file(plan.directory, seg.base)
+            run = adopted.get(k)
+            if run is not None and not _adopt(run, tables.table(run.staged), path, fault):
+                # no hard links here: the segment is written by copying after all
+                del adopted[k]
+                seg.adopted_bytes = 0
+            outs[k] = _SegOut(fs, path, seg)
         for run in plan.runs:
-            reader = readers.get(run.staged)
+            if run.adopt and run.seg_index in adopted:
+                continue
+            reader = readers.get(run.src_path)
             if reader is None:
-                reader = readers[run.staged] = _Reader(fs, staged[run.staged].path,
-                                                       writable=True)
+                reader = readers[run.src_path] = _Reader(fs, run.src_path, writable=True)
             _copy_run(run, reader, outs[run.seg_index], tables.table(run.staged), fault)
         for k, seg in enumerate(plan.segments):
             out = outs.pop(k)
             if out.written_to != seg.end_size:
                 raise AssertionError("segment plan and bytes written disagree")
             out.close(syncer)
-            _write_indexes(fs, plan.directory, seg, plan.active, cfg.fsync)
+            _write_indexes(fs, plan.directory, seg, plan.active, syncer)
             fault("segment")
         if cfg.fsync and is_local(fs):
             jr.fsync_dir(plan.directory)
@@ -1426,7 +1616,8 @@ def _plan_all(fs: pafs.FileSystem, root: str, staged: Sequence[StagedFile],
                 with _Reader(fs, segment_file(directory, active.base, ".timeindex")) as r:
                     plan.timeindex_tail = r.read(active.timeindex_size - TIME_ENTRY_SIZE,
                                                  TIME_ENTRY_SIZE)
-            _plan_partition(plan, by_part.get((t, p), []), tables, cfg, no_append, overwrite)
+            _plan_partition(plan, by_part.get((t, p), []), tables, cfg, no_append, overwrite,
+                            adopt=is_local(fs))
             plans.append(plan)
         out[t] = plans
     return out

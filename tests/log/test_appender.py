@@ -443,3 +443,114 @@ def test_written_logs_pass_kafkalog_verify(tmp_path):
     verify()
     write(FS, root, "batch:ov", {2: recs(100)}, config=cfg, mode="overwrite")
     verify()
+
+
+# ---- per-partition staging files and adopted segments -----------------------------------
+def _log_files(directory):
+    return sorted(n for n in os.listdir(directory) if n.endswith(".log"))
+
+
+def test_large_staged_sections_are_adopted_as_segments(tmp_path):
+    """A section staged in a file of its own, at least adopt_min_bytes long, becomes a new
+    segment (linked, not copied): offsets patched, indexes as a broker builds them,
+    readable by kafka-python and aiokafka, and it passes `kafkalog verify`."""
+    import io
+
+    from spark_kafkalog.cli import main
+
+    root = str(tmp_path)
+    cfg = AppendConfig(segment_bytes=200_000, index_interval_bytes=700,
+                       adopt_min_bytes=5_000)
+    base = recs(30)                                   # small: copied into segment 0
+    write(FS, root, "batch:0", {0: base}, config=cfg, split=True, per_batch=7)
+    assert _log_files(f"{root}/t-0") == [f"{0:020d}.log"]
+    big = recs(300, start=1000)
+    staged = [stage(FS, root, "batch:1", {0: big[k::2]}, split=True, per_batch=9,
+                    label=f"t{k}") for k in range(2)]
+    sec_paths = [sf.sections[0].path for sf in staged]
+    assert all(p and os.path.getsize(p) >= 5_000 for p in sec_paths)
+    inodes = [os.stat(p).st_ino for p in sec_paths]
+    r = commit_write(FS, root, "batch:1", staged, [TopicSpec("t")], config=cfg)
+    assert r.ranges == {"t": {0: (30, 330)}}
+    # each task's file became a segment of its own: same inode, now in the partition dir
+    assert segments(f"{root}/t-0") == [0, 30, 180]
+    assert [os.stat(f"{root}/t-0/{b:020d}.log").st_ino for b in (30, 180)] == inodes
+    expected = as_rows(base, 0) + as_rows(big[0::2] + big[1::2], 30)
+    assert read_kp(f"{root}/t-0") == expected
+    assert read_aio(f"{root}/t-0") == expected
+    assert_indexes_like_broker(f"{root}/t-0", 700)
+    assert not [n for n in os.listdir(root) if n.startswith(jr.STAGING_PREFIX)]
+    # a small write afterwards appends to the adopted (active) segment
+    write(FS, root, "batch:2", {0: recs(5, start=5000)}, config=cfg, split=True)
+    assert segments(f"{root}/t-0") == [0, 30, 180]
+    assert [x[0] for x in read_kp(f"{root}/t-0")] == list(range(335))
+    assert_indexes_like_broker(f"{root}/t-0", 700)
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["verify", "--strict", "--deep", "--no-progress", root],
+                stdout=out, stderr=err) == 0, out.getvalue() + err.getvalue()
+
+
+def test_adoption_respects_segment_limits(tmp_path):
+    """A section larger than segment.bytes is copied (and rolled) rather than adopted; an
+    empty active segment (its base is the next offset) is appended to, not shadowed."""
+    root = str(tmp_path)
+    cfg = AppendConfig(segment_bytes=8_000, index_interval_bytes=700, adopt_min_bytes=1)
+    write(FS, root, "batch:0", {0: recs(200)}, config=cfg, split=True, per_batch=9)
+    segs = segments(f"{root}/t-0")
+    assert len(segs) > 2
+    for b in segs:
+        assert os.path.getsize(f"{root}/t-0/{b:020d}.log") <= 8_000
+    assert read_kp(f"{root}/t-0") == as_rows(recs(200), 0)
+    assert_indexes_like_broker(f"{root}/t-0", 700)
+    # an existing, empty partition: the first segment exists with size 0
+    os.makedirs(f"{root}/u-0")
+    for suffix in (".log", ".index", ".timeindex"):
+        open(f"{root}/u-0/{0:020d}{suffix}", "wb").close()
+    write(FS, root, "batch:1", {0: recs(20)}, topic="u", config=cfg, split=True)
+    assert segments(f"{root}/u-0") == [0]
+    assert read_kp(f"{root}/u-0") == as_rows(recs(20), 0)
+
+
+def test_adoption_falls_back_to_copying_without_hard_links(tmp_path, monkeypatch):
+    import errno
+
+    def no_links(src, dst):
+        raise OSError(errno.EPERM, "no hard links here")
+
+    monkeypatch.setattr(os, "link", no_links)
+    root = str(tmp_path)
+    cfg = AppendConfig(index_interval_bytes=700, adopt_min_bytes=1)
+    write(FS, root, "batch:0", {0: recs(10)}, partitions=2, config=cfg, split=True)
+    write(FS, root, "batch:1", {0: recs(100, start=10), 1: recs(40)}, partitions=2,
+          config=cfg, split=True, tasks=2)
+    expected = as_rows(recs(10), 0) + as_rows(recs(100, start=10)[0::2]
+                                              + recs(100, start=10)[1::2], 10)
+    assert read_kp(f"{root}/t-0") == expected
+    assert_indexes_like_broker(f"{root}/t-0", 700)
+    assert not [n for n in os.listdir(root) if n.startswith(jr.STAGING_PREFIX)]
+
+
+def test_a_changed_staging_file_is_not_adopted(tmp_path):
+    root = str(tmp_path)
+    cfg = AppendConfig(adopt_min_bytes=1)
+    sf = stage(FS, root, "batch:1", {0: recs(20)}, split=True)
+    with open(sf.sections[0].path, "ab") as f:
+        f.write(b"\0" * 10)
+    with pytest.raises(CommitConflictError, match="not the size"):
+        commit_write(FS, root, "batch:1", [sf], [TopicSpec("t")], config=cfg)
+    write(FS, root, "batch:2", {0: recs(3)}, config=cfg, split=True)
+    assert [r[0] for r in read_kp(f"{root}/t-0")] == [0, 1, 2]
+
+
+def test_per_partition_staging_abort_and_empty(tmp_path):
+    root = str(tmp_path)
+    w = StagingWriter(FS, root, "batch:1", per_partition_files=True)
+    assert w.finish() is None
+    w = StagingWriter(FS, root, "batch:1", per_partition_files=True)
+    for p in range(3):
+        data, table = kp_encode(recs(5, start=p))
+        w.add("t", p, data, table)
+        w.add("t", p, data, table)          # a second add appends to the same file
+    assert len(os.listdir(root)) == 3
+    w.abort()
+    assert not os.listdir(root)

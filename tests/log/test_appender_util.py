@@ -57,9 +57,10 @@ def kp_encode(records: list[R], *, codec: str = "none", per_batch: int = 50
 
 
 def stage(fs, root, write_id, parts: dict, *, topic="t", codec="none", per_batch=50,
-          label="task"):
-    """Stage ``{partition: [R, ...]}`` (one section per partition) -> StagedFile."""
-    w = StagingWriter(fs, root, write_id, label)
+          label="task", split=False):
+    """Stage ``{partition: [R, ...]}`` (one section per partition) -> StagedFile;
+    ``split``: one staging file per partition (the Spark writer's way)."""
+    w = StagingWriter(fs, root, write_id, label, per_partition_files=split)
     for p, recs in parts.items():
         if recs:
             data, table = kp_encode(recs, codec=codec, per_batch=per_batch)
@@ -68,13 +69,13 @@ def stage(fs, root, write_id, parts: dict, *, topic="t", codec="none", per_batch
 
 
 def write(fs, root, write_id, parts: dict, *, topic="t", partitions=1, codec="none",
-          per_batch=50, mode="append", config=None, fault=None, tasks=1):
+          per_batch=50, mode="append", config=None, fault=None, tasks=1, split=False):
     """Stage ``parts`` split over ``tasks`` staging files and commit them."""
     staged = []
     for k in range(tasks):
         sub = {p: recs[k::tasks] for p, recs in parts.items()}
         staged.append(stage(fs, root, write_id, sub, topic=topic, codec=codec,
-                            per_batch=per_batch, label=f"t{k}"))
+                            per_batch=per_batch, label=f"t{k}", split=split))
     return commit_write(fs, root, write_id, staged,
                         [TopicSpec(topic, partitions_if_new=partitions)], mode=mode,
                         config=config or AppendConfig(), fault=fault)

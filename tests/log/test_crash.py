@@ -60,15 +60,18 @@ def records(tag: int, n: int) -> list[R]:
 class Scenario:
     """A base write (committed before the kill) and the write that gets killed."""
 
-    def __init__(self, name, topics, mode="append", no_append=False):
+    def __init__(self, name, topics, mode="append", no_append=False, split=False):
         self.name = name
         self.topics = topics
         self.mode = mode
+        # split: one staging file per partition, each adopted as a segment by the commit
+        self.split = split
         # fsync=False: a SIGKILL loses nothing the kernel has (fsync guards against power
         # loss, which this test does not simulate); it keeps the test fast
         self.cfg = AppendConfig(segment_bytes=CFG.segment_bytes,
                                 index_interval_bytes=CFG.index_interval_bytes,
-                                no_append=no_append, fsync=False)
+                                no_append=no_append, fsync=False,
+                                adopt_min_bytes=1000 if split else CFG.adopt_min_bytes)
 
     def parts(self, tag):
         # partition -> records; the killed write (tag 2) spans both partitions and rolls
@@ -82,7 +85,7 @@ class Scenario:
         wid = f"batch:w{tag}"
         staged = []
         for task in range(2):
-            w = StagingWriter(FS, root, wid, f"task{task}")
+            w = StagingWriter(FS, root, wid, f"task{task}", per_partition_files=self.split)
             for t in self.topics:
                 for p, recs in self.parts(tag).items():
                     data, table = kp_encode(recs[task::2], per_batch=6)
@@ -115,6 +118,8 @@ SCENARIOS = [
     Scenario("no-append", ["t"], no_append=True),
     Scenario("overwrite", ["t"], mode="overwrite"),
     Scenario("two-topics", ["a.x", "b_y"]),
+    Scenario("adopt", ["t"], split=True),
+    Scenario("adopt-overwrite", ["t"], mode="overwrite", split=True),
 ]
 
 
@@ -185,6 +190,8 @@ def count_points(sc: Scenario, tmp_path) -> list[str]:
 @pytest.mark.parametrize("sc", SCENARIOS, ids=lambda s: s.name)
 def test_sigkill_at_every_commit_step(sc, tmp_path):
     points = count_points(sc, tmp_path)
+    if sc.split:
+        assert "adopt-patched" in points
     assert "append" in points and "begun" in points and any(
         p.startswith("committed:") for p in points)
     commit_point = points.index(f"committed:{sorted(sc.topics)[0]}") + 1
@@ -237,9 +244,10 @@ def test_kill_points_cover_every_phase(tmp_path):
     assert points.count("append") >= 4
 
 
-def test_a_few_kills_fast(tmp_path):
-    """A handful of kill points (begin, mid-append, commit) in the fast suite."""
-    sc = SCENARIOS[0]
+@pytest.mark.parametrize("sc", [SCENARIOS[0], SCENARIOS[4]], ids=lambda s: s.name)
+def test_a_few_kills_fast(sc, tmp_path):
+    """A handful of kill points (begin, mid-append / between adopting two staging
+    files, commit) in the fast suite."""
     points = count_points(sc, tmp_path)
     picks = [points.index("begun") + 1, points.index("append") + 2,
              points.index("committed:t") + 1]
