@@ -151,6 +151,10 @@ class WriteOptions:
     # come as option saveMode with mode("append").
     save_mode: str = "append"                   # append | errorifexists | ignore
     checkpoint_location: str | None = None      # set by Spark for streaming writes
+    # fsync segments and indexes before the journal commits the write (durable against
+    # power loss). false: a committed write is in the OS page cache when save() returns —
+    # safe against a killed process, not a machine crash (a broker's default flush policy)
+    fsync: bool = True
 
 
 # -- option names (lower-cased) -------------------------------------------------------------
@@ -209,6 +213,7 @@ _WRITE_ALIASES = {
     "partitions": ("partitions", "numpartitions", "num.partitions"),
     "saveMode": ("savemode",),
     "checkpointLocation": ("checkpointlocation",),
+    "fsync": ("fsync",),
 }
 SAVE_MODES = ("append", "errorifexists", "ignore")
 
@@ -708,13 +713,14 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
             raise InvalidOptionError(f"saveMode must be one of {', '.join(SAVE_MODES)} (use "
                                      f"mode('overwrite') to replace a topic), got "
                                      f"{get('saveMode')[1]!r}")
+    fsync = _bool(get("fsync")[0], get("fsync")[1]) if get("fsync") else True
     return WriteOptions(path=path, topic=topic, compression=compression,
                         compression_level=level, batch_size=batch_size,
                         segment_bytes=segment_bytes, index_interval_bytes=index_interval,
                         partitions=partitions, filesystem_options=_filesystem_options(opts),
                         save_mode=save_mode,
                         checkpoint_location=get("checkpointLocation")[1]
-                        if get("checkpointLocation") else None)
+                        if get("checkpointLocation") else None, fsync=fsync)
 
 
 # Kafka's per-codec level ranges (compression.gzip.level, .lz4.level, .zstd.level, KIP-390).

@@ -200,7 +200,9 @@ class _TaskWriter:
         self._encode = encode_batches
         self.plan = plan
         self.fs, self.root = resolve_filesystem(plan.wo.path, plan.wo.filesystem_options)
-        self.staging = StagingWriter(self.fs, self.root, write_id, label)
+        # one staging file per partition: the commit adopts large ones as segments
+        self.staging = StagingWriter(self.fs, self.root, write_id, label,
+                                     per_partition_files=True)
         self.counts = dict(plan.partition_counts)
         self.null_start = null_start
         self.rows = 0
@@ -227,7 +229,7 @@ class _TaskWriter:
     def flush(self) -> None:
         if not self._buf:
             return
-        # left chunked: the partition sort below copies each row once anyway
+        # left chunked: the encoder reads the chunks in place
         table = pa.Table.from_batches(self._buf)
         self._buf = []
         self._buf_bytes = 0
@@ -265,19 +267,20 @@ class _TaskWriter:
                     parts[valid] = given[valid]
         if parts is None:
             parts = self._hash(table, names, n)
-        # only what the encoder reads (the sort below copies what is kept)
+        # only what the encoder reads
         keep = [c for c in ("key", "value", "timestamp", "headers") if c in names]
         table = table.select([names[c] for c in keep]).rename_columns(keep)
         if n == 1:
             self._encode_into(topic, 0, table)
             return
         from spark_kafkalog.format._partition import group_by_partition
+        # each partition's rows are encoded straight from the buffered Arrow chunks,
+        # through their row numbers (no gathered copy of the table)
         order, counts = group_by_partition(parts, n)
-        sorted_table = table.take(pa.array(order))
         start = 0
         for p in np.flatnonzero(counts):
             c = int(counts[p])
-            self._encode_into(topic, int(p), sorted_table.slice(start, c))
+            self._encode_into(topic, int(p), table, order[start:start + c])
             start += c
 
     def _hash(self, table: pa.Table, names: dict, n: int) -> np.ndarray:
@@ -290,10 +293,11 @@ class _TaskWriter:
         self.null_start += keys.null_count
         return out
 
-    def _encode_into(self, topic: str, partition: int, table: pa.Table) -> None:
+    def _encode_into(self, topic: str, partition: int, table: pa.Table,
+                     rows: np.ndarray | None = None) -> None:
         wo = self.plan.wo
         # one thread: Spark already runs one task per core
-        data, index = self._encode(table, compression=wo.compression,
+        data, index = self._encode(table, rows=rows, compression=wo.compression,
                                    compression_level=wo.compression_level,
                                    max_batch_bytes=wo.batch_size, threads=1)
         self.staging.add(topic, partition, data, index)
@@ -347,7 +351,8 @@ def _specs(plan: _Plan, messages) -> list[TopicSpec]:
 
 def _config(plan: _Plan) -> AppendConfig:
     return AppendConfig(segment_bytes=plan.wo.segment_bytes,
-                        index_interval_bytes=plan.wo.index_interval_bytes)
+                        index_interval_bytes=plan.wo.index_interval_bytes,
+                        fsync=plan.wo.fsync)
 
 
 def _staged(messages) -> list[StagedFile]:
