@@ -228,13 +228,14 @@ class IndexBuilder:
         if not len(gaps) or gaps.min() > interval:
             # every batch is bigger than the interval: each one from here gets an entry
             return np.arange(first, n)
+        # the entry after batch i is the first batch more than interval bytes past it:
+        # one vectorised search for every i, then a walk along those links
+        nxt = np.searchsorted(pos, pos + interval, side="right").tolist()
         out = [first]
-        i = first
-        while True:
-            i = int(np.searchsorted(pos, pos[i] + interval, side="right"))
-            if i >= n:
-                break
+        i = nxt[first]
+        while i < n:
             out.append(i)
+            i = nxt[i]
         return np.asarray(out, dtype=np.int64)
 
     def _offer_time_entry(self) -> None:
