@@ -9,7 +9,13 @@ in-memory rows. Each writer runs once to warm up (JIT, Python workers), then ``-
 interleaved rounds run every writer once each; medians are reported, and the median of
 the per-round kafkalog/Parquet ratios (robust to the machine's load changing). Parquet is written with Spark's defaults (snappy). A
 kafkalog write includes the driver's commit: offsets, appending to the segments, indexes,
-fsync, checkpoints and the journal — everything until ``save()`` returns.
+fsync, checkpoints and the journal — everything until ``save()`` returns. Unless
+``--no-nofsync``, uncompressed is also timed with option ``fsync=false`` (the bytes are in
+the page cache, not yet on disk, when ``save()`` returns — a broker's default).
+
+The session reads the repo's conf/spark-defaults.conf (as ``make run`` does), which sets
+``spark.sql.execution.arrow.maxBytesPerBatch`` so Spark does not size each Arrow batch
+after every row it hands to the Python writer.
 
 Output: one line per writer with rows/s, and the kafkalog/Parquet throughput ratio
 (>= 1.0 means kafkalog is at least as fast).
@@ -36,6 +42,9 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4, help="topic partitions")
     ap.add_argument("--codecs", default="none,lz4,zstd")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--nofsync", action=argparse.BooleanOptionalAction, default=True,
+                    help="also time uncompressed with option fsync=false (what a broker's "
+                         "default flush policy gives: no fsync per append)")
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     args = ap.parse_args()
 
@@ -63,17 +72,19 @@ def main() -> None:
     def parquet(i):
         df.write.mode("overwrite").parquet(str(scratch / "parquet"))
 
-    def kafkalog(codec):
+    def kafkalog(codec, fsync=True):
         def run(i):
-            root = scratch / f"kafkalog-{codec}-{i}"
+            root = scratch / f"kafkalog-{codec}{'' if fsync else '-nofsync'}-{i}"
             shutil.rmtree(root, ignore_errors=True)
             df.write.format("kafkalog").option("path", str(root)).option("topic", "bench") \
                 .option("partitions", str(args.partitions)).option("compression", codec) \
-                .mode("append").save()
+                .option("fsync", str(fsync).lower()).mode("append").save()
         return run
 
     codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
     writers = [("parquet", parquet)] + [(f"kafkalog {c}", kafkalog(c)) for c in codecs]
+    if args.nofsync and "none" in codecs:
+        writers.append(("kafkalog none nofsync", kafkalog("none", fsync=False)))
     for _, fn in writers:
         fn(-1)                                      # warm-up (JIT, Python workers)
     # Interleaved rounds: each round runs every writer once, so a change in machine load
@@ -89,7 +100,7 @@ def main() -> None:
             ratios[label].append(times["parquet"][-1] / times[label][-1])
     med = {label: statistics.median(ts) for label, ts in times.items()}
     for label, ts in times.items():
-        print(f"{label:<16} median {med[label]:7.3f} s  {args.rows / med[label] / 1e6:6.2f} "
+        print(f"{label:<22} median {med[label]:7.3f} s  {args.rows / med[label] / 1e6:6.2f} "
               f"M rows/s  best {min(ts):.3f} s  (runs: {', '.join(f'{x:.2f}' for x in ts)})",
               flush=True)
     for c in codecs:
