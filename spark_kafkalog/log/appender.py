@@ -25,6 +25,9 @@ The *driver* calls :func:`commit_write` once with every task's :class:`StagedFil
    batch's ``baseOffset`` rewritten (the CRC-32C covers only attributes onwards, so the
    batch stays valid — what a broker does when it assigns offsets);
    ``.index``/``.timeindex`` get the entries a broker writes (:mod:`.index_write`);
+   a large section staged in a file of its own is instead *adopted*: its baseOffsets are
+   patched in place and the file is hard-linked into the partition directory as a new
+   segment (see :attr:`AppendConfig.adopt_min_bytes`);
 7. fsync every file written and every directory that gained one;
 8. commit — one atomic journal write (the coordinator topic's, for a multi-topic write);
 9. checkpoints — ``recovery-point-offset-checkpoint`` and ``replication-offset-checkpoint``
