@@ -24,7 +24,8 @@ Record layout (wire.py has the full description)::
     [headerKeyLength varint | headerKey | headerValueLength varint | headerValue]*
 """
 cimport cython
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, _PyBytes_Resize
+from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT64_MAX, INT64_MIN
 from libc.stdlib cimport calloc, free, malloc
@@ -298,6 +299,51 @@ def encode_varlong(int64_t v):
     cdef uint8_t buf[10]
     cdef uint8_t* end = _put_varlong(buf, v)
     return PyBytes_FromStringAndSize(<char*>buf, end - buf)
+
+
+@cython.final
+cdef class _RangeOut:
+    """One range's compressed output: a bytes object written in place (private until
+    ``finish``), grown by copying when a batch does not fit, shrunk to size at the end."""
+    cdef object buf
+    cdef uint8_t* base
+    cdef int64_t cap
+    cdef int64_t used
+    cdef public list index
+
+    def __cinit__(self, int64_t cap):
+        self.cap = max(cap, 64)
+        self.buf = PyBytes_FromStringAndSize(NULL, self.cap)
+        self.base = <uint8_t*>PyBytes_AS_STRING(self.buf)
+        if self.cap >= (8 << 20):
+            kl_hint_hugepages(self.base, self.cap)
+        self.used = 0
+        self.index = []
+
+    cdef int64_t reserve(self, int64_t n) except -1:
+        """Room for ``n`` more bytes; returns their position (``base`` may move)."""
+        cdef int64_t at = self.used
+        if at + n > self.cap:
+            cap = max(2 * self.cap, at + n)
+            buf = PyBytes_FromStringAndSize(NULL, cap)
+            memcpy(PyBytes_AS_STRING(buf), self.base, at)
+            self.buf = buf
+            self.base = <uint8_t*>PyBytes_AS_STRING(buf)
+            self.cap = cap
+        self.used = at + n
+        return at
+
+    cdef object finish(self):
+        """The written bytes as a bytes object of exactly that size (shrunk in place:
+        the unused tail of a large buffer is given back without copying)."""
+        cdef PyObject* o = <PyObject*>self.buf
+        Py_INCREF(self.buf)       # o's reference: the only one once self.buf lets go
+        self.buf = None
+        self.base = NULL
+        _PyBytes_Resize(&o, self.used)   # on failure o is freed and MemoryError raised
+        res = <object>o           # a second reference ...
+        Py_DECREF(res)            # ... and o's dropped: res is the only one
+        return res
 
 
 @cython.final
@@ -738,17 +784,27 @@ cdef class Encoder:
 
     def compress_range(self, int64_t b0, int64_t b1, compress_fn, crc_fn,
                        int64_t max_batch_bytes, int64_t base_offset, int32_t leader_epoch,
-                       int attributes, list out):
+                       int attributes):
         """Planned batches [b0, b1), each compressed with ``compress_fn(buffer) ->
-        bytes``: appends ``(header, payload, start_row, end_row, base_ts, max_ts,
-        max_ts_row)`` to ``out`` per written batch; ``header`` is the finished 61-byte
-        header (CRC-32C via ``crc_fn(data, value=0)``). A batch whose compressed form
+        bytes-like``, written back to back (header and CRC-32C, ``crc_fn(buffer) ->
+        int``, included). Returns ``(data, index)``: ``data`` a
+        bytes object, ``index`` a list of ``(position in data, size, start_row, end_row,
+        base_ts, max_ts, max_ts_row)`` per written batch. A batch whose compressed form
         exceeds ``max_batch_bytes`` (incompressible records plus codec framing) is split
         in two and retried, down to single records. Safe to run on disjoint ranges from
-        several threads, each with its own ``compress_fn``."""
-        cdef int64_t b
+        several threads, each with its own ``compress_fn``.
+
+        Each payload is copied into the output as soon as it is made, so the codec's
+        result buffers are reused by the allocator instead of piling up (and faulting
+        in fresh pages) until the end."""
+        cdef int64_t b, bound = 0
         if b0 < 0 or b1 > self.nbatches or b0 > b1:
             raise IndexError((b0, b1))
+        for b in range(b0, b1):
+            # generous for every codec's worst case (snappy: n + n/6 + framing); pages
+            # never written are never touched, and the output grows if ever needed
+            bound += HEADER_SIZE + self.rec_bytes[b] + self.rec_bytes[b] // 6 + 256
+        out = _RangeOut(bound)
         holder = [bytearray(max(self._max_rec, 1)), None]
         holder[1] = memoryview(holder[0])
         try:
@@ -758,10 +814,11 @@ cdef class Encoder:
                            out)
         finally:
             holder[1].release()
+        return out.finish(), out.index
 
     cdef _emit(self, int64_t start, int64_t end, list holder, compress_fn, crc_fn,
                int64_t max_batch_bytes, int64_t base_offset, int32_t leader_epoch,
-               int attributes, list out):
+               int attributes, _RangeOut out):
         cdef int64_t size, max_ts, max_row, mid, plen
         cdef uint8_t* buf
         cdef uint8_t* q
@@ -788,13 +845,20 @@ cdef class Encoder:
             return
         if HEADER_SIZE - LOG_OVERHEAD + plen > INT32_MAX_:
             raise ValueError(f"compressed batch at row {start} is larger than 2 GiB")
-        header = PyBytes_FromStringAndSize(NULL, HEADER_SIZE)
-        h = <uint8_t*>PyBytes_AS_STRING(header)
+        cdef const uint8_t[::1] v = packed
+        cdef int64_t at = out.reserve(HEADER_SIZE + plen)
+        h = out.base + at
+        if plen:
+            memcpy(h + HEADER_SIZE, &v[0], plen)
         self._write_header(h, base_offset + start, HEADER_SIZE - LOG_OVERHEAD + plen,
                            leader_epoch, attributes, end - start, self.ts_ms[start], max_ts)
-        # `header` is still private here: filling in its CRC is safe.
-        _be32(h + CRC_POS, crc_fn(packed, crc_fn(memoryview(header)[ATTRIBUTES_POS:])))
-        out.append((header, packed, start, end, self.ts_ms[start], max_ts, max_row))
+        # the output is private to this range until finish(): filling in the CRC is
+        # safe (the views are released before anything can resize it)
+        with memoryview(out.buf) as whole:
+            with whole[at + ATTRIBUTES_POS:at + HEADER_SIZE + plen] as part:
+                _be32(h + CRC_POS, crc_fn(part))
+        out.index.append((at, HEADER_SIZE + plen, start, end, self.ts_ms[start], max_ts,
+                          max_row))
 
     def header(self, int64_t base_offset, int64_t records_size, int32_t leader_epoch,
                int attributes, int64_t count, int64_t base_ts, int64_t max_ts):
@@ -834,25 +898,15 @@ cdef class Encoder:
         headers and CRCs included. Ranges may be filled by different threads at once:
         the record writing runs without the GIL and ranges do not overlap.
         ``crc_fn(buffer) -> int`` is CRC-32C."""
-        cdef int64_t b, start, end, size, p
-        cdef uint8_t* q
+        cdef int64_t b, p
         cdef bint bad = False
         if self._out is None or b0 < 0 or b1 > self.nbatches or b0 > b1:
             raise IndexError((b0, b1))
         with nogil:
             for b in range(b0, b1):
-                start = self.starts[b]
-                end = self.starts[b + 1]
-                p = self.pos[b]
-                size = self.pos[b + 1] - p
-                q = self._write_records(self.out_base + p + HEADER_SIZE, start, end,
-                                        &self.max_ts[b], &self.max_row[b])
-                if q - (self.out_base + p) != size:
+                if not self._fill_one(b, base_offset, leader_epoch):
                     bad = True
                     break
-                self._write_header(self.out_base + p, base_offset + start,
-                                   size - LOG_OVERHEAD, leader_epoch, 0, end - start,
-                                   self.ts_ms[start], self.max_ts[b])
         if bad:
             raise RuntimeError("encoder wrote a batch of other than its planned size")
         # The bytes object is still private to encode(): filling in CRCs is safe.
@@ -862,6 +916,21 @@ cdef class Encoder:
             _be32(self.out_base + p + CRC_POS,
                   crc_fn(view[p + ATTRIBUTES_POS:self.pos[b + 1]]))
         view.release()
+
+    cdef bint _fill_one(self, int64_t b, int64_t base_offset,
+                        int32_t leader_epoch) noexcept nogil:
+        """Records and header (CRC 0) of planned batch ``b``; False on a size mismatch."""
+        cdef int64_t start = self.starts[b]
+        cdef int64_t end = self.starts[b + 1]
+        cdef int64_t p = self.pos[b]
+        cdef int64_t size = self.pos[b + 1] - p
+        cdef uint8_t* q = self._write_records(self.out_base + p + HEADER_SIZE, start, end,
+                                              &self.max_ts[b], &self.max_row[b])
+        if q - (self.out_base + p) != size:
+            return False
+        self._write_header(self.out_base + p, base_offset + start, size - LOG_OVERHEAD,
+                           leader_epoch, 0, end - start, self.ts_ms[start], self.max_ts[b])
+        return True
 
     def uncompressed_index(self, int64_t base_offset):
         """Per-batch columns of the uncompressed layout, each as native-endian bytes:
@@ -883,3 +952,25 @@ cdef class Encoder:
             k[b] = <int32_t>(self.starts[b + 1] - self.starts[b])
         view = memoryview(cols)
         return [bytes(view[i * nb * 8:(i + 1) * nb * 8]) for i in range(7)] + [bytes(counts)]
+
+
+def join_output(list pieces, int64_t total):
+    """``b"".join(pieces)`` (``total`` bytes, bytes-like pieces) into a fresh buffer
+    with the huge-page hint: the output of a compressed encode is tens of MiB of new
+    memory, and 4 KiB page faults cost more than the copy."""
+    cdef int64_t pos = 0
+    cdef const uint8_t[::1] v
+    out = PyBytes_FromStringAndSize(NULL, total)
+    cdef uint8_t* base = <uint8_t*>PyBytes_AS_STRING(out)
+    if total >= (8 << 20):
+        kl_hint_hugepages(base, total)
+    for piece in pieces:
+        v = piece
+        if pos + v.shape[0] > total:
+            raise ValueError("pieces exceed the total")
+        if v.shape[0]:
+            memcpy(base + pos, &v[0], v.shape[0])
+        pos += v.shape[0]
+    if pos != total:
+        raise ValueError("pieces fall short of the total")
+    return out

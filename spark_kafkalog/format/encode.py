@@ -80,6 +80,7 @@ from spark_kafkalog.format import codecs
 from spark_kafkalog.format._encode import (
     Encoder,
     encode_varint,
+    join_output,
     encode_varlong,
     varint_size,
     varlong_size,
@@ -405,29 +406,27 @@ def encode_batches(table, /, *, rows=None, compression="none", base_offset: int 
 
     attributes = cid                                   # CreateTime, not transactional
     bounds = _range_bounds(nbatches, threads)
-    results: dict[int, list] = {}      # range start -> that range's batches, in order
+    results: dict[int, tuple] = {}     # range start -> (that range's bytes, its batches)
 
     def work(b0: int, b1: int) -> None:
-        out: list = []
         # one compressor per thread: a zstd context must not be shared
-        enc.compress_range(b0, b1, codecs.compressor(cid, compression_level), crc32c,
-                           max_batch_bytes, base_offset, partition_leader_epoch,
-                           attributes, out)
-        results[b0] = out
+        results[b0] = enc.compress_range(b0, b1, codecs.compressor(cid, compression_level),
+                                         crc32c, max_batch_bytes, base_offset,
+                                         partition_leader_epoch, attributes)
 
     _run_ranges(work, nbatches, threads)
     pieces = []
     index = []
     pos = 0
     for b0 in bounds[:-1]:
-        for header, packed, start, end, base_ts, max_ts, max_row in results[b0]:
-            size = V2_HEADER_SIZE + len(packed)
-            pieces.append(header)
-            pieces.append(packed)
-            index.append((pos, size, base_offset + start, base_offset + end - 1, base_ts,
-                          max_ts, base_offset + max_row, end - start))
-            pos += size
-    return b"".join(pieces), _index_table(index)
+        data, batches = results.pop(b0)
+        for at, size, start, end, base_ts, max_ts, max_row in batches:
+            index.append((pos + at, size, base_offset + start, base_offset + end - 1,
+                          base_ts, max_ts, base_offset + max_row, end - start))
+        pieces.append(data)
+        pos += len(data)
+    data = pieces[0] if len(pieces) == 1 else join_output(pieces, pos)
+    return data, _index_table(index)
 
 
 def _index_from_columns(cols: list[bytes], nbatches: int) -> pa.Table:

@@ -564,3 +564,25 @@ def test_split_half_larger_than_any_planned_batch(monkeypatch):
     got = records_of(data)
     assert [(r[0], r[1], r[4]) for r in got] == [(i, ts[i], None) for i in range(n)]
     check_index(data, index)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_compressed_output_grows_past_its_estimate(monkeypatch, threads):
+    """The kernel writes each range's payloads into one buffer sized by an estimate
+    (records + 1/6 + framing); a codec whose output is far larger (forced: a real zstd
+    frame followed by a skippable frame of 3x the input) makes it grow. Bytes, index
+    and read-back must be unaffected."""
+    real = codecs.compressor("zstd")
+
+    def padded(data):
+        pad = 3 * len(data) + 1000
+        return real(data) + struct.pack("<II", 0x184D2A50, pad) + bytes(pad)
+
+    monkeypatch.setattr(codecs, "compressor", lambda cid, level=None: padded)
+    table, expect = sample_table(400, seed=8)
+    data, index = encode_batches(table, compression="zstd", max_batch_bytes=1 << 20,
+                                 now_ms=NOW, threads=threads)
+    assert type(data) is bytes
+    assert sum(index.column("size").to_pylist()) == len(data)
+    check_records(data, expect)
+    check_index(data, index)
