@@ -446,7 +446,9 @@ def batch_rows(logdirs, s: LogSlice, opts: ReadOptions) -> Iterator[BatchRows]:
     header does not say how many messages it holds), is decoded -- only that batch,
     from the window already in memory -- and its rows in range counted. Memory: one
     window of ``opts.window_bytes``. A batch that frames but does not decode raises
-    under ``onCorruption=fail`` (as reading it would) and counts 0 otherwise."""
+    under ``onCorruption=fail`` (as reading it would) and counts 0 otherwise (under
+    ``stop`` the reader then ends the partition there, so later pieces read fewer rows
+    than counted: never more)."""
     from spark_kafkalog.errors import CorruptRecordError, KafkaLogError
     from spark_kafkalog.format import decode_run
     from spark_kafkalog.log import ReadStats, scan_windows
@@ -522,9 +524,10 @@ def cut_by_records(s: LogSlice, batches: Sequence[BatchRows], max_records: int, 
     (``batches``: its batches, from :func:`batch_rows`). As Spark divides a range that
     is too large, the pieces are balanced: a piece ends at the first batch boundary at
     or past ``rows / ceil(rows / max_records)`` rows (Spark's even share), or earlier
-    when the next batch would take it over the limit. A batch with
-    more rows than the limit is a piece of its own. Each piece knows its exact row
-    count and starts with a position hint at its first batch."""
+    when the next batch would take it over the limit. A batch with more rows than the
+    limit is a piece of its own. Each piece knows its exact row count and starts with a
+    position hint at its first batch. Memory: 32 bytes per batch of the slice (a slice
+    is at most ``maxPartitionBytes`` of log)."""
     parts = [b for b in batches if len(b.rows)]
     if not parts:
         return []
