@@ -248,6 +248,30 @@ cdef extern from *:
         return 1;
     }
 
+    /* All bytes < 0x80? Word-wide, with overlapping loads inside [p, p+n): header keys
+       are short ASCII names, which this settles without the per-byte UTF-8 walk. */
+    static inline int kl_ascii(const uint8_t* p, size_t n) {
+        if (n >= 8) {
+            uint64_t acc = 0, w;
+            size_t i = 0;
+            for (; i + 8 <= n; i += 8) { memcpy(&w, p + i, 8); acc |= w; }
+            memcpy(&w, p + n - 8, 8);
+            acc |= w;
+            return !(acc & 0x8080808080808080ull);
+        }
+        if (n >= 4) {
+            uint32_t a, b;
+            memcpy(&a, p, 4); memcpy(&b, p + n - 4, 4);
+            return !((a | b) & 0x80808080u);
+        }
+        {
+            unsigned acc = 0;
+            size_t i;
+            for (i = 0; i < n; i++) acc |= p[i];
+            return !(acc & 0x80u);
+        }
+    }
+
     /* writes the repaired string to dst (room for 3 * n bytes), returns its length */
     static size_t kl_utf8_fix(const uint8_t* p, size_t n, uint8_t* dst) {
         size_t i = 0, o = 0;
@@ -329,6 +353,14 @@ cdef extern from *:
             uint8_t a[16], b[16];
             memcpy(a, s, 16); memcpy(b, s + n - 16, 16);
             memcpy(d, a, 16); memcpy(d + n - 16, b, 16);
+        } else if (n <= 256) {
+            /* 32-byte chunks, the last one ending at n (it may overlap the one before):
+               no call, and every chunk lies inside [s, s+n) / [d, d+n) */
+            uint8_t t[32];
+            size_t k = 0;
+            do { memcpy(t, s + k, 32); memcpy(d + k, t, 32); k += 32; } while (k + 32 < n);
+            memcpy(t, s + n - 32, 32);
+            memcpy(d + n - 32, t, 32);
         } else {
             memcpy(d, s, n);
         }
@@ -342,14 +374,14 @@ cdef extern from *:
         if (r & 7) bm[r >> 3] = (uint8_t)((1u << (r & 7)) - 1u);
     }
 
-    static int kl_emit_header(kl_out* o, const uint8_t* kp, int32_t klen,
+    static inline int kl_emit_header(kl_out* o, const uint8_t* kp, int32_t klen,
                               const uint8_t* vp, int32_t vlen) {
         int64_t h = o->nh;
         if (KL_UNLIKELY(o->hk_used + 3 * (int64_t)klen > o->hk_cap))
             if (o->grow_hk(o->owner, o->hk_used + 3 * (int64_t)klen) < 0) return KE_PYERR;
         if (klen) {
-            if (kl_utf8_valid(kp, (size_t)klen)) {
-                memcpy(o->hk_data + o->hk_used, kp, (size_t)klen);
+            if (kl_ascii(kp, (size_t)klen) || kl_utf8_valid(kp, (size_t)klen)) {
+                kl_copy(o->hk_data + o->hk_used, kp, (size_t)klen);
                 o->hk_used += klen;
             } else {
                 /* Java's String decoding replaces ill-formed sequences with U+FFFD */
@@ -362,7 +394,7 @@ cdef extern from *:
             if (KL_UNLIKELY(o->hv_used + vlen > o->hv_cap))
                 if (o->grow_hv(o->owner, o->hv_used + vlen) < 0) return KE_PYERR;
             if (vlen) {
-                memcpy(o->hv_data + o->hv_used, vp, (size_t)vlen);
+                kl_copy(o->hv_data + o->hv_used, vp, (size_t)vlen);
                 o->hv_used += vlen;
             }
             o->hv_valid[h >> 3] |= (uint8_t)(1u << (h & 7));
@@ -456,7 +488,6 @@ cdef extern from *:
                     o_ts[row] = ts_ms * 1000;
                     if (ts_bm) o_ts_valid[row >> 3] |= bit;
                 }
-                o_ts_type[row] = ts_type;
                 if (klen >= 0) {
                     kl_copy(o_key_data + key_used, kp, (size_t)klen);
                     key_used += klen;
@@ -510,6 +541,8 @@ cdef extern from *:
         }
         q = rec;
         if (KL_UNLIKELY(q != end)) KL_FAIL(KE_LEFTOVER, end - q, count, 0);
+        /* one timestamp type per batch: filled for its rows at once */
+        for (row = o->n; row < n; row++) o_ts_type[row] = ts_type;
         o->n = n;
         o->key_used = key_used;
         o->val_used = val_used;
@@ -1387,7 +1420,7 @@ cdef extern from *:
     static size_t kl_cache_cap[KL_CACHE_SLOTS];
     static int kl_ncache = 0;
     static size_t kl_cache_bytes = 0;
-    static size_t kl_cache_limit = (size_t)256 << 20;
+    static size_t kl_cache_limit = (size_t)384 << 20;
 
     static void kl_cache_drop(int i) {
         munmap(kl_cache_p[i], kl_cache_cap[i]);
@@ -1626,11 +1659,13 @@ cdef class _Sink:
         self.grow_val(kv_bytes, 0)
         if self.o.with_headers:
             self.o.hl_off[0] = 0
-            self.grow_hslots(16)
+            # a start proportional to the input (headers on a fraction of the records)
+            # saves the many doublings from a tiny size, and the copies they make
+            self.grow_hslots(max(16, rows // 8))
             self.o.hk_off[0] = 0
             self.o.hv_off[0] = 0
-            self.grow_hk(256)
-            self.grow_hv(256)
+            self.grow_hk(max(256, kv_bytes // 128))
+            self.grow_hv(max(256, kv_bytes // 64))
         return 0
 
     cdef object error(self, str reason, type cls=CorruptRecordError):

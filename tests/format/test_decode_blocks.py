@@ -99,3 +99,41 @@ def test_keys_bigger_than_a_quarter_of_the_payload_grow_their_buffer(cache_limit
     got = decode(encode(t))
     assert got.column("key").to_pylist() == keys
     assert got.column("value").null_count == n
+
+
+# ---- the record loop's short-copy and ASCII fast paths -------------------------------------
+
+def test_header_keys_of_every_length_with_a_non_ascii_byte_anywhere():
+    # the ASCII check reads words with overlapping loads: a byte >= 0x80 at any position
+    # of any length must send the key through the UTF-8 check (valid kept, invalid
+    # replaced with U+FFFD as Java does)
+    from tests.format.builders import v2_batch, v2_record
+    recs, expected = [], []
+    for n in range(0, 41):
+        for pos in range(-1, n):
+            for bad in (b"\xe9", b"\xc3\xa9"):          # invalid alone, then valid "é"
+                raw = bytearray(b"k" * n)
+                if pos >= 0:
+                    raw[pos:pos + 1] = bad
+                raw = bytes(raw)
+                recs.append(v2_record(len(recs), 0, None, b"v",
+                                      [(raw, raw), (b"x" * n, None)],
+                                      header_key_bytes=True))
+                expected.append([(raw.decode("utf-8", "replace"), raw),
+                                 ("x" * n, None)])
+    got = decode(v2_batch(recs)).column("headers").to_pylist()
+    assert [[(h["key"], h["value"]) for h in hs] for hs in got] == expected
+
+
+def test_keys_and_values_of_every_copy_size():
+    # copies up to 256 bytes are inline (fixed-size moves, the last one overlapping);
+    # each size must land exactly, next to its neighbours
+    from tests.format.builders import v2_batch, v2_record
+    sizes = list(range(0, 300)) + [511, 512, 513, 4096]
+    recs = [v2_record(i, 0, bytes([i % 251]) * n, bytes([(i + 7) % 253]) * (n + 1))
+            for i, n in enumerate(sizes)]
+    got = decode(v2_batch(recs))
+    assert got.column("key").to_pylist() == [bytes([i % 251]) * n
+                                             for i, n in enumerate(sizes)]
+    assert got.column("value").to_pylist() == [bytes([(i + 7) % 253]) * (n + 1)
+                                               for i, n in enumerate(sizes)]
