@@ -49,8 +49,109 @@ cdef extern from *:
         (void)p; (void)n;
     #endif
     }
+
+    /* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) of each batch right after
+       it is written, while it is in cache. Carry-less multiplication folds 64 bytes per
+       step through four 128-bit accumulators (each step moves a lane 512 bits ahead:
+       low half times x^(512+32), high half times x^(512-32), modulo P), the lanes are
+       folded into one (128-bit steps), and SSE4.2's crc32 instruction reduces those 16
+       bytes and the tail. The crc32 instruction alone is latency-bound (on some CPUs
+       throughput-bound) at a few GB/s; folding runs at about 10 GB/s here. Used only
+       when the CPU reports SSE4.2 and PCLMULQDQ; otherwise the caller's function. */
+    #if (defined(__x86_64__)) && (defined(__GNUC__) || defined(__clang__))
+    #include <string.h>
+    #include <nmmintrin.h>
+    #include <wmmintrin.h>
+    static uint64_t kl_k512lo, kl_k512hi, kl_k128lo, kl_k128hi;
+    static uint64_t kl_xpow(unsigned n) {
+        /* x^n mod P, bit-reflected, shifted into the 33-bit form clmul folding needs */
+        uint32_t v = 0x80000000u;
+        while (n--) v = (v & 1u) ? (v >> 1) ^ 0x82F63B78u : v >> 1;
+        return (uint64_t)v << 1;
+    }
+    static int kl_crc_init(void) {
+        __builtin_cpu_init();
+        if (!__builtin_cpu_supports("sse4.2") || !__builtin_cpu_supports("pclmul"))
+            return 0;
+        kl_k512lo = kl_xpow(512 + 32); kl_k512hi = kl_xpow(512 - 32);
+        kl_k128lo = kl_xpow(128 + 32); kl_k128hi = kl_xpow(128 - 32);
+        return 1;
+    }
+    __attribute__((target("sse4.2,pclmul")))
+    static inline __m128i kl_fold(__m128i x, __m128i k, __m128i d) {
+        return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00),
+                                           _mm_clmulepi64_si128(x, k, 0x11)), d);
+    }
+    /* CRC-32C of p[0..n) continuing from crc (pass 0 to start), as crc32c.crc32c */
+    __attribute__((target("sse4.2,pclmul")))
+    static uint32_t kl_crc32c(uint32_t crc, const uint8_t *p, size_t n) {
+        uint64_t c = ~crc & 0xFFFFFFFFu, w;
+        if (n >= 64) {
+            __m128i k = _mm_set_epi64x((long long)kl_k512hi, (long long)kl_k512lo);
+            /* the running CRC enters as the first 4 message bytes xor'ed in */
+            __m128i x0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p),
+                                       _mm_cvtsi32_si128((int)(uint32_t)c));
+            __m128i x1 = _mm_loadu_si128((const __m128i *)(p + 16));
+            __m128i x2 = _mm_loadu_si128((const __m128i *)(p + 32));
+            __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 48));
+            p += 64; n -= 64;
+            while (n >= 64) {
+                x0 = kl_fold(x0, k, _mm_loadu_si128((const __m128i *)p));
+                x1 = kl_fold(x1, k, _mm_loadu_si128((const __m128i *)(p + 16)));
+                x2 = kl_fold(x2, k, _mm_loadu_si128((const __m128i *)(p + 32)));
+                x3 = kl_fold(x3, k, _mm_loadu_si128((const __m128i *)(p + 48)));
+                p += 64; n -= 64;
+            }
+            k = _mm_set_epi64x((long long)kl_k128hi, (long long)kl_k128lo);
+            x0 = kl_fold(x0, k, x1);
+            x0 = kl_fold(x0, k, x2);
+            x0 = kl_fold(x0, k, x3);
+            while (n >= 16) {
+                x0 = kl_fold(x0, k, _mm_loadu_si128((const __m128i *)p));
+                p += 16; n -= 16;
+            }
+            c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x0));
+            c = _mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(x0, 1));
+        }
+        while (n >= 8) { memcpy(&w, p, 8); c = _mm_crc32_u64(c, w); p += 8; n -= 8; }
+        while (n--) c = _mm_crc32_u8((uint32_t)c, *p++);
+        return ~(uint32_t)c;
+    }
+    #else
+    static int kl_crc_init(void) { return 0; }
+    static uint32_t kl_crc32c(uint32_t crc, const uint8_t *p, size_t n) {
+        (void)p; (void)n; return crc;     /* never called: kl_crc_init() said no */
+    }
+    #endif
     """
     void kl_hint_hugepages(void* p, size_t n) nogil
+    int kl_crc_init() nogil
+    uint32_t kl_crc32c(uint32_t crc, const uint8_t* p, size_t n) nogil
+
+#: CRC-32C computed here (SSE4.2 + PCLMULQDQ); when False, by the caller's function
+cdef bint _HWCRC = kl_crc_init()
+HWCRC = bool(_HWCRC)
+
+
+def _use_hw_crc(bint on):
+    """Test hook: switch the kernel's CRC-32C off (the callers' function is used, as on
+    CPUs without SSE4.2/PCLMULQDQ) or back on where the CPU allows. Returns the previous
+    setting. Not thread-safe: only for tests."""
+    global _HWCRC
+    cdef bint before = _HWCRC
+    _HWCRC = on and HWCRC
+    return before
+
+
+def crc32c_hw(data, uint32_t value=0):
+    """CRC-32C of ``data`` continuing from ``value`` (as ``crc32c.crc32c``) with the
+    kernel's code (test hook; RuntimeError when the CPU lacks SSE4.2/PCLMULQDQ)."""
+    cdef const uint8_t[::1] v = data
+    if not _HWCRC:
+        raise RuntimeError("CRC-32C in the kernel needs SSE4.2 and PCLMULQDQ")
+    if v.shape[0] == 0:
+        return value
+    return kl_crc32c(value, &v[0], v.shape[0])
 
 
 # v2 batch header, big-endian (see wire.V2_HEADER)
@@ -786,8 +887,8 @@ cdef class Encoder:
                        int64_t max_batch_bytes, int64_t base_offset, int32_t leader_epoch,
                        int attributes):
         """Planned batches [b0, b1), each compressed with ``compress_fn(buffer) ->
-        bytes-like``, written back to back (header and CRC-32C, ``crc_fn(buffer) ->
-        int``, included). Returns ``(data, index)``: ``data`` a
+        bytes-like``, written back to back (header and CRC-32C included: computed here
+        when the CPU allows, else by ``crc_fn(buffer) -> int``). Returns ``(data, index)``: ``data`` a
         bytes object, ``index`` a list of ``(position in data, size, start_row, end_row,
         base_ts, max_ts, max_ts_row)`` per written batch. A batch whose compressed form
         exceeds ``max_batch_bytes`` (incompressible records plus codec framing) is split
@@ -854,9 +955,13 @@ cdef class Encoder:
                            leader_epoch, attributes, end - start, self.ts_ms[start], max_ts)
         # the output is private to this range until finish(): filling in the CRC is
         # safe (the views are released before anything can resize it)
-        with memoryview(out.buf) as whole:
-            with whole[at + ATTRIBUTES_POS:at + HEADER_SIZE + plen] as part:
-                _be32(h + CRC_POS, crc_fn(part))
+        if _HWCRC:
+            _be32(h + CRC_POS, kl_crc32c(0, h + ATTRIBUTES_POS,
+                                         HEADER_SIZE - ATTRIBUTES_POS + plen))
+        else:
+            with memoryview(out.buf) as whole:
+                with whole[at + ATTRIBUTES_POS:at + HEADER_SIZE + plen] as part:
+                    _be32(h + CRC_POS, crc_fn(part))
         out.index.append((at, HEADER_SIZE + plen, start, end, self.ts_ms[start], max_ts,
                           max_row))
 
@@ -897,7 +1002,8 @@ cdef class Encoder:
         """Write planned batches [b0, b1) into the ``layout_uncompressed`` output,
         headers and CRCs included. Ranges may be filled by different threads at once:
         the record writing runs without the GIL and ranges do not overlap.
-        ``crc_fn(buffer) -> int`` is CRC-32C."""
+        CRC-32C is computed here right after each batch is written (in cache) when the
+        CPU allows, else afterwards by ``crc_fn(buffer) -> int``."""
         cdef int64_t b, p
         cdef bint bad = False
         if self._out is None or b0 < 0 or b1 > self.nbatches or b0 > b1:
@@ -907,8 +1013,15 @@ cdef class Encoder:
                 if not self._fill_one(b, base_offset, leader_epoch):
                     bad = True
                     break
+                if _HWCRC:
+                    p = self.pos[b]
+                    _be32(self.out_base + p + CRC_POS,
+                          kl_crc32c(0, self.out_base + p + ATTRIBUTES_POS,
+                                    self.pos[b + 1] - p - ATTRIBUTES_POS))
         if bad:
             raise RuntimeError("encoder wrote a batch of other than its planned size")
+        if _HWCRC:
+            return
         # The bytes object is still private to encode(): filling in CRCs is safe.
         view = memoryview(self._out)
         for b in range(b0, b1):

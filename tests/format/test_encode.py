@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from spark_kafkalog.errors import InvalidOptionError, KafkaLogError
+from spark_kafkalog.format import _encode as _kernel
 from spark_kafkalog.format import codecs
 from spark_kafkalog.format.encode import (
     BATCH_INDEX_SCHEMA,
@@ -586,3 +587,36 @@ def test_compressed_output_grows_past_its_estimate(monkeypatch, threads):
     assert sum(index.column("size").to_pylist()) == len(data)
     check_records(data, expect)
     check_index(data, index)
+
+
+# ---- the kernel's CRC-32C ---------------------------------------------------------------------
+
+@pytest.mark.skipif(not _kernel.HWCRC, reason="CPU lacks SSE4.2/PCLMULQDQ: the kernel "
+                                              "uses the crc32c package")
+def test_kernel_crc32c_matches_crc32c_package():
+    from crc32c import crc32c
+    rng = random.Random(3)
+    buf = memoryview(rng.randbytes(70_000))
+    for n in list(range(0, 600)) + [1023, 1024, 1025, 16384, 16447, 65536]:
+        for off in (0, 1, 7):                         # unaligned starts
+            part = buf[off:off + n]
+            assert _kernel.crc32c_hw(part) == crc32c(part), (n, off)
+            assert _kernel.crc32c_hw(part, 0xDEADBEEF) == crc32c(part, 0xDEADBEEF), (n, off)
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_kernel_crc_and_crc32c_package_give_the_same_bytes(compression):
+    # the fallback path (CPUs without SSE4.2/PCLMULQDQ) is forced off and on
+    table, expect = sample_table(500, seed=6)
+    before = _kernel._use_hw_crc(False)
+    try:
+        slow = encode_batches(table, compression=compression, max_batch_bytes=3000,
+                              now_ms=NOW)
+        slow3 = encode(table, compression=compression, max_batch_bytes=3000, now_ms=NOW,
+                       threads=3)
+    finally:
+        _kernel._use_hw_crc(before)
+    fast = encode_batches(table, compression=compression, max_batch_bytes=3000, now_ms=NOW)
+    assert slow[0] == fast[0] == slow3
+    assert slow[1].equals(fast[1])
+    check_records(fast[0], expect)
