@@ -30,6 +30,10 @@ threads=None) -> bytes``
     table. Errors name the row of ``table``. An index outside ``[0, num_rows)`` (no
     negative wrap-around) raises :class:`InvalidOptionError` before any other work.
 
+    A table whose columns are chunked alike (one built from many record batches) is
+    read chunk by chunk in place, with or without ``rows``; columns chunked unlike
+    each other are combined into one array each first (a copy).
+
     Returns v2 record batches back to back: magic 2, CreateTime, no producer id
     (producerId -1, producerEpoch -1, baseSequence -1, not transactional), the given
     ``partition_leader_epoch`` (the Java producer writes -1; a broker stamps its epoch
