@@ -366,6 +366,32 @@ cdef extern from *:
         }
     }
 
+    /* Copy of n bytes when `room` bytes may be read at s and written at d (s + room is
+       still inside the batch payload, d + room inside the output buffer's capacity):
+       one fixed-size move of 32 or 128 bytes covers every n of its size class, with
+       no branch on n. The bytes moved past n are outside the column's data (the next
+       copy overwrites them, or they lie past the buffer's final size). */
+    static inline void kl_copy_over(uint8_t* d, const uint8_t* s, size_t n, size_t room) {
+        if (n <= 32 && room >= 32) {
+            uint8_t t[32];
+            memcpy(t, s, 32); memcpy(d, t, 32);
+        } else if (n <= 128 && room >= 128) {
+            uint8_t t[128];
+            memcpy(t, s, 128); memcpy(d, t, 128);
+        } else {
+            kl_copy(d, s, n);
+        }
+    }
+
+    /* kl_ascii for n <= 16 when 16 bytes may be read at p: two words, masked to n */
+    static const uint64_t kl_mask_lo[17] = {0x0ull, 0xFFull, 0xFFFFull, 0xFFFFFFull, 0xFFFFFFFFull, 0xFFFFFFFFFFull, 0xFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFFFull};
+    static const uint64_t kl_mask_hi[17] = {0x0ull, 0x0ull, 0x0ull, 0x0ull, 0x0ull, 0x0ull, 0x0ull, 0x0ull, 0x0ull, 0xFFull, 0xFFFFull, 0xFFFFFFull, 0xFFFFFFFFull, 0xFFFFFFFFFFull, 0xFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFFFull};
+    static inline int kl_ascii16(const uint8_t* p, size_t n) {
+        uint64_t w0, w1;
+        memcpy(&w0, p, 8); memcpy(&w1, p + 8, 8);
+        return !(((w0 & kl_mask_lo[n]) | (w1 & kl_mask_hi[n])) & 0x8080808080808080ull);
+    }
+
     /* Validity bitmaps are written lazily: while a column has had no null, its bits are
        not written at all; at its first null (row r) bits [0, r) are set at once and from
        then on each valid row sets its bit. The bitmap buffers are zeroed when allocated. */
@@ -375,12 +401,19 @@ cdef extern from *:
     }
 
     static inline int kl_emit_header(kl_out* o, const uint8_t* kp, int32_t klen,
-                              const uint8_t* vp, int32_t vlen) {
+                              const uint8_t* vp, int32_t vlen, const uint8_t* src_end) {
         int64_t h = o->nh;
+        size_t room;
         if (KL_UNLIKELY(o->hk_used + 3 * (int64_t)klen > o->hk_cap))
             if (o->grow_hk(o->owner, o->hk_used + 3 * (int64_t)klen) < 0) return KE_PYERR;
         if (klen) {
-            if (kl_ascii(kp, (size_t)klen) || kl_utf8_valid(kp, (size_t)klen)) {
+            room = (size_t)(src_end - kp);
+            if ((size_t)(o->hk_cap - o->hk_used) < room) room = (size_t)(o->hk_cap - o->hk_used);
+            if ((klen <= 16 && src_end - kp >= 16) ? kl_ascii16(kp, (size_t)klen)
+                    : (kl_ascii(kp, (size_t)klen) || kl_utf8_valid(kp, (size_t)klen))) {
+                kl_copy_over(o->hk_data + o->hk_used, kp, (size_t)klen, room);
+                o->hk_used += klen;
+            } else if (kl_utf8_valid(kp, (size_t)klen)) {
                 kl_copy(o->hk_data + o->hk_used, kp, (size_t)klen);
                 o->hk_used += klen;
             } else {
@@ -394,7 +427,9 @@ cdef extern from *:
             if (KL_UNLIKELY(o->hv_used + vlen > o->hv_cap))
                 if (o->grow_hv(o->owner, o->hv_used + vlen) < 0) return KE_PYERR;
             if (vlen) {
-                kl_copy(o->hv_data + o->hv_used, vp, (size_t)vlen);
+                room = (size_t)(src_end - vp);
+                if ((size_t)(o->hv_cap - o->hv_used) < room) room = (size_t)(o->hv_cap - o->hv_used);
+                kl_copy_over(o->hv_data + o->hv_used, vp, (size_t)vlen, room);
                 o->hv_used += vlen;
             }
             o->hv_valid[h >> 3] |= (uint8_t)(1u << (h & 7));
@@ -438,6 +473,10 @@ cdef extern from *:
         int32_t* const o_hl_off = o->hl_off;
         uint8_t* const o_hl_valid = o->hl_valid;
         int64_t key_used = o->key_used, val_used = o->val_used;
+        /* the data buffers do not grow inside this function (the caller reserved the
+           payload's size in each) */
+        const int64_t key_cap = o->key_cap, val_cap = o->val_cap;
+        size_t room;
         int64_t key_nulls = 0, val_nulls = 0, ts_nulls = 0, hl_nulls = 0;
         int key_bm = o->key_bm, val_bm = o->val_bm, ts_bm = o->ts_bm;
         uint8_t bit;
@@ -489,7 +528,9 @@ cdef extern from *:
                     if (ts_bm) o_ts_valid[row >> 3] |= bit;
                 }
                 if (klen >= 0) {
-                    kl_copy(o_key_data + key_used, kp, (size_t)klen);
+                    room = (size_t)(end - kp);
+                    if ((size_t)(key_cap - key_used) < room) room = (size_t)(key_cap - key_used);
+                    kl_copy_over(o_key_data + key_used, kp, (size_t)klen, room);
                     key_used += klen;
                     if (key_bm) o_key_valid[row >> 3] |= bit;
                 } else {
@@ -498,7 +539,9 @@ cdef extern from *:
                 }
                 o_key_off[row + 1] = (int32_t)key_used;
                 if (vlen >= 0) {
-                    kl_copy(o_val_data + val_used, vp, (size_t)vlen);
+                    room = (size_t)(end - vp);
+                    if ((size_t)(val_cap - val_used) < room) room = (size_t)(val_cap - val_used);
+                    kl_copy_over(o_val_data + val_used, vp, (size_t)vlen, room);
                     val_used += vlen;
                     if (val_bm) o_val_valid[row >> 3] |= bit;
                 } else {
@@ -525,7 +568,7 @@ cdef extern from *:
                     hvp = q;
                     if (hvlen > 0) q += hvlen;
                     if (keep && with_h) {
-                        rc = kl_emit_header(o, hkp, hklen, hvp, hvlen);
+                        rc = kl_emit_header(o, hkp, hklen, hvp, hvlen, end);
                         if (rc) { err->code = rc; goto fail_code; }
                     }
                 }
