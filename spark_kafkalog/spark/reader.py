@@ -2,7 +2,8 @@
 
 Spark pickles the reader once (after ``pushFilters``, before ``partitions``) and sends it
 with every task; so everything ``read`` needs lives in the options and the pushdown, and
-``read`` opens the log dirs itself (cached per Python worker process).
+``read`` opens the log dirs itself (cached per Python worker process). ``read`` reads
+and decodes one batch ahead of Spark in a background thread (:func:`prefetched`).
 """
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NON
             yield batch
 
 
-#: batches decoded ahead of the one Spark is consuming (see :func:`prefetched`)
+#: batches decoded ahead of the one Spark is consuming (see :func:`prefetched`); 0 reads
+#: in Spark's thread (no prefetch thread)
 PREFETCH_BATCHES = 1
 
 _ITEM, _ERROR, _END = 0, 1, 2

@@ -510,3 +510,12 @@ def test_prefetched_early_close_stops_and_closes_the_source():
     assert not any(t.name == "kafkalog-prefetch" for t in threading.enumerate())
     # an iterator that is never started leaves nothing behind either
     assert list(prefetched(lambda: iter(()))) == []
+
+
+def test_limit_stops_the_prefetching_reader(spark, logs):
+    # Spark stops consuming a task's iterator after a LIMIT: the prefetch thread is told
+    # to stop and the worker serves the next query normally
+    df = load(spark, logs["path"], subscribe=MULTI, windowBytes="64k")
+    assert len(df.limit(3).collect()) == 3
+    want = expected(logs["path"], [MULTI], include_headers=False)
+    assert_same(spark_table(load(spark, logs["path"], subscribe=MULTI)), want)
