@@ -7,8 +7,11 @@ entry points and a few test hooks.
 How it works
 ------------
 ``decode_buffer`` walks the whole buffer once, batch by batch (any mix of magic 0, 1, 2),
-and writes every data record straight into Arrow buffers taken from pyarrow's memory
-pool (offsets / validity bitmaps / data of each column). A cheap prepass over the batch
+and writes every data record straight into Arrow buffers (offsets / validity bitmaps /
+data of each column): small ones from pyarrow's memory pool, those of 1 MiB and more
+from a bounded cache of mapped blocks that are reused once the Arrow buffers over them
+are released (so a run of decode calls does not pay the kernel for zeroing fresh pages
+each time; see kl_block_get, ``set_block_cache_limit``). A cheap prepass over the batch
 headers sizes the row arrays and the key/value data buffers from the batch payload sizes
 (upper bounds, bounded by the input); compressed payloads grow them geometrically.
 
