@@ -24,10 +24,11 @@ position_base=0)``
 
 ``read_batch_header(data, pos=0) -> BatchHeader``  one header (raises on bad data).
 
-``encode(rows, *, compression="none", base_offset=0, max_batch_bytes=1048576,
-compression_level=None) -> bytes``
+``encode(table, /, *, rows=None, compression="none", base_offset=0,
+max_batch_bytes=1048576, compression_level=None) -> bytes``
     v2 record batches (CreateTime, producer id -1) from an Arrow table/batch with
-    ``value`` and optional ``key``, ``timestamp``, ``headers`` columns.
+    ``value`` and optional ``key``, ``timestamp``, ``headers`` columns; ``rows`` (row
+    numbers) encodes exactly ``table.take(rows)`` without materialising it.
     ``encode_batches`` returns the same bytes plus a per-batch index (position, size,
     offsets, timestamps, record count) for the appender's .index/.timeindex.
 
