@@ -50,7 +50,7 @@ from spark_kafkalog.format.wire import DEFAULT_MAX_DECOMPRESSED
 
 __all__ = [
     "BatchHeader", "HeaderScan", "ScanProblem", "decode", "decode_run", "decode_varint",
-    "decode_varlong", "read_batch_header", "scan_headers",
+    "decode_varlong", "read_batch_header", "scan_headers", "set_block_cache_limit",
 ]
 
 _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
@@ -218,6 +218,17 @@ def decode_run(data, *, topic: str = "", partition: int = 0, verify_crc: bool = 
         _optional_offset("start_offset", start_offset),
         _optional_offset("end_offset", end_offset),
         _skip_buffer(skip_positions), position_base)
+
+
+def set_block_cache_limit(limit_bytes: int) -> int:
+    """Bound the memory the decoder keeps for reuse, returning the previous bound.
+
+    Output buffers of 1 MiB and more are mapped blocks; when every Arrow buffer over a
+    block is released, the block is kept (up to ``limit_bytes`` in all, 384 MiB by
+    default; the oldest are unmapped first) and the next decode call in this process
+    writes into it instead of into fresh pages the kernel must zero. 0 keeps none."""
+    return _decode.set_block_cache_limit(_int_option("limit_bytes", limit_bytes, 0,
+                                                     _INT64_MAX))
 
 
 # ---- batch headers -------------------------------------------------------------------------------

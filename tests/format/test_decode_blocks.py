@@ -137,3 +137,12 @@ def test_keys_and_values_of_every_copy_size():
                                              for i, n in enumerate(sizes)]
     assert got.column("value").to_pylist() == [bytes([(i + 7) % 253]) * (n + 1)
                                                for i, n in enumerate(sizes)]
+
+
+def test_public_limit_setter_validates_and_returns_the_previous_limit(cache_limit):
+    from spark_kafkalog.format.decode import set_block_cache_limit
+    old = set_block_cache_limit(5 * MiB)
+    assert set_block_cache_limit(old) == 5 * MiB
+    for bad in (-1, 1.5, True, "1"):
+        with pytest.raises(InvalidOptionError):
+            set_block_cache_limit(bad)
