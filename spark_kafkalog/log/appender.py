@@ -95,9 +95,6 @@ DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 #: see :attr:`AppendConfig.adopt_min_bytes`
 DEFAULT_ADOPT_MIN_BYTES = 16 * 1024 * 1024
-#: staged bytes a task writes before it asks the kernel to start writing them back
-#: (so the commit's fsync of an adopted segment finds them on disk already)
-WRITEBACK_BYTES = 8 * 1024 * 1024
 #: staged bytes copied per read/patch/write step (bounds the driver's memory)
 COPY_WINDOW_BYTES = 8 * 1024 * 1024
 #: orphaned staging files (a job whose driver died before commit) older than this are
@@ -261,7 +258,6 @@ class _PartFile:
         self.path = path
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         self.size = 0
-        self.written_back = 0          # bytes the kernel was asked to write back
         self.records = 0
         self.tables: list[np.ndarray] = []
 
@@ -275,13 +271,15 @@ class StagingWriter:
     ``abort`` deletes the files. Not thread-safe.
 
     By default everything goes into one staging file. With ``per_partition_files`` (on
-    local filesystems) each topic-partition's batches go into a file of their own, which
-    the kernel is asked to start writing back as it grows (so most of its bytes are on
-    disk before the commit's fsync, which then writes little more than the pages whose
-    baseOffsets it patched). The commit can adopt a large one as a new segment by
-    linking it into the partition directory (see :attr:`AppendConfig.adopt_min_bytes`)
-    instead of copying its bytes under the writer lock. The batch table stays in the
-    staging file itself."""
+    local filesystems) each topic-partition's batches go into a file of their own; the
+    commit can adopt a large one as a new segment by linking it into the partition
+    directory (see :attr:`AppendConfig.adopt_min_bytes`) instead of copying its bytes
+    under the writer lock. The batch table stays in the staging file itself.
+
+    Nothing is written back early on purpose: the commit patches every batch's header
+    page, so bytes already on disk would be written twice (measured: asking the kernel
+    to write staged bytes back as they grow made staging and commit slower, fsync or
+    not — on ext4 a pending writeback also makes every journal fsync wait for it)."""
 
     def __init__(self, fs: pafs.FileSystem, root: str, write_id: str, label: str = "task",
                  *, per_partition_files: bool = False):
@@ -345,9 +343,6 @@ class StagingWriter:
         pf.tables.append(table)
         pf.size += size
         pf.records += int(table["record_count"].sum())
-        if pf.size - pf.written_back >= WRITEBACK_BYTES:
-            _start_writeback(pf.fd, pf.written_back, pf.size - pf.written_back)
-            pf.written_back = pf.size
 
     def finish(self) -> StagedFile | None:
         if self._split:
@@ -387,30 +382,6 @@ class StagingWriter:
                 os.unlink(pf.path)
         with contextlib.suppress(FileNotFoundError):
             _delete(self.fs, self.path)
-
-
-def _load_sync_file_range():
-    """libc's ``sync_file_range`` (Linux), or None."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.sync_file_range
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_SYNC_FILE_RANGE = _load_sync_file_range()
-_SYNC_FILE_RANGE_WRITE = 2
-
-
-def _start_writeback(fd: int, offset: int, nbytes: int) -> None:
-    """Ask the kernel to start writing ``[offset, offset + nbytes)`` of ``fd`` back,
-    without waiting (a hint: durability still comes from fdatasync)."""
-    if _SYNC_FILE_RANGE is not None:
-        _SYNC_FILE_RANGE(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)
 
 
 # ==== small filesystem helpers ==========================================================
