@@ -30,6 +30,7 @@ import logging
 import mmap
 import os
 import struct
+import sys
 import warnings
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -154,6 +155,10 @@ def _be_int(arr: np.ndarray, idx: np.ndarray, nbytes: int) -> np.ndarray:
     return np.where(signed >= limit, signed - (limit << 1), signed)
 
 
+#: window buffers a segment reader keeps for reuse
+_WINDOW_POOL = 3
+
+
 class _SegmentFile:
     """A segment's .log opened once and read in ranges, bytes counted.
 
@@ -187,6 +192,7 @@ class _SegmentFile:
         self.stats = stats
         self._fd = None
         self._f = None
+        self._pool: list[np.ndarray] = []   # window buffers, reused once nothing views them
         try:
             if memory_map and isinstance(fs, pafs.LocalFileSystem) and _PAGE:
                 self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
@@ -203,7 +209,7 @@ class _SegmentFile:
         if self._fd is not None:
             data = self._map(position, length)
         else:
-            buf = np.empty(length, dtype=np.uint8)
+            buf = self._buffer(length)
             if kept:
                 buf[:kept] = np.frombuffer(carry, dtype=np.uint8, count=kept)
             data = memoryview(buf)
@@ -215,6 +221,25 @@ class _SegmentFile:
                 self._short(position, got, length)
         self.stats.bytes_read += length - kept
         return data
+
+    def _buffer(self, length: int) -> np.ndarray:
+        """A buffer for the next window: a previous window's, when no view of it is left
+        (the consumer is done with that window), so reading a segment does not fault in
+        (and have the kernel zero) fresh pages for every window. A few are kept because a
+        consumer typically still holds the previous window while asking for the next."""
+        pool = self._pool
+        for buf in pool:
+            # references: the pool's, ``buf`` and getrefcount's argument; any more is a
+            # live view of its bytes (a Window still in use)
+            if len(buf) >= length and sys.getrefcount(buf) <= 3:
+                return buf[:length]
+        buf = np.empty(length, dtype=np.uint8)
+        if len(pool) >= _WINDOW_POOL:
+            # forget a free but too small one, else the oldest (its holder keeps it alive)
+            free = [i for i in range(len(pool)) if sys.getrefcount(pool[i]) <= 2]
+            pool.pop(free[0] if free else 0)
+        pool.append(buf)
+        return buf[:length]
 
     def _map(self, position: int, length: int) -> memoryview:
         try:
@@ -457,7 +482,10 @@ class _Scan:
                         reason = f"batch of {size} bytes reported incomplete: {reason}"
                     elif fits and (size is None or size <= self.max_batch_bytes):
                         # the window ended inside a batch: read on from its start
-                        carry = rest
+                        # copied out (at most one batch), so no view keeps this
+                        # window's buffer from being reused for the next one
+                        carry = bytes(rest)
+                        rest = None
                         pos = where
                         if size is not None:
                             want = max(want, size)

@@ -65,3 +65,40 @@ def test_mapped_torn_tail_and_skip(tmp_path):
     assert t1.equals(t0) and t0.num_rows > 0
     assert s1.skipped == s0.skipped and len(s0.skipped) == 1
     assert s1.torn_tail == s0.torn_tail == (str(last_log), last.position, last.size - 5)
+
+
+def test_window_buffers_are_reused_only_when_nothing_views_them(tmp_path):
+    """A segment read window by window reuses one buffer while the consumer lets each
+    window go, and never overwrites a window the consumer still holds."""
+    from spark_kafkalog.log import segment as seg_mod
+
+    b, _ = build_rich_partition(tmp_path / "logs")
+    part = LogDirs(str(b.roots[0])).partition(TOPIC, 0)
+    fs = LogDirs(str(b.roots[0])).filesystem
+    fresh = []
+    orig = seg_mod._SegmentFile._buffer
+
+    def counting(self, length):
+        before = [id(b) for b in self._pool]
+        out = orig(self, length)
+        fresh.append(id(out.base) not in before)
+        return out
+
+    seg_mod._SegmentFile._buffer = counting
+    try:
+        # consumer that drops each window: after the first, buffers are reused
+        n = 0
+        for w in seg_mod.scan_windows(fs, part, window_bytes=700):
+            assert len(w.data) > 0
+            n += 1
+        assert n > 4 and fresh.count(False) >= 2
+        # consumer that keeps every window: each keeps its own bytes
+        fresh.clear()
+        kept = list(seg_mod.scan_windows(fs, part, window_bytes=700))
+        assert all(fresh)
+    finally:
+        seg_mod._SegmentFile._buffer = orig
+    for w in kept:
+        with open(w.path, "rb") as f:
+            f.seek(w.position)
+            assert bytes(w.data) == f.read(len(w.data))
