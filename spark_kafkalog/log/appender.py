@@ -252,14 +252,28 @@ def _check_table(table: np.ndarray, data_size: int) -> None:
 
 
 class _PartFile:
-    """One topic-partition's staged bytes in a file of their own (per-partition mode)."""
+    """One topic-partition's staged bytes in a file of their own (per-partition mode).
+    Opened for each append and closed after it: a task writing to thousands of
+    partitions must not hold a descriptor per partition."""
 
     def __init__(self, path: str):
         self.path = path
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
         self.size = 0
         self.records = 0
         self.tables: list[np.ndarray] = []
+
+    def append(self, data) -> None:
+        view = memoryview(data).cast("B")
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            position = self.size
+            while view:
+                n = os.pwrite(fd, view, position)
+                view = view[n:]
+                position += n
+        finally:
+            os.close(fd)
 
 
 class StagingWriter:
@@ -334,9 +348,7 @@ class StagingWriter:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             pf = self._parts[(topic, partition)] = _PartFile(
                 f"{self.path}.{topic}-{partition}")
-        view = memoryview(data).cast("B")
-        while view:
-            view = view[os.write(pf.fd, view):]
+        pf.append(data)
         if pf.size:
             table = table.copy()
             table["position"] += pf.size            # positions are relative to the file
@@ -364,10 +376,6 @@ class StagingWriter:
                           batch_count=self._batches, sections=tuple(self._sections))
 
     def _close(self) -> None:
-        for pf in self._parts.values():
-            if pf.fd >= 0:
-                os.close(pf.fd)
-                pf.fd = -1
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -554,3 +554,19 @@ def test_per_partition_staging_abort_and_empty(tmp_path):
     assert len(os.listdir(root)) == 3
     w.abort()
     assert not os.listdir(root)
+
+
+def test_per_partition_staging_holds_no_descriptor_per_partition(tmp_path):
+    """A task writing to many partitions must not keep a file open for each."""
+    root = str(tmp_path)
+    fds = len(os.listdir("/proc/self/fd"))
+    w = StagingWriter(FS, root, "batch:1", per_partition_files=True)
+    data, table = kp_encode(recs(3))
+    for p in range(300):
+        w.add("t", p, data, table)
+    assert len(os.listdir("/proc/self/fd")) <= fds + 2
+    sf = w.finish()
+    assert len(sf.sections) == 300
+    r = commit_write(FS, root, "batch:1", [sf], [TopicSpec("t", partitions_if_new=300)])
+    assert r.ranges["t"][299] == (0, 3)
+    assert [x[0] for x in read_kp(f"{root}/t-299")] == [0, 1, 2]
