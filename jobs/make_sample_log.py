@@ -29,6 +29,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_kafkalog.format.npview import column as _np
+
 CODECS = ("none", "lz4", "zstd", "snappy", "gzip")
 EVENTS = ("view", "click", "add_to_cart", "purchase", "refund", "search")
 START_MS = 1_704_067_200_000        # 2024-01-01T00:00:00Z
@@ -107,11 +109,11 @@ def write_partition(pdir: Path, codec: str, records: int, segment_bytes: int,
         data, idx = encode_batches(sample_rows(rng, offset, n, records, days),
                                    compression=codec, base_offset=offset,
                                    max_batch_bytes=BATCH_BYTES)
-        pos = idx.column("position").to_numpy()
-        size = idx.column("size").to_numpy().astype(np.int64)
-        base = idx.column("base_offset").to_numpy()
-        last = idx.column("last_offset").to_numpy()
-        mts = idx.column("max_timestamp").to_numpy()
+        pos = _np(idx, "position")
+        size = _np(idx, "size").astype(np.int64)
+        base = _np(idx, "base_offset")
+        last = _np(idx, "last_offset")
+        mts = _np(idx, "max_timestamp")
         i = 0
         while i < len(pos):
             # Like a broker: roll when the next batch would not fit in the segment.

@@ -89,6 +89,7 @@ from spark_kafkalog.format._encode import (
     varint_size,
     varlong_size,
 )
+from spark_kafkalog.format.npview import to_numpy
 from spark_kafkalog.format.wire import (
     CODEC_NONE,
     V2_ATTRIBUTES_POS,
@@ -265,7 +266,7 @@ def _row_index(rows, num_rows: int):
                                      f"{rows.type}")
         if rows.null_count:
             raise InvalidOptionError(f"rows= has {rows.null_count} null entries")
-        idx = rows.to_numpy(zero_copy_only=False)
+        idx = to_numpy(rows)
     elif isinstance(rows, np.ndarray):
         if rows.ndim != 1 or rows.dtype.kind not in "iu":
             raise InvalidOptionError(f"rows= must be a one-dimensional integer array, not "

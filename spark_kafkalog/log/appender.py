@@ -74,6 +74,7 @@ from spark_kafkalog.errors import (
     LogLayoutError,
 )
 from spark_kafkalog.format import wire
+from spark_kafkalog.format.npview import to_numpy
 from spark_kafkalog.log import journal as jr
 from spark_kafkalog.log.index_write import (
     DEFAULT_MAX_INDEX_BYTES,
@@ -206,13 +207,7 @@ def staging_path(root: str, write_id: str, label: str) -> str:
 
 
 def _column(table, name: str) -> np.ndarray:
-    col = table[name]
-    if hasattr(col, "to_numpy"):
-        try:
-            return np.asarray(col.to_numpy())
-        except TypeError:
-            return np.asarray(col.to_numpy(zero_copy_only=False))
-    return np.asarray(col)
+    return to_numpy(table[name])
 
 
 def batch_table(batches) -> np.ndarray:

@@ -19,6 +19,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from spark_kafkalog.format import decode_run
+from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.format.wire import CODEC_NAMES, CONTROL_ABORT
 from spark_kafkalog.log.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -143,10 +144,10 @@ class _SegmentChecks:
         self.info.problems.append(Problem(kind, path, position, offset, message))
 
     def window(self, h, end_position: int) -> None:
-        pos = h.column("position").to_numpy()
-        base = h.column("base_offset").to_numpy()
-        last = h.column("last_offset").to_numpy()
-        maxts = h.column("max_timestamp").to_numpy()
+        pos = _np(h, "position")
+        base = _np(h, "base_offset")
+        last = _np(h, "last_offset")
+        maxts = _np(h, "max_timestamp")
         # offset index entries whose position lies in this window
         k = self.o_next
         while k < len(self.o_pos) and self.o_pos[k] < end_position:
@@ -182,9 +183,9 @@ class _SegmentChecks:
             self.running_max = int(run[-1])
         # aborted transactions: their ABORT markers
         if self.aborted:
-            ctrl = h.column("is_control").to_numpy()
-            ctype = h.column("control_type").to_numpy()
-            pid = h.column("producer_id").to_numpy()
+            ctrl = _np(h, "is_control")
+            ctype = _np(h, "control_type")
+            pid = _np(h, "producer_id")
             for i in np.flatnonzero(ctrl & (ctype == CONTROL_ABORT)):
                 self.aborted.discard((int(pid[i]), int(base[i])))
 
@@ -219,10 +220,10 @@ def _scan_segment(logdirs, p, i: int, info: SegmentInfo, checks: _SegmentChecks,
         for w in windows:
             h = w.headers
             n = h.num_rows
-            ctrl = h.column("is_control").to_numpy()
-            txn = h.column("is_transactional").to_numpy()
-            count = h.column("record_count").to_numpy()
-            magic = h.column("magic").to_numpy()
+            ctrl = _np(h, "is_control")
+            txn = _np(h, "is_transactional")
+            count = _np(h, "record_count")
+            magic = _np(h, "magic")
             info.batches += n
             info.control_batches += int(ctrl.sum())
             info.transactional_batches += int((txn & ~ctrl).sum())
@@ -245,8 +246,8 @@ def _scan_segment(logdirs, p, i: int, info: SegmentInfo, checks: _SegmentChecks,
             if info.first_offset is None:
                 info.first_offset = int(h.column("base_offset")[0].as_py())
             info.last_offset = int(h.column("last_offset")[-1].as_py())
-            data_ts = np.concatenate([h.column("first_timestamp").to_numpy()[~ctrl],
-                                      h.column("max_timestamp").to_numpy()[~ctrl]])
+            data_ts = np.concatenate([_np(h, "first_timestamp")[~ctrl],
+                                      _np(h, "max_timestamp")[~ctrl]])
             data_ts = data_ts[data_ts >= 0]
             if len(data_ts):
                 lo, hi = int(data_ts.min()), int(data_ts.max())
@@ -254,9 +255,9 @@ def _scan_segment(logdirs, p, i: int, info: SegmentInfo, checks: _SegmentChecks,
                     lo, hi = min(info.min_timestamp, lo), max(info.max_timestamp, hi)
                 info.min_timestamp, info.max_timestamp = lo, hi
             codecs.update(CODEC_NAMES.get(int(c), f"codec-{int(c)}")
-                          for c in np.unique(h.column("codec").to_numpy()[~ctrl]))
+                          for c in np.unique(_np(h, "codec")[~ctrl]))
             magics.update(int(m) for m in np.unique(magic))
-            pid = h.column("producer_id").to_numpy()
+            pid = _np(h, "producer_id")
             pids.update(int(x) for x in np.unique(pid[pid >= 0]))
             checks.window(h, w.end)
             valid_end = w.end

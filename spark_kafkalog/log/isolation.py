@@ -30,6 +30,7 @@ from typing import Iterable
 import numpy as np
 import pyarrow as pa
 
+from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.format.wire import CONTROL_ABORT, CONTROL_COMMIT
 from spark_kafkalog.log.segment import ReadStats, Window, scan_windows
 from spark_kafkalog.log.txn import AbortedTxns, TxnIndexError, read_producer_snapshot, \
@@ -45,9 +46,9 @@ TXN_INDEX_MODES = ("auto", "use", "ignore")
 
 def _txn_columns(h: pa.Table):
     """(producer_id, base_offset, position, is_txn_data, is_control, control_type)."""
-    return (h.column("producer_id").to_numpy(), h.column("base_offset").to_numpy(),
-            h.column("position").to_numpy(), h.column("is_transactional").to_numpy(),
-            h.column("is_control").to_numpy(), h.column("control_type").to_numpy())
+    return (_np(h, "producer_id"), _np(h, "base_offset"),
+            _np(h, "position"), _np(h, "is_transactional"),
+            _np(h, "is_control"), _np(h, "control_type"))
 
 
 class AbortedFromIndex:
@@ -135,7 +136,7 @@ class AbortedFromMarkers:
 
     def _add_markers(self, h: pa.Table) -> None:
         pid, base, _pos, _txn, ctrl, ctype = _txn_columns(h)
-        last = h.column("last_offset").to_numpy()
+        last = _np(h, "last_offset")
         for i in np.flatnonzero(ctrl & ((ctype == CONTROL_ABORT) | (ctype == CONTROL_COMMIT))
                                 & (base > self._seen_to) & (base < self.limit)):
             self._markers.setdefault(int(pid[i]), []).append((int(base[i]), int(ctype[i])))

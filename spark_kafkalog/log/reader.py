@@ -27,6 +27,7 @@ from spark_kafkalog.errors import (
     OffsetOutOfRangeError,
 )
 from spark_kafkalog.format import decode_run, record_schema
+from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.format.wire import DEFAULT_MAX_DECOMPRESSED
 from spark_kafkalog.log.isolation import aborted_resolver
 from spark_kafkalog.log.layout import LogDirs, PartitionDir
@@ -61,7 +62,7 @@ DECODE_SLICE_BYTES = 4 * 1024 * 1024
 
 def _slices(w: Window, target: int) -> Iterator[tuple[Window, int]]:
     """``(sub-window, offset of its first byte in w)`` cut at batch boundaries."""
-    sizes = w.headers.column("size").to_numpy()
+    sizes = _np(w.headers, "size")
     if len(sizes) <= 1 or len(w.data) <= target:
         yield w, 0
         return
@@ -84,8 +85,8 @@ def _decode_window(w: Window, skip: np.ndarray | None, *, topic: str, partition:
     """Decode one window; a batch that frames and checksums correctly but does not decode
     (bad records, undecodable payload) goes through the corruption policy on its own."""
     view = memoryview(w.data)
-    positions = w.headers.column("position").to_numpy()
-    sizes = w.headers.column("size").to_numpy()
+    positions = _np(w.headers, "position")
+    sizes = _np(w.headers, "size")
     lo = 0                              # relative position decoding resumes from
     while lo < len(view):
         rel_skip = None

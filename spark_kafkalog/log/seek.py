@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
 from spark_kafkalog.format import decode_run
+from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.log.index import (TIME_INDEX_ENTRY, OffsetIndex, TimeIndex,
                                       read_offset_index, read_time_index)
 from spark_kafkalog.log.segment import DEFAULT_WINDOW_BYTES, ReadStats, scan_windows
@@ -163,9 +164,9 @@ def _search(logdirs, p, i, pos, check, search_from, target_us, upper_bound, on_c
                           on_corruption=on_corruption, window_bytes=window_bytes,
                           stats=stats, initial_window=1 << 16):
         h = w.headers
-        last = h.column("last_offset").to_numpy()
-        maxts = h.column("max_timestamp").to_numpy()
-        ctrl = h.column("is_control").to_numpy()
+        last = _np(h, "last_offset")
+        maxts = _np(h, "max_timestamp")
+        ctrl = _np(h, "is_control")
         rows = np.flatnonzero(~ctrl & (last >= search_from) & (maxts >= target_ms))
         for r in rows.tolist():
             start = int(h.column("position")[r].as_py()) - w.position

@@ -41,6 +41,7 @@ import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import CorruptRecordError, InvalidOptionError, LogLayoutError
 from spark_kafkalog.format import scan_headers
+from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.format.wire import (
     HEADER_PEEK,
     LEGACY_V0_MIN_SIZE,
@@ -323,9 +324,9 @@ class _Scan:
             return None
         seg = self.p.segments[seg_i]
         nxt = self.p.next_base_offset(seg_i)
-        base = h.column("base_offset").to_numpy()
-        last = h.column("last_offset").to_numpy()
-        magic = h.column("magic").to_numpy()
+        base = _np(h, "base_offset")
+        last = _np(h, "last_offset")
+        magic = _np(h, "magic")
         prev = np.empty(len(last), dtype=np.int64)
         prev[0] = self.prev_last if self.prev_last is not None else np.iinfo(np.int64).min
         prev[1:] = last[:-1]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.log.journal import committed_bounds
 from spark_kafkalog.log.isolation import last_stable_offset
 from spark_kafkalog.log.seek import locate, log_start_offset, offset_index, time_index_last
@@ -92,8 +93,8 @@ def _tail(logdirs, p, on_corruption, stats):
                               initial_window=_PROBE, prev_last_offset=prev):
             h = w.headers
             last = int(h.column("last_offset")[-1].as_py())
-            data = ~h.column("is_control").to_numpy()
-            ts = h.column("max_timestamp").to_numpy()[data]
+            data = ~_np(h, "is_control")
+            ts = _np(h, "max_timestamp")[data]
             if len(ts):
                 m = int(ts.max())
                 max_ts = m if max_ts is None else max(max_ts, m)
@@ -117,8 +118,8 @@ def _first_timestamp(logdirs, p, start: int, end: int, on_corruption, stats):
                           seek_check=check, end_offset=end, on_corruption=on_corruption,
                           stats=stats, initial_window=_PROBE, quiet=True):
         h = w.headers
-        ok = (~h.column("is_control").to_numpy() & (h.column("last_offset").to_numpy() >= start)
-              & (h.column("record_count").to_numpy() != 0))
+        ok = (~_np(h, "is_control") & (_np(h, "last_offset") >= start)
+              & (_np(h, "record_count") != 0))
         rows = np.flatnonzero(ok)
         if len(rows):
             ts = int(h.column("first_timestamp")[int(rows[0])].as_py())
@@ -142,7 +143,7 @@ def _max_timestamp(logdirs, p, tail_max, on_corruption, stats):
         for w in scan_windows(logdirs.filesystem, p, segment_index=i, one_segment=True,
                               on_corruption=on_corruption, stats=stats, quiet=True):
             h = w.headers
-            ts = h.column("max_timestamp").to_numpy()[~h.column("is_control").to_numpy()]
+            ts = _np(h, "max_timestamp")[~_np(h, "is_control")]
             if len(ts):
                 best = int(ts.max()) if best is None else max(best, int(ts.max()))
     return best if best is None or best >= 0 else None

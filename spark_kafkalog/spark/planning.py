@@ -49,6 +49,7 @@ from spark_kafkalog.errors import (
     LogLayoutError,
     OffsetOutOfRangeError,
 )
+from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.log.layout import is_internal_topic
 from spark_kafkalog.spark.filters import NONE, Pushdown
 from spark_kafkalog.spark.options import (
@@ -476,13 +477,13 @@ def batch_rows(logdirs, s: LogSlice, opts: ReadOptions) -> Iterator[BatchRows]:
     try:
         for w in windows:
             h = w.headers
-            base = h.column("base_offset").to_numpy()
-            last = h.column("last_offset").to_numpy()
-            magic = h.column("magic").to_numpy()
-            count = h.column("record_count").to_numpy().astype(np.int64)
-            control = h.column("is_control").to_numpy(zero_copy_only=False)
-            positions = h.column("position").to_numpy()
-            sizes = h.column("size").to_numpy()
+            base = _np(h, "base_offset")
+            last = _np(h, "last_offset")
+            magic = _np(h, "magic")
+            count = _np(h, "record_count").astype(np.int64)
+            control = _np(h, "is_control")
+            positions = _np(h, "position")
+            sizes = _np(h, "size")
             # the offset each batch's rows start at, at the earliest: a v2 header says
             # it; a legacy entry's rows follow the previous batch's last offset
             prev = np.empty(len(last), dtype=np.int64)

@@ -65,6 +65,7 @@ from pyspark.sql.types import (
 )
 
 from spark_kafkalog.errors import CommitConflictError, InvalidOptionError
+from spark_kafkalog.format.npview import to_numpy
 from spark_kafkalog.log import journal as jr
 from spark_kafkalog.log.appender import (
     AppendConfig,
@@ -253,8 +254,8 @@ class _TaskWriter:
         if "partition" in names:
             col = table.column(names["partition"]).combine_chunks()
             if col.null_count < len(col):
-                given = col.fill_null(0).to_numpy().astype(np.int32)
-                valid = col.is_valid().to_numpy(zero_copy_only=False)
+                given = to_numpy(col.fill_null(0)).astype(np.int32)
+                valid = to_numpy(col.is_valid())
                 bad = np.flatnonzero(valid & ((given < 0) | (given >= n)))
                 if len(bad):
                     raise InvalidOptionError(
