@@ -24,7 +24,12 @@ Record layout (wire.py has the full description)::
     [headerKeyLength varint | headerKey | headerValueLength varint | headerValue]*
 """
 cimport cython
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, _PyBytes_Resize
+from cpython.bytes cimport (
+    PyBytes_AS_STRING,
+    PyBytes_FromStringAndSize,
+    PyBytes_GET_SIZE,
+    _PyBytes_Resize,
+)
 from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT64_MAX, INT64_MIN
@@ -47,6 +52,22 @@ cdef extern from *:
         if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
     #else
         (void)p; (void)n;
+    #endif
+    }
+
+    /* A bytes object about to be rewritten in place forgets any hash computed over its
+       old contents (ob_shash: CPython <= 3.14). Returns 0 where that field is unknown,
+       and then the caller does not reuse the object. */
+    static int kl_bytes_reset_hash(PyObject *o) {
+    #if PY_VERSION_HEX < 0x030F0000
+    #pragma GCC diagnostic push
+    #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+        ((PyBytesObject *)o)->ob_shash = -1;
+    #pragma GCC diagnostic pop
+        return 1;
+    #else
+        (void)o;
+        return 0;
     #endif
     }
 
@@ -125,6 +146,7 @@ cdef extern from *:
     #endif
     """
     void kl_hint_hugepages(void* p, size_t n) nogil
+    int kl_bytes_reset_hash(PyObject* o)
     int kl_crc_init() nogil
     uint32_t kl_crc32c(uint32_t crc, const uint8_t* p, size_t n) nogil
 
@@ -402,6 +424,77 @@ def encode_varlong(int64_t v):
     return PyBytes_FromStringAndSize(<char*>buf, end - buf)
 
 
+# ---- output buffers ----------------------------------------------------------------
+# A large output is a fresh bytes object, and fresh memory costs a page fault per page
+# (and zeroing) before the first byte is written: for an uncompressed encode that is
+# as much as the writing. So the last large output is kept, and when its user has let
+# go of it (we hold the only reference) the next encode writes into it again: no new
+# pages. The memory kept is one output, at most _SPARE_LIMIT bytes.
+cdef PyObject* _spare = NULL         # owned reference, or NULL
+cdef int64_t _SPARE_MIN = 8 << 20
+cdef int64_t _spare_limit = 256 << 20
+
+
+def set_output_reuse_limit(int64_t nbytes):
+    """Largest output (bytes) kept for reuse by the next encode once its user drops it;
+    0 keeps none (and frees the one kept). Returns the previous limit."""
+    global _spare_limit, _spare
+    cdef int64_t old = _spare_limit
+    if nbytes < 0:
+        raise ValueError(f"the output reuse limit must be >= 0, not {nbytes}")
+    _spare_limit = nbytes
+    _drop_spare_if(nbytes < _SPARE_MIN)
+    return old
+
+
+def output_reuse_kept():
+    """Bytes of the output kept for reuse (0: none)."""
+    return 0 if _spare == NULL else PyBytes_GET_SIZE(<object>_spare)
+
+
+cdef void _drop_spare_if(bint cond):
+    global _spare
+    cdef PyObject* p = _spare
+    if cond and p != NULL:
+        _spare = NULL
+        Py_DECREF(<object>p)
+
+
+cdef object _new_output(int64_t n):
+    """A bytes object of ``n`` bytes for the caller to fill (private until returned):
+    the kept spare when nothing else references it and its size fits, else fresh."""
+    global _spare
+    cdef PyObject* p = _spare
+    cdef int64_t size
+    if p != NULL and p.ob_refcnt == 1:
+        size = PyBytes_GET_SIZE(<object>p)
+        # within a quarter of the size: resizing keeps the pages it has (realloc of a
+        # mapped block is mremap: shrinking frees the tail, growing adds fresh pages)
+        if n >= _SPARE_MIN and 4 * (size - n if size > n else n - size) <= max(size, n) \
+                and kl_bytes_reset_hash(p):
+            _spare = NULL                  # p's reference is now ours alone
+            if size != n:
+                _PyBytes_Resize(&p, n)     # on failure p is freed, MemoryError raised
+            res = <object>p                # a second reference ...
+            Py_DECREF(res)                 # ... and p's dropped: res is the only one
+            return res
+    out = PyBytes_FromStringAndSize(NULL, n)
+    if n >= (8 << 20):
+        kl_hint_hugepages(PyBytes_AS_STRING(out), n)
+    return out
+
+
+cdef void _keep_output(object out):
+    """Keep ``out`` (a large result about to be returned) as the spare."""
+    global _spare
+    cdef int64_t n = PyBytes_GET_SIZE(out)
+    if n < _SPARE_MIN or n > _spare_limit:
+        return
+    _drop_spare_if(True)
+    Py_INCREF(out)
+    _spare = <PyObject*>out
+
+
 @cython.final
 cdef class _RangeOut:
     """One range's compressed output: a bytes object written in place (private until
@@ -414,10 +507,8 @@ cdef class _RangeOut:
 
     def __cinit__(self, int64_t cap):
         self.cap = max(cap, 64)
-        self.buf = PyBytes_FromStringAndSize(NULL, self.cap)
+        self.buf = _new_output(self.cap)
         self.base = <uint8_t*>PyBytes_AS_STRING(self.buf)
-        if self.cap >= (8 << 20):
-            kl_hint_hugepages(self.base, self.cap)
         self.used = 0
         self.index = []
 
@@ -444,6 +535,7 @@ cdef class _RangeOut:
         _PyBytes_Resize(&o, self.used)   # on failure o is freed and MemoryError raised
         res = <object>o           # a second reference ...
         Py_DECREF(res)            # ... and o's dropped: res is the only one
+        _keep_output(res)
         return res
 
 
@@ -990,11 +1082,10 @@ cdef class Encoder:
         self.pos[0] = 0
         for b in range(self.nbatches):
             self.pos[b + 1] = self.pos[b] + HEADER_SIZE + self.rec_bytes[b]
-        out = PyBytes_FromStringAndSize(NULL, self.pos[self.nbatches])
+        out = _new_output(self.pos[self.nbatches])
         self.out_base = <uint8_t*>PyBytes_AS_STRING(out)
-        if self.pos[self.nbatches] >= (8 << 20):
-            kl_hint_hugepages(self.out_base, self.pos[self.nbatches])
         self._out = out
+        _keep_output(out)
         return out
 
     def fill_uncompressed(self, int64_t b0, int64_t b1, int64_t base_offset,
@@ -1073,10 +1164,8 @@ def join_output(list pieces, int64_t total):
     memory, and 4 KiB page faults cost more than the copy."""
     cdef int64_t pos = 0
     cdef const uint8_t[::1] v
-    out = PyBytes_FromStringAndSize(NULL, total)
+    out = _new_output(total)
     cdef uint8_t* base = <uint8_t*>PyBytes_AS_STRING(out)
-    if total >= (8 << 20):
-        kl_hint_hugepages(base, total)
     for piece in pieces:
         v = piece
         if pos + v.shape[0] > total:
@@ -1086,4 +1175,5 @@ def join_output(list pieces, int64_t total):
         pos += v.shape[0]
     if pos != total:
         raise ValueError("pieces fall short of the total")
+    _keep_output(out)
     return out
