@@ -66,6 +66,12 @@ position, size, base_offset, last_offset, first_timestamp, max_timestamp,
 offset_of_max_timestamp, record_count), which is what ``.index`` / ``.timeindex``
 maintenance needs without parsing the bytes again.
 
+Memory: the last output of 8 MiB or more (up to ``set_output_reuse_limit(nbytes)``,
+default 256 MiB; 0 turns it off) stays referenced by the module, and once the caller has
+dropped it the next encode writes into it again instead of faulting in fresh pages. An
+output anything else still references (a variable, a memoryview) is never touched.
+``output_reuse_kept()`` says how many bytes are held.
+
 ``encode_varint`` / ``encode_varlong`` / ``varint_size`` / ``varlong_size``: the kernel's
 zig-zag varint primitives, exposed for tests.
 """
@@ -86,6 +92,8 @@ from spark_kafkalog.format._encode import (
     encode_varint,
     join_output,
     encode_varlong,
+    output_reuse_kept,
+    set_output_reuse_limit,
     varint_size,
     varlong_size,
 )
@@ -98,7 +106,8 @@ from spark_kafkalog.format.wire import (
 )
 
 __all__ = ["BATCH_INDEX_SCHEMA", "encode", "encode_batches", "encode_varint",
-           "encode_varlong", "varint_size", "varlong_size"]
+           "encode_varlong", "output_reuse_kept", "set_output_reuse_limit", "varint_size",
+           "varlong_size"]
 
 _MAX_INT32 = 2 ** 31 - 1
 _MAX_INT64 = 2 ** 63 - 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from spark_kafkalog.format import _encode as _kernel
 from spark_kafkalog.format import decode, encode
+from spark_kafkalog.format.encode import output_reuse_kept, set_output_reuse_limit
 
 ROWS = 70_000          # ~9 MiB uncompressed: above the 8 MiB reuse threshold
 NOW = 1_700_000_000_000  # fixed write time: outputs of one table are then byte-equal
@@ -19,9 +19,9 @@ def table(seed: int, rows: int = ROWS, width: int = 120) -> pa.Table:
 
 @pytest.fixture(autouse=True)
 def _limit():
-    old = _kernel.set_output_reuse_limit(256 << 20)
+    old = set_output_reuse_limit(256 << 20)
     yield
-    _kernel.set_output_reuse_limit(old)
+    set_output_reuse_limit(old)
 
 
 def values(data) -> list:
@@ -78,12 +78,12 @@ def test_smaller_output_shrinks_the_spare():
 
 def test_limit_zero_keeps_nothing():
     out = encode(table(1), max_batch_bytes=16384, now_ms=NOW)
-    assert _kernel.output_reuse_kept() == len(out)
-    assert _kernel.set_output_reuse_limit(0) == 256 << 20
-    assert _kernel.output_reuse_kept() == 0
+    assert output_reuse_kept() == len(out)
+    assert set_output_reuse_limit(0) == 256 << 20
+    assert output_reuse_kept() == 0
     del out
     again = encode(table(2), max_batch_bytes=16384, now_ms=NOW)
     assert values(again) == table(2).column("value").to_pylist()
-    assert _kernel.output_reuse_kept() == 0
+    assert output_reuse_kept() == 0
     with pytest.raises(ValueError):
-        _kernel.set_output_reuse_limit(-1)
+        set_output_reuse_limit(-1)
