@@ -16,6 +16,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from spark_kafkalog.spark.filters import NONE, Pushdown, push, row_mask
 from spark_kafkalog.spark.options import ReadOptions
 from spark_kafkalog.spark.planning import LogSlice, plan
+from spark_kafkalog.spark.worker import freeze_heap
 
 _FILESYSTEMS: dict = {}
 _FILESYSTEMS_LOCK = threading.Lock()
@@ -142,9 +143,11 @@ class KafkaLogReader(DataSourceReader):
         self.pushdown = NONE
 
     def partitions(self) -> list[InputPartition]:
+        freeze_heap()
         return list(plan(open_logdirs(self.opts), self.opts, self.pushdown))
 
     def read(self, partition: InputPartition) -> Iterator:
+        freeze_heap()           # see spark/worker.py: Spark's gc.collect() after the task
         # Spark substitutes InputPartition(None) when partitions() is empty: no rows.
         if not isinstance(partition, LogSlice):
             return iter(())

@@ -78,6 +78,7 @@ from spark_kafkalog.log.appender import (
 )
 from spark_kafkalog.log.fs import resolve_filesystem
 from spark_kafkalog.spark.options import WriteOptions, parse_write_options
+from spark_kafkalog.spark.worker import freeze_heap
 
 #: rows are buffered per task up to about this many bytes before they are partitioned
 #: and encoded, so each partition's record batches come out close to batch.size
@@ -313,6 +314,7 @@ class _TaskWriter:
 
 def _write_task(plan: _Plan, iterator, write_id: str, label: str, null_start: int,
                 query_id=None, batch_id=None) -> KafkaLogCommitMessage:
+    freeze_heap()               # see spark/worker.py: Spark's gc.collect() after the task
     if plan.skip:
         return KafkaLogCommitMessage(staged=None, rows=0, query_id=query_id,
                                      batch_id=batch_id)
@@ -361,6 +363,7 @@ def _staged(messages) -> list[StagedFile]:
 
 
 def _commit(plan: _Plan, write_id: str, messages, mode: str) -> None:
+    freeze_heap()
     fs, root = resolve_filesystem(plan.wo.path, plan.wo.filesystem_options)
     if plan.skip:
         abort_write(fs, root, write_id, _staged(messages))
