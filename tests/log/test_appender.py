@@ -490,6 +490,84 @@ def test_large_staged_sections_are_adopted_as_segments(tmp_path):
                 stdout=out, stderr=err) == 0, out.getvalue() + err.getvalue()
 
 
+def test_flush_behind_syncs_large_staging_files_while_staging(tmp_path, monkeypatch):
+    """With flush_behind, a per-partition staging file is fdatasynced in the background
+    once it is FLUSH_BEHIND_START long and each time FLUSH_BEHIND_BYTES more are staged,
+    and its tail when the task finishes; a file that never reaches the start (it will be
+    copied, not adopted) is not; a file gone before its turn (an aborted task) is
+    skipped and the flusher keeps going."""
+    from spark_kafkalog.log import appender
+
+    synced = []
+    real = os.fdatasync
+
+    def recording(fd):
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", recording)
+    monkeypatch.setattr(appender, "FLUSH_BEHIND_BYTES", 1_000)
+    monkeypatch.setattr(appender, "FLUSH_BEHIND_START", 4_000)
+    root = str(tmp_path)
+    big = recs(200, start=0)
+    data, table = kp_encode(big, per_batch=20)
+    assert len(data) > 4_000
+    small_data, small_table = kp_encode(recs(3), per_batch=3)
+    assert 200 < len(small_data) < 800
+
+    appender._flusher().submit(f"{root}/gone")          # missing: ignored
+    w = StagingWriter(FS, root, "batch:1", "t0", per_partition_files=True,
+                      flush_behind=True)
+    w.add("t", 0, data, table)
+    assert appender._flusher().wait_idle(30)
+    assert len(synced) == 1 and synced[0].endswith(".t-0"), synced
+    first = synced[0]
+    for _ in range(5):      # t-1 grows past FLUSH_BEHIND_BYTES, never to the start
+        w.add("t", 1, small_data, small_table)
+    w.add("t", 0, small_data, small_table)               # tail, below the threshold
+    assert appender._flusher().wait_idle(30)
+    assert synced == [first]
+    sf = w.finish()                                      # the tail of t-0 only
+    assert appender._flusher().wait_idle(30)
+    assert synced == [first, first]
+    cfg = AppendConfig(adopt_min_bytes=4_000)
+    commit_write(FS, root, "batch:1", [sf], [TopicSpec("t", partitions_if_new=2)],
+                 config=cfg)
+    assert read_kp(f"{root}/t-0") == as_rows(big + recs(3), 0)
+    assert read_kp(f"{root}/t-1") == as_rows(recs(3) * 5, 0)
+
+    synced.clear()                                       # off: nothing flushed early
+    w = StagingWriter(FS, root, "batch:2", "t0", per_partition_files=True)
+    w.add("t", 0, data, table)
+    w.finish()
+    assert appender._flusher().wait_idle(30)
+    assert synced == []
+
+
+def test_adoption_patches_offsets_without_a_writable_mapping(tmp_path, monkeypatch):
+    """Adopted files are checked through a read-only mapping and patched by pwrite: pages
+    dirtied through a shared mapping made each fsync after them cost ~40 ms on ext4."""
+    import mmap as mmap_mod
+
+    from spark_kafkalog.log import appender
+
+    accesses = []
+    real = mmap_mod.mmap
+
+    def recording(*args, **kwargs):
+        accesses.append(kwargs.get("access", mmap_mod.ACCESS_DEFAULT))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(appender.mmap, "mmap", recording)
+    root = str(tmp_path)
+    cfg = AppendConfig(adopt_min_bytes=1)
+    write(FS, root, "batch:0", {0: recs(40)}, config=cfg, split=True, per_batch=7)
+    write(FS, root, "batch:1", {0: recs(50, start=40)}, config=cfg, split=True, per_batch=7)
+    assert segments(f"{root}/t-0") == [0, 40]
+    assert accesses and set(accesses) == {mmap_mod.ACCESS_READ}
+    assert read_kp(f"{root}/t-0") == as_rows(recs(40) + recs(50, start=40), 0)
+
+
 def test_adoption_respects_segment_limits(tmp_path):
     """A section larger than segment.bytes is copied (and rolled) rather than adopted; an
     empty active segment (its base is the next offset) is appended to, not shadowed."""
