@@ -451,7 +451,7 @@ def encode_varlong(int64_t v):
 # go of it (we hold the only reference) the next encode writes into it again: no new
 # pages. The memory kept is one output, at most _SPARE_LIMIT bytes.
 cdef PyObject* _spare = NULL         # owned reference, or NULL
-cdef int64_t _SPARE_MIN = 8 << 20
+cdef int64_t _SPARE_MIN = 1 << 20
 cdef int64_t _spare_limit = 256 << 20
 
 

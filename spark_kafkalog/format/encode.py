@@ -66,7 +66,7 @@ position, size, base_offset, last_offset, first_timestamp, max_timestamp,
 offset_of_max_timestamp, record_count), which is what ``.index`` / ``.timeindex``
 maintenance needs without parsing the bytes again.
 
-Memory: the last output of 8 MiB or more (up to ``set_output_reuse_limit(nbytes)``,
+Memory: the last output of 1 MiB or more (up to ``set_output_reuse_limit(nbytes)``,
 default 256 MiB; 0 turns it off) stays referenced by the module, and once the caller has
 dropped it the next encode writes into it again instead of faulting in fresh pages. An
 output anything else still references (a variable, a memoryview) is never touched.

@@ -8,7 +8,7 @@ import pytest
 from spark_kafkalog.format import decode, encode
 from spark_kafkalog.format.encode import output_reuse_kept, set_output_reuse_limit
 
-ROWS = 70_000          # ~9 MiB uncompressed: above the 8 MiB reuse threshold
+ROWS = 70_000          # ~9 MiB uncompressed: above the 1 MiB reuse threshold
 NOW = 1_700_000_000_000  # fixed write time: outputs of one table are then byte-equal
 
 
@@ -42,6 +42,23 @@ def test_dropped_output_is_reused_and_rewritten(compression):
     assert again == encode(b, compression=compression, max_batch_bytes=16384, threads=1,
                            now_ms=NOW)
     assert values(again) == b.column("value").to_pylist()
+
+
+def test_outputs_of_a_few_mib_are_reused_smaller_ones_not_kept():
+    """The Spark writer encodes each partition of a 32 MiB flush separately (outputs of
+    a few MiB) and drops each before the next: those are reused; tiny ones are not kept."""
+    small = table(1, rows=12_000)                        # ~1.6 MiB
+    out = encode(small, max_batch_bytes=16384, threads=1, now_ms=NOW)
+    assert (1 << 20) <= len(out) < (8 << 20)
+    first = id(out)
+    assert output_reuse_kept() == len(out)
+    del out
+    again = encode(table(2, rows=12_000), max_batch_bytes=16384, threads=1, now_ms=NOW)
+    assert id(again) == first
+    assert values(again) == table(2, rows=12_000).column("value").to_pylist()
+    del again
+    tiny = encode(table(3, rows=100), max_batch_bytes=16384, threads=1, now_ms=NOW)
+    assert len(tiny) < (1 << 20) and output_reuse_kept() != len(tiny)
 
 
 def test_output_still_referenced_is_never_touched():
