@@ -7,7 +7,10 @@ The DataFrame (``key`` string, ``value`` ~120-byte string) is generated, reparti
 the number of cores and cached before anything is timed, so both writers read the same
 in-memory rows. Each writer runs once to warm up (JIT, Python workers), then ``--repeat``
 interleaved rounds run every writer once each; medians are reported, and the median of
-the per-round kafkalog/Parquet ratios (robust to the machine's load changing). Parquet is written with Spark's defaults (snappy). A
+the per-round kafkalog/Parquet ratios (robust to the machine's load changing). Parquet is
+written with Spark's defaults (snappy). kafkalog uses its defaults (batch.size 1 MiB);
+unless ``--no-producer-batches``, uncompressed is also timed with the Java producer's
+16 KiB batches, whose commit rewrites every fourth page of the log before its fsync. A
 kafkalog write includes the driver's commit: offsets, appending to the segments, indexes,
 fsync, checkpoints and the journal — everything until ``save()`` returns. Unless
 ``--no-nofsync``, uncompressed is also timed with option ``fsync=false`` (the bytes are in
@@ -45,6 +48,10 @@ def main() -> None:
     ap.add_argument("--nofsync", action=argparse.BooleanOptionalAction, default=True,
                     help="also time uncompressed with option fsync=false (what a broker's "
                          "default flush policy gives: no fsync per append)")
+    ap.add_argument("--producer-batches", action=argparse.BooleanOptionalAction,
+                    default=True,
+                    help="also time uncompressed with option batch.size=16384 (the Java "
+                         "producer's default; ours is 1 MiB)")
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     args = ap.parse_args()
 
@@ -72,19 +79,25 @@ def main() -> None:
     def parquet(i):
         df.write.mode("overwrite").parquet(str(scratch / "parquet"))
 
-    def kafkalog(codec, fsync=True):
+    def kafkalog(codec, fsync=True, batch_size=None):
         def run(i):
-            root = scratch / f"kafkalog-{codec}{'' if fsync else '-nofsync'}-{i}"
+            tag = ("" if fsync else "-nofsync") + (f"-b{batch_size}" if batch_size else "")
+            root = scratch / f"kafkalog-{codec}{tag}-{i}"
             shutil.rmtree(root, ignore_errors=True)
-            df.write.format("kafkalog").option("path", str(root)).option("topic", "bench") \
+            w = df.write.format("kafkalog").option("path", str(root)).option("topic", "bench") \
                 .option("partitions", str(args.partitions)).option("compression", codec) \
-                .option("fsync", str(fsync).lower()).mode("append").save()
+                .option("fsync", str(fsync).lower())
+            if batch_size:
+                w = w.option("batch.size", str(batch_size))
+            w.mode("append").save()
         return run
 
     codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
     writers = [("parquet", parquet)] + [(f"kafkalog {c}", kafkalog(c)) for c in codecs]
     if args.nofsync and "none" in codecs:
         writers.append(("kafkalog none nofsync", kafkalog("none", fsync=False)))
+    if args.producer_batches and "none" in codecs:
+        writers.append(("kafkalog none 16k batch", kafkalog("none", batch_size=16384)))
     for _, fn in writers:
         fn(-1)                                      # warm-up (JIT, Python workers)
     # Interleaved rounds: each round runs every writer once, so a change in machine load
@@ -100,7 +113,7 @@ def main() -> None:
             ratios[label].append(times["parquet"][-1] / times[label][-1])
     med = {label: statistics.median(ts) for label, ts in times.items()}
     for label, ts in times.items():
-        print(f"{label:<22} median {med[label]:7.3f} s  {args.rows / med[label] / 1e6:6.2f} "
+        print(f"{label:<24} median {med[label]:7.3f} s  {args.rows / med[label] / 1e6:6.2f} "
               f"M rows/s  best {min(ts):.3f} s  (runs: {', '.join(f'{x:.2f}' for x in ts)})",
               flush=True)
     for c in codecs:

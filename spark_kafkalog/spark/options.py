@@ -101,6 +101,19 @@ Strategy = Union[Subscribe, SubscribePattern, Assign]
 ON_CORRUPTION = ("fail", "skip", "stop")
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+#: Default ``batch.size`` of the writer: 1 MiB per record batch, counted uncompressed (a
+#: written batch never exceeds it, so every batch fits a broker's default
+#: ``max.message.bytes``, 1048588, and a consumer's default ``max.partition.fetch.bytes``).
+#: Not the Java producer's 16384: that bounds a client's per-partition buffer while it
+#: waits to send, a latency trade-off a writer of whole DataFrames does not have. Each
+#: batch costs a 61-byte header, a CRC pass, a per-batch step in every reader and, at
+#: commit, a rewritten page on disk (its baseOffset is assigned under the writer lock):
+#: with 16 KiB batches that is every fourth page of the log, which the commit's fsync then
+#: writes back scattered (measured: 0.50 s for a 281 MB write, after the bytes had been
+#: flushed; 0.02 s with 1 MiB batches). Set ``batch.size`` 16384 to get the producer's
+#: batches.
+DEFAULT_BATCH_SIZE = 1024 * 1024
 MiB = 1024 * 1024
 
 
@@ -142,7 +155,7 @@ class WriteOptions:
     topic: str | None = None
     compression: str = "none"
     compression_level: int | None = None
-    batch_size: int = 16384                     # Kafka producer batch.size default
+    batch_size: int = DEFAULT_BATCH_SIZE         # see DEFAULT_BATCH_SIZE
     segment_bytes: int = 1073741824             # Kafka topic segment.bytes default
     index_interval_bytes: int = 4096            # Kafka topic index.interval.bytes default
     partitions: int | None = None               # partition count for a new topic
@@ -681,7 +694,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     if get("compressionLevel"):
         level = _int(get("compressionLevel")[0], get("compressionLevel")[1])
         _check_level(get("compressionLevel")[0], compression, level)
-    batch_size = 16384
+    batch_size = DEFAULT_BATCH_SIZE
     if get("batchSize"):
         batch_size = _bytes(get("batchSize")[0], get("batchSize")[1], minimum=1)
         if batch_size >= 1 << 31:

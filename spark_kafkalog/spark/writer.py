@@ -204,7 +204,8 @@ class _TaskWriter:
         self.fs, self.root = resolve_filesystem(plan.wo.path, plan.wo.filesystem_options)
         # one staging file per partition: the commit adopts large ones as segments
         self.staging = StagingWriter(self.fs, self.root, write_id, label,
-                                     per_partition_files=True)
+                                     per_partition_files=True,
+                                     flush_behind=plan.wo.fsync)
         self.counts = dict(plan.partition_counts)
         self.null_start = null_start
         self.rows = 0

@@ -185,7 +185,10 @@ def test_write_defaults():
     w = parse_write_options({"path": "/out"})
     assert w == WriteOptions(path="/out")
     assert (w.compression, w.batch_size, w.segment_bytes, w.index_interval_bytes) == \
-        ("none", 16384, 1073741824, 4096)
+        ("none", 1 << 20, 1073741824, 4096)
+    # a batch never exceeds batch.size, and 1 MiB is within a broker's default
+    # max.message.bytes (1048588) and a consumer's max.partition.fetch.bytes (1048576)
+    assert w.batch_size <= 1048576
     assert pickle.loads(pickle.dumps(w)) == w
 
 

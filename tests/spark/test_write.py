@@ -85,6 +85,39 @@ def test_write_every_codec_reads_back_exactly(spark, tmp_path, codec):
     assert not [n for n in os.listdir(root) if n.startswith(jr.STAGING_PREFIX)]
 
 
+def _batch_sizes(directory):
+    """Byte size of every record batch in a partition directory (from the log headers)."""
+    import struct
+    out = []
+    for name in sorted(n for n in os.listdir(directory) if n.endswith(".log")):
+        with open(f"{directory}/{name}", "rb") as f:
+            while head := f.read(12):
+                size = 12 + struct.unpack(">q i", head)[1]
+                out.append(size)
+                f.seek(size - 12, 1)
+    return out
+
+
+def test_batch_size_default_is_1_mib_and_the_option_bounds_batches(spark, tmp_path):
+    """Batches are at most batch.size bytes: 1 MiB by default (a broker's default
+    max.message.bytes holds them), the producer's 16384 when asked for."""
+    df = spark.range(30_000, numPartitions=2).selectExpr(
+        "cast(id as string) as key", "repeat('v', 100) as value")
+    sizes = {}
+    for label, opts in (("default", {}), ("16k", {"batch.size": "16384"})):
+        root = str(tmp_path / label)
+        w = df.write.format("kafkalog").option("path", root).option("topic", "t")
+        for k, v in opts.items():
+            w = w.option(k, v)
+        w.mode("append").save()
+        sizes[label] = _batch_sizes(f"{root}/t-0")
+        assert len(read_kp(f"{root}/t-0")) == 30_000
+    assert max(sizes["default"]) <= 1 << 20
+    assert max(sizes["default"]) > 512 * 1024          # the default is really in effect
+    assert max(sizes["16k"]) <= 16384
+    assert len(sizes["16k"]) > 40 * len(sizes["default"]) / 2
+
+
 def test_string_columns_partition_column_and_appends(spark, tmp_path):
     root = str(tmp_path)
     df = spark.createDataFrame([("k1", "v1", 2), ("k2", "v2", None), (None, "v3", 0)],
