@@ -16,6 +16,10 @@ fsync, checkpoints and the journal — everything until ``save()`` returns. Unle
 ``--no-nofsync``, uncompressed is also timed with option ``fsync=false`` (the bytes are in
 the page cache, not yet on disk, when ``save()`` returns — a broker's default).
 
+Before each timed write the page cache is synced (untimed): what Parquet, or a write with
+``fsync=false``, left dirty would otherwise be written back during a later writer's time
+(and an fsync on ext4 waits for other files' pending writeback).
+
 The session reads the repo's conf/spark-defaults.conf (as ``make run`` does), which sets
 ``spark.sql.execution.arrow.maxBytesPerBatch`` so Spark does not size each Arrow batch
 after every row it hands to the Python writer.
@@ -106,6 +110,7 @@ def main() -> None:
     ratios = {label: [] for label, _ in writers[1:]}
     for i in range(args.repeat):
         for label, fn in writers:
+            os.sync()           # untimed: no writer pays for an earlier one's dirty pages
             t0 = time.perf_counter()
             fn(i)
             times[label].append(time.perf_counter() - t0)
