@@ -24,8 +24,14 @@ The session reads the repo's conf/spark-defaults.conf (as ``make run`` does), wh
 ``spark.sql.execution.arrow.maxBytesPerBatch`` so Spark does not size each Arrow batch
 after every row it hands to the Python writer.
 
-Output: one line per writer with rows/s, and the kafkalog/Parquet throughput ratio
-(>= 1.0 means kafkalog is at least as fast).
+Output: one line per writer with rows/s, the bytes each wrote, and the
+kafkalog/Parquet throughput ratio (>= 1.0 means kafkalog is at least as fast). Last, the
+machine's cost of writing files through the page cache, measured in the same run:
+``pwrite`` into pages the file does not have yet (what every write of new data does)
+against overwriting pages already cached. Uncompressed, kafkalog writes about ten times
+the bytes Parquet does (Parquet dictionary-encodes and compresses), so on a machine where
+new page-cache pages are slow to get (a virtual machine whose free memory is returned to
+the host: each new page is a host fault), that cost, not the encoding, bounds it.
 """
 from __future__ import annotations
 
@@ -40,6 +46,29 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+
+def page_cache_rates(scratch: Path, nbytes: int = 256 << 20, chunk: int = 8 << 20):
+    """GB/s of ``pwrite`` into new pages of a file, and of overwriting the same pages
+    (then cached); the file is deleted after."""
+    src = memoryview(os.urandom(chunk))
+    path = scratch / "page-cache-probe"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        rates = []
+        for _ in range(2):
+            t0 = time.perf_counter()
+            for off in range(0, nbytes, chunk):
+                os.pwrite(fd, src, off)
+            rates.append(nbytes / (time.perf_counter() - t0) / 1e9)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return rates
+
+
+def _tree_bytes(root: Path, pattern: str) -> int:
+    return sum(f.stat().st_size for f in root.rglob(pattern) if f.is_file())
 
 
 def main() -> None:
@@ -121,12 +150,18 @@ def main() -> None:
         print(f"{label:<24} median {med[label]:7.3f} s  {args.rows / med[label] / 1e6:6.2f} "
               f"M rows/s  best {min(ts):.3f} s  (runs: {', '.join(f'{x:.2f}' for x in ts)})",
               flush=True)
+    pq_bytes = _tree_bytes(scratch / "parquet", "*.parquet")
+    print(f"parquet          bytes written {pq_bytes / 1e6:8.1f} MB")
     for c in codecs:
-        size = sum(f.stat().st_size for f in (scratch / f"kafkalog-{c}-0").rglob("*.log"))
-        print(f"kafkalog {c:<7} log bytes {size / 1e6:8.1f} MB")
+        size = _tree_bytes(scratch / f"kafkalog-{c}-0", "*.log")
+        print(f"kafkalog {c:<7} bytes written {size / 1e6:8.1f} MB")
     for label, rs in ratios.items():
         print(f"ratio {label} / parquet throughput: median {statistics.median(rs):.2f}x "
               f"(per round: {', '.join(f'{r:.2f}' for r in rs)})")
+    os.sync()
+    new, cached = page_cache_rates(scratch)
+    print(f"page cache: pwrite into new pages {new:.2f} GB/s, over cached pages "
+          f"{cached:.2f} GB/s")
     if not args.dir:
         shutil.rmtree(scratch, ignore_errors=True)
     spark.stop()
