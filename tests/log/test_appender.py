@@ -544,6 +544,61 @@ def test_flush_behind_syncs_large_staging_files_while_staging(tmp_path, monkeypa
     assert synced == []
 
 
+def test_flush_behind_drops_flushed_pages_and_the_commit_reads_headers_back(tmp_path,
+                                                                           monkeypatch):
+    """A file flushed behind has its flushed whole pages dropped from the page cache
+    (after the fdatasync that makes them clean; contiguous ranges covering the file up
+    to its last whole page, never a page written after the flush was asked for); the
+    commit asks for every batch's header back at once (WILLNEED) before checking and
+    patching, and the log reads back exactly."""
+    from spark_kafkalog.log import appender
+
+    calls = []
+    real_sync, real_advise = os.fdatasync, os.posix_fadvise
+
+    def sync(fd):
+        calls.append(("sync", os.path.basename(os.readlink(f"/proc/self/fd/{fd}")), 0, 0))
+        return real_sync(fd)
+
+    def advise(fd, offset, length, advice):
+        calls.append((advice, os.path.basename(os.readlink(f"/proc/self/fd/{fd}")),
+                      offset, length))
+        return real_advise(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "fdatasync", sync)
+    monkeypatch.setattr(appender, "_FADVISE", advise)
+    monkeypatch.setattr(appender, "FLUSH_BEHIND_BYTES", 10_000)
+    monkeypatch.setattr(appender, "FLUSH_BEHIND_START", 20_000)
+    root = str(tmp_path)
+    rows = recs(600, start=0)
+    chunks = [kp_encode(rows[i:i + 100], per_batch=25) for i in range(0, 600, 100)]
+    w = StagingWriter(FS, root, "batch:1", "t0", per_partition_files=True,
+                      flush_behind=True)
+    for data, table in chunks:
+        w.add("t", 0, data, table)
+    sf = w.finish()
+    assert appender._flusher().wait_idle(30)
+    size = sum(len(d) for d, _ in chunks)
+    page = appender._CACHE_PAGE
+    drops = [c for c in calls if c[0] == os.POSIX_FADV_DONTNEED]
+    assert drops and all(c[1].endswith(".t-0") for c in drops)
+    assert [c[2] for c in drops] == [0] + [a + n for _, _, a, n in drops[:-1]]
+    assert drops[-1][2] + drops[-1][3] == size - size % page
+    assert all(n > 0 and n % page == 0 for *_, n in drops)
+    for k, c in enumerate(calls):           # each drop follows a flush of that file
+        if c[0] == os.POSIX_FADV_DONTNEED:
+            assert calls[k - 1][0] in ("sync", os.POSIX_FADV_DONTNEED)
+    calls.clear()
+    commit_write(FS, root, "batch:1", [sf], [TopicSpec("t", partitions_if_new=1)],
+                 config=AppendConfig(adopt_min_bytes=20_000))
+    wanted = sorted(c[2] for c in calls if c[0] == os.POSIX_FADV_WILLNEED)
+    starts = np.concatenate([[0], np.cumsum([len(d) for d, _ in chunks])[:-1]])
+    expect = sorted(int(s0 + p) for (_, t), s0 in zip(chunks, starts)
+                    for p in t["position"])
+    assert wanted == expect and len(expect) == 24
+    assert read_kp(f"{root}/t-0") == as_rows(rows, 0)
+
+
 def test_adoption_patches_offsets_without_a_writable_mapping(tmp_path, monkeypatch):
     """Adopted files are checked through a read-only mapping and patched by pwrite: pages
     dirtied through a shared mapping made each fsync after them cost ~40 ms on ext4."""
