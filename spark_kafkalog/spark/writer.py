@@ -78,7 +78,7 @@ from spark_kafkalog.log.appender import (
 )
 from spark_kafkalog.log.fs import resolve_filesystem
 from spark_kafkalog.spark.options import WriteOptions, parse_write_options
-from spark_kafkalog.spark.worker import freeze_heap
+from spark_kafkalog.spark.worker import freeze_heap, keep_freed_heap
 
 #: rows are buffered per task up to about this many bytes before they are partitioned
 #: and encoded, so each partition's record batches come out close to batch.size
@@ -319,6 +319,7 @@ def _write_task(plan: _Plan, iterator, write_id: str, label: str, null_start: in
     if plan.skip:
         return KafkaLogCommitMessage(staged=None, rows=0, query_id=query_id,
                                      batch_id=batch_id)
+    keep_freed_heap()           # see spark/worker.py: each flush reuses the heap the last freed
     w = _TaskWriter(plan, write_id, label, null_start)
     try:
         for batch in iterator:
