@@ -16,6 +16,15 @@ fsync, checkpoints and the journal — everything until ``save()`` returns. Unle
 ``--no-nofsync``, uncompressed is also timed with option ``fsync=false`` (the bytes are in
 the page cache, not yet on disk, when ``save()`` returns — a broker's default).
 
+Unless ``--no-floors``, two Python data sources that do not encode are timed too, as
+floors for any Python writer on this machine: ``python no-op`` (Spark hands it the Arrow
+batches and it counts them: Spark's own cost of a Python data source write) and ``python
+write+fsync`` (it writes each batch's key and value bytes, unencoded, to four files per
+task, fdatasyncs them behind the task every 4 MiB once a file is 16 MiB, and its commit
+fsyncs every file: about the bytes and disk work of an uncompressed kafkalog write, with
+no encoding, partitioning, offsets or indexes). What kafkalog none takes beyond the second
+is the encoder and the log's own work.
+
 Before each timed write the page cache is synced (untimed): what Parquet, or a write with
 ``fsync=false``, left dirty would otherwise be written back during a later writer's time
 (and an fsync on ext4 waits for other files' pending writeback).
@@ -71,6 +80,98 @@ def page_cache_rates(scratch: Path, nbytes: int = 256 << 20, chunk: int = 8 << 2
     return rates
 
 
+def _floor_sources():
+    """The two floors' data source classes (see the module doc); defined after pyspark is
+    importable, pickled by value to Spark's Python workers."""
+    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+    class Files(WriterCommitMessage):
+        def __init__(self, paths):
+            self.paths = paths
+
+    class NoopWriter(DataSourceArrowWriter):
+        def write(self, iterator):
+            rows = 0
+            for batch in iterator:
+                rows += batch.num_rows
+            return Files([])
+
+    class WriteFsyncWriter(DataSourceArrowWriter):
+        def __init__(self, root):
+            self.root = root
+
+        def write(self, iterator):
+            import queue
+            import threading
+            import uuid
+            os.makedirs(self.root, exist_ok=True)
+            tag = uuid.uuid4().hex
+            paths = [os.path.join(self.root, f"{tag}-{p}") for p in range(4)]
+            fds = [os.open(p, os.O_WRONLY | os.O_CREAT, 0o644) for p in paths]
+            size = [0] * 4
+            flushed = [0] * 4
+            pending = queue.Queue()
+
+            def flush_behind():
+                while (fd := pending.get()) is not None:
+                    os.fdatasync(fd)
+
+            flusher = threading.Thread(target=flush_behind, daemon=True)
+            flusher.start()
+            k = 0
+            try:
+                for batch in iterator:
+                    for column in batch.columns:          # key, value: their data buffers
+                        data = column.buffers()[2]
+                        p = k % 4
+                        k += 1
+                        os.pwrite(fds[p], data, size[p])
+                        size[p] += data.size
+                        if size[p] >= 16 << 20 and size[p] - flushed[p] >= 4 << 20:
+                            pending.put(fds[p])
+                            flushed[p] = size[p]
+                for fd in fds:
+                    pending.put(fd)
+            finally:
+                pending.put(None)
+                flusher.join()                            # before closing the descriptors
+                for fd in fds:
+                    os.close(fd)
+            return Files(paths)
+
+        def commit(self, messages):
+            from concurrent.futures import ThreadPoolExecutor
+
+            def fsync(path):
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+
+            with ThreadPoolExecutor(8) as pool:
+                list(pool.map(fsync, [p for m in messages if m for p in m.paths]))
+            fsync(self.root)
+
+    class Noop(DataSource):
+        @classmethod
+        def name(cls):
+            return "bench_python_noop"
+
+        def writer(self, schema, overwrite):
+            return NoopWriter()
+
+    class WriteFsync(DataSource):
+        @classmethod
+        def name(cls):
+            return "bench_python_write_fsync"
+
+        def writer(self, schema, overwrite):
+            return WriteFsyncWriter(self.options["path"])
+
+    return Noop, WriteFsync
+
+
 def _tree_bytes(root: Path, pattern: str) -> int:
     return sum(f.stat().st_size for f in root.rglob(pattern) if f.is_file())
 
@@ -89,6 +190,9 @@ def main() -> None:
                     default=True,
                     help="also time uncompressed with option batch.size=16384 (the Java "
                          "producer's default; ours is 1 MiB)")
+    ap.add_argument("--floors", action=argparse.BooleanOptionalAction, default=True,
+                    help="also time a no-op Python writer and one that only writes and "
+                         "fsyncs the bytes (see the module doc)")
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     args = ap.parse_args()
 
@@ -135,6 +239,20 @@ def main() -> None:
         writers.append(("kafkalog none nofsync", kafkalog("none", fsync=False)))
     if args.producer_batches and "none" in codecs:
         writers.append(("kafkalog none 16k batch", kafkalog("none", batch_size=16384)))
+    if args.floors:
+        for source in _floor_sources():
+            spark.dataSource.register(source)
+
+        def python_noop(i):
+            df.write.format("bench_python_noop").mode("append").save()
+
+        def python_write_fsync(i):
+            root = scratch / f"python-write-fsync-{i}"
+            shutil.rmtree(root, ignore_errors=True)
+            df.write.format("bench_python_write_fsync").option("path", str(root)) \
+                .mode("append").save()
+
+        writers += [("python no-op", python_noop), ("python write+fsync", python_write_fsync)]
     for _, fn in writers:
         fn(-1)                                      # warm-up (JIT, Python workers)
     # Interleaved rounds: each round runs every writer once, so a change in machine load
@@ -159,6 +277,9 @@ def main() -> None:
     for c in codecs:
         size = _tree_bytes(scratch / f"kafkalog-{c}-0", "*.log")
         print(f"kafkalog {c:<7} bytes written {size / 1e6:8.1f} MB")
+    if args.floors:
+        size = _tree_bytes(scratch / "python-write-fsync-0", "*")
+        print(f"python write+fsync bytes written {size / 1e6:6.1f} MB")
     for label, rs in ratios.items():
         print(f"ratio {label} / parquet throughput: median {statistics.median(rs):.2f}x "
               f"(per round: {', '.join(f'{r:.2f}' for r in rs)})")
