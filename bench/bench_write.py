@@ -20,9 +20,10 @@ Unless ``--no-floors``, two Python data sources that do not encode are timed too
 floors for any Python writer on this machine: ``python no-op`` (Spark hands it the Arrow
 batches and it counts them: Spark's own cost of a Python data source write) and ``python
 write+fsync`` (it writes each batch's key and value bytes, unencoded, to four files per
-task, fdatasyncs them behind the task every 4 MiB once a file is 16 MiB, and its commit
-fsyncs every file: about the bytes and disk work of an uncompressed kafkalog write, with
-no encoding, partitioning, offsets or indexes). What kafkalog none takes beyond the second
+task, fdatasyncs them behind the task every 4 MiB once a file is 16 MiB and drops what
+is on disk from the page cache, and its commit fsyncs every file: about the bytes and
+disk work of an uncompressed kafkalog write, with no encoding, partitioning, offsets or
+indexes). What kafkalog none takes beyond the second
 is the encoder and the log's own work.
 
 Before each timed write the page cache is synced (untimed): what Parquet, or a write with
@@ -112,9 +113,12 @@ def _floor_sources():
             flushed = [0] * 4
             pending = queue.Queue()
 
-            def flush_behind():
-                while (fd := pending.get()) is not None:
+            def flush_behind():           # and drop what is on disk, as kafkalog does
+                while (job := pending.get()) is not None:
+                    fd, upto = job
                     os.fdatasync(fd)
+                    if hasattr(os, "posix_fadvise"):
+                        os.posix_fadvise(fd, 0, upto, os.POSIX_FADV_DONTNEED)
 
             flusher = threading.Thread(target=flush_behind, daemon=True)
             flusher.start()
@@ -128,10 +132,10 @@ def _floor_sources():
                         os.pwrite(fds[p], data, size[p])
                         size[p] += data.size
                         if size[p] >= 16 << 20 and size[p] - flushed[p] >= 4 << 20:
-                            pending.put(fds[p])
+                            pending.put((fds[p], size[p] - size[p] % 4096))
                             flushed[p] = size[p]
-                for fd in fds:
-                    pending.put(fd)
+                for p, fd in enumerate(fds):
+                    pending.put((fd, size[p] - size[p] % 4096))
             finally:
                 pending.put(None)
                 flusher.join()                            # before closing the descriptors
