@@ -32,6 +32,12 @@ max_batch_bytes=1048576, compression_level=None) -> bytes``
     ``encode_batches`` returns the same bytes plus a per-batch index (position, size,
     offsets, timestamps, record count) for the appender's .index/.timeindex.
 
+``encode_partitioned(table, parts, num_partitions, /, *, base_offset=0,
+max_batch_bytes=1048576) -> (data, sections)``
+    Uncompressed: every row into its partition's batches in one pass over the rows;
+    each section ``(partition, start, end, index)`` holds exactly what ``encode_batches``
+    gives for that partition's rows on their own.
+
 ``compress`` / ``decompress``: the codec registry (see :mod:`.codecs`).
 """
 from spark_kafkalog.errors import (
@@ -51,7 +57,7 @@ from spark_kafkalog.format.decode import (
     read_batch_header,
     scan_headers,
 )
-from spark_kafkalog.format.encode import encode, encode_batches
+from spark_kafkalog.format.encode import encode, encode_batches, encode_partitioned
 from spark_kafkalog.format.schema import (
     BATCH_HEADER_SCHEMA,
     SCHEMA,
@@ -64,6 +70,6 @@ __all__ = [
     "BATCH_HEADER_SCHEMA", "BatchHeader", "CodecError", "CorruptRecordError",
     "DEFAULT_MAX_DECOMPRESSED", "HeaderScan", "KafkaLogError", "MissingCodecError",
     "SCHEMA", "SCHEMA_WITH_HEADERS", "ScanProblem", "UnsupportedFormatError", "compress",
-    "decode", "decode_run", "decompress", "encode", "encode_batches", "read_batch_header", "record_schema",
+    "decode", "decode_run", "decompress", "encode", "encode_batches", "encode_partitioned", "read_batch_header", "record_schema",
     "scan_headers",
 ]

@@ -13,6 +13,8 @@ Records may be a selection of the rows (``rows``: output position ``i`` writes r
 ``rows[i]``), read through the index wherever a column is read, so a caller that sorts
 rows by partition never materialises the sorted table. Everything per record (``ts_ms``,
 sizes, batch starts, offsets) is indexed by output position.
+:class:`PartitionedEncoder` instead writes every row, in row order, into the batches of
+its own partition (uncompressed): the same bytes per partition, the columns read once.
 2. ``plan``: cut records into batches of at most ``max_batch_bytes`` (uncompressed) --
    a record's size depends on its batch through the timestamp and offset deltas.
 3. write: records (and, uncompressed, the batch headers) straight into the output.
@@ -33,7 +35,7 @@ from cpython.bytes cimport (
 from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT64_MAX, INT64_MIN
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy
 
 cdef extern from *:
@@ -559,7 +561,6 @@ cdef class _RangeOut:
         return res
 
 
-@cython.final
 cdef class Encoder:
     """Holds one Arrow batch's columns (and references keeping their buffers alive).
 
@@ -685,6 +686,7 @@ cdef class Encoder:
             self.idx = &ix[0] if ix.shape[0] > 0 else NULL
         self._keep = (chunks, rows)
 
+    @cython.final
     cdef inline const Chunk* _chunk(self, int64_t r, int64_t* cur) noexcept nogil:
         """The chunk holding row ``r`` (``0 <= r < nrows``). ``cur`` is the caller's
         cursor (last chunk found): rows read in order, or sorted runs of an index, hit
@@ -743,6 +745,7 @@ cdef class Encoder:
             raise ValueError(f"record at row {err_row} is larger than a Kafka batch can "
                              f"hold (2 GiB)")
 
+    @cython.final
     cdef int _prepare(self, int64_t now_ms, int64_t* err_row, int* err_col,
                       int64_t* err_ms) noexcept nogil:
         # Per output position i (ts_ms, fixed), reading row r of the columns. Errors
@@ -825,6 +828,7 @@ cdef class Encoder:
         return 0
 
     # ---- pass 2 ---------------------------------------------------------------------
+    @cython.final
     cdef inline int64_t _record_size(self, int64_t i, int64_t base_ts,
                                      int64_t batch_start) noexcept nogil:
         cdef int64_t body = (self.fixed[i] + _varlong_size(self.ts_ms[i] - base_ts)
@@ -869,6 +873,7 @@ cdef class Encoder:
         self.nbatches = nb
         return nb
 
+    @cython.final
     cdef int _close_batch(self, int64_t* nb, int64_t* cap, int64_t start,
                           int64_t size) noexcept nogil:
         cdef int64_t* s
@@ -914,6 +919,7 @@ cdef class Encoder:
         return total
 
     # ---- pass 3 ---------------------------------------------------------------------
+    @cython.final
     cdef uint8_t* _write_records(self, uint8_t* p, int64_t start, int64_t end,
                                  int64_t* max_ts, int64_t* max_ts_row) noexcept nogil:
         """Records [start, end) at p; returns the end. Sizes were checked in prepare."""
@@ -954,6 +960,7 @@ cdef class Encoder:
         max_ts_row[0] = best_row
         return p
 
+    @cython.final
     cdef void _write_header(self, uint8_t* p, int64_t base_offset, int64_t batch_length,
                             int32_t leader_epoch, int attributes, int64_t count,
                             int64_t base_ts, int64_t max_ts) noexcept nogil:
@@ -971,6 +978,7 @@ cdef class Encoder:
         _be32(p + 53, -1)            # baseSequence
         _be32(p + 57, count)
 
+    @cython.final
     cdef int64_t _range_size(self, int64_t start, int64_t end) noexcept nogil:
         cdef int64_t i, size = 0
         cdef int64_t base_ts = self.ts_ms[start]
@@ -1141,6 +1149,7 @@ cdef class Encoder:
                   crc_fn(view[p + ATTRIBUTES_POS:self.pos[b + 1]]))
         view.release()
 
+    @cython.final
     cdef bint _fill_one(self, int64_t b, int64_t base_offset,
                         int32_t leader_epoch) noexcept nogil:
         """Records and header (CRC 0) of planned batch ``b``; False on a size mismatch."""
@@ -1176,6 +1185,349 @@ cdef class Encoder:
             k[b] = <int32_t>(self.starts[b + 1] - self.starts[b])
         view = memoryview(cols)
         return [bytes(view[i * nb * 8:(i + 1) * nb * 8]) for i in range(7)] + [bytes(counts)]
+
+
+@cython.final
+cdef class PartitionedEncoder(Encoder):
+    """Every row, each into the uncompressed batches of its own partition, in one pass.
+
+    Use: ``PartitionedEncoder(...)`` (as :class:`Encoder`, without ``rows``),
+    ``prepare(now_ms)``, ``set_partitions(parts, nparts)``, ``plan_partitioned``,
+    ``layout_partitioned``, ``fill_partitioned``, then ``partition_index(p)`` per
+    partition.
+
+    Why: encoding each partition with :class:`Encoder` over its rows (``rows``) reads
+    the columns once per partition, a few rows per cache line each time; this reads
+    them in row order, once to size and once to write, and writes each record at its
+    partition's write position. Each partition's records keep their row order, and its
+    batches are cut and laid out exactly as ``Encoder`` over its rows would (the same
+    bytes): in the output, partition 0's batches, then 1's, and so on."""
+    cdef const int32_t* parts
+    cdef int64_t nparts
+    cdef object _parts_keep
+    cdef int64_t nb          # batches planned, numbered in the order they were closed
+    cdef int64_t bcap
+    cdef int64_t* b_part
+    cdef int64_t* b_count
+    cdef int64_t* b_first    # its first record's ordinal in the partition
+    cdef int64_t* b_bytes    # bytes of its records
+    cdef int64_t* b_ts       # its first record's timestamp (the batch's base)
+    cdef int64_t* lay        # laid-out position -> batch
+    cdef int64_t* sec        # nparts + 1: partition p's batches are lay[sec[p]:sec[p + 1]]
+    cdef int64_t* lpos       # nb + 1 byte positions, laid-out order
+    cdef int64_t* lmax_ts    # per laid-out batch
+    cdef int64_t* lmax_ord   # per laid-out batch: ordinal of the first record of max_ts
+
+    def __cinit__(self):
+        self.parts = NULL
+        self.nparts = 0
+        self.nb = 0
+        self.bcap = 0
+        self.b_part = NULL
+        self.b_count = NULL
+        self.b_first = NULL
+        self.b_bytes = NULL
+        self.b_ts = NULL
+        self.lay = NULL
+        self.sec = NULL
+        self.lpos = NULL
+        self.lmax_ts = NULL
+        self.lmax_ord = NULL
+
+    def __dealloc__(self):
+        free(self.b_part)
+        free(self.b_count)
+        free(self.b_first)
+        free(self.b_bytes)
+        free(self.b_ts)
+        free(self.lay)
+        free(self.sec)
+        free(self.lpos)
+        free(self.lmax_ts)
+        free(self.lmax_ord)
+
+    def set_partitions(self, parts, int64_t nparts):
+        """``parts``: C-contiguous int32 numpy array, the partition of every row, each
+        in [0, nparts)."""
+        cdef const int32_t[::1] pv = parts
+        cdef int64_t i, bad = -1
+        if self.idx != NULL:
+            raise ValueError("a PartitionedEncoder writes every row (no rows selection)")
+        if pv.shape[0] != self.n:
+            raise ValueError(f"{pv.shape[0]} partitions given for {self.n} rows")
+        if nparts < 1 or nparts > INT32_MAX_:
+            raise ValueError(f"partition count {nparts} out of range")
+        with nogil:
+            for i in range(pv.shape[0]):
+                if pv[i] < 0 or pv[i] >= nparts:
+                    bad = i
+                    break
+        if bad >= 0:
+            raise ValueError(f"row {bad}: partition {pv[bad]} outside [0, {nparts})")
+        self.parts = &pv[0] if pv.shape[0] else NULL
+        self.nparts = nparts
+        self._parts_keep = parts
+
+    cdef inline int64_t _rec_size(self, int64_t i, int64_t base_ts,
+                                  int64_t delta) noexcept nogil:
+        cdef int64_t body = (self.fixed[i] + _varlong_size(self.ts_ms[i] - base_ts)
+                             + _varint_size(delta))
+        return _varint_size(body) + body
+
+    cdef int _close(self, int64_t part, int64_t first, int64_t count, int64_t size,
+                    int64_t base_ts) noexcept nogil:
+        cdef int64_t cap
+        cdef int64_t* arrays[5]
+        cdef int k
+        if self.nb == self.bcap:
+            cap = self.bcap * 2 if self.bcap else 64
+            arrays[0] = <int64_t*>realloc(self.b_part, cap * sizeof(int64_t))
+            if arrays[0] != NULL:
+                self.b_part = arrays[0]
+            arrays[1] = <int64_t*>realloc(self.b_count, cap * sizeof(int64_t))
+            if arrays[1] != NULL:
+                self.b_count = arrays[1]
+            arrays[2] = <int64_t*>realloc(self.b_first, cap * sizeof(int64_t))
+            if arrays[2] != NULL:
+                self.b_first = arrays[2]
+            arrays[3] = <int64_t*>realloc(self.b_bytes, cap * sizeof(int64_t))
+            if arrays[3] != NULL:
+                self.b_bytes = arrays[3]
+            arrays[4] = <int64_t*>realloc(self.b_ts, cap * sizeof(int64_t))
+            if arrays[4] != NULL:
+                self.b_ts = arrays[4]
+            for k in range(5):
+                if arrays[k] == NULL:
+                    return 1
+            self.bcap = cap
+        self.b_part[self.nb] = part
+        self.b_count[self.nb] = count
+        self.b_first[self.nb] = first
+        self.b_bytes[self.nb] = size
+        self.b_ts[self.nb] = base_ts
+        if size > self._max_rec:
+            self._max_rec = size
+        self.nb += 1
+        return 0
+
+    def plan_partitioned(self, int64_t max_batch_bytes):
+        """Cut each partition's records into batches as :meth:`Encoder.plan` does.
+        Returns the number of batches."""
+        cdef int64_t np_ = self.nparts
+        cdef int64_t i, p, rec
+        cdef int failed = 0
+        if self.parts == NULL and self.n:
+            raise ValueError("set_partitions first")
+        cdef int64_t* k = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
+        cdef int64_t* size = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
+        cdef int64_t* bts = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
+        cdef int64_t* first = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
+        cdef int64_t* cnt = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
+        try:
+            if k == NULL or size == NULL or bts == NULL or first == NULL or cnt == NULL:
+                raise MemoryError()
+            self.nb = 0
+            self._max_rec = 0
+            with nogil:
+                for i in range(self.n):
+                    p = self.parts[i]
+                    if k[p] == 0:
+                        bts[p] = self.ts_ms[i]
+                        first[p] = cnt[p]
+                    rec = self._rec_size(i, bts[p], k[p])
+                    if k[p] > 0 and HEADER_SIZE + size[p] + rec > max_batch_bytes:
+                        if self._close(p, first[p], k[p], size[p], bts[p]):
+                            failed = 1
+                            break
+                        k[p] = 0
+                        size[p] = 0
+                        bts[p] = self.ts_ms[i]
+                        first[p] = cnt[p]
+                        rec = self._rec_size(i, bts[p], 0)
+                    size[p] += rec
+                    k[p] += 1
+                    cnt[p] += 1
+                if not failed:
+                    for p in range(np_):
+                        if k[p] > 0 and self._close(p, first[p], k[p], size[p], bts[p]):
+                            failed = 1
+                            break
+            if failed:
+                raise MemoryError()
+        finally:
+            free(k)
+            free(size)
+            free(bts)
+            free(first)
+            free(cnt)
+        self.nbatches = self.nb
+        return self.nb
+
+    def layout_partitioned(self):
+        """Allocate the output (a ``bytes`` object that ``fill_partitioned`` fills) with
+        each partition's batches together, partitions in order; return it."""
+        cdef int64_t b, j, p, nb = self.nb
+        free(self.lay)
+        free(self.sec)
+        free(self.lpos)
+        free(self.lmax_ts)
+        free(self.lmax_ord)
+        self.lay = <int64_t*>malloc(max(nb, 1) * sizeof(int64_t))
+        self.sec = <int64_t*>calloc(self.nparts + 1, sizeof(int64_t))
+        self.lpos = <int64_t*>malloc((nb + 1) * sizeof(int64_t))
+        self.lmax_ts = <int64_t*>malloc(max(nb, 1) * sizeof(int64_t))
+        self.lmax_ord = <int64_t*>malloc(max(nb, 1) * sizeof(int64_t))
+        cdef int64_t* at = <int64_t*>malloc((self.nparts + 1) * sizeof(int64_t))
+        if (self.lay == NULL or self.sec == NULL or self.lpos == NULL
+                or self.lmax_ts == NULL or self.lmax_ord == NULL or at == NULL):
+            free(at)
+            raise MemoryError()
+        for b in range(nb):
+            self.sec[self.b_part[b] + 1] += 1
+        for p in range(self.nparts):
+            self.sec[p + 1] += self.sec[p]
+        memcpy(at, self.sec, (self.nparts + 1) * sizeof(int64_t))
+        for b in range(nb):                  # stable: a partition's batches keep order
+            p = self.b_part[b]
+            self.lay[at[p]] = b
+            at[p] += 1
+        free(at)
+        self.lpos[0] = 0
+        for j in range(nb):
+            self.lpos[j + 1] = self.lpos[j] + HEADER_SIZE + self.b_bytes[self.lay[j]]
+        out = _new_output(self.lpos[nb])
+        self.out_base = <uint8_t*>PyBytes_AS_STRING(out)
+        self._out = out
+        _keep_output(out)
+        return out
+
+    def fill_partitioned(self, int64_t base_offset, int32_t leader_epoch, crc_fn):
+        """Write every record, batch header and CRC into the ``layout_partitioned``
+        output, reading the rows in order. ``base_offset`` is each partition's first
+        offset. CRCs as in :meth:`Encoder.fill_uncompressed`."""
+        cdef int64_t np_ = self.nparts
+        cdef int64_t i, p, jj, b, ts, body, l, h0, h1, hj, size, pos
+        cdef int64_t cur = 0
+        cdef int bad = 0
+        cdef uint8_t* q
+        cdef uint8_t* start
+        cdef const Chunk* ch
+        cdef const ListCol* hl
+        if self._out is None or self.lay == NULL:
+            raise ValueError("layout_partitioned first")
+        cdef int64_t* j = <int64_t*>malloc(max(np_, 1) * sizeof(int64_t))
+        cdef int64_t* k = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
+        cdef int64_t* ordn = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
+        cdef int64_t* best = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
+        cdef int64_t* best_ord = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
+        cdef uint8_t** wp = <uint8_t**>calloc(max(np_, 1), sizeof(uint8_t*))
+        try:
+            if (j == NULL or k == NULL or ordn == NULL or best == NULL or best_ord == NULL
+                    or wp == NULL):
+                raise MemoryError()
+            with nogil:
+                for p in range(np_):
+                    j[p] = self.sec[p]
+                    if self.sec[p] < self.sec[p + 1]:
+                        wp[p] = self.out_base + self.lpos[j[p]] + HEADER_SIZE
+                for i in range(self.n):
+                    p = self.parts[i]
+                    jj = j[p]
+                    b = self.lay[jj]
+                    ts = self.ts_ms[i]
+                    if k[p] == 0 or ts > best[p]:
+                        best[p] = ts
+                        best_ord[p] = ordn[p]
+                    q = wp[p]
+                    body = (self.fixed[i] + _varlong_size(ts - self.b_ts[b])
+                            + _varint_size(k[p]))
+                    q = _put_varint(q, body)
+                    q[0] = 0                 # record attributes: unused
+                    q = _put_varlong(q + 1, ts - self.b_ts[b])
+                    q = _put_varint(q, k[p])
+                    ch = self._chunk(i, &cur)
+                    l = i - ch.row0
+                    q = _put_bin(q, &ch.key, l)
+                    q = _put_bin(q, &ch.value, l)
+                    h0 = 0
+                    h1 = 0
+                    hl = &ch.headers
+                    if hl.present and _valid(hl.validity, hl.offset + l):
+                        h0 = _off(hl.offsets, hl.off64, hl.offset + l)
+                        h1 = _off(hl.offsets, hl.off64, hl.offset + l + 1)
+                    q = _put_varint(q, h1 - h0)
+                    for hj in range(h0, h1):
+                        q = _put_bin(q, &ch.hkey, hj)
+                        q = _put_bin(q, &ch.hval, hj)
+                    wp[p] = q
+                    k[p] += 1
+                    ordn[p] += 1
+                    if k[p] == self.b_count[b]:
+                        pos = self.lpos[jj]
+                        size = self.lpos[jj + 1] - pos
+                        start = self.out_base + pos
+                        if q - start != size:
+                            bad = 1
+                            break
+                        self._write_header(start, base_offset + self.b_first[b],
+                                           size - LOG_OVERHEAD, leader_epoch, 0, k[p],
+                                           self.b_ts[b], best[p])
+                        self.lmax_ts[jj] = best[p]
+                        self.lmax_ord[jj] = best_ord[p]
+                        if _HWCRC:
+                            _be32(start + CRC_POS,
+                                  kl_crc32c(0, start + ATTRIBUTES_POS,
+                                            size - ATTRIBUTES_POS))
+                        j[p] = jj + 1
+                        k[p] = 0
+                        if j[p] < self.sec[p + 1]:
+                            wp[p] = self.out_base + self.lpos[j[p]] + HEADER_SIZE
+        finally:
+            free(j)
+            free(k)
+            free(ordn)
+            free(best)
+            free(best_ord)
+            free(wp)
+        if bad:
+            raise RuntimeError("encoder wrote a batch of other than its planned size")
+        if _HWCRC:
+            return
+        view = memoryview(self._out)
+        for jj in range(self.nb):
+            pos = self.lpos[jj]
+            _be32(self.out_base + pos + CRC_POS,
+                  crc_fn(view[pos + ATTRIBUTES_POS:self.lpos[jj + 1]]))
+        view.release()
+
+    def partition_index(self, int64_t p, int64_t base_offset):
+        """``(start, end, columns)``: partition ``p``'s bytes in the output and its
+        batches' index columns, as :meth:`Encoder.uncompressed_index` gives them, with
+        positions relative to ``start``."""
+        if p < 0 or p >= self.nparts or self.sec == NULL:
+            raise IndexError(p)
+        cdef int64_t l0 = self.sec[p], l1 = self.sec[p + 1]
+        cdef int64_t nbp = l1 - l0, x, b, jj
+        cdef int64_t base = self.lpos[l0]
+        cdef bytearray cols = bytearray(nbp * 8 * 7)
+        cdef bytearray counts = bytearray(nbp * 4)
+        cdef int64_t* c = <int64_t*>PyByteArray_AS_STRING(cols)
+        cdef int32_t* kk = <int32_t*>PyByteArray_AS_STRING(counts)
+        for x in range(nbp):
+            jj = l0 + x
+            b = self.lay[jj]
+            c[x] = self.lpos[jj] - base
+            c[nbp + x] = self.lpos[jj + 1] - self.lpos[jj]
+            c[2 * nbp + x] = base_offset + self.b_first[b]
+            c[3 * nbp + x] = base_offset + self.b_first[b] + self.b_count[b] - 1
+            c[4 * nbp + x] = self.b_ts[b]
+            c[5 * nbp + x] = self.lmax_ts[jj]
+            c[6 * nbp + x] = base_offset + self.lmax_ord[jj]
+            kk[x] = <int32_t>self.b_count[b]
+        view = memoryview(cols)
+        return (base, self.lpos[l1],
+                [bytes(view[i * nbp * 8:(i + 1) * nbp * 8]) for i in range(7)]
+                + [bytes(counts)])
 
 
 def join_output(list pieces, int64_t total):

@@ -89,6 +89,7 @@ from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.format import codecs
 from spark_kafkalog.format._encode import (
     Encoder,
+    PartitionedEncoder,
     encode_varint,
     join_output,
     encode_varlong,
@@ -105,7 +106,8 @@ from spark_kafkalog.format.wire import (
     V2_HEADER_SIZE,
 )
 
-__all__ = ["BATCH_INDEX_SCHEMA", "encode", "encode_batches", "encode_varint",
+__all__ = ["BATCH_INDEX_SCHEMA", "encode", "encode_batches", "encode_partitioned",
+           "encode_varint",
            "encode_varlong", "output_reuse_kept", "set_output_reuse_limit", "varint_size",
            "varlong_size"]
 
@@ -295,7 +297,7 @@ def _row_index(rows, num_rows: int):
     return np.ascontiguousarray(idx, dtype=np.int64)
 
 
-def _encoder(table, rows, now_ms: int) -> tuple[Encoder, int]:
+def _encoder(table, rows, now_ms: int, cls=Encoder) -> tuple[Encoder, int]:
     if not isinstance(table, (pa.Table, pa.RecordBatch)):
         raise InvalidOptionError(f"the rows to encode must be a pyarrow Table or "
                                  f"RecordBatch, not {type(table).__name__}")
@@ -322,8 +324,8 @@ def _encoder(table, rows, now_ms: int) -> tuple[Encoder, int]:
     ts32, mul, div = flags["timestamp"]
     hd64, hk64, hv64 = flags["headers"]
     try:
-        enc = Encoder(chunks, flags["value"], flags["key"], ts32, mul, div,
-                      hd64, hk64, hv64, idx)
+        enc = cls(chunks, flags["value"], flags["key"], ts32, mul, div,
+                  hd64, hk64, hv64, idx)
         enc.prepare(now_ms)
     except ValueError as err:
         raise InvalidOptionError(str(err)) from err
@@ -456,6 +458,60 @@ def _index_table(index: list[tuple]) -> pa.Table:
     cols = list(zip(*index)) if index else [[] for _ in BATCH_INDEX_SCHEMA]
     return pa.table([pa.array(c, f.type) for c, f in zip(cols, BATCH_INDEX_SCHEMA)],
                     schema=BATCH_INDEX_SCHEMA)
+
+
+def encode_partitioned(table, parts, num_partitions: int, /, *, base_offset: int = 0,
+                       max_batch_bytes: int = 1048576, partition_leader_epoch: int = -1,
+                       now_ms: int | None = None):
+    """Encode every row of ``table``, uncompressed, into the batches of its partition.
+
+    ``parts``: the partition of each row (integers in ``[0, num_partitions)``, one per
+    row). Returns ``(data, sections)``: ``sections`` lists ``(partition, start, end,
+    index)`` for each partition that has rows, in partition order, where
+    ``data[start:end]`` is exactly what ``encode_batches(table, rows=<that partition's
+    rows, in row order>, ...)`` returns for it, and ``index`` its batch index (positions
+    relative to ``start``); every partition's offsets start at ``base_offset``.
+
+    One pass over the rows in order (see ``_encode.PartitionedEncoder``), where encoding
+    each partition through ``rows=`` reads the columns once per partition."""
+    _check_int("num_partitions", num_partitions, 1, _MAX_INT32)
+    _check_int("base_offset", base_offset, 0, _MAX_INT64)
+    _check_int("max_batch_bytes", max_batch_bytes, V2_HEADER_SIZE + 1, _MAX_INT32)
+    _check_int("partition_leader_epoch", partition_leader_epoch, -1, _MAX_INT32)
+    if now_ms is None:
+        now_ms = int(time.time() * 1000)
+    _check_int("now_ms", now_ms, 0, _MAX_INT64)
+    if isinstance(parts, (pa.Array, pa.ChunkedArray)):
+        if parts.null_count:
+            raise InvalidOptionError(f"parts has {parts.null_count} null entries")
+        parts = to_numpy(parts.combine_chunks() if isinstance(parts, pa.ChunkedArray)
+                         else parts)
+    parts = np.asarray(parts)
+    if parts.ndim != 1 or parts.dtype.kind not in "iu":
+        raise InvalidOptionError(f"parts must be a one-dimensional integer array, not "
+                                 f"{parts.ndim}-d {parts.dtype}")
+    if len(parts) != table.num_rows:
+        raise InvalidOptionError(f"parts has {len(parts)} entries for {table.num_rows} "
+                                 f"rows")
+    if len(parts) and (parts.min() < 0 or parts.max() >= num_partitions):
+        bad = int(np.flatnonzero((parts < 0) | (parts >= num_partitions))[0])
+        raise InvalidOptionError(f"parts[{bad}] is {int(parts[bad])}, outside "
+                                 f"[0, {num_partitions})")
+    parts = np.ascontiguousarray(parts, dtype=np.int32)
+    enc, n = _encoder(table, None, now_ms, PartitionedEncoder)
+    if n == 0:
+        return b"", []
+    if base_offset + n - 1 > _MAX_INT64:
+        raise InvalidOptionError(f"base_offset {base_offset} + {n} rows overflows int64")
+    enc.set_partitions(parts, num_partitions)
+    enc.plan_partitioned(max_batch_bytes)
+    data = enc.layout_partitioned()
+    enc.fill_partitioned(base_offset, partition_leader_epoch, _crc32c_fn())
+    sections = []
+    for p in np.flatnonzero(np.bincount(parts, minlength=num_partitions)):
+        start, end, cols = enc.partition_index(int(p), base_offset)
+        sections.append((int(p), start, end, _index_from_columns(cols, len(cols[7]) // 4)))
+    return data, sections
 
 
 def encode(table, /, *, rows=None, compression="none", base_offset: int = 0,

@@ -198,8 +198,12 @@ class _TaskWriter:
     """Buffers a task's Arrow batches, partitions and encodes them into staging."""
 
     def __init__(self, plan: _Plan, write_id: str, label: str, null_start: int):
-        from spark_kafkalog.format.encode import encode_batches   # executor-side import
+        from spark_kafkalog.format.encode import (    # executor-side import
+            encode_batches,
+            encode_partitioned,
+        )
         self._encode = encode_batches
+        self._encode_partitioned = encode_partitioned
         self.plan = plan
         self.fs, self.root = resolve_filesystem(plan.wo.path, plan.wo.filesystem_options)
         # one staging file per partition: the commit adopts large ones as segments
@@ -276,6 +280,17 @@ class _TaskWriter:
         if n == 1:
             self._encode_into(topic, 0, table)
             return
+        wo = self.plan.wo
+        if wo.compression == "none":
+            # one pass over the rows, each written into its partition's batches
+            data, sections = self._encode_partitioned(table, parts, n,
+                                                      max_batch_bytes=wo.batch_size)
+            view = memoryview(data)
+            for p, start, end, index in sections:
+                self.staging.add(topic, p, view[start:end], index)
+            return
+        # compressed: each partition's batches are compressed from its own rows (the
+        # codec, not reading the rows, is most of the work)
         from spark_kafkalog.format._partition import group_by_partition
         # each partition's rows are encoded straight from the buffered Arrow chunks,
         # through their row numbers (no gathered copy of the table)
