@@ -310,8 +310,9 @@ class _PartFile:
         ~3 GB/s. Pages dropped behind the flush are free pages the next appends reuse,
         and a large write does not push a broker host's cache out (as HDFS datanodes'
         ``drop.cache.behind.writes``). The commit reads each batch's header back (check
-        and baseOffset patch): :func:`_patch_in_place` asks for all those pages at once
-        (``WILLNEED``), so they are read in parallel, not one fault at a time."""
+        and baseOffset patch): :func:`_prefetch_headers` asks for all those pages at once
+        (``WILLNEED``) before the journal's first fsync, so they are read in parallel
+        with it, not one fault at a time."""
         lo, hi = self._dropped, self.size - self.size % _CACHE_PAGE
         if hi <= lo:
             return []
@@ -1165,6 +1166,34 @@ def _patch_in_place(fd: int, pos: int, nbytes: int, rel: np.ndarray, sizes: np.n
             raise OSError(errno.EIO, "short write patching a baseOffset", path)
 
 
+def _prefetch_headers(plans: Mapping[str, list[_PartPlan]], tables: _TablesCache) -> None:
+    """Ask, all at once, for the page holding each batch header that :func:`_adopt` will
+    check and patch (flush-behind dropped them from the page cache).
+
+    Why: asked for by :func:`_patch_in_place`, one window of batches at a time after the
+    journal's first fsync, they were read window by window (measured: 2 to 116 ms per
+    280 MB write, against 1 to 4 ms per file when cached). Asked for here, before that
+    fsync (which waits for the tasks' last flush-behind), the reads overlap it."""
+    if not _FADVISE:
+        return
+    for part_plans in plans.values():
+        for plan in part_plans:
+            for run in plan.runs:
+                if not run.adopt:
+                    continue
+                sizes = tables.table(run.staged)[run.batch_rows]["size"].astype(np.int64)
+                starts = np.cumsum(sizes) - sizes + run.src_position
+                try:
+                    fd = os.open(run.src_path, os.O_RDONLY)
+                except OSError:
+                    continue                # _adopt reports what is wrong with it
+                try:
+                    for position in starts.tolist():
+                        _FADVISE(fd, position, _HEADER_READ, os.POSIX_FADV_WILLNEED)
+                finally:
+                    os.close(fd)
+
+
 def _copy_run(run: _Dest, reader: _Reader, out: _SegOut, table: np.ndarray,
               fault: Fault) -> None:
     rows = table[run.batch_rows]
@@ -1592,6 +1621,8 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
             plans = _plan_all(fs, root, staged, specs, existing, cfg, no_append,
                               overwrite=(mode == "overwrite"))
             tables = plans.pop("__tables__")
+            if is_local(fs):
+                _prefetch_headers(plans, tables)
             for lk in locks:
                 lk.refresh()
             # ---- begin
