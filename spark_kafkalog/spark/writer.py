@@ -20,10 +20,12 @@ How a write runs:
   is read from the log dir (an existing topic keeps its own; a new one gets option
   ``partitions``, default 1);
 * ``write`` (one per Spark task, in parallel): Arrow batches are buffered up to
-  :data:`FLUSH_BYTES`, partitioned, encoded and compressed into record batches of about
-  ``batch.size`` bytes, and streamed into one staging file at the log-dir root; the task
-  returns a :class:`KafkaLogCommitMessage` (the staging file's description: a few hundred
-  bytes);
+  :data:`FLUSH_BYTES`, partitioned, and encoded into record batches of about
+  ``batch.size`` bytes — uncompressed in one pass over the rows, each record written
+  into its partition's batches (``format.encode_partitioned``); compressed, partition
+  by partition — and streamed into staging files at the log-dir root (on local
+  filesystems one per topic-partition, see ``StagingWriter``); the task returns a
+  :class:`KafkaLogCommitMessage` (the staging files' description: a few hundred bytes);
 * ``commit`` (driver): :func:`spark_kafkalog.log.appender.commit_write` — the journal
   makes it all-or-nothing and idempotent;
 * ``abort``: staging files are deleted; nothing reaches the log.
