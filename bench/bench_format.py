@@ -19,6 +19,13 @@ One run, one generated data set (``bench/_data.py``: 1,000,000 records by defaul
     is timed single-threaded (``threads=1``) and, when it is multi-threaded, also with
     its default thread count (wall time).
 
+(d) encode into topic partitions, uncompressed, as the Spark writer does (4 partitions by
+    the Java client's murmur2 of the key, 1 MiB batches, 32 MiB flushes): ``format.encode_partitioned``
+    (one pass over the rows) against ``format.encode_batches(rows=...)`` once per
+    partition after a counting sort (how the writer did it before). Both are ours and
+    must give the same bytes per partition (checked before timing); no peer encodes
+    into partitions.
+
 Every decode input is written by aiokafka's builder (not by us), so the benchmark is a
 cross-check too: our decoded table must equal the generated one exactly, and every
 decoder's (row count, checksum) must agree. Our encoder's output is read back by
@@ -460,6 +467,67 @@ def _encode_one(fmt, table, records, codec, repeat, slow_records) -> dict:
     return row
 
 
+def bench_partitioned(table: pa.Table, repeat: int, results: dict, partitions: int = 4,
+                      flush_bytes: int = 32 << 20) -> None:
+    """Part (d): see the module doc. As in the writer, the rows go in flushes of about
+    ``flush_bytes`` of Arrow data, and each flush's output is dropped before the next
+    (so the encoder's output buffer is reused, as it is there)."""
+    from spark_kafkalog.format._partition import group_by_partition, partition_for_keys
+    from spark_kafkalog.format.encode import encode_batches, encode_partitioned
+    now = 1_700_000_000_000
+    batch = 1 << 20
+    rows = max(1, table.num_rows * flush_bytes // max(table.nbytes, 1))
+    flushes = [table.slice(a, rows) for a in range(0, table.num_rows, rows)]
+    parts = [partition_for_keys(f.column("key"), partitions, 0) for f in flushes]
+
+    def per_partition(f, p):
+        order, counts = group_by_partition(p, partitions)
+        start = 0
+        for c in counts.tolist():
+            yield encode_batches(f, rows=order[start:start + c], now_ms=now,
+                                 max_batch_bytes=batch, threads=1)[0]
+            start += c
+
+    def run_per_partition():
+        return sum(len(d) for f, p in zip(flushes, parts) for d in per_partition(f, p))
+
+    def run_one_pass():
+        return sum(len(encode_partitioned(f, p, partitions, now_ms=now,
+                                          max_batch_bytes=batch)[0])
+                   for f, p in zip(flushes, parts))
+
+    data, sections = encode_partitioned(flushes[0], parts[0], partitions, now_ms=now,
+                                        max_batch_bytes=batch)
+    if ([bytes(memoryview(data)[a:b]) for _, a, b, _ in sections]
+            != [d for d in per_partition(flushes[0], parts[0]) if d]):
+        raise SystemExit("cross-check failed: encode_partitioned differs from "
+                         "encode_batches(rows=) per partition")
+    del data, sections
+    total = run_per_partition()
+    log(f"encode into {partitions} partitions ...")
+    m = measure({"per partition (rows=)": Contender(run_per_partition, table.num_rows,
+                                                    check=equals(total)),
+                 "one pass": Contender(run_one_pass, table.num_rows, check=equals(total))},
+                repeat)
+    results["partitioned"] = {"partitions": partitions, "batch_bytes": batch,
+                              "flush_rows": rows, **m,
+                              "speedup_cpu": per_record_ratio(m, "per partition (rows=)",
+                                                              "one pass")}
+
+
+def print_partitioned(results, out=sys.stdout) -> None:
+    r = results.get("partitioned")
+    if not r:
+        return
+    print(f"\nencode into {r['partitions']} partitions (uncompressed, "
+          f"{r['batch_bytes'] >> 20} MiB batches, flushes of {r['flush_rows']:,} rows):",
+          file=out)
+    for name in ("per partition (rows=)", "one pass"):
+        print(f"  {name:24s} {r[name]['rps'] / 1e6:6.2f} M rec/s CPU "
+              f"({r[name]['cpu_s'] * 1e3:.0f} ms)", file=out)
+    print(f"  one pass / per partition: {r['speedup_cpu']:.2f}x", file=out)
+
+
 def acceptance(results) -> list[dict]:
     """The speed targets of issue 2, evaluated on this run's CPU-time ratios."""
     checks = []
@@ -551,6 +619,8 @@ def main(argv=None) -> int:
                     help="records kafka-python (pure Python) is timed on")
     ap.add_argument("--decode-codecs", default="none,gzip,snappy,lz4,zstd")
     ap.add_argument("--encode-codecs", default="none,lz4,zstd")
+    ap.add_argument("--no-partitioned", action="store_true",
+                    help="skip part (d), encoding into partitions")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 when a speed target is missed (cross-check failures "
@@ -587,6 +657,8 @@ def main(argv=None) -> int:
     }
     bench_decode(fmt, table, records, decode_codecs, args.repeat, slow, results)
     bench_encode(fmt, table, records, encode_codecs, args.repeat, slow, results)
+    if not args.no_partitioned:
+        bench_partitioned(table, args.repeat, results)
     results["config"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     results["acceptance"] = acceptance(results)
 
@@ -595,6 +667,7 @@ def main(argv=None) -> int:
         print()
     else:
         print_table(results)
+        print_partitioned(results)
     missed = [c for c in results["acceptance"] if not c["ok"]]
     return 1 if (args.strict and missed) else 0
 
