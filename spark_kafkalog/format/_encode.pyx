@@ -920,13 +920,40 @@ cdef class Encoder:
 
     # ---- pass 3 ---------------------------------------------------------------------
     @cython.final
+    cdef inline uint8_t* _put_record(self, uint8_t* p, int64_t i, int64_t r,
+                                     int64_t ts_delta, int64_t offset_delta,
+                                     int64_t* cur) noexcept nogil:
+        """Record ``i`` (output position; its row is ``r``) at p, with these deltas;
+        returns the end. Sizes were checked in prepare."""
+        cdef int64_t l, j, h0 = 0, h1 = 0
+        cdef const Chunk* ch
+        cdef const ListCol* hl
+        cdef int64_t body = (self.fixed[i] + _varlong_size(ts_delta)
+                             + _varint_size(offset_delta))
+        p = _put_varint(p, body)
+        p[0] = 0                     # record attributes: unused
+        p = _put_varlong(p + 1, ts_delta)
+        p = _put_varint(p, offset_delta)
+        ch = self._chunk(r, cur)
+        l = r - ch.row0
+        p = _put_bin(p, &ch.key, l)
+        p = _put_bin(p, &ch.value, l)
+        hl = &ch.headers
+        if hl.present and _valid(hl.validity, hl.offset + l):
+            h0 = _off(hl.offsets, hl.off64, hl.offset + l)
+            h1 = _off(hl.offsets, hl.off64, hl.offset + l + 1)
+        p = _put_varint(p, h1 - h0)
+        for j in range(h0, h1):
+            p = _put_bin(p, &ch.hkey, j)
+            p = _put_bin(p, &ch.hval, j)
+        return p
+
+    @cython.final
     cdef uint8_t* _write_records(self, uint8_t* p, int64_t start, int64_t end,
                                  int64_t* max_ts, int64_t* max_ts_row) noexcept nogil:
         """Records [start, end) at p; returns the end. Sizes were checked in prepare."""
-        cdef int64_t i, r, l, j, h0, h1, body, ts
+        cdef int64_t i, r, ts
         cdef int64_t cur = 0
-        cdef const Chunk* ch
-        cdef const ListCol* hl
         cdef const int64_t* idx = self.idx
         cdef int64_t base_ts = self.ts_ms[start]
         cdef int64_t best = self.ts_ms[start]
@@ -936,26 +963,8 @@ cdef class Encoder:
             if ts > best:
                 best = ts
                 best_row = i
-            body = (self.fixed[i] + _varlong_size(ts - base_ts) + _varint_size(i - start))
-            p = _put_varint(p, body)
-            p[0] = 0                 # record attributes: unused
-            p = _put_varlong(p + 1, ts - base_ts)
-            p = _put_varint(p, i - start)
             r = idx[i] if idx != NULL else i     # the row output position i writes
-            ch = self._chunk(r, &cur)
-            l = r - ch.row0
-            p = _put_bin(p, &ch.key, l)
-            p = _put_bin(p, &ch.value, l)
-            h0 = 0
-            h1 = 0
-            hl = &ch.headers
-            if hl.present and _valid(hl.validity, hl.offset + l):
-                h0 = _off(hl.offsets, hl.off64, hl.offset + l)
-                h1 = _off(hl.offsets, hl.off64, hl.offset + l + 1)
-            p = _put_varint(p, h1 - h0)
-            for j in range(h0, h1):
-                p = _put_bin(p, &ch.hkey, j)
-                p = _put_bin(p, &ch.hval, j)
+            p = self._put_record(p, i, r, ts - base_ts, i - start, &cur)
         max_ts[0] = best
         max_ts_row[0] = best_row
         return p
@@ -1406,13 +1415,11 @@ cdef class PartitionedEncoder(Encoder):
         output, reading the rows in order. ``base_offset`` is each partition's first
         offset. CRCs as in :meth:`Encoder.fill_uncompressed`."""
         cdef int64_t np_ = self.nparts
-        cdef int64_t i, p, jj, b, ts, body, l, h0, h1, hj, size, pos
+        cdef int64_t i, p, jj, b, ts, size, pos
         cdef int64_t cur = 0
         cdef int bad = 0
         cdef uint8_t* q
         cdef uint8_t* start
-        cdef const Chunk* ch
-        cdef const ListCol* hl
         if self._out is None or self.lay == NULL:
             raise ValueError("layout_partitioned first")
         cdef int64_t* j = <int64_t*>malloc(max(np_, 1) * sizeof(int64_t))
@@ -1438,27 +1445,7 @@ cdef class PartitionedEncoder(Encoder):
                     if k[p] == 0 or ts > best[p]:
                         best[p] = ts
                         best_ord[p] = ordn[p]
-                    q = wp[p]
-                    body = (self.fixed[i] + _varlong_size(ts - self.b_ts[b])
-                            + _varint_size(k[p]))
-                    q = _put_varint(q, body)
-                    q[0] = 0                 # record attributes: unused
-                    q = _put_varlong(q + 1, ts - self.b_ts[b])
-                    q = _put_varint(q, k[p])
-                    ch = self._chunk(i, &cur)
-                    l = i - ch.row0
-                    q = _put_bin(q, &ch.key, l)
-                    q = _put_bin(q, &ch.value, l)
-                    h0 = 0
-                    h1 = 0
-                    hl = &ch.headers
-                    if hl.present and _valid(hl.validity, hl.offset + l):
-                        h0 = _off(hl.offsets, hl.off64, hl.offset + l)
-                        h1 = _off(hl.offsets, hl.off64, hl.offset + l + 1)
-                    q = _put_varint(q, h1 - h0)
-                    for hj in range(h0, h1):
-                        q = _put_bin(q, &ch.hkey, hj)
-                        q = _put_bin(q, &ch.hval, hj)
+                    q = self._put_record(wp[p], i, i, ts - self.b_ts[b], k[p], &cur)
                     wp[p] = q
                     k[p] += 1
                     ordn[p] += 1
