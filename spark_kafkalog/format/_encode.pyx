@@ -1202,8 +1202,7 @@ cdef class PartitionedEncoder(Encoder):
 
     Use: ``PartitionedEncoder(...)`` (as :class:`Encoder`, without ``rows``),
     ``prepare(now_ms)``, ``set_partitions(parts, nparts)``, ``plan_partitioned``,
-    ``layout_partitioned``, ``fill_partitioned``, then ``partition_index(p)`` per
-    partition.
+    ``layout_partitioned``, ``fill_partitioned``, then ``index``.
 
     Why: encoding each partition with :class:`Encoder` over its rows (``rows``) reads
     the columns once per partition, a few rows per cache line each time; this reads
@@ -1487,35 +1486,39 @@ cdef class PartitionedEncoder(Encoder):
                   crc_fn(view[pos + ATTRIBUTES_POS:self.lpos[jj + 1]]))
         view.release()
 
-    def partition_index(self, int64_t p, int64_t base_offset):
-        """``(start, end, columns)``: partition ``p``'s bytes in the output and its
-        batches' index columns, as :meth:`Encoder.uncompressed_index` gives them, with
-        positions relative to ``start``."""
-        if p < 0 or p >= self.nparts or self.sec == NULL:
-            raise IndexError(p)
-        cdef int64_t l0 = self.sec[p], l1 = self.sec[p + 1]
-        cdef int64_t nbp = l1 - l0, x, b, jj
-        cdef int64_t base = self.lpos[l0]
-        cdef bytearray cols = bytearray(nbp * 8 * 7)
-        cdef bytearray counts = bytearray(nbp * 4)
+    def index(self, int64_t base_offset):
+        """``(sections, columns)``: ``sections`` lists ``(partition, first batch, end
+        batch, start byte, end byte)`` for every partition with records, in order;
+        ``columns`` are the batch index columns of every batch in layout order, as
+        :meth:`Encoder.uncompressed_index` gives them, with each position relative to
+        its partition's start byte."""
+        if self.sec == NULL:
+            raise ValueError("layout_partitioned first")
+        cdef int64_t nb = self.nb, p, jj, b, base
+        cdef bytearray cols = bytearray(nb * 8 * 7)
+        cdef bytearray counts = bytearray(nb * 4)
         cdef int64_t* c = <int64_t*>PyByteArray_AS_STRING(cols)
         cdef int32_t* kk = <int32_t*>PyByteArray_AS_STRING(counts)
-        for x in range(nbp):
-            jj = l0 + x
-            b = self.lay[jj]
-            c[x] = self.lpos[jj] - base
-            c[nbp + x] = self.lpos[jj + 1] - self.lpos[jj]
-            c[2 * nbp + x] = base_offset + self.b_first[b]
-            c[3 * nbp + x] = base_offset + self.b_first[b] + self.b_count[b] - 1
-            c[4 * nbp + x] = self.b_ts[b]
-            c[5 * nbp + x] = self.lmax_ts[jj]
-            c[6 * nbp + x] = base_offset + self.lmax_ord[jj]
-            kk[x] = <int32_t>self.b_count[b]
+        sections = []
+        for p in range(self.nparts):
+            if self.sec[p] == self.sec[p + 1]:
+                continue
+            base = self.lpos[self.sec[p]]
+            sections.append((p, self.sec[p], self.sec[p + 1], base,
+                             self.lpos[self.sec[p + 1]]))
+            for jj in range(self.sec[p], self.sec[p + 1]):
+                b = self.lay[jj]
+                c[jj] = self.lpos[jj] - base
+                c[nb + jj] = self.lpos[jj + 1] - self.lpos[jj]
+                c[2 * nb + jj] = base_offset + self.b_first[b]
+                c[3 * nb + jj] = base_offset + self.b_first[b] + self.b_count[b] - 1
+                c[4 * nb + jj] = self.b_ts[b]
+                c[5 * nb + jj] = self.lmax_ts[jj]
+                c[6 * nb + jj] = base_offset + self.lmax_ord[jj]
+                kk[jj] = <int32_t>self.b_count[b]
         view = memoryview(cols)
-        return (base, self.lpos[l1],
-                [bytes(view[i * nbp * 8:(i + 1) * nbp * 8]) for i in range(7)]
-                + [bytes(counts)])
-
+        return sections, ([bytes(view[i * nb * 8:(i + 1) * nb * 8]) for i in range(7)]
+                          + [bytes(counts)])
 
 def join_output(list pieces, int64_t total):
     """``b"".join(pieces)`` (``total`` bytes, bytes-like pieces) into a fresh buffer

@@ -507,11 +507,12 @@ def encode_partitioned(table, parts, num_partitions: int, /, *, base_offset: int
     enc.plan_partitioned(max_batch_bytes)
     data = enc.layout_partitioned()
     enc.fill_partitioned(base_offset, partition_leader_epoch, _crc32c_fn())
-    sections = []
-    for p in np.flatnonzero(np.bincount(parts, minlength=num_partitions)):
-        start, end, cols = enc.partition_index(int(p), base_offset)
-        sections.append((int(p), start, end, _index_from_columns(cols, len(cols[7]) // 4)))
-    return data, sections
+    # one index table for every batch, sliced per partition (a table per partition
+    # costs more than the encoding when there are thousands of partitions)
+    bounds, cols = enc.index(base_offset)
+    index = _index_from_columns(cols, len(cols[7]) // 4)
+    return data, [(p, start, end, index.slice(b0, b1 - b0))
+                  for p, b0, b1, start, end in bounds]
 
 
 def encode(table, /, *, rows=None, compression="none", base_offset: int = 0,

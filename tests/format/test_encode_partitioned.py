@@ -131,3 +131,15 @@ def test_property_equal_per_partition_encodes(n, nparts, max_batch_bytes, seed, 
     parts = np.random.default_rng(seed).integers(0, nparts, n)
     _check(table, parts, nparts, base_offset=seed % 1000, max_batch_bytes=max_batch_bytes,
            decode=n < 40)
+
+
+def test_many_partitions_each_index_is_its_own():
+    # thousands of partitions share one index table, sliced per partition
+    table = _table(2000, seed=12)
+    parts = np.random.default_rng(8).integers(0, 700, 2000)
+    sections = _check(table, parts, 700, base_offset=5, max_batch_bytes=400, decode=False)
+    assert len(sections) == len(np.unique(parts))
+    for p, start, end, index in sections:
+        assert index.column("position").to_pylist()[0] == 0
+        assert sum(index.column("size").to_pylist()) == end - start
+        assert sum(index.column("record_count").to_pylist()) == int(np.sum(parts == p))
