@@ -298,15 +298,22 @@ def _row_index(rows, num_rows: int):
 
 
 def _encoder(table, rows, now_ms: int, cls=Encoder) -> tuple[Encoder, int]:
+    idx = None if rows is None else _row_index(rows, table.num_rows)
+    enc = _new_encoder(_columns(table), idx, now_ms, cls)
+    return enc, table.num_rows if idx is None else len(idx)
+
+
+def _columns(table) -> tuple[list, dict]:
+    """``table``'s columns as the kernel takes them: runs of rows (``chunks``) and the
+    offset widths and units common to all runs (``flags``). Checked here, once for any
+    number of encoders over the same table."""
     if not isinstance(table, (pa.Table, pa.RecordBatch)):
         raise InvalidOptionError(f"the rows to encode must be a pyarrow Table or "
                                  f"RecordBatch, not {type(table).__name__}")
-    idx = None if rows is None else _row_index(rows, table.num_rows)
     cols = [_column(table, name) for name in _NAMES]
     if cols[0] is None:
         raise InvalidOptionError(f"rows have no 'value' column (columns: "
                                  f"{', '.join(table.schema.names) or 'none'})")
-    n = table.num_rows
     flags: dict = {}
     chunks = []
     for value, key, ts, hd in _runs(cols):
@@ -321,6 +328,11 @@ def _encoder(table, rows, now_ms: int, cls=Encoder) -> tuple[Encoder, int]:
             if hd is None else _headers(hd)
         _flag(flags, "headers", (hd64, hk64, hv64))
         chunks.append((value, key, ts, hd, hk, hv))
+    return chunks, flags
+
+
+def _new_encoder(columns: tuple[list, dict], idx, now_ms: int, cls=Encoder) -> Encoder:
+    chunks, flags = columns
     ts32, mul, div = flags["timestamp"]
     hd64, hk64, hv64 = flags["headers"]
     try:
@@ -329,7 +341,7 @@ def _encoder(table, rows, now_ms: int, cls=Encoder) -> tuple[Encoder, int]:
         enc.prepare(now_ms)
     except ValueError as err:
         raise InvalidOptionError(str(err)) from err
-    return enc, n if idx is None else len(idx)
+    return enc
 
 
 def _check_int(name: str, v, lo: int, hi: int) -> int:
@@ -460,10 +472,11 @@ def _index_table(index: list[tuple]) -> pa.Table:
                     schema=BATCH_INDEX_SCHEMA)
 
 
-def encode_partitioned(table, parts, num_partitions: int, /, *, base_offset: int = 0,
-                       max_batch_bytes: int = 1048576, partition_leader_epoch: int = -1,
-                       now_ms: int | None = None):
-    """Encode every row of ``table``, uncompressed, into the batches of its partition.
+def encode_partitioned(table, parts, num_partitions: int, /, *, compression="none",
+                       base_offset: int = 0, max_batch_bytes: int = 1048576,
+                       compression_level: int | None = None,
+                       partition_leader_epoch: int = -1, now_ms: int | None = None):
+    """Encode every row of ``table`` into the batches of its partition.
 
     ``parts``: the partition of each row (integers in ``[0, num_partitions)``, one per
     row). Returns ``(data, sections)``: ``sections`` lists ``(partition, start, end,
@@ -472,8 +485,12 @@ def encode_partitioned(table, parts, num_partitions: int, /, *, base_offset: int
     rows, in row order>, ...)`` returns for it, and ``index`` its batch index (positions
     relative to ``start``); every partition's offsets start at ``base_offset``.
 
-    One pass over the rows in order (see ``_encode.PartitionedEncoder``), where encoding
-    each partition through ``rows=`` reads the columns once per partition."""
+    Uncompressed: one pass over the rows in order (see ``_encode.PartitionedEncoder``),
+    where encoding each partition through ``rows=`` reads the columns once per
+    partition. Compressed: one encoder per partition over its rows, on columns checked
+    once for all of them, with one index table for all (with many partitions, per-call
+    work cost more than the compression)."""
+    cid = codecs.codec_id(compression)
     _check_int("num_partitions", num_partitions, 1, _MAX_INT32)
     _check_int("base_offset", base_offset, 0, _MAX_INT64)
     _check_int("max_batch_bytes", max_batch_bytes, V2_HEADER_SIZE + 1, _MAX_INT32)
@@ -498,6 +515,14 @@ def encode_partitioned(table, parts, num_partitions: int, /, *, base_offset: int
         raise InvalidOptionError(f"parts[{bad}] is {int(parts[bad])}, outside "
                                  f"[0, {num_partitions})")
     parts = np.ascontiguousarray(parts, dtype=np.int32)
+    if cid != CODEC_NONE:
+        codecs.compress(cid, b"", level=compression_level)   # validates the level early
+        return _encode_partitioned_compressed(table, parts, num_partitions, cid,
+                                              compression_level, base_offset,
+                                              max_batch_bytes, partition_leader_epoch,
+                                              now_ms)
+    if compression_level is not None:
+        raise InvalidOptionError("compression_level given with compression 'none'")
     enc, n = _encoder(table, None, now_ms, PartitionedEncoder)
     if n == 0:
         return b"", []
@@ -513,6 +538,41 @@ def encode_partitioned(table, parts, num_partitions: int, /, *, base_offset: int
     index = _index_from_columns(cols, len(cols[7]) // 4)
     return data, [(p, start, end, index.slice(b0, b1 - b0))
                   for p, b0, b1, start, end in bounds]
+
+
+def _encode_partitioned_compressed(table, parts: np.ndarray, num_partitions: int, cid: int,
+                                   level, base_offset: int, max_batch_bytes: int,
+                                   leader_epoch: int, now_ms: int):
+    from spark_kafkalog.format._partition import group_by_partition
+    columns = _columns(table)
+    if table.num_rows == 0:
+        return b"", []
+    if base_offset + table.num_rows - 1 > _MAX_INT64:
+        raise InvalidOptionError(f"base_offset {base_offset} + {table.num_rows} rows "
+                                 f"overflows int64")
+    order, counts = group_by_partition(parts, num_partitions)
+    compress_fn = codecs.compressor(cid, level)
+    crc32c = _crc32c_fn()
+    pieces, index, bounds = [], [], []
+    pos = start = 0
+    for p in np.flatnonzero(counts).tolist():
+        c = int(counts[p])
+        enc = _new_encoder(columns, order[start:start + c], now_ms)
+        start += c
+        data, batches = enc.compress_range(0, enc.plan(max_batch_bytes), compress_fn,
+                                           crc32c, max_batch_bytes, base_offset,
+                                           leader_epoch, cid)
+        b0 = len(index)
+        for at, size, first, end, base_ts, max_ts, max_row in batches:
+            index.append((at, size, base_offset + first, base_offset + end - 1,
+                          base_ts, max_ts, base_offset + max_row, end - first))
+        bounds.append((p, b0, len(index), pos, pos + len(data)))
+        pieces.append(data)
+        pos += len(data)
+    data = pieces[0] if len(pieces) == 1 else join_output(pieces, pos)
+    table_index = _index_table(index)
+    return data, [(p, a, b, table_index.slice(b0, b1 - b0))
+                  for p, b0, b1, a, b in bounds]
 
 
 def encode(table, /, *, rows=None, compression="none", base_offset: int = 0,

@@ -21,9 +21,9 @@ How a write runs:
   ``partitions``, default 1);
 * ``write`` (one per Spark task, in parallel): Arrow batches are buffered up to
   :data:`FLUSH_BYTES`, partitioned, and encoded into record batches of about
-  ``batch.size`` bytes — uncompressed in one pass over the rows, each record written
-  into its partition's batches (``format.encode_partitioned``); compressed, partition
-  by partition — and streamed into staging files at the log-dir root (on local
+  ``batch.size`` bytes by ``format.encode_partitioned`` — uncompressed in one pass over
+  the rows, each record written into its partition's batches; compressed, partition by
+  partition — and streamed into staging files at the log-dir root (on local
   filesystems one per topic-partition, see ``StagingWriter``); the task returns a
   :class:`KafkaLogCommitMessage` (the staging files' description: a few hundred bytes);
 * ``commit`` (driver): :func:`spark_kafkalog.log.appender.commit_write` — the journal
@@ -283,25 +283,14 @@ class _TaskWriter:
             self._encode_into(topic, 0, table)
             return
         wo = self.plan.wo
-        if wo.compression == "none":
-            # one pass over the rows, each written into its partition's batches
-            data, sections = self._encode_partitioned(table, parts, n,
-                                                      max_batch_bytes=wo.batch_size)
-            view = memoryview(data)
-            for p, start, end, index in sections:
-                self.staging.add(topic, p, view[start:end], index)
-            return
-        # compressed: each partition's batches are compressed from its own rows (the
-        # codec, not reading the rows, is most of the work)
-        from spark_kafkalog.format._partition import group_by_partition
-        # each partition's rows are encoded straight from the buffered Arrow chunks,
-        # through their row numbers (no gathered copy of the table)
-        order, counts = group_by_partition(parts, n)
-        start = 0
-        for p in np.flatnonzero(counts):
-            c = int(counts[p])
-            self._encode_into(topic, int(p), table, order[start:start + c])
-            start += c
+        # uncompressed: one pass over the rows, each written into its partition's batches;
+        # compressed: partition by partition, the columns checked once for all
+        data, sections = self._encode_partitioned(
+            table, parts, n, compression=wo.compression,
+            compression_level=wo.compression_level, max_batch_bytes=wo.batch_size)
+        view = memoryview(data)
+        for p, start, end, index in sections:
+            self.staging.add(topic, p, view[start:end], index)
 
     def _hash(self, table: pa.Table, names: dict, n: int) -> np.ndarray:
         from spark_kafkalog.format._partition import partition_for_keys

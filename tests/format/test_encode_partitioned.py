@@ -18,12 +18,13 @@ st = hypothesis.strategies
 
 
 def _check(table, parts, nparts, *, base_offset=0, max_batch_bytes=1 << 20,
-           decode=True, leader_epoch=-1):
+           decode=True, leader_epoch=-1, compression="none"):
     """Sections == per-partition encodes of the taken rows; partitions in order, only
     those with rows; kafka-python reads each back. Returns the sections."""
     data, sections = encode_partitioned(table, parts, nparts, base_offset=base_offset,
                                         max_batch_bytes=max_batch_bytes, now_ms=NOW,
-                                        partition_leader_epoch=leader_epoch)
+                                        partition_leader_epoch=leader_epoch,
+                                        compression=compression)
     parts = np.asarray(parts)
     present = [p for p in range(nparts) if np.any(parts == p)]
     assert [s[0] for s in sections] == present
@@ -35,7 +36,8 @@ def _check(table, parts, nparts, *, base_offset=0, max_batch_bytes=1 << 20,
         want, want_index = encode_batches(table.take(pa.array(rows)), now_ms=NOW,
                                           base_offset=base_offset,
                                           max_batch_bytes=max_batch_bytes,
-                                          partition_leader_epoch=leader_epoch, threads=1)
+                                          partition_leader_epoch=leader_epoch, threads=1,
+                                          compression=compression)
         got = bytes(memoryview(data)[start:stop])
         assert got == want, f"partition {p}"
         assert index.equals(want_index), f"partition {p}"
@@ -51,6 +53,35 @@ def test_sections_equal_per_partition_encodes(nparts, max_batch_bytes):
     table = _table(600, seed=nparts)
     parts = np.random.default_rng(max_batch_bytes).integers(0, nparts, 600)
     _check(table, parts, nparts, base_offset=1000, max_batch_bytes=max_batch_bytes)
+
+
+@pytest.mark.parametrize("compression", ["gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("max_batch_bytes", [62, 700, 1 << 20])
+def test_compressed_sections_equal_per_partition_encodes(compression, max_batch_bytes):
+    # random values do not compress: at 700 bytes, batches overflow and are split
+    table = pa.Table.from_batches(_table(500, seed=31).to_batches(max_chunksize=45))
+    parts = np.random.default_rng(max_batch_bytes).integers(0, 5, 500)
+    _check(table, parts, 5, base_offset=77, max_batch_bytes=max_batch_bytes,
+           compression=compression, leader_epoch=3)
+
+
+def test_compressed_many_partitions():
+    table = _table(1500, seed=13)
+    parts = np.random.default_rng(9).integers(0, 400, 1500)
+    sections = _check(table, parts, 400, max_batch_bytes=500, compression="lz4",
+                      decode=False)
+    assert len(sections) == len(np.unique(parts))
+
+
+def test_compression_level_checked():
+    table = pa.table({"value": [b"a", b"b"]})
+    with pytest.raises(InvalidOptionError, match="compression_level"):
+        encode_partitioned(table, np.array([0, 1]), 2, compression_level=3)
+    with pytest.raises(InvalidOptionError):
+        encode_partitioned(table, np.array([0, 1]), 2, compression="zstd",
+                           compression_level=99)
+    assert encode_partitioned(table, np.array([0, 1]), 2, compression="zstd",
+                              compression_level=5)[1][1][0] == 1
 
 
 def test_chunked_sliced_and_record_batch_inputs():
