@@ -32,9 +32,9 @@ max_batch_bytes=1048576, compression_level=None) -> bytes``
     ``encode_batches`` returns the same bytes plus a per-batch index (position, size,
     offsets, timestamps, record count) for the appender's .index/.timeindex.
 
-``encode_partitioned(table, parts, num_partitions, /, *, base_offset=0,
-max_batch_bytes=1048576) -> (data, sections)``
-    Uncompressed: every row into its partition's batches in one pass over the rows;
+``encode_partitioned(table, parts, num_partitions, /, *, compression="none",
+base_offset=0, max_batch_bytes=1048576, compression_level=None) -> (data, sections)``
+    Every row into its partition's batches (uncompressed: in one pass over the rows);
     each section ``(partition, start, end, index)`` holds exactly what ``encode_batches``
     gives for that partition's rows on their own.
 
