@@ -17,11 +17,23 @@ therefore differ by at most one per task.
 The key bytes (not their Spark type) are hashed: a string key hashes as its UTF-8 bytes,
 exactly what the Java client's StringSerializer produces.
 """
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+cdef extern from *:
+    """
+    /* a % d without a division: Lemire, Kaser and Kurz, "Faster remainder by direct
+       computation" (2019); m = UINT64_MAX / d + 1, exact for every 32-bit a and d */
+    static inline uint32_t kl_fastmod_u32(uint32_t a, uint64_t m, uint32_t d) {
+        uint64_t low = m * a;
+        return (uint32_t)(((__uint128_t)low * d) >> 64);
+    }
+    """
+    uint32_t kl_fastmod_u32(uint32_t a, uint64_t m, uint32_t d) noexcept nogil
+
 
 cdef uint32_t _SEED = 0x9747b28c
 cdef uint32_t _M = 0x5bd1e995
@@ -101,20 +113,21 @@ def partition_for_keys(keys, int num_partitions, int64_t null_start=0):
     Array or ChunkedArray of binary / string (any width, view or dictionary encoded)."""
     if num_partitions < 1:
         raise ValueError("num_partitions must be >= 1")
-    if isinstance(keys, pa.ChunkedArray):
-        parts = []
-        start = null_start
-        for chunk in keys.chunks:
-            piece = partition_for_keys(chunk, num_partitions, start)
-            start += chunk.null_count
-            parts.append(piece)
-        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
+    result = np.empty(len(keys), dtype=np.int32)
+    cdef int64_t at = 0
+    for chunk in (keys.chunks if isinstance(keys, pa.ChunkedArray) else (keys,)):
+        _hash_into(chunk, result[at:at + len(chunk)], num_partitions, null_start)
+        null_start += chunk.null_count
+        at += len(chunk)
+    return result
+
+
+cdef _hash_into(keys, int32_t[::1] out, int num_partitions, int64_t null_start):
+    """:func:`partition_for_keys` of one Array, into ``out``."""
     arr = _as_plain_binary(keys)
     cdef int64_t n = len(arr)
-    result = np.empty(n, dtype=np.int32)
     if n == 0:
-        return result
-    cdef int32_t[::1] out = result
+        return
     bufs = arr.buffers()
     cdef bint large = pa.types.is_large_binary(arr.type)
     cdef int64_t off = arr.offset
@@ -140,6 +153,7 @@ def partition_for_keys(keys, int num_partitions, int64_t null_start=0):
     cdef int64_t nulls = null_start % num_partitions
     cdef uint32_t h
     cdef uint32_t np_ = <uint32_t>num_partitions
+    cdef uint64_t m = (<uint64_t>0xFFFFFFFFFFFFFFFF) // np_ + 1
     cdef int64_t data_len = data.shape[0]
     with nogil:
         for i in range(n):
@@ -163,8 +177,7 @@ def partition_for_keys(keys, int num_partitions, int64_t null_start=0):
                 h = _murmur2(&data[0], 0)
             else:
                 h = _murmur2(&data[a], b - a)
-            out[i] = <int32_t>((h & 0x7fffffff) % np_)
-    return result
+            out[i] = <int32_t>kl_fastmod_u32(h & 0x7fffffff, m, np_)
 
 
 def group_by_partition(parts, int num_partitions):
