@@ -611,6 +611,55 @@ def test_flush_behind_drops_flushed_pages_and_the_commit_reads_headers_back(tmp_
     assert read_kp(f"{root}/t-0") == as_rows(rows, 0)
 
 
+def test_every_new_name_is_fsynced_before_the_commit_point(tmp_path, monkeypatch):
+    """With fsync on, every segment and index file the commit writes or adopts, every
+    partition directory (the new names in it) and the topic root (a new partition
+    directory in it) are fsynced before the journal records the write as committed, the
+    directories in the background like the files (see _apply_partition); and the first
+    journal save (the pending record) comes before any of them."""
+    import threading
+
+    from spark_kafkalog.log import appender
+
+    events = []
+    main = threading.get_ident()
+    real_fsync, real_save = os.fsync, appender.jr.save
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"),
+                       threading.get_ident() == main))
+        return real_fsync(fd)
+
+    def save(fs, root, state):
+        what = (state.pending or {}).get("state")
+        events.append(("journal", what, "start"))
+        real_save(fs, root, state)
+        events.append(("journal", what, "end"))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(appender.jr, "save", save)
+    root = str(tmp_path)
+    parts = {0: recs(40), 1: recs(30, start=40), 2: recs(20, start=70)}
+    cfg = AppendConfig(adopt_min_bytes=1)          # tasks' files adopted, one copied
+    write(FS, root, "batch:1", parts, partitions=3, tasks=2, split=True, per_batch=7,
+          config=cfg)
+    journal = [k for k, e in enumerate(events) if e[0] == "journal"]
+    assert [events[k][1:] for k in journal[:4]] == [
+        ("begun", "start"), ("begun", "end"), ("committed", "start"), ("committed", "end")]
+    begun, committed = journal[1], journal[2]   # after the pending record, before the commit
+    synced = {path for kind, path, _ in events[begun:committed] if kind == "fsync"}
+    dirs = {f"{root}/t-{p}" for p in parts} | {root}
+    assert dirs <= synced
+    names = {os.path.join(d, n) for d in dirs - {root} for n in os.listdir(d)
+             if n.endswith((".log", ".index", ".timeindex"))}
+    assert names and names <= synced
+    # no directory fsync ran on the committing thread: none waited for the one before
+    assert not [path for kind, path, inline in events[begun:committed]
+                if kind == "fsync" and inline and path in dirs]
+    for p, rows in parts.items():          # task 0's records (every other one) first
+        assert read_kp(f"{root}/t-{p}") == as_rows(rows[0::2] + rows[1::2], 0)
+
+
 def test_adoption_patches_offsets_without_a_writable_mapping(tmp_path, monkeypatch):
     """Adopted files are checked through a read-only mapping and patched by pwrite: pages
     dirtied through a shared mapping made each fsync after them cost ~40 ms on ext4."""
