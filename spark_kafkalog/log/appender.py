@@ -413,10 +413,11 @@ class StagingWriter:
 
     ``flush_behind`` (per-partition files only; the Spark writer sets it when the write
     fsyncs): once a file is :data:`FLUSH_BEHIND_START` bytes long, and each time
-    :data:`FLUSH_BEHIND_BYTES` more are staged in it, a background thread
-    ``fdatasync``\ s it, and ``finish`` hands it the tail of any such
-    file, so the disk works while the task still encodes and the commit's fsync finds the
-    bytes already there; the flushed pages are then dropped from the page cache. The commit then only writes again the page holding each batch's
+    :data:`FLUSH_BEHIND_BYTES` more are staged in it, a background thread calls
+    ``fdatasync`` on it, and ``finish`` hands it the tail of any such file, so the disk
+    works while the task still encodes and the commit's fsync finds the bytes already
+    there; the flushed pages are then dropped from the page cache. The commit then only
+    writes again the page holding each batch's
     header (its baseOffset), one page per batch: cheap with the writer's 1 MiB batches,
     as slow as writing everything again with 16 KiB ones (see
     ``spark.options.DEFAULT_BATCH_SIZE``). Files under the threshold are copied by the
