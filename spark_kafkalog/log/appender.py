@@ -77,6 +77,7 @@ from spark_kafkalog.errors import (
 from spark_kafkalog.format import wire
 from spark_kafkalog.format.npview import to_numpy
 from spark_kafkalog.log import journal as jr
+from spark_kafkalog.log.fs import write_fully
 from spark_kafkalog.log.index_write import (
     DEFAULT_MAX_INDEX_BYTES,
     INT32_MAX,
@@ -274,14 +275,9 @@ class _PartFile:
         self._dropped = 0           # [0, _dropped) handed to the flusher to drop
 
     def append(self, data) -> None:
-        view = memoryview(data).cast("B")
         fd = os.open(self.path, os.O_WRONLY)
         try:
-            position = self.size
-            while view:
-                n = os.pwrite(fd, view, position)
-                view = view[n:]
-                position += n
+            write_fully(fd, data, self.size)
         finally:
             os.close(fd)
 
@@ -443,8 +439,7 @@ class StagingWriter:
             if self._fd is None:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            while view:
-                view = view[os.write(self._fd, view):]
+            write_fully(self._fd, view)
         else:
             if self._stream is None:
                 self._stream = self.fs.open_output_stream(self.path)
@@ -639,9 +634,7 @@ def _write_new(fs: pafs.FileSystem, path: str, data: bytes, *, fsync: bool) -> N
     if is_local(fs):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            write_fully(fd, data)
             if fsync:
                 os.fsync(fd)
         finally:
@@ -1029,10 +1022,7 @@ class _SegOut:
                                  f"expected {self.written_to}")
         view = memoryview(data)
         if self._fd is not None:
-            while view:
-                n = os.pwrite(self._fd, view, position)
-                view = view[n:]
-                position += n
+            write_fully(self._fd, view, position)
         else:
             self._stream.write(view)
         self.written_to += len(data)
@@ -1310,11 +1300,7 @@ def _write_indexes(fs: pafs.FileSystem, directory: str, seg: _SegPlan, active: _
         try:
             if truncate_to is not None:
                 os.ftruncate(fd, truncate_to)
-            view = memoryview(data)
-            while view:
-                n = os.pwrite(fd, view, position)
-                view = view[n:]
-                position += n
+            write_fully(fd, data, position)
         except BaseException:
             os.close(fd)
             raise

@@ -21,7 +21,7 @@ from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
 
 __all__ = [
     "FILESYSTEM_OPTIONS", "resolve_filesystem", "read_range", "read_small_file",
-    "write_atomic", "list_dir", "join", "file_size",
+    "write_atomic", "write_fully", "list_dir", "join", "file_size",
 ]
 
 _TRUE = {"true", "1", "yes", "on"}
@@ -282,6 +282,31 @@ def read_small_file(fs: pafs.FileSystem, path: str, limit: int) -> bytes | None:
         raise LogLayoutError(f"cannot read file: {err}", path=path) from err
 
 
+#: the most one ``write_fully`` system call writes (see there)
+WRITE_PIECE_BYTES = 1024 * 1024
+
+
+def write_fully(fd: int, data, position: int | None = None) -> None:
+    """Write all of ``data`` to ``fd`` (at ``position`` with ``pwrite``; else at the file
+    offset), at most :data:`WRITE_PIECE_BYTES` per system call.
+
+    Why pieces: the page cache (Linux 6.x, ext4 with large folios) sizes the folios it
+    allocates for a write after the write's length, so a write of 2 MiB or more gets
+    2 MiB folios. On the virtual machine this was measured on (Firecracker, whose balloon
+    hands free memory back to the host), new 2 MiB folios were ~4x slower to write into:
+    64 MiB into new pages of a file ran 0.39-0.69 GB/s in writes of 2 MiB or more and
+    2.0-2.8 GB/s in writes of 256 KiB to 2044 KiB. In 2M-row Spark writes, each task's
+    staging writes took 60-250 ms less, and a write with ``fsync=false`` 12% less time.
+    Elsewhere the pieces cost one system call per MiB."""
+    view = memoryview(data).cast("B")
+    while view:
+        piece = view[:WRITE_PIECE_BYTES]
+        n = os.write(fd, piece) if position is None else os.pwrite(fd, piece, position)
+        view = view[n:]
+        if position is not None:
+            position += n
+
+
 # Object stores make an object visible only once its upload completes: one PUT is atomic.
 _ATOMIC_PUT_FILESYSTEMS = {"s3", "gcs", "abfs"}
 
@@ -295,10 +320,7 @@ def write_atomic(fs: pafs.FileSystem, path: str, data: bytes) -> None:
         tmp = path + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            write_fully(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -75,3 +75,75 @@ def test_write_atomic_replaces(tmp_path):
     write_atomic(fs, str(p), b"two")
     assert p.read_bytes() == b"two"
     assert not (tmp_path / "ckpt.tmp").exists()
+
+
+def test_write_fully_writes_everything_in_pieces(tmp_path, monkeypatch):
+    """Every byte lands where asked, however short the system calls' writes, and no call
+    is larger than WRITE_PIECE_BYTES (larger writes get 2 MiB page-cache folios, slow to
+    get on virtual machines that return free memory to the host)."""
+    import os
+
+    from spark_kafkalog.log import fs as fsmod
+
+    monkeypatch.setattr(fsmod, "WRITE_PIECE_BYTES", 1000)
+    sizes = []
+    real_pwrite, real_write = os.pwrite, os.write
+
+    def pwrite(fd, data, position):             # short writes, as a signal may cause
+        sizes.append(len(data))
+        return real_pwrite(fd, bytes(data)[:777], position)
+
+    def write(fd, data):
+        sizes.append(len(data))
+        return real_write(fd, bytes(data)[:333])
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    monkeypatch.setattr(os, "write", write)
+    data = os.urandom(10_001)
+    path = tmp_path / "f"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fsmod.write_fully(fd, b"head")          # at the file offset
+        fsmod.write_fully(fd, data, 5000)       # at a position
+        fsmod.write_fully(fd, memoryview(data).cast("B")[:0], 5)
+        fsmod.write_fully(fd, data[:2500])      # the offset moved by 4 only
+    finally:
+        os.close(fd)
+    got = path.read_bytes()
+    assert got[:4] == b"head" and got[5000:] == data
+    assert got[4:2504] == data[:2500]
+    assert sizes and max(sizes) <= 1000
+
+
+def test_staging_and_segment_writes_go_in_pieces(tmp_path, monkeypatch):
+    """The writer's large writes (staged sections, copied segments) are made in
+    WRITE_PIECE_BYTES pieces; the log reads back exactly."""
+    import os
+
+    from spark_kafkalog.log.appender import (AppendConfig, StagingWriter, TopicSpec,
+                                             commit_write)
+    from tests.log.test_appender import as_rows, recs
+    from tests.log.test_appender_util import kp_encode, read_kp
+
+    sizes = []
+    real = os.pwrite
+
+    def pwrite(fd, data, position):
+        sizes.append(len(data))
+        return real(fd, data, position)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    fs = pafs.LocalFileSystem()
+    rows = recs(60, size=30_000)                 # ~1.8 MB, batches of ~150 KB
+    data, table = kp_encode(rows, per_batch=5)
+    assert len(data) > 1_500_000
+    w = StagingWriter(fs, str(tmp_path), "batch:1", "t0", per_partition_files=True)
+    w.add("t", 0, data, table)
+    sf = w.finish()
+    from spark_kafkalog.log.fs import WRITE_PIECE_BYTES
+    assert max(sizes) == WRITE_PIECE_BYTES
+    sizes.clear()
+    commit_write(fs, str(tmp_path), "batch:1", [sf], [TopicSpec("t", partitions_if_new=1)],
+                 config=AppendConfig(adopt_min_bytes=1 << 40))     # copied, not adopted
+    assert read_kp(f"{tmp_path}/t-0") == as_rows(rows, 0)
+    assert sizes and max(sizes) <= WRITE_PIECE_BYTES
