@@ -569,16 +569,18 @@ def test_flush_behind_drops_flushed_pages_and_the_commit_reads_headers_back(tmp_
     monkeypatch.setattr(appender, "_FADVISE", advise)
     monkeypatch.setattr(appender, "FLUSH_BEHIND_BYTES", 10_000)
     monkeypatch.setattr(appender, "FLUSH_BEHIND_START", 20_000)
-    root = str(tmp_path)
     rows = recs(600, start=0)
     chunks = [kp_encode(rows[i:i + 100], per_batch=25) for i in range(0, 600, 100)]
+    size = sum(len(d) for d, _ in chunks)
+    # batches this large on average are dropped behind (these are ~2.8 KB)
+    monkeypatch.setattr(appender, "DROP_MIN_BATCH_BYTES", size // 24)
+    root = str(tmp_path)
     w = StagingWriter(FS, root, "batch:1", "t0", per_partition_files=True,
                       flush_behind=True)
     for data, table in chunks:
         w.add("t", 0, data, table)
     sf = w.finish()
     assert appender._flusher().wait_idle(30)
-    size = sum(len(d) for d, _ in chunks)
     page = appender._CACHE_PAGE
     drops = [c for c in calls if c[0] == os.POSIX_FADV_DONTNEED]
     assert drops and all(c[1].endswith(".t-0") for c in drops)
@@ -609,6 +611,51 @@ def test_flush_behind_drops_flushed_pages_and_the_commit_reads_headers_back(tmp_
     assert sorted(c[2] for c in calls[:first_save]
                   if c[0] == os.POSIX_FADV_WILLNEED) == expect
     assert read_kp(f"{root}/t-0") == as_rows(rows, 0)
+
+
+def test_flush_behind_keeps_the_pages_of_small_batches(tmp_path, monkeypatch):
+    """Batches averaging under DROP_MIN_BATCH_BYTES are flushed behind but not dropped:
+    every few pages hold a header the commit reads back; a file whose average reaches
+    it later is dropped from where it stands then, from its start."""
+    from spark_kafkalog.log import appender
+
+    drops = []
+    syncs = []
+    real_sync, real_advise = os.fdatasync, os.posix_fadvise
+
+    def sync(fd):
+        syncs.append(fd)
+        return real_sync(fd)
+
+    def advise(fd, offset, length, advice):
+        if advice == os.POSIX_FADV_DONTNEED:
+            drops.append((offset, length))
+        return real_advise(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "fdatasync", sync)
+    monkeypatch.setattr(appender, "_FADVISE", advise)
+    monkeypatch.setattr(appender, "FLUSH_BEHIND_BYTES", 10_000)
+    monkeypatch.setattr(appender, "FLUSH_BEHIND_START", 20_000)
+    rows = recs(600, start=0)
+    chunks = [kp_encode(rows[i:i + 100], per_batch=25) for i in range(0, 600, 100)]
+    size = sum(len(d) for d, _ in chunks)
+    monkeypatch.setattr(appender, "DROP_MIN_BATCH_BYTES", size // 24 + 1)
+    root = str(tmp_path)
+    w = StagingWriter(FS, root, "batch:1", "t0", per_partition_files=True,
+                      flush_behind=True)
+    for data, table in chunks:
+        w.add("t", 0, data, table)
+    big, big_table = kp_encode(recs(20, start=600, size=20_000), per_batch=20)
+    w.add("t", 0, big, big_table)            # one large batch lifts the average
+    sf = w.finish()
+    assert appender._flusher().wait_idle(30)
+    assert syncs
+    total = size + len(big)
+    page = appender._CACHE_PAGE
+    assert drops == [(0, total - total % page)]
+    commit_write(FS, root, "batch:1", [sf], [TopicSpec("t", partitions_if_new=1)],
+                 config=AppendConfig(adopt_min_bytes=20_000))
+    assert read_kp(f"{root}/t-0") == as_rows(rows + recs(20, start=600, size=20_000), 0)
 
 
 def test_every_new_name_is_fsynced_before_the_commit_point(tmp_path, monkeypatch):
