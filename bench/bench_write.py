@@ -49,9 +49,11 @@ Last of all, what putting those bytes on disk costs the writers' CPUs: as many b
 kafkalog none wrote are written and fdatasynced while every core runs a busy loop, and the
 CPU steal (/proc/stat) over that time is printed, next to the same writes without the
 fdatasync. On a virtual machine whose host does the guest's disk I/O on the CPUs that run
-the guest, an fsync'd write pays this on top of its own work (measured here: about 0.3-0.5
+the guest, an fsync'd write pays this on top of its own work (measured here: about 0.2-0.5
 core-s per 280 MB, none without the fdatasync); Parquet, which fsyncs nothing and writes a
-tenth of the bytes, does not.
+tenth of the bytes, does not. The time those fsync'd writes take is the least an fsync'd
+write of the same bytes could take on this machine if the disk worked the whole time
+alongside busy cores; it is printed next to Parquet's median.
 """
 from __future__ import annotations
 
@@ -104,19 +106,25 @@ def _cpu_times() -> list[int] | None:
         return None
 
 
-def disk_write_steal(scratch: Path, nbytes: int, cores: int) -> tuple[float, float] | None:
-    """Core-seconds of CPU steal while ``nbytes`` are written (1 MiB pieces) while every
-    core runs a busy loop: with ``fdatasync`` every 4 MiB (the bytes go to disk, as an
-    fsync'd write's do) and without (they stay in the page cache). On a virtual machine
-    whose host does the disk I/O on the CPUs that run the guest, the first is the CPU that
-    writing these bytes to disk takes from the writers; it is zero on a machine whose
-    disk I/O costs no guest CPU. None without /proc/stat (steal is its 8th counter)."""
-    if _cpu_times() is None or len(_cpu_times()) < 8:
+def disk_write_steal(scratch: Path, nbytes: int, cores: int, rounds: int = 3
+                     ) -> tuple[float, float, float] | None:
+    """``nbytes`` written (1 MiB pieces) while every core runs a busy loop: ``rounds``
+    times with ``fdatasync`` every 4 MiB (the bytes go to disk, as an fsync'd write's do)
+    and once without (they stay in the page cache). Returns the median core-seconds of
+    CPU steal with the fdatasync, the steal without, and the fastest fsync'd round's
+    seconds. On a virtual machine whose host does the disk I/O on the CPUs that run the
+    guest, the steal is CPU that putting these bytes on disk takes from the writers (zero
+    on a machine whose disk I/O costs no guest CPU), and the seconds are what the disk
+    alone needed for them while the cores were busy. None without /proc/stat (steal is
+    its 8th counter)."""
+    first = _cpu_times()
+    if first is None or len(first) < 8:
         return None
     import subprocess
     piece = memoryview(os.urandom(1 << 20))
-    steal = []
-    for sync in (True, False):
+    steal: dict[bool, list[float]] = {True: [], False: []}
+    seconds = []
+    for sync in [True] * rounds + [False]:
         os.sync()
         time.sleep(1)
         path = scratch / "steal-probe"
@@ -128,21 +136,23 @@ def disk_write_steal(scratch: Path, nbytes: int, cores: int) -> tuple[float, flo
         try:
             time.sleep(0.3)
             before = _cpu_times()
+            t0 = time.perf_counter()
             for off in range(0, nbytes, 1 << 20):
                 os.pwrite(fd, piece, off)
                 if sync and (off + (1 << 20)) % (4 << 20) == 0:
                     os.fdatasync(fd)
             if sync:
                 os.fdatasync(fd)
+                seconds.append(time.perf_counter() - t0)
             after = _cpu_times()
         finally:
-            for b in burners:
-                b.kill()
-                b.wait()
+            for burner in burners:
+                burner.kill()
+                burner.wait()
             os.close(fd)
             path.unlink()
-        steal.append((after[7] - before[7]) / os.sysconf("SC_CLK_TCK"))
-    return steal[0], steal[1]
+        steal[sync].append((after[7] - before[7]) / os.sysconf("SC_CLK_TCK"))
+    return statistics.median(steal[True]), steal[False][0], min(seconds)
 
 
 def _floor_sources():
@@ -363,9 +373,11 @@ def main() -> None:
     if steal is not None:
         print(f"disk writes under CPU load: {none_bytes / 1e6:.1f} MB (kafkalog none's bytes) "
               f"written and fdatasynced while {cores} cores ran busy loops lost "
-              f"{steal[0]:.2f} core-s to CPU steal ({steal[1]:.2f} core-s without the "
-              f"fdatasync): about {steal[0] / cores:.2f} s of a {cores}-core write's wall "
-              f"time that Parquet (no fsync) does not pay")
+              f"{steal[0]:.2f} core-s to CPU steal (median of 3; {steal[1]:.2f} core-s "
+              f"without the fdatasync), about {steal[0] / cores:.2f} s of a {cores}-core "
+              f"write's wall time that Parquet (no fsync) does not pay; the disk needed "
+              f"{steal[2]:.2f} s for them (best of 3, {none_bytes / steal[2] / 1e6:.0f} "
+              f"MB/s), against Parquet's median {med['parquet']:.2f} s")
     if not args.dir:
         shutil.rmtree(scratch, ignore_errors=True)
     spark.stop()
