@@ -38,7 +38,7 @@ Output: one line per writer with rows/s, the bytes each wrote, and the
 kafkalog/Parquet throughput ratio (>= 1.0 means kafkalog is at least as fast). Last, the
 machine's cost of writing files through the page cache, measured in the same run:
 ``pwrite`` into pages the file does not have yet (what every write of new data does), in
-8 MiB writes and in the 1 MiB pieces the writer uses (``log.fs.write_fully``: writes of
+8 MiB writes and in the 1 MiB pieces the writer uses (``log.io.write_fully``: writes of
 2 MiB or more get 2 MiB page-cache folios, which on a virtual machine whose free memory
 is returned to the host are the slowest to get), the ``fdatasync`` that puts them on
 disk, and overwriting pages already cached. Uncompressed, kafkalog writes about ten times

@@ -10,7 +10,7 @@ record, CreateTime timestamps spread over ``--days`` days (so the export job wri
 several date partitions).
 
 Bytes come from the project's own encoder (``spark_kafkalog.format.encode``) and index
-builder (``spark_kafkalog.log.index_write``): no Spark, no broker, a few seconds for a few
+builder (``spark_kafkalog.log.files.index``): no Spark, no broker, a few seconds for a few
 million records. Deterministic for a given ``--seed``.
 
     python jobs/make_sample_log.py --output sample/kafka-logs --records 3000000
@@ -77,7 +77,7 @@ def write_partition(pdir: Path, codec: str, records: int, segment_bytes: int,
                     rng: np.random.Generator, days: float) -> dict:
     """Encode ``records`` rows into rolled segments with indexes. Returns stats."""
     from spark_kafkalog.format.encode import encode_batches
-    from spark_kafkalog.log.index_write import build_indexes
+    from spark_kafkalog.log.files.index import build_indexes
 
     pdir.mkdir(parents=True, exist_ok=True)
     segments = 0

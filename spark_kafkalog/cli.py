@@ -28,7 +28,7 @@ Exit status:
   the byte position and the offset); 2 as above. A torn tail at the end of a
   partition's last segment — what a crash leaves and what a broker's recovery
   truncates — is reported as a warning and does not fail the verification unless
-  ``--strict`` is given (see :mod:`spark_kafkalog.log.verify` for what is a warning).
+  ``--strict`` is given (see :mod:`spark_kafkalog.log.diagnose.verify` for what is a warning).
 
 Everything is read in bounded windows: no segment is ever read into memory whole.
 """
@@ -82,7 +82,7 @@ from spark_kafkalog.log import (
     parse_partition_dir_name,
     resolve_filesystem,
 )
-from spark_kafkalog.log.checkpoint import (
+from spark_kafkalog.log.files.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -90,17 +90,17 @@ from spark_kafkalog.log.checkpoint import (
     parse_checkpoint,
     parse_leader_epoch_checkpoint,
 )
-from spark_kafkalog.log.fs import list_dir, read_small_file
-from spark_kafkalog.log.index import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
-from spark_kafkalog.log.segment import DEFAULT_WINDOW_BYTES, scan_windows
-from spark_kafkalog.log.txn import (
+from spark_kafkalog.log.io import list_dir, read_small_file
+from spark_kafkalog.log.files.index import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
+from spark_kafkalog.log.read.scan import DEFAULT_WINDOW_BYTES, scan_windows
+from spark_kafkalog.log.files.txn import (
     ABORTED_TXN,
     SNAPSHOT_ENTRY,
     SNAPSHOT_HEADER,
     TXN_INDEX_VERSION,
     parse_producer_snapshot,
 )
-from spark_kafkalog.log.verify import ERROR, Finding, verify_log_dirs
+from spark_kafkalog.log.diagnose.verify import ERROR, Finding, verify_log_dirs
 
 __all__ = ["main", "Progress", "format_table"]
 

@@ -92,6 +92,11 @@ class LogLayoutError(KafkaLogError):
     unreadable checkpoint file, unparsable segment name where one is required)."""
 
 
+class TxnIndexError(LogLayoutError):
+    """A ``.txnindex`` or ``.snapshot`` file that contradicts itself or its segment.
+    Readers treat it as absent and derive the same facts from the log."""
+
+
 class CommitConflictError(KafkaLogError):
     """A write could not commit: lock held by a broker or another writer, or the log
     changed underneath the commit."""

@@ -1,21 +1,19 @@
 """Kafka's storage layout, read through ``pyarrow.fs`` (local, s3, gcs, hdfs).
 
-Public API (the Spark layer and the CLI use these names; see /work/briefs/LOG_API.md):
-
-- filesystems: :func:`resolve_filesystem`
-- layout: :class:`LogDirs`, :class:`PartitionDir`, :class:`Segment`,
-  :class:`PartitionState` (``LogDirs.state``), ``LogDirs.offset_for_timestamp``
-- reading: :func:`read_partition`, :func:`read_table`, :func:`split_points`,
-  :class:`ReadStats`
-- inspection: :func:`inspect_partition`, :func:`inspect_log_dirs`; for one file,
-  :func:`partition_of_segment` + :func:`scan_windows` (batch headers, window by window)
-- files: :func:`read_offset_index`, :func:`read_time_index`, :func:`read_txn_index`,
-  :func:`read_checkpoint`, :func:`write_checkpoint`, :func:`read_producer_snapshot`,
-  :func:`read_leader_epoch_checkpoint`
-
-Nothing here knows about Spark. Everything that crosses to executors pickles.
+Sub-packages (see docs/ARCHITECTURE.md): ``model`` (partition dirs, segments, state,
+names; no I/O), ``io`` (the one file-access layer), ``files`` (index, txn index,
+snapshot and checkpoint files), ``read`` (discovery, scan, seek, isolation, state,
+reader), ``diagnose`` (inspect, verify). The names below are the public API the Spark
+layer and the CLI use. Nothing here knows about Spark; what crosses to executors pickles.
 """
-from spark_kafkalog.log.checkpoint import (
+from spark_kafkalog.log.diagnose.findings import Problem
+from spark_kafkalog.log.diagnose.inspect import (
+    PartitionInfo,
+    SegmentInfo,
+    inspect_log_dirs,
+    inspect_partition,
+)
+from spark_kafkalog.log.files.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -24,39 +22,32 @@ from spark_kafkalog.log.checkpoint import (
     read_leader_epoch_checkpoint,
     write_checkpoint,
 )
-from spark_kafkalog.log.fs import resolve_filesystem
-from spark_kafkalog.log.index import (
+from spark_kafkalog.log.files.index import (
     OffsetIndex,
     TimeIndex,
     read_offset_index,
     read_time_index,
 )
-from spark_kafkalog.log.inspect import (
-    PartitionInfo,
-    Problem,
-    SegmentInfo,
-    inspect_log_dirs,
-    inspect_partition,
-)
-from spark_kafkalog.log.layout import (
-    LogDirs,
+from spark_kafkalog.log.files.txn import AbortedTxns, read_producer_snapshot, read_txn_index
+from spark_kafkalog.log.io import resolve_filesystem
+from spark_kafkalog.log.model import (
     PartitionDir,
+    PartitionState,
     Segment,
     is_internal_topic,
     parse_partition_dir_name,
-    partition_of_segment,
 )
-from spark_kafkalog.log.reader import read_partition, read_table
-from spark_kafkalog.log.seek import offset_for_timestamp, split_points
-from spark_kafkalog.log.segment import (
+from spark_kafkalog.log.read.discovery import LogDirs, partition_of_segment
+from spark_kafkalog.log.read.reader import read_partition, read_table
+from spark_kafkalog.log.read.scan import (
     ReadStats,
     SkippedRange,
     TornTailWarning,
     Window,
     scan_windows,
 )
-from spark_kafkalog.log.state import PartitionState, partition_state
-from spark_kafkalog.log.txn import AbortedTxns, read_producer_snapshot, read_txn_index
+from spark_kafkalog.log.read.seek import offset_for_timestamp, split_points
+from spark_kafkalog.log.read.state import partition_state
 
 __all__ = [
     "AbortedTxns", "LEADER_EPOCH_CHECKPOINT", "LOG_START_OFFSET_CHECKPOINT", "LogDirs",

@@ -50,7 +50,7 @@ from spark_kafkalog.errors import (
     OffsetOutOfRangeError,
 )
 from spark_kafkalog.format.npview import column as _np
-from spark_kafkalog.log.layout import is_internal_topic
+from spark_kafkalog.log.model import is_internal_topic
 from spark_kafkalog.spark.filters import NONE, Pushdown
 from spark_kafkalog.spark.options import (
     EARLIEST,
@@ -453,8 +453,8 @@ def batch_rows(logdirs, s: LogSlice, opts: ReadOptions) -> Iterator[BatchRows]:
     from spark_kafkalog.errors import CorruptRecordError, KafkaLogError
     from spark_kafkalog.format import decode_run
     from spark_kafkalog.log import ReadStats, scan_windows
-    from spark_kafkalog.log.isolation import aborted_resolver
-    from spark_kafkalog.log.seek import locate
+    from spark_kafkalog.log.read.isolation import aborted_resolver
+    from spark_kafkalog.log.read.seek import locate
 
     p = s.partition_dir
     start, end = s.start_offset, s.end_offset

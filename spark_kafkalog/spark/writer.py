@@ -78,7 +78,7 @@ from spark_kafkalog.log.appender import (
     commit_write,
     topic_partitions,
 )
-from spark_kafkalog.log.fs import resolve_filesystem
+from spark_kafkalog.log.io import resolve_filesystem
 from spark_kafkalog.spark.options import WriteOptions, parse_write_options
 from spark_kafkalog.spark.worker import freeze_heap, keep_freed_heap
 

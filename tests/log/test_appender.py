@@ -26,8 +26,8 @@ from spark_kafkalog.log.appender import (
     commit_write,
     topic_partitions,
 )
-from spark_kafkalog.log.checkpoint import read_checkpoint
-from spark_kafkalog.log.index_write import IndexBuilder, build_indexes
+from spark_kafkalog.log.files.checkpoint import read_checkpoint
+from spark_kafkalog.log.files.index import IndexBuilder, build_indexes
 from tests.log.test_appender_util import (
     R,
     assert_indexes_like_broker,

@@ -19,7 +19,7 @@ from spark_kafkalog.log.appender import (
     TopicSpec,
     commit_write,
 )
-from spark_kafkalog.log.index_write import build_indexes
+from spark_kafkalog.log.files.index import build_indexes
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 

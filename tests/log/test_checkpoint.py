@@ -2,7 +2,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from spark_kafkalog.errors import LogLayoutError
-from spark_kafkalog.log.checkpoint import (format_checkpoint, parse_checkpoint,
+from spark_kafkalog.log.files.checkpoint import (format_checkpoint, parse_checkpoint,
                                            parse_leader_epoch_checkpoint, read_checkpoint,
                                            read_leader_epoch_checkpoint, write_checkpoint)
 

@@ -32,7 +32,7 @@ from spark_kafkalog.log.appender import (
     commit_write,
     recover_topic,
 )
-from spark_kafkalog.log.checkpoint import read_checkpoint
+from spark_kafkalog.log.files.checkpoint import read_checkpoint
 from tests.log.test_appender_util import (
     R,
     assert_indexes_like_broker,

@@ -4,7 +4,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
-from spark_kafkalog.log.fs import (read_range, read_small_file, resolve_filesystem,
+from spark_kafkalog.log.io import (read_range, read_small_file, resolve_filesystem,
                                    write_atomic)
 
 
@@ -83,7 +83,7 @@ def test_write_fully_writes_everything_in_pieces(tmp_path, monkeypatch):
     get on virtual machines that return free memory to the host)."""
     import os
 
-    from spark_kafkalog.log import fs as fsmod
+    from spark_kafkalog.log.io import fs as fsmod
 
     monkeypatch.setattr(fsmod, "WRITE_PIECE_BYTES", 1000)
     sizes = []
@@ -140,7 +140,7 @@ def test_staging_and_segment_writes_go_in_pieces(tmp_path, monkeypatch):
     w = StagingWriter(fs, str(tmp_path), "batch:1", "t0", per_partition_files=True)
     w.add("t", 0, data, table)
     sf = w.finish()
-    from spark_kafkalog.log.fs import WRITE_PIECE_BYTES
+    from spark_kafkalog.log.io import WRITE_PIECE_BYTES
     assert max(sizes) == WRITE_PIECE_BYTES
     sizes.clear()
     commit_write(fs, str(tmp_path), "batch:1", [sf], [TopicSpec("t", partitions_if_new=1)],

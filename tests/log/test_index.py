@@ -5,7 +5,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from spark_kafkalog.errors import LogLayoutError
-from spark_kafkalog.log.index import (encode_offset_index, encode_time_index,
+from spark_kafkalog.log.files.index import (encode_offset_index, encode_time_index,
                                       parse_offset_index, parse_time_index,
                                       read_offset_index, read_time_index)
 

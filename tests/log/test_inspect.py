@@ -142,7 +142,7 @@ def test_swap_file_completes_an_interrupted_compaction(tmp_path):
 
 def test_snapshot_gives_lso_without_scanning_the_whole_log(tmp_path):
     from spark_kafkalog.log import ReadStats
-    from spark_kafkalog.log.state import partition_state
+    from spark_kafkalog.log.read.state import partition_state
 
     results = {}
     for snapshot in (False, True):
@@ -191,7 +191,7 @@ def test_inspect_progress_reaches_the_partition_size(tmp_path):
 
 def test_state_without_timestamps_reads_less(tmp_path):
     from spark_kafkalog.log import ReadStats
-    from spark_kafkalog.log.state import partition_state
+    from spark_kafkalog.log.read.state import partition_state
 
     b, p = build_rich(tmp_path / "logs")
     logdirs = LogDirs(str(b.roots[0]))

@@ -3,7 +3,7 @@ import pickle
 import pytest
 
 from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
-from spark_kafkalog.log.layout import LogDirs, parse_partition_dir_name
+from spark_kafkalog.log import LogDirs, parse_partition_dir_name
 
 from .logbuilder import LogDirBuilder, copy_partition_dir, rec
 

@@ -70,13 +70,16 @@ def test_mapped_torn_tail_and_skip(tmp_path):
 def test_window_buffers_are_reused_only_when_nothing_views_them(tmp_path):
     """A segment read window by window reuses one buffer while the consumer lets each
     window go, and never overwrites a window the consumer still holds."""
-    from spark_kafkalog.log import segment as seg_mod
+    # SegmentFile._buffer is private: it is patched to count the fresh buffers made (the
+    # class moved from log/segment.py to log/io/segment_file.py in the log/ split)
+    from spark_kafkalog.log.io.segment_file import SegmentFile
+    from spark_kafkalog.log.read import scan as seg_mod
 
     b, _ = build_rich_partition(tmp_path / "logs")
     part = LogDirs(str(b.roots[0])).partition(TOPIC, 0)
     fs = LogDirs(str(b.roots[0])).filesystem
     fresh = []
-    orig = seg_mod._SegmentFile._buffer
+    orig = SegmentFile._buffer
 
     def counting(self, length):
         before = [id(b) for b in self._pool]
@@ -84,7 +87,7 @@ def test_window_buffers_are_reused_only_when_nothing_views_them(tmp_path):
         fresh.append(id(out.base) not in before)
         return out
 
-    seg_mod._SegmentFile._buffer = counting
+    SegmentFile._buffer = counting
     try:
         # consumer that drops each window: after the first, buffers are reused
         n = 0
@@ -97,7 +100,7 @@ def test_window_buffers_are_reused_only_when_nothing_views_them(tmp_path):
         kept = list(seg_mod.scan_windows(fs, part, window_bytes=700))
         assert all(fresh)
     finally:
-        seg_mod._SegmentFile._buffer = orig
+        SegmentFile._buffer = orig
     for w in kept:
         with open(w.path, "rb") as f:
             f.seek(w.position)

@@ -3,9 +3,11 @@ import struct
 import pyarrow.fs as pafs
 import pytest
 
-from spark_kafkalog.log.txn import (ABORTED_TXN, TxnIndexError, encode_producer_snapshot,
-                                    encode_txn_index, parse_producer_snapshot,
-                                    parse_txn_index, read_producer_snapshot, read_txn_index)
+from spark_kafkalog.errors import TxnIndexError
+from spark_kafkalog.log.files.txn import (ABORTED_TXN, encode_producer_snapshot,
+                                          encode_txn_index, parse_producer_snapshot,
+                                          parse_txn_index, read_producer_snapshot,
+                                          read_txn_index)
 
 FS = pafs.LocalFileSystem()
 

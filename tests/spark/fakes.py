@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_kafkalog.errors import LogLayoutError
-from spark_kafkalog.log.layout import PartitionDir, Segment
+from spark_kafkalog.log.model import PartitionDir, Segment
 
 
 @dataclass(frozen=True)

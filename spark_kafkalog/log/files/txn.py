@@ -32,11 +32,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import LogLayoutError
-from spark_kafkalog.log.fs import read_small_file
+from spark_kafkalog.errors import LogLayoutError, TxnIndexError
+from spark_kafkalog.log.io import read_small_file
 
 __all__ = [
-    "ABORTED_TXN", "TXN_INDEX_VERSION", "TxnIndexError", "AbortedTxns", "read_txn_index",
+    "ABORTED_TXN", "TXN_INDEX_VERSION", "AbortedTxns", "read_txn_index",
     "parse_txn_index", "encode_txn_index", "ProducerSnapshot", "parse_producer_snapshot",
     "read_producer_snapshot", "encode_producer_snapshot", "SNAPSHOT_ENTRY",
 ]
@@ -57,11 +57,6 @@ SNAPSHOT_VERSION = 1
 
 _MAX_TXN_INDEX_BYTES = 256 * 1024 * 1024
 _MAX_SNAPSHOT_BYTES = 256 * 1024 * 1024
-
-
-class TxnIndexError(LogLayoutError):
-    """A ``.txnindex`` or ``.snapshot`` file that contradicts itself or its segment.
-    Readers treat it as absent and derive the same facts from the log."""
 
 
 @dataclass(frozen=True)

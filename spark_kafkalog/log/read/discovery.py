@@ -29,102 +29,34 @@ Rules (LogManager.loadLogs, LocalLog.parseTopicPartitionName, LogLoader):
 from __future__ import annotations
 
 import logging
-import re
-from dataclasses import dataclass
+import posixpath
 from typing import Iterable, Mapping, Sequence
 
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
-from spark_kafkalog.log.checkpoint import (
+from spark_kafkalog.log.files.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     read_checkpoint,
 )
-from spark_kafkalog.log.fs import join, list_dir, resolve_filesystem
+from spark_kafkalog.log.io import join, list_dir, resolve_filesystem
+from spark_kafkalog.log.model import (
+    HIDDEN_TOPICS,
+    PartitionDir,
+    PartitionState,
+    Segment,
+    parse_partition_dir_name,
+    parse_segment_file_name,
+)
+from spark_kafkalog.log.model.names import LEFTOVER_SUFFIXES
+from spark_kafkalog.log.read.scan import segment_next_offset
+from spark_kafkalog.log.read.seek import offset_for_timestamp
+from spark_kafkalog.log.read.state import partition_state
 
-__all__ = ["Segment", "PartitionDir", "LogDirs", "parse_partition_dir_name",
-           "list_segments", "METADATA_TOPIC", "is_internal_topic", "partition_of_segment"]
+__all__ = ["LogDirs", "list_segments", "partition_of_segment"]
 
 log = logging.getLogger(__name__)
-
-METADATA_TOPIC = "__cluster_metadata"
-_HIDDEN_TOPICS = frozenset({METADATA_TOPIC})
-#: internal topics a consumer's pattern subscription excludes by default
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", METADATA_TOPIC,
-                             "__share_group_state"})
-_SKIP_DIR_SUFFIXES = ("-delete", "-future", "-stray")
-_REMOTE_INDEX_CACHE = "remote-log-index-cache"
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-_SEGMENT_FILE = re.compile(r"^(\d+)\.(log|index|timeindex|txnindex|snapshot)(\.swap)?$")
-_LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".tmp")
-
-
-def is_internal_topic(topic: str) -> bool:
-    """Kafka's internal topics (excluded from pattern subscriptions by default)."""
-    return topic in INTERNAL_TOPICS
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One segment of a partition. Paths are inside the LogDirs' filesystem."""
-    base_offset: int
-    path: str                       # the .log (or .log.swap) file
-    size: int                       # bytes of the .log file
-    index_path: str | None          # .index if present
-    timeindex_path: str | None
-    txnindex_path: str | None
-    swap: bool = False              # a .swap file completing an interrupted compaction
-
-
-@dataclass(frozen=True)
-class PartitionDir:
-    """One partition replica directory and its segments (sorted by base offset)."""
-    topic: str
-    partition: int
-    root: str
-    path: str
-    segments: tuple[Segment, ...]
-    #: producer-state snapshots ``(offset, path)`` sorted by offset
-    snapshots: tuple[tuple[int, str], ...] = ()
-
-    @property
-    def size_bytes(self) -> int:
-        return sum(s.size for s in self.segments)
-
-    def segment_index_for(self, offset: int) -> int:
-        """Index into ``segments`` of the segment that would hold ``offset`` (the last one
-        whose base offset is <= offset; 0 when offset is below every segment)."""
-        lo, hi = 0, len(self.segments)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.segments[mid].base_offset <= offset:
-                lo = mid + 1
-            else:
-                hi = mid
-        return max(lo - 1, 0)
-
-    def next_base_offset(self, i: int) -> int | None:
-        return self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
-
-
-def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
-    """``(topic, partition)`` for a current partition dir name, None for anything else
-    (``-delete``/``-future``/``-stray`` dirs, ``remote-log-index-cache``, names that are
-    not ``<legal topic>-<non-negative int>``)."""
-    if not name or "-" not in name or name == _REMOTE_INDEX_CACHE:
-        return None
-    if name.endswith(_SKIP_DIR_SUFFIXES):
-        return None
-    topic, _, part = name.rpartition("-")
-    if not topic or not part.isdigit() or not part.isascii():
-        return None
-    if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
-        return None
-    partition = int(part)
-    if partition > 0x7FFFFFFF:
-        return None
-    return topic, partition
 
 
 def list_segments(fs: pafs.FileSystem, path: str, *, resolve_swaps: bool = True
@@ -145,19 +77,19 @@ def list_segments(fs: pafs.FileSystem, path: str, *, resolve_swaps: bool = True
         if info.type != pafs.FileType.File:
             continue
         name = info.base_name
-        if name.endswith(_LEFTOVER_SUFFIXES):
+        if name.endswith(LEFTOVER_SUFFIXES):
             if name.endswith(".cleaned"):
                 digits = name.split(".", 1)[0]
                 if digits.isdigit():
                     off = int(digits)
                     min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
             continue
-        m = _SEGMENT_FILE.match(name)
-        if m is None:
+        parsed = parse_segment_file_name(name)
+        if parsed is None:
             if name.endswith(".log"):
                 log.warning("ignoring %s: not a <base offset>.log segment name", info.path)
             continue
-        base, kind, swap = int(m.group(1)), m.group(2), m.group(3) is not None
+        base, kind, swap = parsed
         if kind == "snapshot":
             if not swap:
                 snapshots.append((base, info.path))
@@ -179,8 +111,6 @@ def list_segments(fs: pafs.FileSystem, path: str, *, resolve_swaps: bool = True
                         "(at or above the smallest .cleaned offset %s)", swap_logs[b].path,
                         min_cleaned)
         if valid:
-            from spark_kafkalog.log.segment import segment_next_offset
-
             swaps = [make(b, i, swap_indexes, True) for b, i in sorted(valid.items())]
             lo = min(s.base_offset for s in swaps)
             hi = max(segment_next_offset(fs, s) for s in swaps)
@@ -203,22 +133,21 @@ def partition_of_segment(fs: pafs.FileSystem, log_path: str) -> PartitionDir:
     at one file (``kafkalog dump``). Topic and partition come from the directory name
     when it is a partition dir ("" and 0 otherwise); the segment is treated as the
     partition's last (a batch cut by its end is a torn tail)."""
-    import posixpath
-
     info = fs.get_file_info(log_path)
     if info.type != pafs.FileType.File:
         raise LogLayoutError("no such segment file", path=log_path)
     name = posixpath.basename(log_path)
-    m = _SEGMENT_FILE.match(name)
-    if m is None or m.group(2) != "log":
+    parsed = parse_segment_file_name(name)
+    if parsed is None or parsed[1] != "log":
         raise LogLayoutError("not a segment file name (<20-digit base offset>.log)",
                              path=log_path)
-    base, swap = int(m.group(1)), m.group(3) is not None
+    base, _kind, swap = parsed
     directory = posixpath.dirname(log_path)
+    stem = name.split(".", 1)[0]
     suffix = ".swap" if swap else ""
     found = {}
     for kind in ("index", "timeindex", "txnindex"):
-        path = posixpath.join(directory, f"{m.group(1)}.{kind}{suffix}")
+        path = posixpath.join(directory, f"{stem}.{kind}{suffix}")
         if fs.get_file_info(path).type == pafs.FileType.File:
             found[kind] = path
     parsed = parse_partition_dir_name(posixpath.basename(directory)) or ("", 0)
@@ -317,7 +246,7 @@ class LogDirs:
     def topics(self) -> list[str]:
         """Sorted topic names (without ``__cluster_metadata`` unless include_internal)."""
         names = self._scan_roots().keys()
-        return sorted(t for t in names if self.include_internal or t not in _HIDDEN_TOPICS)
+        return sorted(t for t in names if self.include_internal or t not in HIDDEN_TOPICS)
 
     def partitions(self, topic: str) -> list[PartitionDir]:
         """The topic's partitions, sorted by number, gathered from every root. A hidden
@@ -368,16 +297,14 @@ class LogDirs:
     def checkpointed_log_start_offset(self, p: PartitionDir) -> int | None:
         return self.checkpoint(p.root, LOG_START_OFFSET_CHECKPOINT).get((p.topic, p.partition))
 
-    # ---- state and seeking (see state.py) ----------------------------------------------
+    # ---- state and seeking (see read/state.py) ----------------------------------------------
 
     def state(self, p: PartitionDir, *, isolation_level: str = "read_uncommitted",
               read_past_high_watermark: bool = False, on_corruption: str = "fail",
-              timestamps: bool = True):
+              timestamps: bool = True) -> PartitionState:
         """Offsets and bounds of a partition as a consumer would see them; see
-        :func:`spark_kafkalog.log.state.partition_state` (``timestamps=False`` skips the
+        :func:`spark_kafkalog.log.read.state.partition_state` (``timestamps=False`` skips the
         time range, which planning does not need)."""
-        from spark_kafkalog.log.state import partition_state
-
         return partition_state(self, p, isolation_level=isolation_level,
                                read_past_high_watermark=read_past_high_watermark,
                                on_corruption=on_corruption, timestamps=timestamps)
@@ -386,7 +313,5 @@ class LogDirs:
         """Earliest offset whose record timestamp is >= ``timestamp_ms`` (Kafka's
         offsetsForTimes); None when there is none. Reads the index files and the bytes
         from the position they point to. Keywords: see
-        :func:`spark_kafkalog.log.seek.offset_for_timestamp`."""
-        from spark_kafkalog.log.seek import offset_for_timestamp
-
+        :func:`spark_kafkalog.log.read.seek.offset_for_timestamp`."""
         return offset_for_timestamp(self, p, timestamp_ms, **kwargs)

@@ -7,7 +7,7 @@
   with a warning); an empty last segment (a fresh roll) puts it at that segment's base;
 - high watermark: the ``replication-offset-checkpoint`` entry of the root holding the
   partition, clamped into [log start, log end]; the log end when there is no entry;
-- last stable offset (read_committed only, see isolation.py);
+- last stable offset (read_committed only, see read/isolation.py);
 - upper bound: what a consumer may read up to (exclusive): the high watermark, the last
   stable offset under read_committed, the log end with ``read_past_high_watermark``;
 - our writer's journal (``<root>/.kafkalog.<topic>.journal``, read-only here): bytes of a
@@ -20,16 +20,22 @@ by skipping over it); under ``fail`` it raises.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.log.journal import committed_bounds
-from spark_kafkalog.log.isolation import last_stable_offset
-from spark_kafkalog.log.seek import locate, log_start_offset, offset_index, time_index_last
-from spark_kafkalog.log.segment import ReadStats, check_policy, scan_windows
+from spark_kafkalog.log.model import LogSource, PartitionDir, PartitionState
+from spark_kafkalog.log.read.isolation import last_stable_offset
+from spark_kafkalog.log.read.scan import ReadStats, check_policy, scan_windows
+from spark_kafkalog.log.read.seek import (
+    locate,
+    log_start_offset,
+    offset_index,
+    time_index_last,
+)
 
 __all__ = ["PartitionState", "partition_state", "ISOLATION_LEVELS", "check_isolation",
            "log_end_offset"]
@@ -45,33 +51,8 @@ def check_isolation(level: str) -> str:
     return level
 
 
-@dataclass(frozen=True)
-class PartitionState:
-    """Offsets of one partition. Picklable.
-
-    ``first_timestamp``: the first timestamp (batch header) of the first data batch at or
-    above the log start offset; ``max_timestamp``: the largest record timestamp of the
-    partition, from the rolled segments' time indexes (a broker writes the segment's max
-    timestamp there on roll; segments without one are scanned) and the active segment's
-    index plus a scan of its tail. Both in ms, None when unknown or absent (magic 0).
-    ``last_stable_offset_known`` is False under read_uncommitted, where computing it is
-    skipped and it equals the high watermark.
-    """
-    topic: str
-    partition: int
-    log_start_offset: int
-    high_watermark: int
-    log_end_offset: int
-    last_stable_offset: int
-    upper_bound: int
-    first_timestamp: int | None
-    max_timestamp: int | None
-    size_bytes: int
-    segments: int = 0
-    last_stable_offset_known: bool = False
-
-
-def _tail(logdirs, p, on_corruption, stats):
+def _tail(logdirs: LogSource, p: PartitionDir, on_corruption: str, stats: ReadStats
+          ) -> tuple[int, int | None]:
     """(log end offset, max timestamp of the scanned tail batches)."""
     for i in range(len(p.segments) - 1, -1, -1):
         seg = p.segments[i]
@@ -105,12 +86,13 @@ def _tail(logdirs, p, on_corruption, stats):
     return (p.segments[0].base_offset if p.segments else 0), None
 
 
-def log_end_offset(logdirs, p, *, on_corruption: str = "fail",
+def log_end_offset(logdirs: LogSource, p: PartitionDir, *, on_corruption: str = "fail",
                    stats: ReadStats | None = None) -> int:
     return _tail(logdirs, p, check_policy(on_corruption), stats or ReadStats())[0]
 
 
-def _first_timestamp(logdirs, p, start: int, end: int, on_corruption, stats):
+def _first_timestamp(logdirs: LogSource, p: PartitionDir, start: int, end: int,
+                     on_corruption: str, stats: ReadStats) -> int | None:
     if start >= end:
         return None
     i, pos, check = locate(logdirs, p, start)
@@ -127,7 +109,8 @@ def _first_timestamp(logdirs, p, start: int, end: int, on_corruption, stats):
     return None
 
 
-def _max_timestamp(logdirs, p, tail_max, on_corruption, stats):
+def _max_timestamp(logdirs: LogSource, p: PartitionDir, tail_max: int | None,
+                   on_corruption: str, stats: ReadStats) -> int | None:
     best = tail_max
     n = len(p.segments)
     for i, seg in enumerate(p.segments):
@@ -149,7 +132,8 @@ def _max_timestamp(logdirs, p, tail_max, on_corruption, stats):
     return best if best is None or best >= 0 else None
 
 
-def partition_state(logdirs, p, *, isolation_level: str = "read_uncommitted",
+def partition_state(logdirs: LogSource, p: PartitionDir, *,
+                    isolation_level: str = "read_uncommitted",
                     read_past_high_watermark: bool = False, on_corruption: str = "fail",
                     window_bytes: int | None = None, stats: ReadStats | None = None,
                     timestamps: bool = True) -> PartitionState:

@@ -1,8 +1,8 @@
 """Reading records: a partition's offset range as Arrow record batches, or a topic as a table.
 
 ``read_partition`` is what a Spark task runs: it seeks through the offset index (or a
-position hint from :func:`~spark_kafkalog.log.seek.split_points`), scans windows of whole
-batches (segment.py: corruption policy, torn tail), drops aborted transactions under
+position hint from :func:`~spark_kafkalog.log.read.seek.split_points`), scans windows of whole
+batches (scan.py: corruption policy, torn tail), drops aborted transactions under
 read_committed (isolation.py) and decodes each window with the format layer's kernel,
 filtering the offset range while decoding. Memory: one window of batch bytes plus its
 decoded rows.
@@ -29,10 +29,10 @@ from spark_kafkalog.errors import (
 from spark_kafkalog.format import decode_run, record_schema
 from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.format.wire import DEFAULT_MAX_DECOMPRESSED
-from spark_kafkalog.log.isolation import aborted_resolver
-from spark_kafkalog.log.layout import LogDirs, PartitionDir
-from spark_kafkalog.log.seek import locate, offset_index
-from spark_kafkalog.log.segment import (
+from spark_kafkalog.log.model import LogSource, PartitionDir
+from spark_kafkalog.log.read.discovery import LogDirs
+from spark_kafkalog.log.read.isolation import aborted_resolver
+from spark_kafkalog.log.read.scan import (
     DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_WINDOW_BYTES,
     ReadStats,
@@ -41,7 +41,8 @@ from spark_kafkalog.log.segment import (
     check_policy,
     scan_windows,
 )
-from spark_kafkalog.log.state import check_isolation
+from spark_kafkalog.log.read.seek import locate, offset_index
+from spark_kafkalog.log.read.state import check_isolation
 
 __all__ = ["read_partition", "read_table", "EARLIEST", "LATEST"]
 
@@ -140,7 +141,7 @@ def _decode_window(w: Window, skip: np.ndarray | None, *, topic: str, partition:
         return
 
 
-def _read_limit(logdirs, p, i: int, end_offset: int) -> int | None:
+def _read_limit(logdirs: LogSource, p: PartitionDir, i: int, end_offset: int) -> int | None:
     """A byte position of segment ``i`` past which no batch below ``end_offset`` starts,
     from its offset index, when the range ends inside it: the entry after the first
     entry at or past ``end_offset`` (that entry's batch may still hold smaller offsets
@@ -155,7 +156,7 @@ def _read_limit(logdirs, p, i: int, end_offset: int) -> int | None:
     return int(idx.positions[k + 1]) if k + 1 < len(idx) else None
 
 
-def read_partition(logdirs: LogDirs, p: PartitionDir, *, start_offset: int, end_offset: int,
+def read_partition(logdirs: LogSource, p: PartitionDir, *, start_offset: int, end_offset: int,
                    isolation_level: str = "read_uncommitted", include_headers: bool = True,
                    on_corruption: str = "fail", window_bytes: int = DEFAULT_WINDOW_BYTES,
                    start_position: tuple[int, int] | None = None,

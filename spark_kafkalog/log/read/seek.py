@@ -1,7 +1,7 @@
 """Seeking: from an offset or a timestamp to a byte position, through the index files.
 
 Only index files and the ``.log`` bytes from the position they give are read. Index
-answers are hints the scanner confirms (see segment.py): a refuted entry costs a rescan
+answers are hints the scanner confirms (see read/scan.py): a refuted entry costs a rescan
 of one segment, never a wrong answer.
 """
 from __future__ import annotations
@@ -14,9 +14,10 @@ import pyarrow.compute as pc
 from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
 from spark_kafkalog.format import decode_run
 from spark_kafkalog.format.npview import column as _np
-from spark_kafkalog.log.index import (TIME_INDEX_ENTRY, OffsetIndex, TimeIndex,
-                                      read_offset_index, read_time_index)
-from spark_kafkalog.log.segment import DEFAULT_WINDOW_BYTES, ReadStats, scan_windows
+from spark_kafkalog.log.files.index import (TIME_INDEX_ENTRY, OffsetIndex, TimeIndex,
+                                            read_offset_index, read_time_index)
+from spark_kafkalog.log.model import LogSource, PartitionDir
+from spark_kafkalog.log.read.scan import DEFAULT_WINDOW_BYTES, ReadStats, scan_windows
 
 __all__ = ["locate", "offset_index", "time_index", "time_index_last", "offset_for_timestamp",
            "split_points", "log_start_offset"]
@@ -24,7 +25,7 @@ __all__ = ["locate", "offset_index", "time_index", "time_index_last", "offset_fo
 log = logging.getLogger(__name__)
 
 
-def offset_index(logdirs, p, i: int) -> OffsetIndex | None:
+def offset_index(logdirs: LogSource, p: PartitionDir, i: int) -> OffsetIndex | None:
     """The validated offset index of segment ``i`` (None when it has no .index)."""
     seg = p.segments[i]
     if seg.index_path is None:
@@ -37,7 +38,7 @@ def offset_index(logdirs, p, i: int) -> OffsetIndex | None:
         return None
 
 
-def time_index(logdirs, p, i: int) -> TimeIndex | None:
+def time_index(logdirs: LogSource, p: PartitionDir, i: int) -> TimeIndex | None:
     seg = p.segments[i]
     if seg.timeindex_path is None:
         return None
@@ -49,7 +50,7 @@ def time_index(logdirs, p, i: int) -> TimeIndex | None:
         return None
 
 
-def time_index_last(logdirs, p, i: int) -> tuple[int, int] | None:
+def time_index_last(logdirs: LogSource, p: PartitionDir, i: int) -> tuple[int, int] | None:
     """``(timestamp, offset)`` of the last live entry of segment ``i``'s time index,
     reading only that entry when the file is trimmed (a rolled segment's is), else the
     live prefix. None when there is no usable entry."""
@@ -79,14 +80,14 @@ def time_index_last(logdirs, p, i: int) -> tuple[int, int] | None:
     return ts, seg.base_offset + rel
 
 
-def log_start_offset(logdirs, p) -> int:
+def log_start_offset(logdirs: LogSource, p: PartitionDir) -> int:
     """Kafka's rule: max(log-start-offset-checkpoint entry, first segment base offset)."""
     ckpt = logdirs.checkpointed_log_start_offset(p)
     first = p.segments[0].base_offset if p.segments else (ckpt or 0)
     return max(ckpt if ckpt is not None else 0, first)
 
 
-def locate(logdirs, p, offset: int, hint: tuple[int, int] | None = None
+def locate(logdirs: LogSource, p: PartitionDir, offset: int, hint: tuple[int, int] | None = None
            ) -> tuple[int, int, int | None]:
     """``(segment index, byte position, seek_check)`` to start reading ``offset`` from:
     the segment that would hold it and its offset-index entry (or a caller's hint
@@ -108,8 +109,9 @@ def locate(logdirs, p, offset: int, hint: tuple[int, int] | None = None
     return i, pos, (entry_offset if pos > 0 else None)
 
 
-def offset_for_timestamp(logdirs, p, timestamp_ms: int, *, upper_bound: int | None = None,
-                         on_corruption: str = "fail", window_bytes: int = DEFAULT_WINDOW_BYTES,
+def offset_for_timestamp(logdirs: LogSource, p: PartitionDir, timestamp_ms: int, *,
+                         upper_bound: int | None = None, on_corruption: str = "fail",
+                         window_bytes: int = DEFAULT_WINDOW_BYTES,
                          stats: ReadStats | None = None) -> int | None:
     """Earliest offset at or above the log start whose record timestamp is >=
     ``timestamp_ms`` (Kafka's offsetsForTimes), or None when no record has one (below
@@ -154,8 +156,9 @@ def offset_for_timestamp(logdirs, p, timestamp_ms: int, *, upper_bound: int | No
                    on_corruption, window_bytes, stats)
 
 
-def _search(logdirs, p, i, pos, check, search_from, target_us, upper_bound, on_corruption,
-            window_bytes, stats) -> int | None:
+def _search(logdirs: LogSource, p: PartitionDir, i: int, pos: int, check: int | None,
+            search_from: int, target_us: int, upper_bound: int | None, on_corruption: str,
+            window_bytes: int, stats: ReadStats) -> int | None:
     """Scan from segment ``i`` at ``pos`` on; decode only batches whose max timestamp
     reaches the target, and return the first record's offset that does."""
     target_ms = target_us // 1000
@@ -181,8 +184,8 @@ def _search(logdirs, p, i, pos, check, search_from, target_us, upper_bound, on_c
     return None
 
 
-def split_points(logdirs, p, start_offset: int, end_offset: int, target_bytes: int
-                 ) -> list[tuple[int, int, int]]:
+def split_points(logdirs: LogSource, p: PartitionDir, start_offset: int, end_offset: int,
+                 target_bytes: int) -> list[tuple[int, int, int]]:
     """Cut ``[start_offset, end_offset)`` into consecutive ranges of about
     ``target_bytes`` of log each, at positions found in the offset indexes (no ``.log``
     bytes are read). Returns ``[(range start offset, segment base offset, byte position

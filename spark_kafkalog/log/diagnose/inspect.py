@@ -1,13 +1,13 @@
 """Inspection and verification of log dirs: what ``kafkalog inspect`` / ``verify`` show.
 
 :func:`inspect_partition` describes a partition: its directory, checkpoints, offsets
-(:class:`~spark_kafkalog.log.state.PartitionState`) and per segment the index files and
+(:class:`~spark_kafkalog.log.model.PartitionState`) and per segment the index files and
 their entry counts. With ``scan=True`` (the default) it also reads every segment's batch
 headers (bounded memory, window by window) and reports per segment the batches, data and
 control records, offset range, time range, magics and codecs seen, transactional batches
 — and every problem found: corrupt or unreadable bytes (each skipped range, with file and
 byte position), a torn tail, index entries the log does not confirm, checkpoints that
-point past the log end. ``Problem`` lists are what ``verify`` reports.
+point past the log end. These findings (no severity yet) are what ``verify`` judges.
 """
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ import numpy as np
 from spark_kafkalog.format import decode_run
 from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.format.wire import CODEC_NAMES, CONTROL_ABORT
-from spark_kafkalog.log.checkpoint import (
+from spark_kafkalog.errors import KafkaLogError, TxnIndexError
+from spark_kafkalog.log.diagnose.findings import Finding, problem
+from spark_kafkalog.log.files.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -29,39 +31,19 @@ from spark_kafkalog.log.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     read_leader_epoch_checkpoint,
 )
-from spark_kafkalog.errors import KafkaLogError
-from spark_kafkalog.log.fs import join
-from spark_kafkalog.log.seek import offset_index, time_index
-from spark_kafkalog.log.segment import ReadStats, TornTailWarning, scan_windows
-from spark_kafkalog.log.state import PartitionState, log_end_offset, partition_state
-from spark_kafkalog.log.txn import TxnIndexError, read_txn_index
+from spark_kafkalog.log.files.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
+from spark_kafkalog.log.files.txn import read_txn_index
+from spark_kafkalog.log.io import join
+from spark_kafkalog.log.model import PartitionDir, PartitionState
+from spark_kafkalog.log.read.discovery import LogDirs
+from spark_kafkalog.log.read.scan import ReadStats, TornTailWarning, scan_windows
+from spark_kafkalog.log.read.seek import offset_index, time_index
+from spark_kafkalog.log.read.state import log_end_offset, partition_state
 
-__all__ = ["Problem", "SegmentInfo", "PartitionInfo", "inspect_partition",
+__all__ = ["SegmentInfo", "PartitionInfo", "inspect_partition",
            "inspect_log_dirs"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong. ``kind``: ``corrupt`` (bytes that are not valid batches, or a
-    batch that does not decode), ``torn_tail`` (the last segment ends inside a batch or in
-    zero padding), ``index`` / ``timeindex`` / ``txnindex`` (an entry the log does not
-    confirm, or an unreadable file), ``checkpoint`` (an offset past the log end),
-    ``layout`` (a directory or file that cannot be read)."""
-    kind: str
-    path: str
-    position: int | None
-    offset: int | None
-    message: str
-
-    def __str__(self) -> str:
-        where = [self.path]
-        if self.position is not None:
-            where.append(f"position {self.position}")
-        if self.offset is not None:
-            where.append(f"offset {self.offset}")
-        return f"{self.kind}: {self.message} ({', '.join(where)})"
 
 
 @dataclass
@@ -91,7 +73,7 @@ class SegmentInfo:
     codecs: tuple[str, ...] = ()
     producer_ids: int = 0                    # distinct producer ids (>= 0)
     valid_bytes: int | None = None           # end of the last valid batch
-    problems: list[Problem] = field(default_factory=list)
+    problems: list[Finding] = field(default_factory=list)
 
 
 @dataclass
@@ -105,7 +87,7 @@ class PartitionInfo:
     checkpoints: dict[str, int | None]       # file name -> this partition's entry
     leader_epochs: list[tuple[int, int]]
     snapshots: list[int]
-    problems: list[Problem]
+    problems: list[Finding]
 
     @property
     def codecs(self) -> tuple[str, ...]:
@@ -116,7 +98,7 @@ class PartitionInfo:
         return tuple(sorted({m for s in self.segments for m in s.magics}))
 
     @property
-    def all_problems(self) -> list[Problem]:
+    def all_problems(self) -> list[Finding]:
         return self.problems + [p for s in self.segments for p in s.problems]
 
     def to_dict(self) -> dict:
@@ -141,7 +123,7 @@ class _SegmentChecks:
         self.aborted = aborted            # {(pid, marker offset)} still to be confirmed
 
     def _problem(self, kind, path, position, offset, message):
-        self.info.problems.append(Problem(kind, path, position, offset, message))
+        self.info.problems.append(problem(kind, path, position, offset, message))
 
     def window(self, h, end_position: int) -> None:
         pos = _np(h, "position")
@@ -154,10 +136,10 @@ class _SegmentChecks:
             p, o = int(self.o_pos[k]), int(self.o_off[k])
             j = int(np.searchsorted(pos, p))
             if j >= len(pos) or pos[j] != p:
-                self._problem("index", self.info.index_path, k * 8, o,
+                self._problem("index", self.info.index_path, k * OFFSET_ENTRY_SIZE, o,
                               f"entry {k} points to position {p}, which is not a batch start")
             elif base[j] > o:
-                self._problem("index", self.info.index_path, k * 8, o,
+                self._problem("index", self.info.index_path, k * OFFSET_ENTRY_SIZE, o,
                               f"entry {k} maps offset {o} to position {p}, where the batch "
                               f"starts at offset {int(base[j])}")
             k += 1
@@ -170,11 +152,11 @@ class _SegmentChecks:
             o, t = int(self.t_off[k]), int(self.t_ts[k])
             j = int(np.searchsorted(last, o))
             if j >= len(last) or base[j] > o:
-                self._problem("timeindex", self.info.timeindex_path, k * 12, o,
+                self._problem("timeindex", self.info.timeindex_path, k * TIME_ENTRY_SIZE, o,
                               f"entry {k} (timestamp {t}) names offset {o}, which no batch "
                               "holds")
             elif int(run[j]) != t:
-                self._problem("timeindex", self.info.timeindex_path, k * 12, o,
+                self._problem("timeindex", self.info.timeindex_path, k * TIME_ENTRY_SIZE, o,
                               f"entry {k} says the max timestamp up to offset {o} is {t}, the "
                               f"log says {int(run[j])}")
             k += 1
@@ -192,11 +174,11 @@ class _SegmentChecks:
     def finish(self, valid_end: int | None) -> None:
         info = self.info
         for k in range(self.o_next, len(self.o_off)):
-            self._problem("index", info.index_path, k * 8, int(self.o_off[k]),
+            self._problem("index", info.index_path, k * OFFSET_ENTRY_SIZE, int(self.o_off[k]),
                           f"entry {k} points to position {int(self.o_pos[k])}, past the last "
                           f"valid batch (valid bytes end at {valid_end})")
         for k in range(self.t_next, len(self.t_off)):
-            self._problem("timeindex", info.timeindex_path, k * 12, int(self.t_off[k]),
+            self._problem("timeindex", info.timeindex_path, k * TIME_ENTRY_SIZE, int(self.t_off[k]),
                           f"entry {k} names offset {int(self.t_off[k])}, past the last valid "
                           "batch")
         for pid, marker in sorted(self.aborted or ()):
@@ -205,8 +187,9 @@ class _SegmentChecks:
                           f"offset {marker}")
 
 
-def _scan_segment(logdirs, p, i: int, info: SegmentInfo, checks: _SegmentChecks,
-                  verify_crc: bool, decode_records: bool, progress, done_before: int,
+def _scan_segment(logdirs: LogDirs, p: PartitionDir, i: int, info: SegmentInfo,
+                  checks: _SegmentChecks, verify_crc: bool, decode_records: bool, progress,
+                  done_before: int,
                   prev_last: int | None) -> None:
     stats = ReadStats()
     codecs, magics, pids = set(), set(), set()
@@ -241,7 +224,7 @@ def _scan_segment(logdirs, p, i: int, info: SegmentInfo, checks: _SegmentChecks,
                                         include_headers=False, position_base=w.position + s)
                         info.data_records += rb.num_rows
                     except KafkaLogError as err:
-                        info.problems.append(Problem("corrupt", w.path, w.position + s,
+                        info.problems.append(problem("corrupt", w.path, w.position + s,
                                                      err.offset, err.reason))
             if info.first_offset is None:
                 info.first_offset = int(h.column("base_offset")[0].as_py())
@@ -264,12 +247,12 @@ def _scan_segment(logdirs, p, i: int, info: SegmentInfo, checks: _SegmentChecks,
             if progress is not None:
                 progress(done_before + valid_end, p.size_bytes)
     for s in stats.skipped:
-        info.problems.append(Problem("corrupt", s.path, s.start, s.offset,
+        info.problems.append(problem("corrupt", s.path, s.start, s.offset,
                                      f"{s.reason}; {s.end - s.start} bytes up to position "
                                      f"{s.end} are not valid batches"))
     if stats.torn_tail is not None:
         path, where, nbytes = stats.torn_tail
-        info.problems.append(Problem("torn_tail", path, where, None,
+        info.problems.append(problem("torn_tail", path, where, None,
                                      f"the log ends with {nbytes} bytes that are not a whole "
                                      "batch (a crash's torn tail or preallocated zeros)"))
     info.valid_bytes = valid_end
@@ -280,15 +263,16 @@ def _scan_segment(logdirs, p, i: int, info: SegmentInfo, checks: _SegmentChecks,
     checks.finish(valid_end)
 
 
-def inspect_partition(logdirs, p, *, scan: bool = True, verify_crc: bool = True,
-                      decode_records: bool = True, isolation_level: str = "read_uncommitted",
+def inspect_partition(logdirs: LogDirs, p: PartitionDir, *, scan: bool = True,
+                      verify_crc: bool = True, decode_records: bool = True,
+                      isolation_level: str = "read_uncommitted",
                       progress: Callable[[int, int], None] | None = None
                       ) -> PartitionInfo:
     """Describe partition ``p`` (see the module docstring). Never raises for damaged
     data: damage is reported in ``problems``. ``progress(bytes_done, bytes_total)`` is called
     as segments are scanned. ``decode_records`` decodes compressed legacy wrappers to
     count their records."""
-    problems: list[Problem] = []
+    problems: list[Finding] = []
     checkpoints = {}
     for name in (REPLICATION_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                  RECOVERY_POINT_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT):
@@ -296,13 +280,13 @@ def inspect_partition(logdirs, p, *, scan: bool = True, verify_crc: bool = True,
             checkpoints[name] = logdirs.checkpoint(p.root, name).get((p.topic, p.partition))
         except KafkaLogError as err:
             checkpoints[name] = None
-            problems.append(Problem("checkpoint", join(p.root, name), None, None, err.reason))
+            problems.append(problem("checkpoint", join(p.root, name), None, None, err.reason))
     try:
         epochs = read_leader_epoch_checkpoint(logdirs.filesystem,
                                               join(p.path, LEADER_EPOCH_CHECKPOINT))
     except KafkaLogError as err:
         epochs = []
-        problems.append(Problem("checkpoint", join(p.path, LEADER_EPOCH_CHECKPOINT), None,
+        problems.append(problem("checkpoint", join(p.path, LEADER_EPOCH_CHECKPOINT), None,
                                 None, err.reason))
     segments = []
     done = 0
@@ -315,14 +299,14 @@ def inspect_partition(logdirs, p, *, scan: bool = True, verify_crc: bool = True,
         if oidx is not None:
             info.index_entries, info.index_file_entries = len(oidx), oidx.file_entries
             if oidx.dropped:
-                info.problems.append(Problem(
+                info.problems.append(problem(
                     "index", seg.index_path, len(oidx) * 8, None,
                     f"{oidx.dropped} entries after entry {len(oidx) - 1} do not increase or "
                     "point outside the segment"))
         if tidx is not None:
             info.timeindex_entries = len(tidx)
             if tidx.dropped:
-                info.problems.append(Problem(
+                info.problems.append(problem(
                     "timeindex", seg.timeindex_path, len(tidx) * 12, None,
                     f"{tidx.dropped} entries after entry {len(tidx) - 1} go backwards or "
                     "point outside the segment"))
@@ -337,7 +321,7 @@ def inspect_partition(logdirs, p, *, scan: bool = True, verify_crc: bool = True,
                     aborted = {(int(a), int(b)) for a, b in zip(txns.producer_id,
                                                                 txns.last_offset)}
             except TxnIndexError as err:
-                info.problems.append(Problem("txnindex", seg.txnindex_path, err.position,
+                info.problems.append(problem("txnindex", seg.txnindex_path, err.position,
                                              err.offset, err.reason))
         if scan and seg.size:
             checks = _SegmentChecks(info, oidx, tidx, aborted)
@@ -345,7 +329,7 @@ def inspect_partition(logdirs, p, *, scan: bool = True, verify_crc: bool = True,
                 _scan_segment(logdirs, p, i, info, checks, verify_crc, decode_records,
                               progress, done, prev_last)
             except KafkaLogError as err:
-                info.problems.append(Problem("layout", err.path or seg.path, err.position,
+                info.problems.append(problem("layout", err.path or seg.path, err.position,
                                              err.offset, err.reason))
         done += seg.size
         if info.last_offset is not None:
@@ -358,7 +342,7 @@ def inspect_partition(logdirs, p, *, scan: bool = True, verify_crc: bool = True,
             state = partition_state(logdirs, p, isolation_level=isolation_level,
                                     on_corruption="skip")
     except KafkaLogError as err:
-        problems.append(Problem("layout", err.path or p.path, err.position, err.offset,
+        problems.append(problem("layout", err.path or p.path, err.position, err.offset,
                                 err.reason))
     if state is not None:
         # the log's own end (the state clamps it up to a log start checkpointed past it)
@@ -370,14 +354,14 @@ def inspect_partition(logdirs, p, *, scan: bool = True, verify_crc: bool = True,
             leo = state.log_end_offset          # already reported through the state
         for name, value in checkpoints.items():
             if value is not None and value > leo and name != CLEANER_OFFSET_CHECKPOINT:
-                problems.append(Problem("checkpoint", join(p.root, name), None, value,
+                problems.append(problem("checkpoint", join(p.root, name), None, value,
                                         f"{p.topic}-{p.partition} is checkpointed at {value}, "
                                         f"past the log end offset {leo}"))
     return PartitionInfo(p.topic, p.partition, p.root, p.path, state, segments, checkpoints,
                          epochs, [o for o, _ in p.snapshots], problems)
 
 
-def inspect_log_dirs(logdirs, topics: Iterable[str] | None = None, **kwargs
+def inspect_log_dirs(logdirs: LogDirs, topics: Iterable[str] | None = None, **kwargs
                      ) -> list[PartitionInfo]:
     """:func:`inspect_partition` for every partition of ``topics`` (default: all)."""
     return [inspect_partition(logdirs, p, **kwargs) for p in logdirs.all_partitions(topics)]

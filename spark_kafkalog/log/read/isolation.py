@@ -30,11 +30,13 @@ from typing import Iterable
 import numpy as np
 import pyarrow as pa
 
+from spark_kafkalog.errors import InvalidOptionError, TxnIndexError
 from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.format.wire import CONTROL_ABORT, CONTROL_COMMIT
-from spark_kafkalog.log.segment import ReadStats, Window, scan_windows
-from spark_kafkalog.log.txn import AbortedTxns, TxnIndexError, read_producer_snapshot, \
-    read_txn_index
+from spark_kafkalog.log.files.txn import AbortedTxns, read_producer_snapshot, read_txn_index
+from spark_kafkalog.log.model import LogSource, PartitionDir
+from spark_kafkalog.log.read.scan import ReadStats, Window, scan_windows
+from spark_kafkalog.log.read.seek import locate
 
 __all__ = ["TXN_INDEX_MODES", "AbortedFromIndex", "AbortedFromMarkers", "aborted_resolver",
            "last_stable_offset"]
@@ -66,8 +68,8 @@ class AbortedFromIndex:
         self.count = len(aborted)
 
     @classmethod
-    def load(cls, logdirs, p, segment_index: int, start_offset: int, end_offset: int,
-             decision_limit: int) -> "AbortedFromIndex":
+    def load(cls, logdirs: LogSource, p: PartitionDir, segment_index: int, start_offset: int,
+             end_offset: int, decision_limit: int) -> "AbortedFromIndex":
         """Entries that can concern ``[start_offset, end_offset)``: markers at or after
         start, transactions beginning before end, decided below the limit. Reading stops
         at an entry whose LSO is at or past ``end_offset`` (Kafka's completeness rule:
@@ -117,7 +119,8 @@ class AbortedFromMarkers:
     """Aborted batches found from the markers in the log, reading ahead only as far as
     the transactions open at the end of each window need."""
 
-    def __init__(self, logdirs, p, decision_limit: int, *, on_corruption: str,
+    def __init__(self, logdirs: LogSource, p: PartitionDir, decision_limit: int, *,
+                 on_corruption: str,
                  window_bytes: int, stats: ReadStats):
         self.logdirs = logdirs
         self.p = p
@@ -201,12 +204,12 @@ class AbortedFromMarkers:
                 del marks[:k]
 
 
-def aborted_resolver(logdirs, p, *, segment_index: int, start_offset: int, end_offset: int,
+def aborted_resolver(logdirs: LogSource, p: PartitionDir, *, segment_index: int,
+                     start_offset: int, end_offset: int,
                      decision_limit: int, txn_index: str, on_corruption: str,
-                     window_bytes: int, stats: ReadStats):
+                     window_bytes: int, stats: ReadStats
+                     ) -> AbortedFromIndex | AbortedFromMarkers:
     """The aborted-batch resolver for a read_committed read (see the module docstring)."""
-    from spark_kafkalog.errors import InvalidOptionError
-
     if txn_index not in TXN_INDEX_MODES:
         raise InvalidOptionError(f"txn_index must be one of {', '.join(TXN_INDEX_MODES)}, not "
                                  f"{txn_index!r}")
@@ -238,12 +241,11 @@ def _open_txns_scan(windows: Iterable[Window], open_txns: dict[int, int], start:
                 open_txns[pi] = int(base[i])
 
 
-def last_stable_offset(logdirs, p, *, log_start_offset: int, limit: int, on_corruption: str,
+def last_stable_offset(logdirs: LogSource, p: PartitionDir, *, log_start_offset: int,
+                       limit: int, on_corruption: str,
                        window_bytes: int, stats: ReadStats) -> int:
     """First offset of the earliest transaction not decided below ``limit``, else
     ``limit`` (never below the log start offset)."""
-    from spark_kafkalog.log.seek import locate
-
     if limit <= log_start_offset or not p.segments:
         return max(limit, log_start_offset)
     open_txns: dict[int, int] = {}

@@ -1,6 +1,6 @@
 """Verification of log dirs: what ``kafkalog verify`` checks and how serious each finding is.
 
-:func:`verify_partition` runs :func:`~spark_kafkalog.log.inspect.inspect_partition` (one
+:func:`verify_partition` runs :func:`~spark_kafkalog.log.diagnose.inspect.inspect_partition` (one
 streaming pass over every segment's batch headers with CRCs checked; index, time index,
 txn index and checkpoint cross-checks) and adds what a broker's startup would also
 object to:
@@ -40,63 +40,35 @@ Memory stays bounded: the ``.log`` bytes are read window by window, never whole.
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import KafkaLogError
-from spark_kafkalog.log.checkpoint import LEADER_EPOCH_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
-from spark_kafkalog.log.fs import join, read_range, read_small_file
-from spark_kafkalog.log.index import (
+from spark_kafkalog.format.wire import CONTROL_ABORT
+from spark_kafkalog.log.diagnose.findings import ERROR, WARNING, Finding
+from spark_kafkalog.log.diagnose.inspect import PartitionInfo, SegmentInfo, inspect_partition
+from spark_kafkalog.log.files.checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    MAX_CHECKPOINT_BYTES,
+    REPLICATION_OFFSET_CHECKPOINT,
+)
+from spark_kafkalog.log.files.index import (
     OFFSET_INDEX_ENTRY,
     TIME_INDEX_ENTRY,
     read_offset_index,
     read_time_index,
 )
-from spark_kafkalog.log.inspect import PartitionInfo, SegmentInfo, inspect_partition
-from spark_kafkalog.format.wire import CONTROL_ABORT
-from spark_kafkalog.log.segment import ReadStats, TornTailWarning, scan_windows
-from spark_kafkalog.log.txn import read_producer_snapshot, read_txn_index
+from spark_kafkalog.log.files.txn import read_producer_snapshot, read_txn_index
+from spark_kafkalog.log.io import join, read_range, read_small_file
+from spark_kafkalog.log.model import PartitionDir
+from spark_kafkalog.log.read.discovery import LogDirs
+from spark_kafkalog.log.read.reader import read_partition
+from spark_kafkalog.log.read.scan import ReadStats, TornTailWarning, scan_windows
 
 __all__ = ["ERROR", "WARNING", "Finding", "VerifyResult", "verify_partition",
            "verify_log_dirs", "checkpoint_line_positions"]
-
-ERROR = "error"
-WARNING = "warning"
-
-#: checkpoint files small enough to read whole (same cap as checkpoint.py's reader)
-_MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One problem found by :func:`verify_partition`. ``position`` is a byte position in
-    ``path`` (None when the finding is about a whole file); ``offset`` the Kafka offset
-    involved, when one is."""
-    severity: str
-    kind: str
-    path: str
-    position: int | None
-    offset: int | None
-    message: str
-    topic: str | None = None
-    partition: int | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def where(self) -> str:
-        parts = [self.path]
-        if self.position is not None:
-            parts.append(f"position {self.position}")
-        if self.offset is not None:
-            parts.append(f"offset {self.offset}")
-        return ", ".join(parts)
-
-    def __str__(self) -> str:
-        return f"{self.severity}: {self.kind}: {self.message} ({self.where()})"
-
 
 @dataclass
 class VerifyResult:
@@ -135,7 +107,7 @@ def checkpoint_line_positions(fs: pafs.FileSystem, path: str) -> dict[tuple, int
     (leader-epoch-checkpoint). Lines that do not parse are left out; a missing or
     unreadable file gives ``{}`` (its problems are reported by the checkpoint reader)."""
     try:
-        data = read_small_file(fs, path, _MAX_CHECKPOINT_BYTES)
+        data = read_small_file(fs, path, MAX_CHECKPOINT_BYTES)
     except KafkaLogError:
         return {}
     if not data:
@@ -251,8 +223,8 @@ class _Collector:
                                      self.p.topic, self.p.partition))
 
 
-def _segment_checks(logdirs, p, i: int, info: SegmentInfo, out: _Collector,
-                    torn_at: int | None) -> None:
+def _segment_checks(logdirs: LogDirs, p: PartitionDir, i: int, info: SegmentInfo,
+                    out: _Collector, torn_at: int | None) -> None:
     """Index findings of one segment: inspect's, made precise, plus offsets past the
     segment's last batch. ``torn_at``: position of this segment's torn tail, if any."""
     fs = logdirs.filesystem
@@ -319,8 +291,8 @@ def _segment_checks(logdirs, p, i: int, info: SegmentInfo, out: _Collector,
                     f"{info.last_offset}{more}")
 
 
-def _partition_checks(logdirs, p, info: PartitionInfo, out: _Collector,
-                       positions: _Positions, leo: int | None, torn: bool) -> None:
+def _partition_checks(logdirs: LogDirs, p: PartitionDir, info: PartitionInfo,
+                      out: _Collector, positions: _Positions, leo: int | None, torn: bool) -> None:
     for pr in info.problems:
         if pr.kind != "checkpoint":
             out.add(ERROR, pr.kind, pr.path, pr.position, pr.offset, pr.message)
@@ -356,7 +328,8 @@ def _partition_checks(logdirs, p, info: PartitionInfo, out: _Collector,
         prev = (epoch, start)
 
 
-def _snapshot_checks(logdirs, p, out: _Collector, leo: int | None) -> None:
+def _snapshot_checks(logdirs: LogDirs, p: PartitionDir, out: _Collector,
+                     leo: int | None) -> None:
     for offset, path in p.snapshots:
         try:
             read_producer_snapshot(logdirs.filesystem, path, offset)
@@ -369,7 +342,8 @@ def _snapshot_checks(logdirs, p, out: _Collector, leo: int | None) -> None:
                     "(a broker deletes it on load)")
 
 
-def _abort_marker_checks(logdirs, p, info: PartitionInfo, out: _Collector) -> None:
+def _abort_marker_checks(logdirs: LogDirs, p: PartitionDir, info: PartitionInfo,
+                         out: _Collector) -> None:
     """Every ABORT marker must have its ``.txnindex`` entry in its segment: a broker
     answers read_committed fetches from the txn indexes only, so an aborted transaction
     missing there is served to consumers as if committed. (inspect checks the converse:
@@ -426,11 +400,9 @@ def _last_before(info: PartitionInfo, i: int) -> int | None:
     return max(lasts) if lasts else None
 
 
-def _deep_checks(logdirs, p, out: _Collector, progress) -> int:
+def _deep_checks(logdirs: LogDirs, p: PartitionDir, out: _Collector, progress) -> int:
     """Decode every batch of the partition; report batches that frame and checksum but
     do not decode. Returns the records decoded."""
-    from spark_kafkalog.log.reader import read_partition
-
     if not p.segments:
         return 0
     stats = ReadStats()
@@ -476,7 +448,8 @@ def _own_log_end(p, info: PartitionInfo) -> int | None:
     return max(ends) + 1 if ends else p.segments[-1].base_offset
 
 
-def verify_partition(logdirs, p, *, verify_crc: bool = True, deep: bool = False,
+def verify_partition(logdirs: LogDirs, p: PartitionDir, *, verify_crc: bool = True,
+                     deep: bool = False,
                      progress: Callable[[int], None] | None = None,
                      positions: _Positions | None = None
                      ) -> tuple[PartitionInfo, list[Finding]]:
@@ -505,8 +478,9 @@ def verify_partition(logdirs, p, *, verify_crc: bool = True, deep: bool = False,
     return info, findings
 
 
-def verify_log_dirs(logdirs, partitions: Iterable | None = None, *, verify_crc: bool = True,
-                    deep: bool = False, progress: Callable[[int], None] | None = None
+def verify_log_dirs(logdirs: LogDirs, partitions: Iterable | None = None, *,
+                    verify_crc: bool = True, deep: bool = False,
+                    progress: Callable[[int], None] | None = None
                     ) -> VerifyResult:
     """Verify ``partitions`` (PartitionDirs of ``logdirs``; default: every partition of
     every topic, internal ones included). ``progress(bytes_done)`` counts over all of

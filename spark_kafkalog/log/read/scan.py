@@ -27,10 +27,7 @@ otherwise the scan falls back to the segment start (``ReadStats.index_fallbacks`
 from __future__ import annotations
 
 import logging
-import mmap
-import os
 import struct
-import sys
 import warnings
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -45,15 +42,23 @@ from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.format.wire import (
     HEADER_PEEK,
     LEGACY_V0_MIN_SIZE,
+    LEGACY_V1_MIN_SIZE,
+    LEGACY_V1_TIMESTAMP_POS,
     LOG_OVERHEAD,
     MAGIC_POS,
+    NO_TIMESTAMP,
     SIZE_POS,
+    V2_HEADER_SIZE,
+    V2_LAST_OFFSET_DELTA_POS,
+    V2_MAX_TIMESTAMP_POS,
     V2_MIN_BATCH_LENGTH,
 )
+from spark_kafkalog.log.io import SegmentFile
+from spark_kafkalog.log.model import PartitionDir, Segment
 
 __all__ = ["ReadStats", "SkippedRange", "Window", "scan_windows", "POLICIES",
            "DEFAULT_WINDOW_BYTES", "DEFAULT_MAX_BATCH_BYTES", "segment_next_offset",
-           "check_policy", "TornTailWarning"]
+           "check_policy", "TornTailWarning", "walk_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +69,6 @@ DEFAULT_MAX_BATCH_BYTES = 256 * 1024 * 1024
 _MIN_WINDOW = 4096
 # Offsets inside one segment are base + int32 (index entries store them relative).
 _MAX_SEGMENT_SPAN = 1 << 31
-# memory maps start on this boundary (0: no mmap module here, read instead)
-_PAGE = getattr(mmap, "ALLOCATIONGRANULARITY", 0) if hasattr(mmap, "PROT_READ") else 0
-# MAP_POPULATE: fault the whole range in with the map call (one kernel pass over the
-# page cache instead of one fault per page as the scan walks it)
-_MAP_FLAGS = getattr(mmap, "MAP_SHARED", 1) | getattr(mmap, "MAP_POPULATE", 0)
 
 
 class TornTailWarning(UserWarning):
@@ -134,14 +134,12 @@ def check_policy(on_corruption: str) -> str:
     return on_corruption
 
 
-class _Problem(Exception):
+@dataclass(frozen=True)
+class _Problem:
     """Internal: a corrupt stretch found at ``position`` of the current segment."""
-
-    def __init__(self, position: int, offset: int | None, reason: str):
-        super().__init__(reason)
-        self.position = position
-        self.offset = offset
-        self.reason = reason
+    position: int
+    offset: int | None
+    reason: str
 
 
 def _be_int(arr: np.ndarray, idx: np.ndarray, nbytes: int) -> np.ndarray:
@@ -154,122 +152,6 @@ def _be_int(arr: np.ndarray, idx: np.ndarray, nbytes: int) -> np.ndarray:
     signed = acc.astype(np.int64)
     limit = 1 << (8 * nbytes - 1)
     return np.where(signed >= limit, signed - (limit << 1), signed)
-
-
-#: window buffers a segment reader keeps for reuse
-_WINDOW_POOL = 3
-
-
-class _SegmentFile:
-    """A segment's .log opened once and read in ranges, bytes counted.
-
-    :meth:`read` returns a buffer (a memoryview) of exactly the bytes asked for, made
-    without the copies a ``bytes`` result costs:
-
-    - by default the range is read straight into a fresh uninitialised buffer (one
-      copy, from the page cache or the network);
-    - with ``memory_map`` on the local filesystem each range is memory-mapped on its
-      own (``mmap`` of the page-aligned range, pre-faulted): no copy at all, and the
-      mapping is released as soon as nothing refers to the range any more, so resident
-      memory stays one window (mapping the whole file would keep every page touched
-      resident until the end).
-
-    ``carry``, the unconsumed end of the previous range, which must be the first bytes
-    of the new one, is copied into the new buffer rather than read again (a memory map
-    needs neither), so every byte of the file is read once.
-
-    Why memory maps are opt-in: a file truncated while a range of it is mapped kills the
-    process (SIGBUS) when the range is touched, where a read just comes back short and
-    raises :class:`LogLayoutError`. A broker truncates its segments on recovery and on
-    follower divergence, and the appender rolls back a crashed commit by truncating, so
-    only a log nothing writes to (a copy, a backup) is safe to map. The saving is one
-    memory copy of the segment bytes (about 15% of the CPU time of reading
-    uncompressed batches)."""
-
-    def __init__(self, fs: pafs.FileSystem, path: str, size: int, stats: ReadStats,
-                 memory_map: bool = False):
-        self.path = path
-        self.size = size
-        self.stats = stats
-        self._fd = None
-        self._f = None
-        self._pool: list[np.ndarray] = []   # window buffers, reused once nothing views them
-        try:
-            if memory_map and isinstance(fs, pafs.LocalFileSystem) and _PAGE:
-                self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            else:
-                self._f = fs.open_input_file(path)
-        except OSError as err:
-            raise LogLayoutError(f"cannot open segment: {err}", path=path) from err
-
-    def read(self, position: int, length: int, carry=None) -> memoryview:
-        length = min(length, self.size - position)
-        if length <= 0:
-            return memoryview(b"")
-        kept = 0 if carry is None else min(len(carry), length)
-        if self._fd is not None:
-            data = self._map(position, length)
-        else:
-            buf = self._buffer(length)
-            if kept:
-                buf[:kept] = np.frombuffer(carry, dtype=np.uint8, count=kept)
-            data = memoryview(buf)
-            got = kept
-            if kept < length:
-                self._f.seek(position + kept)
-                got += self._f.readinto(data[kept:])
-            if got != length:
-                self._short(position, got, length)
-        self.stats.bytes_read += length - kept
-        return data
-
-    def _buffer(self, length: int) -> np.ndarray:
-        """A buffer for the next window: a previous window's, when no view of it is left
-        (the consumer is done with that window), so reading a segment does not fault in
-        (and have the kernel zero) fresh pages for every window. A few are kept because a
-        consumer typically still holds the previous window while asking for the next."""
-        pool = self._pool
-        for buf in pool:
-            # references: the pool's, ``buf`` and getrefcount's argument; any more is a
-            # live view of its bytes (a Window still in use)
-            if len(buf) >= length and sys.getrefcount(buf) <= 3:
-                return buf[:length]
-        buf = np.empty(length, dtype=np.uint8)
-        if len(pool) >= _WINDOW_POOL:
-            # forget a free but too small one, else the oldest (its holder keeps it alive)
-            free = [i for i in range(len(pool)) if sys.getrefcount(pool[i]) <= 2]
-            pool.pop(free[0] if free else 0)
-        pool.append(buf)
-        return buf[:length]
-
-    def _map(self, position: int, length: int) -> memoryview:
-        try:
-            current = os.fstat(self._fd).st_size
-        except OSError as err:
-            raise LogLayoutError(f"cannot stat segment: {err}", path=self.path,
-                                 position=position) from err
-        if current < position + length:
-            self._short(position, max(current - position, 0), length)
-        start = position - position % _PAGE
-        try:
-            mm = mmap.mmap(self._fd, position + length - start, flags=_MAP_FLAGS,
-                           prot=mmap.PROT_READ, offset=start)
-        except OSError as err:
-            raise LogLayoutError(f"cannot map {length} bytes: {err}", path=self.path,
-                                 position=position) from err
-        # the memoryview keeps the map alive; it is unmapped when the last view goes
-        return memoryview(mm)[position - start:]
-
-    def _short(self, position: int, got: int, length: int):
-        raise LogLayoutError(f"short read: {got} of {length} bytes (the file shrank while "
-                             "being read?)", path=self.path, position=position)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        if self._f is not None:
-            self._f.close()
 
 
 class _Scan:
@@ -299,7 +181,7 @@ class _Scan:
         if not self.quiet:
             warnings.warn(message, TornTailWarning, stacklevel=4)
 
-    def _all_zero(self, f: _SegmentFile, start: int) -> bool:
+    def _all_zero(self, f: SegmentFile, start: int) -> bool:
         pos = start
         while pos < f.size:
             chunk = f.read(pos, min(self.window_bytes, f.size - pos))
@@ -349,7 +231,7 @@ class _Scan:
                    f"range [{seg.base_offset}, {nxt if nxt is not None else 'end'})")
         return i, why
 
-    def _resync(self, f: _SegmentFile, seg_i: int, start: int) -> int | None:
+    def _resync(self, f: SegmentFile, seg_i: int, start: int) -> int | None:
         """Position of the next valid batch at or after ``start`` in this segment, found
         by testing every byte position: the 17-byte prefix must look like a batch
         (magic 0-2, a possible length, an offset this segment may hold) and then the
@@ -396,7 +278,7 @@ class _Scan:
         segments = self.p.segments
         while seg_i < len(segments):
             seg = segments[seg_i]
-            f = _SegmentFile(self.fs, seg.path, seg.size, self.stats, self.memory_map)
+            f = SegmentFile(self.fs, seg.path, seg.size, self.stats, self.memory_map)
             limit = read_limit(seg_i) if callable(read_limit) else read_limit
             try:
                 result = yield from self._segment(f, seg_i, position, end_offset,
@@ -413,7 +295,7 @@ class _Scan:
             if not callable(read_limit):
                 read_limit = None
 
-    def _segment(self, f: _SegmentFile, seg_i: int, position: int, end_offset, seek_check,
+    def _segment(self, f: SegmentFile, seg_i: int, position: int, end_offset, seek_check,
                  read_limit):
         """Yield the windows of one segment; return "next", "done" or "restart"."""
         is_last = seg_i == len(self.p.segments) - 1
@@ -524,7 +406,7 @@ class _Scan:
             pos = resume
         return "next"
 
-    def _torn_tail(self, f: _SegmentFile, seg_i: int, where: int, offset) -> bool:
+    def _torn_tail(self, f: SegmentFile, seg_i: int, where: int, offset) -> bool:
         """At a batch cut by the end of the last segment: True (and warn) when nothing
         valid follows it, so it is a crash's torn tail; False when a valid batch follows
         (then it is corruption)."""
@@ -533,14 +415,14 @@ class _Scan:
         self._tail(f, where, f"a torn batch (offset {offset})")
         return True
 
-    def _tail(self, f: _SegmentFile, where: int, what: str) -> None:
+    def _tail(self, f: SegmentFile, where: int, what: str) -> None:
         self.stats.torn_tail = (f.path, where, f.size - where)
         self._warn(f"{f.path}: the log ends with {what} at position {where} "
                    f"({f.size - where} bytes); treating it as the end of the log, as broker "
                    "recovery would")
 
 
-def scan_windows(fs: pafs.FileSystem, partition_dir, *, segment_index: int = 0,
+def scan_windows(fs: pafs.FileSystem, partition_dir: PartitionDir, *, segment_index: int = 0,
                  position: int = 0, end_offset: int | None = None,
                  seek_check: int | None = None, read_limit=None,
                  on_corruption: str = "fail", window_bytes: int = DEFAULT_WINDOW_BYTES,
@@ -564,7 +446,7 @@ def scan_windows(fs: pafs.FileSystem, partition_dir, *, segment_index: int = 0,
     ``quiet``: log a torn tail without a Python warning (for internal probes).
     ``one_segment``: end at the end of the first segment (inspection of one segment).
     ``memory_map``: on the local filesystem, map windows instead of reading them (no
-    copy; only for a log nothing truncates while it is read: see :class:`_SegmentFile`).
+    copy; only for a log nothing truncates while it is read: see :class:`SegmentFile`).
     """
     stats = stats if stats is not None else ReadStats()
     scan = _Scan(fs, partition_dir, on_corruption=on_corruption, window_bytes=window_bytes,
@@ -578,14 +460,82 @@ def scan_windows(fs: pafs.FileSystem, partition_dir, *, segment_index: int = 0,
                         one_segment=one_segment)
 
 
-def segment_next_offset(fs: pafs.FileSystem, segment) -> int:
+def segment_next_offset(fs: pafs.FileSystem, segment: Segment) -> int:
     """The offset after the last valid batch of one segment (its base offset when it
     holds none): Kafka's readNextOffset, used to place ``.swap`` segments. Stops quietly
     at the first damage."""
-    from spark_kafkalog.log.layout import PartitionDir
-
     p = PartitionDir("", 0, "", "", (segment,))
     last = None
     for w in scan_windows(fs, p, on_corruption="stop", quiet=True, initial_window=1 << 16):
         last = int(w.headers.column("last_offset")[-1].as_py())
     return segment.base_offset if last is None else last + 1
+
+
+_MIN_LENGTH = {2: V2_MIN_BATCH_LENGTH, 1: LEGACY_V1_MIN_SIZE, 0: LEGACY_V0_MIN_SIZE}
+
+
+def walk_batches(read, start: int, end: int, path: str, *, strict: bool = True
+                 ) -> tuple[list[int], list[int], list[int]]:
+    """Headers of the batches in ``[start, end)`` of a segment, reading only each batch's
+    first bytes (no CRC check): ``(positions, last offsets, max timestamps)``, every
+    magic (v0 batches have no timestamp: ``NO_TIMESTAMP``).
+
+    ``read``: a callable ``(position, length) -> bytes`` or a file with ``read_at(length,
+    position)`` (a ``pyarrow`` RandomAccessFile). ``strict`` (what a writer needs before
+    appending): a batch cut by ``end`` raises :class:`CorruptRecordError` naming the
+    position, since a partial tail is a broker crash its own recovery must truncate;
+    otherwise such a torn tail ends the walk quietly. Either way an unknown magic, a
+    length too small for its magic, or offsets going backwards raise."""
+    if hasattr(read, "read_at"):
+        read = (lambda f: lambda pos, n: f.read_at(n, pos))(read)
+    positions: list[int] = []
+    lasts: list[int] = []
+    max_ts: list[int] = []
+    pos = start
+    while pos < end:
+        if end - pos < HEADER_PEEK:
+            if not strict:
+                break
+            raise CorruptRecordError(f"torn batch at the end of the segment ({end - pos} "
+                                     "bytes)", path=path, position=pos)
+        want = min(V2_HEADER_SIZE, end - pos)
+        head = read(pos, want)
+        if len(head) < want:
+            raise LogLayoutError(f"short read: {len(head)} of {want} bytes (the file is "
+                                 "shorter than the range walked)", path=path, position=pos)
+        base, length = struct.unpack_from(">qi", head, 0)
+        magic = head[MAGIC_POS]
+        size = LOG_OVERHEAD + length
+        minimum = _MIN_LENGTH.get(magic)
+        if minimum is None:
+            raise CorruptRecordError(f"unknown magic {magic}", path=path, position=pos,
+                                     offset=base)
+        if length < minimum:
+            raise CorruptRecordError(f"batch length {length} is too small for magic {magic}",
+                                     path=path, position=pos, offset=base)
+        if pos + size > end:
+            if not strict:
+                break
+            raise CorruptRecordError(f"torn batch at the end of the segment: {size} bytes "
+                                     f"declared, {end - pos} present", path=path,
+                                     position=pos, offset=base)
+        if magic == 2:
+            (delta,) = struct.unpack_from(">i", head, V2_LAST_OFFSET_DELTA_POS)
+            (ts,) = struct.unpack_from(">q", head, V2_MAX_TIMESTAMP_POS)
+            last = base + delta
+        elif magic == 1:
+            # a legacy entry's offset is its (last inner) offset; the wrapper's timestamp
+            # is the batch's max timestamp
+            (ts,) = struct.unpack_from(">q", head, LEGACY_V1_TIMESTAMP_POS)
+            last = base
+        else:
+            ts = NO_TIMESTAMP
+            last = base
+        if lasts and last <= lasts[-1]:
+            raise CorruptRecordError(f"offsets go backwards ({last} after {lasts[-1]})",
+                                     path=path, position=pos, offset=base)
+        positions.append(pos)
+        lasts.append(last)
+        max_ts.append(ts)
+        pos += size
+    return positions, lasts, max_ts

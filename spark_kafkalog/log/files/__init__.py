@@ -1,0 +1,5 @@
+"""Kafka's small files beside the ``.log``: parsed and built in one place each.
+
+``index`` (``.index``/``.timeindex``), ``txn`` (``.txnindex`` and producer ``.snapshot``),
+``checkpoint`` (the text checkpoint files at a root and in a partition dir).
+"""

@@ -1,0 +1,144 @@
+"""Kafka's text checkpoint files, read and written exactly as the broker does.
+
+Every checkpoint file (``CheckpointFile`` in Kafka's server-common) is UTF-8 text::
+
+    <version>            line 1, an int; 0 for every file read here
+    <entry count>        line 2, an int
+    <entry>              one line per entry, fields separated by whitespace
+
+An empty file (or one with only the version line) holds no entries. Entries by file:
+
+- ``replication-offset-checkpoint`` (high watermarks), ``recovery-point-offset-checkpoint``,
+  ``log-start-offset-checkpoint``, ``cleaner-offset-checkpoint`` (at a log-dir root):
+  ``<topic> <partition> <offset>`` (OffsetCheckpointFile).
+- ``leader-epoch-checkpoint`` (in a partition dir): ``<epoch> <start offset>``.
+
+The broker writes them to ``<name>.tmp``, fsyncs and renames; :func:`write_checkpoint`
+does the same (see :func:`spark_kafkalog.log.io.write_atomic`).
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import pyarrow.fs as pafs
+
+from spark_kafkalog.errors import LogLayoutError
+from spark_kafkalog.log.io import read_small_file, write_atomic
+
+__all__ = [
+    "CHECKPOINT_VERSION", "REPLICATION_OFFSET_CHECKPOINT", "RECOVERY_POINT_CHECKPOINT",
+    "LOG_START_OFFSET_CHECKPOINT", "CLEANER_OFFSET_CHECKPOINT", "LEADER_EPOCH_CHECKPOINT",
+    "parse_checkpoint", "format_checkpoint", "read_checkpoint", "write_checkpoint",
+    "parse_leader_epoch_checkpoint", "read_leader_epoch_checkpoint", "MAX_CHECKPOINT_BYTES",
+]
+
+CHECKPOINT_VERSION = 0
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+# A checkpoint lists at most every partition of a broker's log dir: a few MiB is plenty.
+MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
+
+
+def _lines(data: bytes, path: str) -> list[str]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise LogLayoutError(f"checkpoint file is not UTF-8 text (byte {err.start})",
+                             path=path, position=err.start) from err
+    # Java's BufferedReader.readLine splits on \n, \r and \r\n; so does splitlines for these.
+    return text.splitlines()
+
+
+def _int_line(line: str, lineno: int, path: str, what: str) -> int:
+    try:
+        return int(line.strip())
+    except ValueError:
+        raise LogLayoutError(f"malformed checkpoint line {lineno} ({what}): {line!r}",
+                             path=path) from None
+
+
+def _entries(data: bytes, path: str, fields: int) -> list[list[str]]:
+    """Validate version and count lines; return each entry split into ``fields`` fields."""
+    lines = _lines(data, path)
+    if not lines:
+        return []
+    version = _int_line(lines[0], 1, path, "version")
+    if version != CHECKPOINT_VERSION:
+        raise LogLayoutError(f"unrecognised checkpoint version {version}, expected "
+                             f"{CHECKPOINT_VERSION}", path=path)
+    if len(lines) < 2:
+        return []
+    expected = _int_line(lines[1], 2, path, "entry count")
+    entries = []
+    for lineno, line in enumerate(lines[2:], start=3):
+        parts = line.split()
+        if len(parts) != fields:
+            raise LogLayoutError(f"malformed checkpoint line {lineno}: {line!r} (expected "
+                                 f"{fields} fields)", path=path)
+        entries.append(parts)
+    if len(entries) != expected:
+        raise LogLayoutError(f"checkpoint file announces {expected} entries but holds "
+                             f"{len(entries)}", path=path)
+    return entries
+
+
+def parse_checkpoint(data: bytes, path: str = "<checkpoint>") -> dict[tuple[str, int], int]:
+    """Parse an OffsetCheckpointFile: ``{(topic, partition): offset}``."""
+    result: dict[tuple[str, int], int] = {}
+    for lineno, (topic, partition, offset) in enumerate(_entries(data, path, 3), start=3):
+        try:
+            result[(topic, int(partition))] = int(offset)
+        except ValueError:
+            raise LogLayoutError(f"malformed checkpoint line {lineno}: "
+                                 f"{topic} {partition} {offset}", path=path) from None
+    return result
+
+
+def format_checkpoint(mapping: Mapping[tuple[str, int], int]) -> bytes:
+    """The bytes Kafka writes for ``mapping`` (entries sorted for reproducibility)."""
+    lines = [str(CHECKPOINT_VERSION), str(len(mapping))]
+    for (topic, partition), offset in sorted(mapping.items()):
+        if not topic or any(c.isspace() for c in topic):
+            raise LogLayoutError(f"cannot checkpoint topic name {topic!r}")
+        lines.append(f"{topic} {int(partition)} {int(offset)}")
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def read_checkpoint(fs: pafs.FileSystem, path: str) -> dict[tuple[str, int], int]:
+    """``{(topic, partition): offset}`` from an offset checkpoint file; ``{}`` when the file
+    does not exist or is empty. Malformed content raises LogLayoutError naming the file."""
+    data = read_small_file(fs, path, MAX_CHECKPOINT_BYTES)
+    if data is None:
+        return {}
+    return parse_checkpoint(data, path)
+
+
+def write_checkpoint(fs: pafs.FileSystem, path: str,
+                     mapping: Mapping[tuple[str, int], int]) -> None:
+    """Atomically replace an offset checkpoint file (tmp, fsync, rename)."""
+    write_atomic(fs, path, format_checkpoint(mapping))
+
+
+def parse_leader_epoch_checkpoint(data: bytes, path: str = "<checkpoint>"
+                                  ) -> list[tuple[int, int]]:
+    """``[(epoch, start_offset), ...]`` in file order."""
+    result = []
+    for lineno, (epoch, offset) in enumerate(_entries(data, path, 2), start=3):
+        try:
+            result.append((int(epoch), int(offset)))
+        except ValueError:
+            raise LogLayoutError(f"malformed checkpoint line {lineno}: {epoch} {offset}",
+                                 path=path) from None
+    return result
+
+
+def read_leader_epoch_checkpoint(fs: pafs.FileSystem, path: str) -> list[tuple[int, int]]:
+    """Entries of a partition's ``leader-epoch-checkpoint``; ``[]`` when absent."""
+    data = read_small_file(fs, path, MAX_CHECKPOINT_BYTES)
+    if data is None:
+        return []
+    return parse_leader_epoch_checkpoint(data, path)

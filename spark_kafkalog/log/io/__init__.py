@@ -1,0 +1,26 @@
+"""The one file-access layer of ``log/``: local files or ``pyarrow.fs`` (s3, gcs, hdfs).
+
+Everything above it asks here to resolve a URI, list a directory, read a range or a
+small file, write fully, replace a file atomically (right on every filesystem), delete,
+and fsync a directory; ranged segment reads (pread or memory maps) are in
+:mod:`.segment_file`.
+"""
+from spark_kafkalog.log.io.fs import (
+    FILESYSTEM_OPTIONS,
+    WRITE_PIECE_BYTES,
+    delete_file,
+    file_size,
+    fsync_dir,
+    join,
+    list_dir,
+    read_range,
+    read_small_file,
+    resolve_filesystem,
+    write_atomic,
+    write_fully,
+)
+from spark_kafkalog.log.io.segment_file import SegmentFile
+
+__all__ = ["FILESYSTEM_OPTIONS", "WRITE_PIECE_BYTES", "SegmentFile", "delete_file",
+           "file_size", "fsync_dir", "join", "list_dir", "read_range", "read_small_file",
+           "resolve_filesystem", "write_atomic", "write_fully"]

@@ -1,0 +1,141 @@
+"""Ranged reads of one segment file: pread into reused buffers, or memory maps.
+
+The read side's one way of reading ``.log`` bytes (see :class:`SegmentFile`); the page
+cache behaviour of reading (pre-faulted maps, buffer reuse) is decided here only.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import sys
+
+import numpy as np
+import pyarrow.fs as pafs
+
+from spark_kafkalog.errors import LogLayoutError
+
+__all__ = ["SegmentFile"]
+
+# memory maps start on this boundary (0: no mmap module here, read instead)
+_PAGE = getattr(mmap, "ALLOCATIONGRANULARITY", 0) if hasattr(mmap, "PROT_READ") else 0
+# MAP_POPULATE: fault the whole range in with the map call (one kernel pass over the
+# page cache instead of one fault per page as the scan walks it)
+_MAP_FLAGS = getattr(mmap, "MAP_SHARED", 1) | getattr(mmap, "MAP_POPULATE", 0)
+
+#: window buffers a segment reader keeps for reuse
+_WINDOW_POOL = 3
+
+
+class SegmentFile:
+    """A segment's .log opened once and read in ranges, bytes counted.
+
+    :meth:`read` returns a buffer (a memoryview) of exactly the bytes asked for, made
+    without the copies a ``bytes`` result costs:
+
+    - by default the range is read straight into a fresh uninitialised buffer (one
+      copy, from the page cache or the network);
+    - with ``memory_map`` on the local filesystem each range is memory-mapped on its
+      own (``mmap`` of the page-aligned range, pre-faulted): no copy at all, and the
+      mapping is released as soon as nothing refers to the range any more, so resident
+      memory stays one window (mapping the whole file would keep every page touched
+      resident until the end).
+
+    ``carry``, the unconsumed end of the previous range, which must be the first bytes
+    of the new one, is copied into the new buffer rather than read again (a memory map
+    needs neither), so every byte of the file is read once.
+
+    Why memory maps are opt-in: a file truncated while a range of it is mapped kills the
+    process (SIGBUS) when the range is touched, where a read just comes back short and
+    raises :class:`LogLayoutError`. A broker truncates its segments on recovery and on
+    follower divergence, and the appender rolls back a crashed commit by truncating, so
+    only a log nothing writes to (a copy, a backup) is safe to map. The saving is one
+    memory copy of the segment bytes (about 15% of the CPU time of reading
+    uncompressed batches).
+
+    ``stats``: any object with an int ``bytes_read`` (the scan's ReadStats), counting the
+    bytes taken from the file."""
+
+    def __init__(self, fs: pafs.FileSystem, path: str, size: int, stats,
+                 memory_map: bool = False):
+        self.path = path
+        self.size = size
+        self.stats = stats
+        self._fd = None
+        self._f = None
+        self._pool: list[np.ndarray] = []   # window buffers, reused once nothing views them
+        try:
+            if memory_map and isinstance(fs, pafs.LocalFileSystem) and _PAGE:
+                self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            else:
+                self._f = fs.open_input_file(path)
+        except OSError as err:
+            raise LogLayoutError(f"cannot open segment: {err}", path=path) from err
+
+    def read(self, position: int, length: int, carry=None) -> memoryview:
+        length = min(length, self.size - position)
+        if length <= 0:
+            return memoryview(b"")
+        kept = 0 if carry is None else min(len(carry), length)
+        if self._fd is not None:
+            data = self._map(position, length)
+        else:
+            buf = self._buffer(length)
+            if kept:
+                buf[:kept] = np.frombuffer(carry, dtype=np.uint8, count=kept)
+            data = memoryview(buf)
+            got = kept
+            if kept < length:
+                self._f.seek(position + kept)
+                got += self._f.readinto(data[kept:])
+            if got != length:
+                self._short(position, got, length)
+        self.stats.bytes_read += length - kept
+        return data
+
+    def _buffer(self, length: int) -> np.ndarray:
+        """A buffer for the next window: a previous window's, when no view of it is left
+        (the consumer is done with that window), so reading a segment does not fault in
+        (and have the kernel zero) fresh pages for every window. A few are kept because a
+        consumer typically still holds the previous window while asking for the next."""
+        pool = self._pool
+        for buf in pool:
+            # references: the pool's, ``buf`` and getrefcount's argument; any more is a
+            # live view of its bytes (a Window still in use)
+            if len(buf) >= length and sys.getrefcount(buf) <= 3:
+                return buf[:length]
+        buf = np.empty(length, dtype=np.uint8)
+        if len(pool) >= _WINDOW_POOL:
+            # forget a free but too small one, else the oldest (its holder keeps it alive)
+            free = [i for i in range(len(pool)) if sys.getrefcount(pool[i]) <= 2]
+            pool.pop(free[0] if free else 0)
+        pool.append(buf)
+        return buf[:length]
+
+    def _map(self, position: int, length: int) -> memoryview:
+        try:
+            current = os.fstat(self._fd).st_size
+        except OSError as err:
+            raise LogLayoutError(f"cannot stat segment: {err}", path=self.path,
+                                 position=position) from err
+        if current < position + length:
+            self._short(position, max(current - position, 0), length)
+        start = position - position % _PAGE
+        try:
+            mm = mmap.mmap(self._fd, position + length - start, flags=_MAP_FLAGS,
+                           prot=mmap.PROT_READ, offset=start)
+        except OSError as err:
+            raise LogLayoutError(f"cannot map {length} bytes: {err}", path=self.path,
+                                 position=position) from err
+        # the memoryview keeps the map alive; it is unmapped when the last view goes
+        return memoryview(mm)[position - start:]
+
+    def _short(self, position: int, got: int, length: int):
+        raise LogLayoutError(f"short read: {got} of {length} bytes (the file shrank while "
+                             "being read?)", path=self.path, position=position)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._f is not None:
+            self._f.close()

@@ -1,0 +1,85 @@
+"""Names in a broker's log dir: topics, partition directories, segment files.
+
+Kafka's rules (``Topic.validate``, ``LocalLog.parseTopicPartitionName``, ``LogFileUtils``):
+a topic is 1-249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``; a partition dir is
+``<topic>-<partition>`` split at the LAST ``-``; a segment file is the base offset as 20
+digits plus a suffix. Pure functions, no I/O.
+"""
+from __future__ import annotations
+
+import re
+
+from spark_kafkalog.errors import InvalidOptionError
+
+__all__ = ["METADATA_TOPIC", "INTERNAL_TOPICS", "HIDDEN_TOPICS", "MAX_TOPIC_LENGTH",
+           "is_internal_topic", "is_legal_topic", "validate_topic",
+           "parse_partition_dir_name", "parse_segment_file_name", "LEFTOVER_SUFFIXES"]
+
+METADATA_TOPIC = "__cluster_metadata"
+#: topics a listing leaves out unless asked for by name (the KRaft metadata log)
+HIDDEN_TOPICS = frozenset({METADATA_TOPIC})
+#: internal topics a consumer's pattern subscription excludes by default
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", METADATA_TOPIC,
+                             "__share_group_state"})
+MAX_TOPIC_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_SKIP_DIR_SUFFIXES = ("-delete", "-future", "-stray")
+_REMOTE_INDEX_CACHE = "remote-log-index-cache"
+_SEGMENT_FILE = re.compile(r"^(\d+)\.(log|index|timeindex|txnindex|snapshot)(\.swap)?$")
+#: files a broker leaves behind in a partition dir that are not part of the log
+LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".tmp")
+
+
+def is_internal_topic(topic: str) -> bool:
+    """Kafka's internal topics (excluded from pattern subscriptions by default)."""
+    return topic in INTERNAL_TOPICS
+
+
+def is_legal_topic(topic: str) -> bool:
+    """Whether ``topic`` is a name Kafka accepts (so no path escapes the log dir)."""
+    return bool(_LEGAL_TOPIC.match(topic)) and topic not in (".", "..")
+
+
+def validate_topic(topic: str) -> str:
+    """Kafka's rules for a topic name: non-empty, at most 249 characters of
+    ``[a-zA-Z0-9._-]``, not ``.`` or ``..``. Returns the name or raises
+    :class:`InvalidOptionError` naming the option ``topic``."""
+    if not isinstance(topic, str) or not topic:
+        raise InvalidOptionError("option 'topic': topic name is empty")
+    if topic in (".", ".."):
+        raise InvalidOptionError(f"option 'topic': topic name cannot be {topic!r}")
+    if len(topic) > MAX_TOPIC_LENGTH:
+        raise InvalidOptionError(f"option 'topic': topic name is {len(topic)} characters, "
+                                 f"Kafka allows at most {MAX_TOPIC_LENGTH}")
+    if not is_legal_topic(topic):
+        raise InvalidOptionError(f"option 'topic': topic name {topic!r} has characters "
+                                 "other than ASCII letters, digits, '.', '_' and '-'")
+    return topic
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` for a current partition dir name, None for anything else
+    (``-delete``/``-future``/``-stray`` dirs, ``remote-log-index-cache``, names that are
+    not ``<legal topic>-<non-negative int>``)."""
+    if not name or "-" not in name or name == _REMOTE_INDEX_CACHE:
+        return None
+    if name.endswith(_SKIP_DIR_SUFFIXES):
+        return None
+    topic, _, part = name.rpartition("-")
+    if not topic or not part.isdigit() or not part.isascii():
+        return None
+    if not is_legal_topic(topic):
+        return None
+    partition = int(part)
+    if partition > 0x7FFFFFFF:
+        return None
+    return topic, partition
+
+
+def parse_segment_file_name(name: str) -> tuple[int, str, bool] | None:
+    """``(base offset, kind, is swap)`` of a segment file name (kind: log, index,
+    timeindex, txnindex, snapshot), None for any other name."""
+    m = _SEGMENT_FILE.match(name)
+    if m is None:
+        return None
+    return int(m.group(1)), m.group(2), m.group(3) is not None
