@@ -147,3 +147,75 @@ def test_staging_and_segment_writes_go_in_pieces(tmp_path, monkeypatch):
                  config=AppendConfig(adopt_min_bytes=1 << 40))     # copied, not adopted
     assert read_kp(f"{tmp_path}/t-0") == as_rows(rows, 0)
     assert sizes and max(sizes) <= WRITE_PIECE_BYTES
+
+
+class _RenameOnly:
+    """What write_atomic needs of HDFS: a rename that never replaces an existing file.
+    ``crash_at``: the n-th move raises, as if the writer died just before it."""
+
+    def __init__(self):
+        import types
+
+        # the local-disk handler behind the counting test filesystem; only move differs
+        from .fsutil import _Handler
+
+        outer = self
+
+        class Handler(_Handler):
+            def get_type_name(self):
+                return "hdfs-like"
+
+            def move(self, src, dest):
+                if outer.crash_at is not None and len(outer.moves) == outer.crash_at:
+                    raise OSError("killed before the rename")
+                if self.inner.get_file_info(dest).type != pafs.FileType.NotFound:
+                    raise OSError(f"rename: {dest} exists")
+                outer.moves.append((src, dest))
+                self.inner.move(src, dest)
+
+        self.moves: list = []
+        self.crash_at = None
+        self.fs = pafs.PyFileSystem(Handler(types.SimpleNamespace(bytes_read=0, reads=0)))
+
+
+def test_write_atomic_on_a_rename_filesystem(tmp_path):
+    r = _RenameOnly()
+    p = str(tmp_path / "journal")
+    write_atomic(r.fs, p, b"one")
+    write_atomic(r.fs, p, b"two")
+    assert (tmp_path / "journal").read_bytes() == b"two"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["journal"]
+    # every replacement is complete under its final name before the old file goes
+    assert r.moves[-2:] == [(p + ".tmp", p + ".new"), (p + ".new", p)]
+
+
+def test_write_atomic_on_a_rename_filesystem_survives_a_crash_at_each_step(tmp_path):
+    p = str(tmp_path / "ckpt")
+    # killed before tmp -> new: the old content stands, the partial tmp is ignored
+    r = _RenameOnly()
+    write_atomic(r.fs, p, b"old")
+    r.crash_at = len(r.moves)
+    with pytest.raises(OSError, match="killed"):
+        write_atomic(r.fs, p, b"new content")
+    assert read_small_file(r.fs, p, 100) == b"old"
+    # killed between deleting the old file and new -> final: the complete .new is read
+    r = _RenameOnly()
+    write_atomic(r.fs, p, b"old")
+    r.crash_at = len(r.moves) + 1
+    with pytest.raises(OSError, match="killed"):
+        write_atomic(r.fs, p, b"new content")
+    assert not (tmp_path / "ckpt").exists()
+    assert read_small_file(r.fs, p, 100) == b"new content"
+    # the next write first finishes that rename: killed later, it leaves "new content"
+    r.crash_at = len(r.moves) + 1
+    with pytest.raises(OSError, match="killed"):
+        write_atomic(r.fs, p, b"lost")
+    assert (tmp_path / "ckpt").read_bytes() == b"new content"
+    assert read_small_file(r.fs, p, 100) == b"new content"
+    # and a write that is not interrupted completes over the leftovers
+    r.crash_at = None
+    write_atomic(r.fs, p, b"newest")
+    assert read_small_file(r.fs, p, 100) == b"newest"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["ckpt"]
+    # a local disk never looks at a .new file (os.replace is atomic there)
+    assert read_small_file(pafs.LocalFileSystem(), str(tmp_path / "other"), 100) is None

@@ -364,7 +364,8 @@ def write_atomic(fs: pafs.FileSystem, path: str, data) -> None:
       ``path.tmp``, rename it to ``path.new`` (now known complete), delete ``path``,
       rename ``path.new`` to ``path``. HDFS's rename does not replace an existing file,
       so there is a moment with no ``path``: :func:`read_small_file` then reads
-      ``path.new``, which is whole by construction.
+      ``path.new``, which is whole by construction, and the next write first finishes
+      that rename (or drops a ``path.new`` no reader ever saw, when ``path`` stands).
     """
     if isinstance(fs, pafs.LocalFileSystem):
         tmp = path + TMP_SUFFIX
@@ -386,9 +387,13 @@ def write_atomic(fs: pafs.FileSystem, path: str, data) -> None:
             out.write(data)
         return
     tmp, new = path + TMP_SUFFIX, path + NEW_SUFFIX
+    if file_size(fs, new) is not None:
+        if file_size(fs, path) is None:
+            fs.move(new, path)          # finish the replacement a crash interrupted
+        else:
+            delete_file(fs, new)        # a replacement that never became the file
     with fs.open_output_stream(tmp) as out:
         out.write(data)
-    delete_file(fs, new, missing_ok=True)
     fs.move(tmp, new)
     delete_file(fs, path, missing_ok=True)
     fs.move(new, path)

@@ -13,7 +13,7 @@ decoded rows.
 from __future__ import annotations
 
 import logging
-from typing import Iterator, Mapping, Sequence
+from typing import Generator, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -52,10 +52,6 @@ EARLIEST = -2
 LATEST = -1
 
 
-class _Stop(Exception):
-    """Internal: the stop policy ended the partition inside a window."""
-
-
 #: decode a window in slices of whole batches of about this size: the decoded rows of
 #: a slice, not of the whole window, are in memory at once next to the window's bytes
 DECODE_SLICE_BYTES = 4 * 1024 * 1024
@@ -82,9 +78,10 @@ def _slices(w: Window, target: int) -> Iterator[tuple[Window, int]]:
 def _decode_window(w: Window, skip: np.ndarray | None, *, topic: str, partition: int,
                    include_headers: bool, start_offset: int, end_offset: int,
                    on_corruption: str, max_decompressed: int, stats: ReadStats
-                   ) -> Iterator[pa.RecordBatch]:
+                   ) -> Generator[pa.RecordBatch, None, bool]:
     """Decode one window; a batch that frames and checksums correctly but does not decode
-    (bad records, undecodable payload) goes through the corruption policy on its own."""
+    (bad records, undecodable payload) goes through the corruption policy on its own.
+    Returns True when the stop policy ended the partition inside this window."""
     view = memoryview(w.data)
     positions = _np(w.headers, "position")
     sizes = _np(w.headers, "size")
@@ -111,7 +108,7 @@ def _decode_window(w: Window, skip: np.ndarray | None, *, topic: str, partition:
                 raise err.at(path=w.path) from err
             if bad_start > lo:
                 # the batches before the bad one decode: emit them first
-                yield from _decode_window(
+                stopped = yield from _decode_window(
                     Window(w.segment_index, w.path, w.position + lo,
                            w.data[lo:bad_start], w.headers.slice(0, row)),
                     None if skip is None else skip[(skip >= lo) & (skip < bad_start)] - lo,
@@ -119,13 +116,15 @@ def _decode_window(w: Window, skip: np.ndarray | None, *, topic: str, partition:
                     start_offset=start_offset, end_offset=end_offset,
                     on_corruption=on_corruption, max_decompressed=max_decompressed,
                     stats=stats)
+                if stopped:
+                    return True
             where = w.position + bad_start
             if on_corruption == "stop":
                 stats.stopped_at = (w.path, where, err.offset, err.reason)
                 log.warning("%s: batch at position %d (offset %s) does not decode: %s; "
                             "stopping the partition here (on_corruption=stop)", w.path,
                             where, err.offset, err.reason)
-                raise _Stop() from err
+                return True
             stats.skipped.append(SkippedRange(w.path, where, w.position + bad_end,
                                               err.offset, err.reason))
             log.warning("%s: skipped the batch at position %d (offset %s), which does not "
@@ -138,7 +137,8 @@ def _decode_window(w: Window, skip: np.ndarray | None, *, topic: str, partition:
         if rb.num_rows:
             stats.records += rb.num_rows
             yield rb
-        return
+        return False
+    return False
 
 
 def _read_limit(logdirs: LogSource, p: PartitionDir, i: int, end_offset: int) -> int | None:
@@ -219,18 +219,16 @@ def read_partition(logdirs: LogSource, p: PartitionDir, *, start_offset: int, en
                 if skip is not None:
                     part_skip = skip[(skip >= shift) & (skip < shift + len(part.data))] - shift
                     part_skip = part_skip if len(part_skip) else None
-                yield from _decode_window(part, part_skip, topic=p.topic,
-                                          partition=p.partition,
-                                          include_headers=include_headers,
-                                          start_offset=start_offset, end_offset=end_offset,
-                                          on_corruption=on_corruption,
-                                          max_decompressed=max_decompressed_bytes,
-                                          stats=stats)
+                stopped = yield from _decode_window(
+                    part, part_skip, topic=p.topic, partition=p.partition,
+                    include_headers=include_headers, start_offset=start_offset,
+                    end_offset=end_offset, on_corruption=on_corruption,
+                    max_decompressed=max_decompressed_bytes, stats=stats)
                 del part
+                if stopped:
+                    return
             # let the window's bytes go before the scanner reads the next window
             del w, skip
-    except _Stop:
-        return
     finally:
         windows.close()
 
