@@ -1,42 +1,41 @@
 """Verification of log dirs: what ``kafkalog verify`` checks and how serious each finding is.
 
-:func:`verify_partition` runs :func:`~spark_kafkalog.log.diagnose.inspect.inspect_partition` (one
-streaming pass over every segment's batch headers with CRCs checked; index, time index,
-txn index and checkpoint cross-checks) and adds what a broker's startup would also
-object to:
-
-- precise reasons for index entries that readers drop (an entry pointing past the end
-  of the ``.log``, an offset or timestamp going backwards, an offset belonging to the
-  next segment), at the entry's byte position;
-- offset index entries naming an offset beyond the segment's last batch;
-- the byte position of the checkpoint line behind a checkpoint finding;
-- ``leader-epoch-checkpoint``: epochs and start offsets strictly increasing (Kafka's
-  LeaderEpochFileCache removes conflicting entries on assignment, so a file it wrote never
-  holds anything else), no start offset past the log end;
-- producer ``.snapshot`` files: version and CRC-32C, none above the log end;
-- every ABORT marker has its ``.txnindex`` entry (a broker answers read_committed
-  fetches from those files only; inspect checks the converse);
-- with ``deep=True``: every batch decoded record by record (compressed payloads, varints,
-  inner legacy CRCs), as Kafka's ``DumpLogSegments --deep-iteration`` would.
-
-Severity, decided the way a broker's log recovery decides it:
-
-``warning``  recoverable by a broker restart without losing acknowledged data: a torn
-             tail or zero-filled tail at the end of a partition's last segment (recovery
-             truncates it); index entries that only point into that torn tail (the
-             indexes of the active segment are rebuilt with it); a high watermark
-             checkpointed past a log end that a torn tail explains; a producer snapshot
-             above the log end (deleted on load); ABORT markers in a segment that has
-             no ``.txnindex`` at all (logs written without them; this package's reader
-             falls back to the markers, a broker would not).
-``error``    everything else: damage inside the log, offsets going backwards, indexes that
-             would send a reader to the wrong place, checkpoints past the log end,
-             unreadable files.
-
-``strict`` turns warnings into errors. Findings name the file and, whenever there is one,
-the byte position (of the batch, the index entry, the checkpoint line) and the offset.
-Memory stays bounded: the ``.log`` bytes are read window by window, never whole.
+It runs inspect (one pass over every segment's batch headers, CRCs checked) and adds what
+a broker's startup would object to, judging each finding an error or a warning.
 """
+# What verify adds to inspect's findings:
+#
+# - precise reasons for index entries that readers drop (an entry pointing past the end
+#   of the ``.log``, an offset or timestamp going backwards, an offset belonging to the
+#   next segment), at the entry's byte position;
+# - offset index entries naming an offset beyond the segment's last batch;
+# - the byte position of the checkpoint line behind a checkpoint finding;
+# - ``leader-epoch-checkpoint``: epochs and start offsets strictly increasing (Kafka's
+#   LeaderEpochFileCache removes conflicting entries on assignment, so a file it wrote never
+#   holds anything else), no start offset past the log end;
+# - producer ``.snapshot`` files: version and CRC-32C, none above the log end;
+# - every ABORT marker has its ``.txnindex`` entry (a broker answers read_committed
+#   fetches from those files only; inspect checks the converse);
+# - with ``deep=True``: every batch decoded record by record (compressed payloads, varints,
+#   inner legacy CRCs), as Kafka's ``DumpLogSegments --deep-iteration`` would.
+#
+# Severity, decided the way a broker's log recovery decides it:
+#
+# ``warning``  recoverable by a broker restart without losing acknowledged data: a torn
+#              tail or zero-filled tail at the end of a partition's last segment (recovery
+#              truncates it); index entries that only point into that torn tail (the
+#              indexes of the active segment are rebuilt with it); a high watermark
+#              checkpointed past a log end that a torn tail explains; a producer snapshot
+#              above the log end (deleted on load); ABORT markers in a segment that has
+#              no ``.txnindex`` at all (logs written without them; this package's reader
+#              falls back to the markers, a broker would not).
+# ``error``    everything else: damage inside the log, offsets going backwards, indexes that
+#              would send a reader to the wrong place, checkpoints past the log end,
+#              unreadable files.
+#
+# ``strict`` turns warnings into errors. Findings name the file and, whenever there is one,
+# the byte position (of the batch, the index entry, the checkpoint line) and the offset.
+# Memory stays bounded: the ``.log`` bytes are read window by window, never whole.
 from __future__ import annotations
 
 import warnings

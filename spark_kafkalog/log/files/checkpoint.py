@@ -1,21 +1,20 @@
-"""Kafka's text checkpoint files, read and written exactly as the broker does.
-
-Every checkpoint file (``CheckpointFile`` in Kafka's server-common) is UTF-8 text::
-
-    <version>            line 1, an int; 0 for every file read here
-    <entry count>        line 2, an int
-    <entry>              one line per entry, fields separated by whitespace
-
-An empty file (or one with only the version line) holds no entries. Entries by file:
-
-- ``replication-offset-checkpoint`` (high watermarks), ``recovery-point-offset-checkpoint``,
-  ``log-start-offset-checkpoint``, ``cleaner-offset-checkpoint`` (at a log-dir root):
-  ``<topic> <partition> <offset>`` (OffsetCheckpointFile).
-- ``leader-epoch-checkpoint`` (in a partition dir): ``<epoch> <start offset>``.
-
-The broker writes them to ``<name>.tmp``, fsyncs and renames; :func:`write_checkpoint`
-does the same (see :func:`spark_kafkalog.log.io.write_atomic`).
-"""
+"""Kafka's text checkpoint files, read and written exactly as the broker does (format
+below)."""
+# Every checkpoint file (``CheckpointFile`` in Kafka's server-common) is UTF-8 text::
+#
+#     <version>            line 1, an int; 0 for every file read here
+#     <entry count>        line 2, an int
+#     <entry>              one line per entry, fields separated by whitespace
+#
+# An empty file (or one with only the version line) holds no entries. Entries by file:
+#
+# - ``replication-offset-checkpoint`` (high watermarks), ``recovery-point-offset-checkpoint``,
+#   ``log-start-offset-checkpoint``, ``cleaner-offset-checkpoint`` (at a log-dir root):
+#   ``<topic> <partition> <offset>`` (OffsetCheckpointFile).
+# - ``leader-epoch-checkpoint`` (in a partition dir): ``<epoch> <start offset>``.
+#
+# The broker writes them to ``<name>.tmp``, fsyncs and renames; :func:`write_checkpoint`
+# does the same (see :func:`spark_kafkalog.log.io.write_atomic`).
 from __future__ import annotations
 
 from typing import Mapping

@@ -1,35 +1,34 @@
-"""Segment index files: ``.index`` (offsets) and ``.timeindex`` (timestamps).
-
-Layouts (big-endian, as Kafka's OffsetIndex / TimeIndex write them)::
-
-    .index      entry => relativeOffset int32, position int32            (8 bytes)
-    .timeindex  entry => timestamp int64, relativeOffset int32           (12 bytes)
-
-``relativeOffset`` is relative to the segment's base offset (the file name). Kafka appends
-an offset-index entry ``(largest offset of an append, file position where that append
-starts)`` every ``index.interval.bytes``; with one batch per append the offset is the last
-offset of the batch at that position. A time-index entry is ``(largest timestamp so far,
-offset of the batch holding it)``. Entries are strictly increasing (time-index offsets are
-non-decreasing), so everything a reader relies on is:
-
-- offset index: every record at a position before ``position`` has an offset smaller than
-  the entry's offset, hence reading from ``position`` finds every offset >= entry offset;
-- time index: every record at an offset <= the entry's offset has a timestamp <= the
-  entry's timestamp.
-
-The active segment's index files are preallocated (``segment.index.bytes``, 10 MiB) and
-zero-filled past the last entry. Like Kafka's DumpLogSegments, a reader stops at the first
-entry whose relative offset is 0 after entry 0 (entry 0 may legitimately be ``(0, 0)``:
-a first batch ending at the base offset). Files are read from their start only up to that
-point: the boundary is found by bisection with a few 8/12-byte reads, so a 10 MiB
-preallocated file costs kilobytes of I/O, not megabytes.
-
-Indexes are hints: entries past the first non-increasing entry, positions past the end of
-the ``.log`` and offsets at or past the next segment's base offset are dropped here, and
-the reader checks the batch found at a position before trusting it (see read/scan.py).
-Building (:class:`IndexBuilder`, :func:`build_indexes`) follows the broker's rules, given
-beside the code below.
-"""
+"""Segment index files, ``.index`` (offsets) and ``.timeindex`` (timestamps): parsed,
+validated and built as a Kafka broker writes them (layouts and rules below)."""
+# Layouts (big-endian, as Kafka's OffsetIndex / TimeIndex write them)::
+#
+#     .index      entry => relativeOffset int32, position int32            (8 bytes)
+#     .timeindex  entry => timestamp int64, relativeOffset int32           (12 bytes)
+#
+# ``relativeOffset`` is relative to the segment's base offset (the file name). Kafka appends
+# an offset-index entry ``(largest offset of an append, file position where that append
+# starts)`` every ``index.interval.bytes``; with one batch per append the offset is the last
+# offset of the batch at that position. A time-index entry is ``(largest timestamp so far,
+# offset of the batch holding it)``. Entries are strictly increasing (time-index offsets are
+# non-decreasing), so everything a reader relies on is:
+#
+# - offset index: every record at a position before ``position`` has an offset smaller than
+#   the entry's offset, hence reading from ``position`` finds every offset >= entry offset;
+# - time index: every record at an offset <= the entry's offset has a timestamp <= the
+#   entry's timestamp.
+#
+# The active segment's index files are preallocated (``segment.index.bytes``, 10 MiB) and
+# zero-filled past the last entry. Like Kafka's DumpLogSegments, a reader stops at the first
+# entry whose relative offset is 0 after entry 0 (entry 0 may legitimately be ``(0, 0)``:
+# a first batch ending at the base offset). Files are read from their start only up to that
+# point: the boundary is found by bisection with a few 8/12-byte reads, so a 10 MiB
+# preallocated file costs kilobytes of I/O, not megabytes.
+#
+# Indexes are hints: entries past the first non-increasing entry, positions past the end of
+# the ``.log`` and offsets at or past the next segment's base offset are dropped here, and
+# the reader checks the batch found at a position before trusting it (see read/scan.py).
+# Building (:class:`IndexBuilder`, :func:`build_indexes`) follows the broker's rules, given
+# beside the code below.
 from __future__ import annotations
 
 import struct
@@ -85,11 +84,6 @@ class OffsetIndex:
         if i < 0:
             return self.base_offset, 0
         return int(self.offsets[i]), int(self.positions[i])
-
-    def entries_before(self, target_offset: int) -> tuple[np.ndarray, np.ndarray]:
-        """Entries with offset <= target (for walking back when an entry is refuted)."""
-        i = int(np.searchsorted(self.offsets, target_offset, side="right"))
-        return self.offsets[:i], self.positions[:i]
 
     @property
     def last(self) -> tuple[int, int] | None:
@@ -415,19 +409,6 @@ class IndexBuilder:
         return b
 
     # ---- appending ---------------------------------------------------------------------
-    def can_take(self, last_offset: int) -> bool:
-        """Whether a batch ending at ``last_offset`` may go into this segment without
-        overflowing a relative offset or either index (Kafka rolls otherwise)."""
-        if last_offset - self.base_offset > INT32_MAX:
-            return False
-        # LogSegment.shouldRoll: roll once either index is full (its entry count reached
-        # segment.index.bytes / entry size); the close entry may exceed it by one.
-        if self.offset_entry_count >= self.max_index_bytes // OFFSET_ENTRY_SIZE:
-            return False
-        if self.time_entry_count >= self.max_index_bytes // TIME_ENTRY_SIZE:
-            return False
-        return True
-
     def add_batch(self, position: int, last_offset: int, max_timestamp: int) -> None:
         """Account for one batch appended at byte ``position`` of the segment."""
         if max_timestamp > self.max_timestamp:

@@ -1,29 +1,28 @@
-"""Transactions on disk: ``.txnindex`` files and producer-state ``.snapshot`` files.
-
-``.txnindex`` (Kafka's TransactionIndex; one per segment, created when the segment gets
-its first aborted transaction, never preallocated)::
-
-    AbortedTxn =>
-      version          int16   0
-      producerId       int64
-      firstOffset      int64   first offset of the aborted transaction
-      lastOffset       int64   offset of its ABORT marker
-      lastStableOffset int64   the partition's LSO when the marker was written
-
-An entry sits in the segment holding its ABORT marker. A transactional batch of producer
-P starting at offset b is aborted iff some entry of P has ``firstOffset <= b <= lastOffset``.
-
-``<offset>.snapshot`` (ProducerStateManager, message ProducerSnapshot v1)::
-
-    version int16 (1), crc uint32 (CRC-32C of everything after it),
-    entries: int32 count, then per producer
-      producerId int64, epoch int16, lastSequence int32, lastOffset int64,
-      offsetDelta int32, timestamp int64, coordinatorEpoch int32,
-      currentTxnFirstOffset int64 (-1 when no transaction is open)
-
-It is the producer state as of ``offset`` (everything below it applied); a broker writes
-one when it rolls a segment and when it shuts down cleanly.
-"""
+"""Transactions on disk: ``.txnindex`` files and producer-state ``.snapshot`` files,
+parsed and built (layouts below)."""
+# ``.txnindex`` (Kafka's TransactionIndex; one per segment, created when the segment gets
+# its first aborted transaction, never preallocated)::
+#
+#     AbortedTxn =>
+#       version          int16   0
+#       producerId       int64
+#       firstOffset      int64   first offset of the aborted transaction
+#       lastOffset       int64   offset of its ABORT marker
+#       lastStableOffset int64   the partition's LSO when the marker was written
+#
+# An entry sits in the segment holding its ABORT marker. A transactional batch of producer
+# P starting at offset b is aborted iff some entry of P has ``firstOffset <= b <= lastOffset``.
+#
+# ``<offset>.snapshot`` (ProducerStateManager, message ProducerSnapshot v1)::
+#
+#     version int16 (1), crc uint32 (CRC-32C of everything after it),
+#     entries: int32 count, then per producer
+#       producerId int64, epoch int16, lastSequence int32, lastOffset int64,
+#       offsetDelta int32, timestamp int64, coordinatorEpoch int32,
+#       currentTxnFirstOffset int64 (-1 when no transaction is open)
+#
+# It is the producer state as of ``offset`` (everything below it applied); a broker writes
+# one when it rolls a segment and when it shuts down cleanly.
 from __future__ import annotations
 
 import struct

@@ -1,12 +1,6 @@
-"""Filesystems: every byte the log layer reads or writes goes through ``pyarrow.fs``.
-
-``resolve_filesystem`` turns a log-dir URI (``/abs/path``, ``file:///p``, ``s3://bucket/p``,
-``gs://bucket/p``, ``hdfs://host:port/p``, ``abfs://...``) plus string options (as Spark
-passes them) into a ``(pyarrow.fs.FileSystem, path-in-that-filesystem)`` pair.
-
-The remaining helpers are the few I/O primitives the rest of ``log/`` uses, so that reads
-are always ranged (``read_range``), small control files are read with a size cap
-(``read_small_file``) and writes of checkpoint-like files are atomic (``write_atomic``).
+"""Filesystems: URIs and options to ``pyarrow.fs`` (``resolve_filesystem``), and the I/O
+primitives the rest of ``log/`` uses: ranged reads, size-capped small files, full and
+atomic writes, deletes, directory fsync.
 """
 from __future__ import annotations
 
@@ -299,16 +293,9 @@ WRITE_PIECE_BYTES = 1024 * 1024
 
 def write_fully(fd: int, data, position: int | None = None) -> None:
     """Write all of ``data`` to ``fd`` (at ``position`` with ``pwrite``; else at the file
-    offset), at most :data:`WRITE_PIECE_BYTES` per system call.
-
-    Why pieces: the page cache (Linux 6.x, ext4 with large folios) sizes the folios it
-    allocates for a write after the write's length, so a write of 2 MiB or more gets
-    2 MiB folios. On the virtual machine this was measured on (Firecracker, whose balloon
-    hands free memory back to the host), new 2 MiB folios were ~4x slower to write into:
-    64 MiB into new pages of a file ran 0.39-0.69 GB/s in writes of 2 MiB or more and
-    2.0-2.8 GB/s in writes of 256 KiB to 2044 KiB. In 2M-row Spark writes, each task's
-    staging writes took 60-250 ms less, and a write with ``fsync=false`` 12% less time.
-    Elsewhere the pieces cost one system call per MiB."""
+    offset), at most :data:`WRITE_PIECE_BYTES` per system call: a write of 2 MiB or more
+    gets 2 MiB page-cache folios, which were ~4x slower to fill on the machine measured
+    (docs/PERFORMANCE.md, log/io)."""
     view = memoryview(data).cast("B")
     while view:
         piece = view[:WRITE_PIECE_BYTES]

@@ -49,8 +49,7 @@ class SegmentFile:
     raises :class:`LogLayoutError`. A broker truncates its segments on recovery and on
     follower divergence, and the appender rolls back a crashed commit by truncating, so
     only a log nothing writes to (a copy, a backup) is safe to map. The saving is one
-    memory copy of the segment bytes (about 15% of the CPU time of reading
-    uncompressed batches).
+    memory copy of the segment bytes (docs/PERFORMANCE.md, log/io).
 
     ``stats``: any object with an int ``bytes_read`` (the scan's ReadStats), counting the
     bytes taken from the file."""

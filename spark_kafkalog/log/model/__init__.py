@@ -10,7 +10,6 @@ from spark_kafkalog.log.model.names import (
     is_legal_topic,
     parse_partition_dir_name,
     parse_segment_file_name,
-    validate_topic,
 )
 from spark_kafkalog.log.model.segment import PartitionDir, Segment
 from spark_kafkalog.log.model.source import LogSource
@@ -18,4 +17,4 @@ from spark_kafkalog.log.model.state import PartitionState
 
 __all__ = ["HIDDEN_TOPICS", "INTERNAL_TOPICS", "LogSource", "METADATA_TOPIC", "PartitionDir",
            "PartitionState", "Segment", "is_internal_topic", "is_legal_topic",
-           "parse_partition_dir_name", "parse_segment_file_name", "validate_topic"]
+           "parse_partition_dir_name", "parse_segment_file_name"]

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import re
 
-from spark_kafkalog.errors import InvalidOptionError
-
 __all__ = ["METADATA_TOPIC", "INTERNAL_TOPICS", "HIDDEN_TOPICS", "MAX_TOPIC_LENGTH",
-           "is_internal_topic", "is_legal_topic", "validate_topic",
+           "is_internal_topic", "is_legal_topic",
            "parse_partition_dir_name", "parse_segment_file_name", "LEFTOVER_SUFFIXES"]
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -22,7 +20,7 @@ HIDDEN_TOPICS = frozenset({METADATA_TOPIC})
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", METADATA_TOPIC,
                              "__share_group_state"})
 MAX_TOPIC_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_LEGAL_TOPIC = re.compile(rf"[a-zA-Z0-9._-]{{1,{MAX_TOPIC_LENGTH}}}")
 _SKIP_DIR_SUFFIXES = ("-delete", "-future", "-stray")
 _REMOTE_INDEX_CACHE = "remote-log-index-cache"
 _SEGMENT_FILE = re.compile(r"^(\d+)\.(log|index|timeindex|txnindex|snapshot)(\.swap)?$")
@@ -36,25 +34,9 @@ def is_internal_topic(topic: str) -> bool:
 
 
 def is_legal_topic(topic: str) -> bool:
-    """Whether ``topic`` is a name Kafka accepts (so no path escapes the log dir)."""
-    return bool(_LEGAL_TOPIC.match(topic)) and topic not in (".", "..")
-
-
-def validate_topic(topic: str) -> str:
-    """Kafka's rules for a topic name: non-empty, at most 249 characters of
-    ``[a-zA-Z0-9._-]``, not ``.`` or ``..``. Returns the name or raises
-    :class:`InvalidOptionError` naming the option ``topic``."""
-    if not isinstance(topic, str) or not topic:
-        raise InvalidOptionError("option 'topic': topic name is empty")
-    if topic in (".", ".."):
-        raise InvalidOptionError(f"option 'topic': topic name cannot be {topic!r}")
-    if len(topic) > MAX_TOPIC_LENGTH:
-        raise InvalidOptionError(f"option 'topic': topic name is {len(topic)} characters, "
-                                 f"Kafka allows at most {MAX_TOPIC_LENGTH}")
-    if not is_legal_topic(topic):
-        raise InvalidOptionError(f"option 'topic': topic name {topic!r} has characters "
-                                 "other than ASCII letters, digits, '.', '_' and '-'")
-    return topic
+    """Whether ``topic`` is a name Kafka accepts (Topic.validate: 1-249 characters of
+    ``[a-zA-Z0-9._-]``, not ``.`` or ``..``; so no path escapes the log dir)."""
+    return bool(_LEGAL_TOPIC.fullmatch(topic)) and topic not in (".", "..")
 
 
 def parse_partition_dir_name(name: str) -> tuple[str, int] | None:

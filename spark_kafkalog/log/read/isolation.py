@@ -1,27 +1,25 @@
-"""read_committed: which batches are aborted, and the last stable offset.
-
-A transactional batch of producer P is aborted when P's next transaction marker after it
-is an ABORT, and that marker is below the decision limit (the high watermark: a marker a
-consumer cannot see yet decides nothing). Two sources give the same answer:
-
-- the ``.txnindex`` files (what a broker uses to answer fetches): aborted transactions
-  ``(P, first offset, marker offset)``; an entry sits in the segment of its marker;
-- the markers themselves (control batches), read from the log: used when the partition
-  has no ``.txnindex`` at all (e.g. a copy that kept only ``.log`` files) or when one is
-  invalid. Only the span of transactions still undecided at the end of a window is read
-  ahead, so a log without transactions costs nothing extra.
-
-Kafka creates a ``.txnindex`` only for a segment that gets an aborted transaction, so
-``txn_index="auto"`` uses the index files when the partition has at least one (the broker
-kept them) and the markers otherwise. A transaction whose marker compaction removed (a
-committed one, after ``delete.retention.ms``) stays visible either way, as for a Kafka
-consumer.
-
-The last stable offset (LSO) is the first offset of the earliest transaction not decided
-below the decision limit (or the limit). It comes from the newest producer-state
-``.snapshot`` at or below the limit (open transactions as of its offset) plus the batch
-headers from there to the limit; without a snapshot, from the headers of the whole log.
-"""
+"""read_committed: which batches are aborted, and the last stable offset (rules below)."""
+# A transactional batch of producer P is aborted when P's next transaction marker after it
+# is an ABORT, and that marker is below the decision limit (the high watermark: a marker a
+# consumer cannot see yet decides nothing). Two sources give the same answer:
+#
+# - the ``.txnindex`` files (what a broker uses to answer fetches): aborted transactions
+#   ``(P, first offset, marker offset)``; an entry sits in the segment of its marker;
+# - the markers themselves (control batches), read from the log: used when the partition
+#   has no ``.txnindex`` at all (e.g. a copy that kept only ``.log`` files) or when one is
+#   invalid. Only the span of transactions still undecided at the end of a window is read
+#   ahead, so a log without transactions costs nothing extra.
+#
+# Kafka creates a ``.txnindex`` only for a segment that gets an aborted transaction, so
+# ``txn_index="auto"`` uses the index files when the partition has at least one (the broker
+# kept them) and the markers otherwise. A transaction whose marker compaction removed (a
+# committed one, after ``delete.retention.ms``) stays visible either way, as for a Kafka
+# consumer.
+#
+# The last stable offset (LSO) is the first offset of the earliest transaction not decided
+# below the decision limit (or the limit). It comes from the newest producer-state
+# ``.snapshot`` at or below the limit (open transactions as of its offset) plus the batch
+# headers from there to the limit; without a snapshot, from the headers of the whole log.
 from __future__ import annotations
 
 import logging

@@ -1,29 +1,28 @@
-"""Scanning segments: windows of whole, valid batches, with a corruption policy.
-
-Everything that walks a partition's ``.log`` bytes — reading records, finding the log end,
-resolving transactions, seeking by timestamp, inspecting — goes through
-:func:`scan_windows`. It reads a segment in windows of whole batches (``window_bytes``;
-a batch larger than the window is read whole, as Kafka's reader grows its buffer), asks
-the format layer for the batch headers (CRCs checked), checks what the format layer
-cannot see on its own (offsets increasing across batches and segments, offsets inside
-their segment), and applies the corruption policy:
-
-``fail``   raise :class:`CorruptRecordError` naming the file, byte position and offset;
-``skip``   resynchronise at the next valid batch: scan forward byte by byte from the bad
-           batch's start + 1 (never trusting its length) for a position where a whole
-           batch with a valid CRC and a plausible offset starts; report what was
-           skipped through logging and :class:`ReadStats`;
-``stop``   end the partition at the last valid batch (what broker recovery does).
-
-A batch cut short by the end of the partition's LAST segment is the normal end of a log
-after a crash (a broker truncates it on recovery): the scan stops with a warning
-whatever the policy, as it does on a zero-filled (preallocated) tail. Anywhere else a
-cut batch is corruption.
-
-Positions given to start a scan (from an index or a caller's hint) are checked: the
-batch found there must be valid and start at or before the offset the index promised;
-otherwise the scan falls back to the segment start (``ReadStats.index_fallbacks``).
-"""
+"""Scanning segments: windows of whole, valid batches, with a corruption policy
+(:func:`scan_windows`), and the header-only walk a writer runs (:func:`walk_batches`)."""
+# Everything that walks a partition's ``.log`` bytes — reading records, finding the log end,
+# resolving transactions, seeking by timestamp, inspecting — goes through
+# :func:`scan_windows`. It reads a segment in windows of whole batches (``window_bytes``;
+# a batch larger than the window is read whole, as Kafka's reader grows its buffer), asks
+# the format layer for the batch headers (CRCs checked), checks what the format layer
+# cannot see on its own (offsets increasing across batches and segments, offsets inside
+# their segment), and applies the corruption policy:
+#
+# ``fail``   raise :class:`CorruptRecordError` naming the file, byte position and offset;
+# ``skip``   resynchronise at the next valid batch: scan forward byte by byte from the bad
+#            batch's start + 1 (never trusting its length) for a position where a whole
+#            batch with a valid CRC and a plausible offset starts; report what was
+#            skipped through logging and :class:`ReadStats`;
+# ``stop``   end the partition at the last valid batch (what broker recovery does).
+#
+# A batch cut short by the end of the partition's LAST segment is the normal end of a log
+# after a crash (a broker truncates it on recovery): the scan stops with a warning
+# whatever the policy, as it does on a zero-filled (preallocated) tail. Anywhere else a
+# cut batch is corruption.
+#
+# Positions given to start a scan (from an index or a caller's hint) are checked: the
+# batch found there must be valid and start at or before the offset the index promised;
+# otherwise the scan falls back to the segment start (``ReadStats.index_fallbacks``).
 from __future__ import annotations
 
 import logging
@@ -100,15 +99,6 @@ class ReadStats:
     @property
     def skipped_bytes(self) -> int:
         return sum(s.end - s.start for s in self.skipped)
-
-    def merge(self, other: "ReadStats") -> None:
-        self.bytes_read += other.bytes_read
-        self.batches += other.batches
-        self.records += other.records
-        self.skipped.extend(other.skipped)
-        self.torn_tail = self.torn_tail or other.torn_tail
-        self.stopped_at = self.stopped_at or other.stopped_at
-        self.index_fallbacks += other.index_fallbacks
 
 
 @dataclass(frozen=True)
