@@ -266,12 +266,12 @@ def encode_offset_index(entries, base_offset: int) -> bytes:
     last_off = last_pos = -1
     for offset, position in entries:
         rel = offset - base_offset
-        if not (0 <= rel <= 0x7FFFFFFF) or not (0 <= position <= 0x7FFFFFFF):
+        if not (0 <= rel <= INT32_MAX) or not (0 <= position <= INT32_MAX):
             raise LogLayoutError(f"index entry ({offset}, {position}) does not fit a segment "
-                                 f"based at {base_offset}")
+                                 f"based at {base_offset}", position=len(out), offset=offset)
         if offset <= last_off or position <= last_pos:
             raise LogLayoutError(f"index entries must increase: ({offset}, {position}) after "
-                                 f"({last_off}, {last_pos})")
+                                 f"({last_off}, {last_pos})", position=len(out), offset=offset)
         out += OFFSET_INDEX_ENTRY.pack(rel, position)
         last_off, last_pos = offset, position
     return bytes(out)
@@ -283,12 +283,13 @@ def encode_time_index(entries, base_offset: int) -> bytes:
     last_ts = last_off = -1
     for timestamp, offset in entries:
         rel = offset - base_offset
-        if not (0 <= rel <= 0x7FFFFFFF):
+        if not (0 <= rel <= INT32_MAX):
             raise LogLayoutError(f"time index offset {offset} does not fit a segment based at "
-                                 f"{base_offset}")
+                                 f"{base_offset}", position=len(out), offset=offset)
         if timestamp <= last_ts or offset < last_off:
             raise LogLayoutError(f"time index entries must increase: ({timestamp}, {offset}) "
-                                 f"after ({last_ts}, {last_off})")
+                                 f"after ({last_ts}, {last_off})", position=len(out),
+                                 offset=offset)
         out += TIME_INDEX_ENTRY.pack(timestamp, rel)
         last_ts, last_off = timestamp, offset
     return bytes(out)

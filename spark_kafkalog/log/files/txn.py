@@ -142,7 +142,7 @@ def encode_txn_index(entries) -> bytes:
     for producer_id, first, last, lso in entries:
         if first > last:
             raise LogLayoutError(f"aborted transaction first offset {first} after its marker "
-                                 f"{last}")
+                                 f"{last}", position=len(out), offset=last)
         out += ABORTED_TXN.pack(TXN_INDEX_VERSION, producer_id, first, last, lso)
     return bytes(out)
 

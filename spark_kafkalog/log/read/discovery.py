@@ -296,7 +296,7 @@ class LogDirs:
     def checkpointed_log_start_offset(self, p: PartitionDir) -> int | None:
         return self.checkpoint(p.root, LOG_START_OFFSET_CHECKPOINT).get((p.topic, p.partition))
 
-    # ---- state and seeking (see read/state.py) ----------------------------------------------
+    # ---- state and seeking (see read/state.py) -----------------------------------------
 
     def state(self, p: PartitionDir, *, isolation_level: str = "read_uncommitted",
               read_past_high_watermark: bool = False, on_corruption: str = "fail",
