@@ -1,30 +1,31 @@
-"""Log-dir discovery: topics, partitions and segments as a broker's startup finds them
-(:class:`LogDirs`; the layout and Kafka's rules are below)."""
-# A broker's ``log.dirs`` holds, per root::
-#
-#     <root>/replication-offset-checkpoint        high watermarks
-#     <root>/log-start-offset-checkpoint          log start offsets
-#     <root>/recovery-point-offset-checkpoint, cleaner-offset-checkpoint, meta.properties
-#     <root>/<topic>-<partition>/                 one dir per partition replica
-#         <20-digit base offset>.log               a segment
-#         <base>.index / .timeindex / .txnindex    its indexes
-#         <offset>.snapshot                        producer state as of offset
-#         leader-epoch-checkpoint, partition.metadata
-#
-# Rules (LogManager.loadLogs, LocalLog.parseTopicPartitionName, LogLoader):
-#
-# - the partition number follows the LAST ``-`` (topics may contain ``-``, ``.``, ``_``);
-# - ``<topic>-<p>.<id>-delete`` / ``-future`` / ``-stray`` dirs are not the partition's
-#   current replica and are skipped (a ``-future`` copy loses to the regular dir);
-# - files at a root, ``remote-log-index-cache`` and dirs that are not ``<topic>-<int>``
-#   are skipped; the KRaft metadata log ``__cluster_metadata-0`` is listed only when asked
-#   for by name or with ``include_internal=True``;
-# - in a partition dir, ``.deleted`` and ``.cleaned`` files are leftovers and ignored; a
-#   ``<base>.log.swap`` completes an interrupted compaction or split: it replaces the
-#   segments whose base offsets fall in ``[swap base, swap next offset)`` (swaps at or above
-#   the smallest ``.cleaned`` offset belong to an unfinished split and are ignored) — the
-#   reader never sees both a swap and a segment it replaces;
-# - the same partition as a regular dir in two roots is an error (Kafka refuses to start).
+"""Log-dir discovery: topics, partitions and segments as a broker's startup finds them.
+
+A broker's ``log.dirs`` holds, per root::
+
+    <root>/replication-offset-checkpoint        high watermarks
+    <root>/log-start-offset-checkpoint          log start offsets
+    <root>/recovery-point-offset-checkpoint, cleaner-offset-checkpoint, meta.properties
+    <root>/<topic>-<partition>/                 one dir per partition replica
+        <20-digit base offset>.log               a segment
+        <base>.index / .timeindex / .txnindex    its indexes
+        <offset>.snapshot                        producer state as of offset
+        leader-epoch-checkpoint, partition.metadata
+
+Rules (LogManager.loadLogs, LocalLog.parseTopicPartitionName, LogLoader):
+
+- the partition number follows the LAST ``-`` (topics may contain ``-``, ``.``, ``_``);
+- ``<topic>-<p>.<id>-delete`` / ``-future`` / ``-stray`` dirs are not the partition's
+  current replica and are skipped (a ``-future`` copy loses to the regular dir);
+- files at a root, ``remote-log-index-cache`` and dirs that are not ``<topic>-<int>``
+  are skipped; the KRaft metadata log ``__cluster_metadata-0`` is listed only when asked
+  for by name or with ``include_internal=True``;
+- in a partition dir, ``.deleted`` and ``.cleaned`` files are leftovers and ignored; a
+  ``<base>.log.swap`` completes an interrupted compaction or split: it replaces the
+  segments whose base offsets fall in ``[swap base, swap next offset)`` (swaps at or above
+  the smallest ``.cleaned`` offset belong to an unfinished split and are ignored) — the
+  reader never sees both a swap and a segment it replaces;
+- the same partition as a regular dir in two roots is an error (Kafka refuses to start).
+"""
 from __future__ import annotations
 
 import logging

@@ -1,22 +1,23 @@
-"""A partition's offsets and bounds as a consumer would see them
-(:func:`partition_state`; how each is found is below)."""
-# - log start offset: Kafka's rule, ``max(log-start-offset-checkpoint entry, first
-#   segment's base offset)``; records below it are gone even if still in the first segment;
-# - log end offset: after the last valid batch of the last non-empty segment, found from
-#   its offset index's last entry and a scan of the bytes after it (a torn tail is dropped,
-#   with a warning); an empty last segment (a fresh roll) puts it at that segment's base;
-# - high watermark: the ``replication-offset-checkpoint`` entry of the root holding the
-#   partition, clamped into [log start, log end]; the log end when there is no entry;
-# - last stable offset (read_committed only, see read/isolation.py);
-# - upper bound: what a consumer may read up to (exclusive): the high watermark, the last
-#   stable offset under read_committed, the log end with ``read_past_high_watermark``;
-# - our writer's journal (``<root>/.kafkalog.<topic>.journal``, read-only here): bytes of a
-#   write that began but never committed (a writer killed mid-commit, not yet recovered)
-#   are past the log end a reader sees, and a committed overwrite whose old segments are
-#   still on disk starts at its new log start. A reader never returns an unfinished write.
-#
-# Damage in the log does not move these offsets under ``skip`` or ``stop`` (they are found
-# by skipping over it); under ``fail`` it raises.
+"""A partition's offsets and bounds as a consumer would see them.
+
+- log start offset: Kafka's rule, ``max(log-start-offset-checkpoint entry, first
+  segment's base offset)``; records below it are gone even if still in the first segment;
+- log end offset: after the last valid batch of the last non-empty segment, found from
+  its offset index's last entry and a scan of the bytes after it (a torn tail is dropped,
+  with a warning); an empty last segment (a fresh roll) puts it at that segment's base;
+- high watermark: the ``replication-offset-checkpoint`` entry of the root holding the
+  partition, clamped into [log start, log end]; the log end when there is no entry;
+- last stable offset (read_committed only, see read/isolation.py);
+- upper bound: what a consumer may read up to (exclusive): the high watermark, the last
+  stable offset under read_committed, the log end with ``read_past_high_watermark``;
+- our writer's journal (``<root>/.kafkalog.<topic>.journal``, read-only here): bytes of a
+  write that began but never committed (a writer killed mid-commit, not yet recovered)
+  are past the log end a reader sees, and a committed overwrite whose old segments are
+  still on disk starts at its new log start. A reader never returns an unfinished write.
+
+Damage in the log does not move these offsets under ``skip`` or ``stop`` (they are found
+by skipping over it); under ``fail`` it raises.
+"""
 from __future__ import annotations
 
 from dataclasses import replace
