@@ -26,7 +26,7 @@ import numpy as np
 
 from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.format.npview import column as _np
-from spark_kafkalog.log.journal import committed_bounds
+from spark_kafkalog.log.write.journal import committed_bounds
 from spark_kafkalog.log.isolation import last_stable_offset
 from spark_kafkalog.log.seek import locate, log_start_offset, offset_index, time_index_last
 from spark_kafkalog.log.segment import ReadStats, check_policy, scan_windows

@@ -11,9 +11,10 @@ import pyarrow.fs as pafs
 import pytest
 
 from spark_kafkalog.errors import CommitConflictError, LogLayoutError
-from spark_kafkalog.log import journal as jr
-from spark_kafkalog.log.appender import AppendConfig
-from spark_kafkalog.log.lock import TopicLock, holder_alive, process_start_time
+from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.write import recover
+from spark_kafkalog.log.write import AppendConfig
+from spark_kafkalog.log.write.lock import TopicLock, holder_alive, process_start_time
 from tests.log.test_appender_util import R, read_kp, write
 
 FS = pafs.LocalFileSystem()
@@ -82,12 +83,12 @@ def test_pending_write_bounds_a_read_only_reader_and_recover_undoes_it(tmp_path)
     assert len(read_kp(f"{root}/t-0")) == 15
     assert jr.committed_end_offsets(FS, root, "t") == {0: 10}
     assert jr.committed_bounds(FS, root, "t") == {0: (0, 10)}
-    out = jr.recover(FS, root, "t")
+    out = recover(FS, root, "t")
     assert out == {"rolled_back": "batch:2", "rolled_forward": None}
     assert len(read_kp(f"{root}/t-0")) == 10
     assert jr.committed_end_offsets(FS, root, "t") is None
     assert jr.load(FS, root, "t").rolled_back == ["batch:2"]
-    assert jr.recover(FS, root, "t") == {"rolled_back": None, "rolled_forward": None}
+    assert recover(FS, root, "t") == {"rolled_back": None, "rolled_forward": None}
 
 
 def test_committed_but_unfinished_write_is_rolled_forward(tmp_path):
@@ -96,7 +97,7 @@ def test_committed_but_unfinished_write_is_rolled_forward(tmp_path):
         write(FS, root, "batch:1", {0: recs(6)}, fault=crash_at("committed:t"))
     assert jr.committed_end_offsets(FS, root, "t") is None      # committed: visible
     assert not os.path.exists(f"{root}/recovery-point-offset-checkpoint")
-    assert jr.recover(FS, root, "t")["rolled_forward"] == "batch:1"
+    assert recover(FS, root, "t")["rolled_forward"] == "batch:1"
     assert open(f"{root}/recovery-point-offset-checkpoint").read() == "0\n1\nt 0 6\n"
 
 
@@ -107,14 +108,14 @@ def test_overwrite_committed_before_cleanup_bounds_reader_start(tmp_path):
         write(FS, root, "batch:2", {0: recs(3, 2)}, mode="overwrite",
               fault=crash_at("committed:t"))
     assert jr.committed_bounds(FS, root, "t") == {0: (8, None)}
-    jr.recover(FS, root, "t")
+    recover(FS, root, "t")
     assert [r[0] for r in read_kp(f"{root}/t-0")] == [8, 9, 10]
 
 
 def test_multi_topic_write_commits_on_its_coordinator(tmp_path):
     """Killed after the coordinator ('a') committed but before 'b' did: 'b' rolls
     forward, because 'a' decides."""
-    from spark_kafkalog.log.appender import StagingWriter, TopicSpec, commit_write
+    from spark_kafkalog.log.write import StagingWriter, TopicSpec, commit_write
     from tests.log.test_appender_util import kp_encode
 
     root = str(tmp_path)
@@ -125,18 +126,18 @@ def test_multi_topic_write_commits_on_its_coordinator(tmp_path):
     with pytest.raises(Crash):
         commit_write(FS, root, "batch:1", [w.finish()], [TopicSpec("a"), TopicSpec("b")],
                      fault=crash_at("committed:a"))
-    assert jr.load(FS, root, "b").pending["state"] == "begun"
-    assert jr.load(FS, root, "b").pending["coordinator"] == "a"
+    assert jr.load(FS, root, "b").pending.state == "begun"
+    assert jr.load(FS, root, "b").pending.coordinator == "a"
     assert jr.committed_end_offsets(FS, root, "b") is None   # decided by 'a'
-    assert jr.recover(FS, root, "b")["rolled_forward"] == "batch:1"
-    assert jr.recover(FS, root, "a")["rolled_forward"] == "batch:1"
+    assert recover(FS, root, "b")["rolled_forward"] == "batch:1"
+    assert recover(FS, root, "a")["rolled_forward"] == "batch:1"
     assert len(read_kp(f"{root}/a-0")) == len(read_kp(f"{root}/b-0")) == 4
 
 
 _HOLDER = """
 import sys, time
 import pyarrow.fs as pafs
-from spark_kafkalog.log.lock import TopicLock
+from spark_kafkalog.log.write.lock import TopicLock
 lk = TopicLock(pafs.LocalFileSystem(), sys.argv[1], "t", write_id="batch:held").acquire()
 print("held", flush=True)
 sys.stdin.read()

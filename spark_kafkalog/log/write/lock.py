@@ -36,17 +36,13 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import CommitConflictError
+from spark_kafkalog.errors import LockError
+from spark_kafkalog.log.write.files import is_local
 
 BROKER_LOCK_FILE = ".lock"
 CHECKPOINT_LOCK_FILE = ".kafkalog.lock"
 DEFAULT_LOCK_TIMEOUT_S = 600.0
 DEFAULT_LEASE_S = 300.0
-
-
-def is_local(fs: pafs.FileSystem) -> bool:
-    """True when paths in ``fs`` are plain OS paths (POSIX locks, fsync, append)."""
-    return isinstance(fs, pafs.LocalFileSystem)
 
 
 def topic_lock_path(root: str, topic: str) -> str:
@@ -98,7 +94,7 @@ _posix_guards_mutex = threading.Lock()
 
 
 class BrokerDirGuard:
-    """Context manager: fail with :class:`CommitConflictError` when a running broker holds
+    """Context manager: fail with :class:`LockError` when a running broker holds
     ``<root>/.lock``; otherwise hold a shared lock on it until exit (local filesystems
     only; a no-op elsewhere — no broker runs on an object store)."""
 
@@ -121,7 +117,7 @@ class BrokerDirGuard:
                 except OSError as err:
                     os.close(fd)
                     if err.errno in (errno.EACCES, errno.EAGAIN):
-                        raise CommitConflictError(
+                        raise LockError(
                             "a running Kafka broker holds this log dir (its .lock is locked); "
                             "stop the broker or write to a copy of the log dir",
                             path=path) from err
@@ -144,19 +140,6 @@ class BrokerDirGuard:
         self._key = None
 
 
-def broker_holds_lock(root: str) -> bool:
-    """Probe (without keeping it) whether some process holds an exclusive POSIX lock on
-    ``<root>/.lock`` the way a running broker does."""
-    path = os.path.join(root, BROKER_LOCK_FILE)
-    if not os.path.exists(path):
-        return False
-    try:
-        with BrokerDirGuard(pafs.LocalFileSystem(), root):
-            return False
-    except CommitConflictError:
-        return True
-
-
 # ---- our per-topic writer lock ----------------------------------------------------------
 @dataclass
 class _Held:
@@ -166,7 +149,7 @@ class _Held:
 
 class TopicLock:
     """Exclusive per-topic writer lock. ``acquire`` waits up to ``timeout`` seconds for a
-    live holder and raises :class:`CommitConflictError` naming the holder after that; a
+    live holder and raises :class:`LockError` naming the holder after that; a
     holder that died (SIGKILL, crash) never blocks: its flock died with it (local), or
     its lease is taken over once the holder is known dead or the lease expired (object
     stores)."""
@@ -196,7 +179,7 @@ class TopicLock:
                     if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                         raise
                 if time.monotonic() >= deadline:
-                    raise CommitConflictError(
+                    raise LockError(
                         f"topic {self.topic!r} is being written by another writer "
                         f"({self._describe_holder(fd)}); gave up after {self.timeout:g}s",
                         path=self.path)
@@ -265,7 +248,7 @@ class TopicLock:
             if time.monotonic() >= deadline:
                 who = (f"host {cur.get('host')}, pid {cur.get('pid')}, write "
                        f"{cur.get('write_id')}") if cur else "holder unknown"
-                raise CommitConflictError(
+                raise LockError(
                     f"topic {self.topic!r} is being written by another writer ({who}); "
                     f"gave up after {self.timeout:g}s", path=self.path)
             time.sleep(delay)
@@ -279,7 +262,8 @@ class TopicLock:
     # ---- common ---------------------------------------------------------------------------
     def acquire(self) -> "TopicLock":
         if self._held is not None:
-            raise RuntimeError("TopicLock is not reentrant")
+            raise LockError("TopicLock is not reentrant: this holder has it already",
+                            path=self.path)
         if is_local(self.fs):
             self._acquire_local()
         else:
