@@ -66,7 +66,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_kafkalog.errors import CommitConflictError, InvalidOptionError
+from spark_kafkalog.errors import BadRowError, CommitConflictError, InvalidOptionError
 from spark_kafkalog.format.npview import to_numpy
 from spark_kafkalog.log.write import journal as jr
 from spark_kafkalog.log.write import (
@@ -249,8 +249,8 @@ class _TaskWriter:
         topics = table.column(names["topic"]).combine_chunks()
         if topics.null_count:
             row = int(pc.index(pc.is_null(topics), True).as_py())
-            raise InvalidOptionError(f"topic: row {row} of the DataFrame has a null 'topic' "
-                                     "and no 'topic' option is set")
+            raise BadRowError(f"topic: row {row} of the DataFrame has a null 'topic' "
+                              "and no 'topic' option is set")
         encoded = pc.dictionary_encode(topics)
         for k, name in enumerate(encoded.dictionary.to_pylist()):
             mask = pc.equal(encoded.indices, k)
@@ -266,7 +266,7 @@ class _TaskWriter:
                 valid = to_numpy(col.is_valid())
                 bad = np.flatnonzero(valid & ((given < 0) | (given >= n)))
                 if len(bad):
-                    raise InvalidOptionError(
+                    raise BadRowError(
                         f"partition: a row has partition {int(given[bad[0]])}, outside "
                         f"topic {topic!r}, which has {n} partitions (0..{n - 1})")
                 if col.null_count == 0:
