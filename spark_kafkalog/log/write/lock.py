@@ -1,26 +1,14 @@
-"""Locks a writer takes before it changes a log dir.
+"""Locks a writer takes before it changes a log dir, all files at the log-dir root (a broker
+ignores root *files*):
 
-Three locks, all files at the log-dir root (a broker ignores root *files*; every root
-*directory* is parsed as ``topic-partition``):
-
-``.lock`` — the broker's own lock. Kafka's ``FileLock`` takes ``FileChannel.tryLock()``
-  on it, which on Linux is an exclusive POSIX record lock (``fcntl(F_SETLK, F_WRLCK)``).
-  :class:`BrokerDirGuard` takes a *shared* POSIX lock on the same file for the duration
-  of a commit: it fails while a running broker holds the directory, and a broker
-  starting mid-commit fails to lock the directory instead of loading a half-written
-  log. Writers of different topics share it without blocking each other.
-
-``.kafkalog.<topic>.lock`` — our per-topic writer lock (:class:`TopicLock`): an
-  exclusive ``flock``, which the kernel releases when the holding process dies, so a
-  killed writer's lock is never waited on. The file also records the holder (host, pid,
-  process start time, write id) for error messages.
-
-``.kafkalog.lock`` — held for the few milliseconds of a read-modify-write of the
-  root checkpoint files, which every topic of the log dir shares.
-
-Object stores have no locks: :class:`TopicLock` falls back to a lease object with an
-expiry and a same-host liveness check (pid + process start time). It is best effort —
-pyarrow's filesystems offer no compare-and-swap — and documented as such.
+- ``.lock``, the broker's own (Kafka's ``FileChannel.tryLock``: an exclusive POSIX record
+  lock): :class:`BrokerDirGuard` holds a *shared* record lock on it during a commit, so a
+  commit fails while a broker runs and a broker cannot start mid-commit;
+- ``.kafkalog.<topic>.lock``: :class:`TopicLock`, an exclusive ``flock`` the kernel
+  releases when its holder dies, recording the holder for error messages; on object
+  stores a best-effort lease object (expiry + same-host liveness; no compare-and-swap);
+- ``.kafkalog.lock``: :class:`CheckpointLock`, around a read-modify-write of the root
+  checkpoint files every topic shares.
 """
 from __future__ import annotations
 
