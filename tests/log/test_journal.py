@@ -10,10 +10,13 @@ import sys
 import pyarrow.fs as pafs
 import pytest
 
-from spark_kafkalog.errors import CommitConflictError, LogLayoutError
+from spark_kafkalog.errors import (
+    InvalidOptionError,
+    LockError,
+    LogLayoutError,
+)
+from spark_kafkalog.log.write import AppendConfig, recover
 from spark_kafkalog.log.write import journal as jr
-from spark_kafkalog.log.write import recover
-from spark_kafkalog.log.write import AppendConfig
 from spark_kafkalog.log.write.lock import TopicLock, holder_alive, process_start_time
 from tests.log.test_appender_util import R, read_kp, write
 
@@ -33,6 +36,48 @@ def crash_at(point):
         if name == point:
             raise Crash(name)
     return fault
+
+
+# A journal as the writer before the typed PendingWrite wrote it (every key of the pending
+# record, as a dict): it loads, and saves again byte for byte.
+_OLD_PENDING = {
+    "write_id": "batch:9", "mode": "overwrite", "state": "begun", "coordinator": "a",
+    "topics": ["a", "t"], "begun_ms": 1700000000000,
+    "partitions": {
+        "0": {"start": 5, "end": 9, "active_base": 0, "log_size": 400, "index_size": 8,
+              "timeindex_size": 24, "timeindex_tail": "00000000000003e800000004",
+              "created_dir": False, "planned_bytes": 300, "segments": [[5, 0, 300]],
+              "no_append": False},
+        "10": {"start": 0, "end": 2, "active_base": None, "log_size": 0, "index_size": 0,
+               "timeindex_size": 0, "timeindex_tail": "", "created_dir": True,
+               "planned_bytes": 90, "segments": [[0, 0, 90]], "no_append": True}},
+    "log_start": {"0": 5, "10": 0}}
+
+
+def test_a_journal_written_before_the_typed_record_loads_and_saves_unchanged(tmp_path):
+    import crc32c
+
+    root = str(tmp_path)
+    doc = {"topic": "t", "pending": _OLD_PENDING, "streams": {"q": 3}, "rolled_back": [],
+           "commits": [{"write_id": "batch:1", "mode": "append", "committed_ms": 1,
+                        "partitions": {"0": {"start": 0, "end": 5,
+                                             "segments": [[0, 0, 400]]}}}]}
+    body = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+    raw = f"kafkalog-journal 1 {crc32c.crc32c(body):08x} {len(body)}\n".encode() + body
+    path = jr.journal_path(root, "t")
+    with open(path, "wb") as f:
+        f.write(raw)
+    st = jr.load(FS, root, "t")
+    p = st.pending
+    assert (p.write_id, p.mode, p.state, p.coordinator) == ("batch:9", "overwrite", "begun",
+                                                            "a")
+    assert p.partitions[0].timeindex_tail == bytes.fromhex("00000000000003e800000004")
+    assert p.partitions[10].active_base is None and p.partitions[10].created_dir
+    assert p.log_start == {0: 5, 10: 0}
+    os.unlink(path)
+    jr.save(FS, root, st)
+    with open(path, "rb") as f:
+        assert f.read() == raw
 
 
 def test_round_trip_and_damage_detection(tmp_path):
@@ -69,7 +114,7 @@ def test_stream_ids_and_retention():
     assert st.is_committed(f"batch:{jr.RETAIN_COMMITS + 9}")
     # stream history survives the bounded commit list
     assert st.is_committed(jr.stream_write_id("q", 4))
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidOptionError, match="must not contain"):
         jr.stream_write_id("a:b", 1)
 
 
@@ -150,8 +195,8 @@ def test_writer_lock_waits_for_live_holder_and_frees_with_a_dead_one(tmp_path):
                             stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
     try:
         assert proc.stdout.readline().strip() == "held"
-        with pytest.raises(CommitConflictError, match=r"another writer \(host .*pid %d, "
-                                                      r"write batch:held\)" % proc.pid):
+        with pytest.raises(LockError, match=r"another writer \(host .*pid %d, "
+                                            r"write batch:held\)" % proc.pid):
             write(FS, root, "batch:1", {0: recs(2)}, config=AppendConfig(lock_timeout=0.2))
         proc.kill()                                    # the holder dies holding the lock
         proc.wait(timeout=30)
@@ -174,8 +219,10 @@ def test_lock_owner_liveness_and_object_store_lease(tmp_path):
     lk = TopicLock(fs, "", "t", timeout=1, lease_s=60).acquire()
     lease = json.loads(open(tmp_path / ".kafkalog.t.lock").read())
     assert lease["pid"] == os.getpid() and lease["expires_ms"] > 0
-    with pytest.raises(CommitConflictError):
+    with pytest.raises(LockError):
         TopicLock(fs, "", "t", timeout=0.2).acquire()
+    with pytest.raises(LockError, match="not reentrant"):
+        lk.acquire()
     lk.release()
     assert not (tmp_path / ".kafkalog.t.lock").exists()
     # a lease whose holder is known dead is taken over at once
