@@ -94,10 +94,12 @@ def batch_table(batches) -> np.ndarray:
     return out
 
 
-def _check_table(table: np.ndarray, data_size: int) -> None:
+def _check_table(table: np.ndarray, data_size: int, path: str) -> None:
+    """``table`` describes whole batches tiling ``data_size`` bytes (positions relative to
+    the bytes being staged into ``path``)."""
     if len(table) == 0:
         if data_size:
-            raise BadRowError(f"{data_size} staged bytes without a batch table")
+            raise BadRowError(f"{data_size} staged bytes without a batch table", path=path)
         return
     pos = table["position"]
     size = table["size"].astype(np.int64)
@@ -105,11 +107,11 @@ def _check_table(table: np.ndarray, data_size: int) -> None:
     if pos[0] != 0 or len(steps) or int(pos[-1] + size[-1]) != data_size:
         at = 0 if pos[0] != 0 else int(pos[steps[0] + 1]) if len(steps) else int(pos[-1])
         raise BadRowError(f"batch table does not tile the staged bytes ({data_size} bytes)",
-                          position=at)
+                          path=path, position=at)
     bad = np.flatnonzero((size < wire.V2_HEADER_SIZE) | (table["last_offset_delta"] < 0))
     if len(bad):
         raise BadRowError("batch table has an impossible batch size or offset delta",
-                          position=int(pos[bad[0]]))
+                          path=path, position=int(pos[bad[0]]))
 
 
 class _PartFile:
@@ -197,7 +199,7 @@ class StagingWriter:
         described by ``batches`` (see :func:`batch_table`)."""
         table = batch_table(batches)
         size = memoryview(data).nbytes
-        _check_table(table, size)
+        _check_table(table, size, self.path)
         if size == 0:
             return
         partition = int(partition)
