@@ -100,3 +100,19 @@ class TxnIndexError(LogLayoutError):
 class CommitConflictError(KafkaLogError):
     """A write could not commit: lock held by a broker or another writer, or the log
     changed underneath the commit."""
+
+
+class BadRowError(KafkaLogError, ValueError):
+    """A row (or a task's staged batch table) that cannot be written: a null topic, a
+    partition outside the topic, batches that do not tile the staged bytes. Not an
+    option error: the data is wrong, not the configuration."""
+
+
+class LockError(CommitConflictError):
+    """A lock a writer needs is held (by a broker or another writer) or was misused (a
+    lock taken twice by its holder)."""
+
+
+class InternalError(KafkaLogError):
+    """An invariant of this package does not hold (a bug, not bad input or a bad log):
+    e.g. the bytes a commit wrote disagree with its plan. The message says which."""

@@ -12,13 +12,11 @@ Known pyspark 4.3.0 limitation: the read plan made while pushing filters is cach
 DataFrame's data source object and reused by later scans of the *same* DataFrame object
 (``PythonDataSourceV2.setReadInfo``), so after ``df.filter(...).count()`` a plain
 ``df.count()`` reads only the filtered slices. Load the DataFrame again for each query
-with different filters (or turn ``spark.sql.python.filterPushdown.enabled`` off). Upstream
-Spark scopes the plan to the scan; ``tests/spark/test_read.py`` holds a strict xfail that
+with different filters (or read with option ``pushFilters=false``, see
+:func:`pushdown_enabled`). Upstream Spark scopes the plan to the scan; ``tests/spark/test_read.py`` holds a strict xfail that
 will flag the fixed version.
 """
 from __future__ import annotations
-
-import sys
 
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import (
@@ -33,7 +31,7 @@ from pyspark.sql.types import (
 )
 
 from spark_kafkalog.errors import InvalidOptionError
-from spark_kafkalog.spark.options import parse_read_options
+from spark_kafkalog.spark.options import ReadOptions, parse_read_options
 
 _HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 _BASE = [
@@ -54,23 +52,38 @@ def spark_schema(include_headers: bool) -> StructType:
     return SCHEMA_WITH_HEADERS if include_headers else SCHEMA
 
 
-def _pushdown_enabled() -> bool:
-    """Whether Spark will accept a reader that implements ``pushFilters``.
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
-    Spark calls ``reader()`` in one of two planner workers: with pushdown enabled it calls
-    ``pushFilters`` (``data_source_pushdown_filters``); with it disabled,
-    ``plan_data_source_read._main`` raises DATA_SOURCE_PUSHDOWN_DISABLED for any reader
-    that overrides ``pushFilters`` (pyspark 4.1+). That worker reads the flag into its
-    local ``enable_pushdown`` before calling ``reader()``, and no API hands it to us, so we
-    look at that caller frame. Anywhere else (tests, other callers) pushdown is allowed.
-    """
-    frame = sys._getframe(1)
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name == "_main" and code.co_filename.endswith("plan_data_source_read.py"):
-            return bool(frame.f_locals.get("enable_pushdown", True))
-        frame = frame.f_back
-    return True
+
+def _session_pushdown() -> bool | None:
+    """``spark.sql.python.filterPushdown.enabled`` of the active session in this process,
+    None when there is none (Spark's planner workers, where ``reader()`` usually runs,
+    have no session)."""
+    try:
+        from pyspark.sql import SparkSession
+
+        session = SparkSession.getActiveSession()
+        if session is None:
+            return None
+        value = session.conf.get(PUSHDOWN_CONF, None)
+    except Exception:            # no JVM behind this process, or a session shutting down
+        return None
+    return None if value is None else str(value).strip().lower() == "true"
+
+
+def pushdown_enabled(opts: ReadOptions) -> bool:
+    """Whether the batch reader offers filter pushdown (``pushFilters``).
+
+    Spark refuses a reader that implements ``pushFilters`` while
+    ``spark.sql.python.filterPushdown.enabled`` is false (DATA_SOURCE_PUSHDOWN_DISABLED),
+    and does not tell the data source the setting. So: the ``pushFilters`` option when
+    given; else the conf of the active session when this process has one; else on (the
+    conf this repo's ``conf/spark-defaults.conf`` sets). With the conf off, read with
+    ``.option("pushFilters", "false")``."""
+    if opts.push_filters is not None:
+        return opts.push_filters
+    from_session = _session_pushdown()
+    return True if from_session is None else from_session
 
 
 class KafkaLogDataSource(DataSource):
@@ -98,7 +111,7 @@ class KafkaLogDataSource(DataSource):
                 f"schema: the kafkalog source has a fixed schema (Spark's Kafka source "
                 f"schema) and cannot be read with a custom one; expected "
                 f"{expected.simpleString()}, got {schema.simpleString()}")
-        if _pushdown_enabled():
+        if pushdown_enabled(opts):
             return KafkaLogPushdownReader(opts)
         return KafkaLogReader(opts)
 

@@ -141,6 +141,9 @@ class ReadOptions:
     memory_map: bool = False
     max_partition_bytes: int = 128 * MiB
     filesystem_options: Mapping[str, str] = field(default_factory=dict)
+    # whether the batch reader offers Spark filter pushdown (pushFilters); None: as the
+    # session's spark.sql.python.filterPushdown.enabled says (see spark/datasource.py)
+    push_filters: bool | None = None
 
     @property
     def path(self) -> str:
@@ -188,6 +191,7 @@ _READ_NAMES = {
     "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
     "oncorruption": "onCorruption", "readpasthighwatermark": "readPastHighWatermark",
     "windowbytes": "windowBytes", "memorymap": "memoryMap", "maxpartitionbytes": "maxPartitionBytes",
+    "pushfilters": "pushFilters",
 }
 
 # Options of Spark's Kafka source that only make sense with a broker: rejected with why.
@@ -600,6 +604,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         ending=ending,
         fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
         include_headers=_bool("includeHeaders", opts.get("includeheaders", "false")),
+        push_filters=(_bool("pushFilters", opts["pushfilters"]) if "pushfilters" in opts
+                      else None),
         isolation_level=_choice("kafka.isolation.level",
                                 opts.get("kafka.isolation.level", "read_uncommitted"),
                                 ISOLATION_LEVELS),

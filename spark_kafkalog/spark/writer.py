@@ -1,6 +1,6 @@
 """``df.write.format("kafkalog")`` and ``df.writeStream.format("kafkalog")``: exactly-once
 appends to a Kafka log dir. Orchestration only — bytes are made by ``format.encode`` and
-placed by :mod:`spark_kafkalog.log.appender`.
+placed by :mod:`spark_kafkalog.log.write`.
 
 Input columns, as Spark's Kafka sink takes them: ``value`` (binary or string, required),
 ``key`` (binary or string), ``headers`` (array<struct<key string, value binary>>),
@@ -26,7 +26,7 @@ How a write runs:
   partition — and streamed into staging files at the log-dir root (on local
   filesystems one per topic-partition, see ``StagingWriter``); the task returns a
   :class:`KafkaLogCommitMessage` (the staging files' description: a few hundred bytes);
-* ``commit`` (driver): :func:`spark_kafkalog.log.appender.commit_write` — the journal
+* ``commit`` (driver): :func:`spark_kafkalog.log.write.commit_write` — the journal
   makes it all-or-nothing and idempotent;
 * ``abort``: staging files are deleted; nothing reaches the log.
 
@@ -66,10 +66,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_kafkalog.errors import CommitConflictError, InvalidOptionError
+from spark_kafkalog.errors import BadRowError, CommitConflictError, InvalidOptionError
 from spark_kafkalog.format.npview import to_numpy
-from spark_kafkalog.log import journal as jr
-from spark_kafkalog.log.appender import (
+from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.write import (
     AppendConfig,
     StagedFile,
     StagingWriter,
@@ -249,8 +249,8 @@ class _TaskWriter:
         topics = table.column(names["topic"]).combine_chunks()
         if topics.null_count:
             row = int(pc.index(pc.is_null(topics), True).as_py())
-            raise InvalidOptionError(f"topic: row {row} of the DataFrame has a null 'topic' "
-                                     "and no 'topic' option is set")
+            raise BadRowError(f"topic: row {row} of the DataFrame has a null 'topic' "
+                              "and no 'topic' option is set")
         encoded = pc.dictionary_encode(topics)
         for k, name in enumerate(encoded.dictionary.to_pylist()):
             mask = pc.equal(encoded.indices, k)
@@ -266,7 +266,7 @@ class _TaskWriter:
                 valid = to_numpy(col.is_valid())
                 bad = np.flatnonzero(valid & ((given < 0) | (given >= n)))
                 if len(bad):
-                    raise InvalidOptionError(
+                    raise BadRowError(
                         f"partition: a row has partition {int(given[bad[0]])}, outside "
                         f"topic {topic!r}, which has {n} partitions (0..{n - 1})")
                 if col.null_count == 0:

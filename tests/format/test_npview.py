@@ -83,7 +83,7 @@ import sys
 import pyarrow as pa
 from spark_kafkalog.format import encode_batches
 from spark_kafkalog.log import LogDirs, read_partition
-from spark_kafkalog.log.appender import StagingWriter, TopicSpec, commit_write, AppendConfig
+from spark_kafkalog.log.write import StagingWriter, TopicSpec, commit_write, AppendConfig
 from spark_kafkalog.log.io import resolve_filesystem
 from spark_kafkalog.spark.options import parse_read_options
 from spark_kafkalog.spark.planning import plan

@@ -14,12 +14,13 @@ import pyarrow.fs as pafs
 import pytest
 
 from spark_kafkalog.errors import (
+    BadRowError,
     CommitConflictError,
     CorruptRecordError,
     InvalidOptionError,
 )
-from spark_kafkalog.log import journal as jr
-from spark_kafkalog.log.appender import (
+from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.write import (
     AppendConfig,
     StagingWriter,
     TopicSpec,
@@ -191,7 +192,7 @@ def test_checkpoints_keep_other_topics_and_never_go_backwards(tmp_path):
 def test_partition_outside_topic_fails_clearly(tmp_path):
     root = str(tmp_path)
     write(FS, root, "batch:1", {0: recs(3)}, partitions=2)
-    with pytest.raises(InvalidOptionError, match="partition 5 is outside topic 't'"):
+    with pytest.raises(BadRowError, match="partition 5 is outside topic 't'"):
         write(FS, root, "batch:2", {5: recs(3)})
     assert not [n for n in os.listdir(root) if n.startswith(jr.STAGING_PREFIX)]
 
@@ -296,7 +297,7 @@ def test_batch_table_validation():
     data, table = kp_encode(recs(10), per_batch=3)
     bad = table.copy()
     bad["size"][1] += 1
-    with pytest.raises(ValueError, match="tile"):
+    with pytest.raises(BadRowError, match="tile"):
         w.add("t", 0, data, bad)
 
 
@@ -496,7 +497,8 @@ def test_flush_behind_syncs_large_staging_files_while_staging(tmp_path, monkeypa
     and its tail when the task finishes; a file that never reaches the start (it will be
     copied, not adopted) is not; a file gone before its turn (an aborted task) is
     skipped and the flusher keeps going."""
-    from spark_kafkalog.log import appender
+    # private names of the flush module: its tuning knobs and the process's flusher
+    from spark_kafkalog.log.write import flush
 
     synced = []
     real = os.fdatasync
@@ -506,8 +508,8 @@ def test_flush_behind_syncs_large_staging_files_while_staging(tmp_path, monkeypa
         return real(fd)
 
     monkeypatch.setattr(os, "fdatasync", recording)
-    monkeypatch.setattr(appender, "FLUSH_BEHIND_BYTES", 1_000)
-    monkeypatch.setattr(appender, "FLUSH_BEHIND_START", 4_000)
+    monkeypatch.setattr(flush, "FLUSH_BEHIND_BYTES", 1_000)
+    monkeypatch.setattr(flush, "FLUSH_BEHIND_START", 4_000)
     root = str(tmp_path)
     big = recs(200, start=0)
     data, table = kp_encode(big, per_batch=20)
@@ -515,20 +517,20 @@ def test_flush_behind_syncs_large_staging_files_while_staging(tmp_path, monkeypa
     small_data, small_table = kp_encode(recs(3), per_batch=3)
     assert 200 < len(small_data) < 800
 
-    appender._flusher().submit(f"{root}/gone")          # missing: ignored
+    flush.flusher().submit(f"{root}/gone")          # missing: ignored
     w = StagingWriter(FS, root, "batch:1", "t0", per_partition_files=True,
                       flush_behind=True)
     w.add("t", 0, data, table)
-    assert appender._flusher().wait_idle(30)
+    assert flush.flusher().wait_idle(30)
     assert len(synced) == 1 and synced[0].endswith(".t-0"), synced
     first = synced[0]
     for _ in range(5):      # t-1 grows past FLUSH_BEHIND_BYTES, never to the start
         w.add("t", 1, small_data, small_table)
     w.add("t", 0, small_data, small_table)               # tail, below the threshold
-    assert appender._flusher().wait_idle(30)
+    assert flush.flusher().wait_idle(30)
     assert synced == [first]
     sf = w.finish()                                      # the tail of t-0 only
-    assert appender._flusher().wait_idle(30)
+    assert flush.flusher().wait_idle(30)
     assert synced == [first, first]
     cfg = AppendConfig(adopt_min_bytes=4_000)
     commit_write(FS, root, "batch:1", [sf], [TopicSpec("t", partitions_if_new=2)],
@@ -540,7 +542,7 @@ def test_flush_behind_syncs_large_staging_files_while_staging(tmp_path, monkeypa
     w = StagingWriter(FS, root, "batch:2", "t0", per_partition_files=True)
     w.add("t", 0, data, table)
     w.finish()
-    assert appender._flusher().wait_idle(30)
+    assert flush.flusher().wait_idle(30)
     assert synced == []
 
 
@@ -551,7 +553,8 @@ def test_flush_behind_drops_flushed_pages_and_the_commit_reads_headers_back(tmp_
     to its last whole page, never a page written after the flush was asked for); the
     commit asks for every batch's header back at once (WILLNEED) before checking and
     patching, and the log reads back exactly."""
-    from spark_kafkalog.log import appender
+    # private names of the flush module: its tuning knobs, fadvise hook and flusher
+    from spark_kafkalog.log.write import flush
 
     calls = []
     real_sync, real_advise = os.fdatasync, os.posix_fadvise
@@ -566,22 +569,22 @@ def test_flush_behind_drops_flushed_pages_and_the_commit_reads_headers_back(tmp_
         return real_advise(fd, offset, length, advice)
 
     monkeypatch.setattr(os, "fdatasync", sync)
-    monkeypatch.setattr(appender, "_FADVISE", advise)
-    monkeypatch.setattr(appender, "FLUSH_BEHIND_BYTES", 10_000)
-    monkeypatch.setattr(appender, "FLUSH_BEHIND_START", 20_000)
+    monkeypatch.setattr(flush, "_FADVISE", advise)
+    monkeypatch.setattr(flush, "FLUSH_BEHIND_BYTES", 10_000)
+    monkeypatch.setattr(flush, "FLUSH_BEHIND_START", 20_000)
     rows = recs(600, start=0)
     chunks = [kp_encode(rows[i:i + 100], per_batch=25) for i in range(0, 600, 100)]
     size = sum(len(d) for d, _ in chunks)
     # batches this large on average are dropped behind (these are ~2.8 KB)
-    monkeypatch.setattr(appender, "DROP_MIN_BATCH_BYTES", size // 24)
+    monkeypatch.setattr(flush, "DROP_MIN_BATCH_BYTES", size // 24)
     root = str(tmp_path)
     w = StagingWriter(FS, root, "batch:1", "t0", per_partition_files=True,
                       flush_behind=True)
     for data, table in chunks:
         w.add("t", 0, data, table)
     sf = w.finish()
-    assert appender._flusher().wait_idle(30)
-    page = appender._CACHE_PAGE
+    assert flush.flusher().wait_idle(30)
+    page = flush._CACHE_PAGE
     drops = [c for c in calls if c[0] == os.POSIX_FADV_DONTNEED]
     assert drops and all(c[1].endswith(".t-0") for c in drops)
     assert [c[2] for c in drops] == [0] + [a + n for _, _, a, n in drops[:-1]]
@@ -591,13 +594,13 @@ def test_flush_behind_drops_flushed_pages_and_the_commit_reads_headers_back(tmp_
         if c[0] == os.POSIX_FADV_DONTNEED:
             assert calls[k - 1][0] in ("sync", os.POSIX_FADV_DONTNEED)
     calls.clear()
-    real_save = appender.jr.save
+    real_save = jr.save
 
     def save(*args, **kwargs):
         calls.append(("journal", "", 0, 0))
         return real_save(*args, **kwargs)
 
-    monkeypatch.setattr(appender.jr, "save", save)
+    monkeypatch.setattr(jr, "save", save)
     commit_write(FS, root, "batch:1", [sf], [TopicSpec("t", partitions_if_new=1)],
                  config=AppendConfig(adopt_min_bytes=20_000))
     asked = [c[2] for c in calls if c[0] == os.POSIX_FADV_WILLNEED]
@@ -617,7 +620,8 @@ def test_flush_behind_keeps_the_pages_of_small_batches(tmp_path, monkeypatch):
     """Batches averaging under DROP_MIN_BATCH_BYTES are flushed behind but not dropped:
     every few pages hold a header the commit reads back; a file whose average reaches
     it later is dropped from where it stands then, from its start."""
-    from spark_kafkalog.log import appender
+    # private names of the flush module: its tuning knobs, fadvise hook and flusher
+    from spark_kafkalog.log.write import flush
 
     drops = []
     syncs = []
@@ -633,13 +637,13 @@ def test_flush_behind_keeps_the_pages_of_small_batches(tmp_path, monkeypatch):
         return real_advise(fd, offset, length, advice)
 
     monkeypatch.setattr(os, "fdatasync", sync)
-    monkeypatch.setattr(appender, "_FADVISE", advise)
-    monkeypatch.setattr(appender, "FLUSH_BEHIND_BYTES", 10_000)
-    monkeypatch.setattr(appender, "FLUSH_BEHIND_START", 20_000)
+    monkeypatch.setattr(flush, "_FADVISE", advise)
+    monkeypatch.setattr(flush, "FLUSH_BEHIND_BYTES", 10_000)
+    monkeypatch.setattr(flush, "FLUSH_BEHIND_START", 20_000)
     rows = recs(600, start=0)
     chunks = [kp_encode(rows[i:i + 100], per_batch=25) for i in range(0, 600, 100)]
     size = sum(len(d) for d, _ in chunks)
-    monkeypatch.setattr(appender, "DROP_MIN_BATCH_BYTES", size // 24 + 1)
+    monkeypatch.setattr(flush, "DROP_MIN_BATCH_BYTES", size // 24 + 1)
     root = str(tmp_path)
     w = StagingWriter(FS, root, "batch:1", "t0", per_partition_files=True,
                       flush_behind=True)
@@ -648,10 +652,10 @@ def test_flush_behind_keeps_the_pages_of_small_batches(tmp_path, monkeypatch):
     big, big_table = kp_encode(recs(20, start=600, size=20_000), per_batch=20)
     w.add("t", 0, big, big_table)            # one large batch lifts the average
     sf = w.finish()
-    assert appender._flusher().wait_idle(30)
+    assert flush.flusher().wait_idle(30)
     assert syncs
     total = size + len(big)
-    page = appender._CACHE_PAGE
+    page = flush._CACHE_PAGE
     assert drops == [(0, total - total % page)]
     commit_write(FS, root, "batch:1", [sf], [TopicSpec("t", partitions_if_new=1)],
                  config=AppendConfig(adopt_min_bytes=20_000))
@@ -666,11 +670,10 @@ def test_every_new_name_is_fsynced_before_the_commit_point(tmp_path, monkeypatch
     journal save (the pending record) comes before any of them."""
     import threading
 
-    from spark_kafkalog.log import appender
 
     events = []
     main = threading.get_ident()
-    real_fsync, real_save = os.fsync, appender.jr.save
+    real_fsync, real_save = os.fsync, jr.save
 
     def fsync(fd):
         events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"),
@@ -678,13 +681,13 @@ def test_every_new_name_is_fsynced_before_the_commit_point(tmp_path, monkeypatch
         return real_fsync(fd)
 
     def save(fs, root, state):
-        what = (state.pending or {}).get("state")
+        what = state.pending.state if state.pending is not None else None
         events.append(("journal", what, "start"))
         real_save(fs, root, state)
         events.append(("journal", what, "end"))
 
     monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(appender.jr, "save", save)
+    monkeypatch.setattr(jr, "save", save)
     root = str(tmp_path)
     parts = {0: recs(40), 1: recs(30, start=40), 2: recs(20, start=70)}
     cfg = AppendConfig(adopt_min_bytes=1)          # tasks' files adopted, one copied
@@ -712,7 +715,7 @@ def test_adoption_patches_offsets_without_a_writable_mapping(tmp_path, monkeypat
     dirtied through a shared mapping made each fsync after them cost ~40 ms on ext4."""
     import mmap as mmap_mod
 
-    from spark_kafkalog.log import appender
+    from spark_kafkalog.log.write import apply
 
     accesses = []
     real = mmap_mod.mmap
@@ -721,7 +724,7 @@ def test_adoption_patches_offsets_without_a_writable_mapping(tmp_path, monkeypat
         accesses.append(kwargs.get("access", mmap_mod.ACCESS_DEFAULT))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(appender.mmap, "mmap", recording)
+    monkeypatch.setattr(apply.mmap, "mmap", recording)
     root = str(tmp_path)
     cfg = AppendConfig(adopt_min_bytes=1)
     write(FS, root, "batch:0", {0: recs(40)}, config=cfg, split=True, per_batch=7)

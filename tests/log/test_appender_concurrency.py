@@ -10,8 +10,8 @@ import traceback
 import pyarrow.fs as pafs
 
 from spark_kafkalog.cli import main
-from spark_kafkalog.log import journal as jr
-from spark_kafkalog.log.appender import AppendConfig
+from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.write import AppendConfig
 from tests.log.test_appender_util import R, assert_indexes_like_broker, read_kp, write
 
 FS = pafs.LocalFileSystem()

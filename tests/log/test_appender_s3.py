@@ -10,9 +10,10 @@ import pyarrow.fs as pafs
 import pytest
 
 from spark_kafkalog.cli import main
-from spark_kafkalog.log import journal as jr
+from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.write import recover
 from spark_kafkalog.log import read_table
-from spark_kafkalog.log.appender import AppendConfig, topic_partitions
+from spark_kafkalog.log.write import AppendConfig, topic_partitions
 from tests.log.test_appender_util import (
     R,
     assert_indexes_like_broker,
@@ -82,7 +83,7 @@ def test_interrupted_commit_is_rolled_back(s3, tmp_path, point):  # noqa: F811
         write(fs, bucket, "batch:2", {0: recs(300, 100)}, config=CFG, per_batch=9,
               fault=fault)
     assert jr.committed_end_offsets(fs, bucket, "t") == {0: 100}
-    assert jr.recover(fs, bucket, "t")["rolled_back"] == "batch:2"
+    assert recover(fs, bucket, "t")["rolled_back"] == "batch:2"
     local = tmp_path / "after"
     download(fs, bucket, local)
     assert [r[0] for r in read_kp(str(local / "t-0"))] == list(range(100))

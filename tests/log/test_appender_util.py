@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spark_kafkalog.log.appender import (
+from spark_kafkalog.log.write import (
     BATCH_TABLE_DTYPE,
     AppendConfig,
     StagingWriter,

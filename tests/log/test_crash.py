@@ -23,9 +23,9 @@ import traceback
 import pyarrow.fs as pafs
 import pytest
 
-from spark_kafkalog.log import appender
-from spark_kafkalog.log import journal as jr
-from spark_kafkalog.log.appender import (
+from spark_kafkalog.log.write import config as write_config
+from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.write import (
     AppendConfig,
     StagingWriter,
     TopicSpec,
@@ -49,7 +49,7 @@ CFG = AppendConfig(segment_bytes=6000, index_interval_bytes=700)
 def small_copy_window(monkeypatch):
     """Copy a few batches per window, so there are many kill points inside each segment
     (each window is written in two halves with a kill point between them)."""
-    monkeypatch.setattr(appender, "COPY_WINDOW_BYTES", 2500)
+    monkeypatch.setattr(write_config, "COPY_WINDOW_BYTES", 2500)
 
 
 def records(tag: int, n: int) -> list[R]:

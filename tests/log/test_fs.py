@@ -120,7 +120,7 @@ def test_staging_and_segment_writes_go_in_pieces(tmp_path, monkeypatch):
     WRITE_PIECE_BYTES pieces; the log reads back exactly."""
     import os
 
-    from spark_kafkalog.log.appender import (AppendConfig, StagingWriter, TopicSpec,
+    from spark_kafkalog.log.write import (AppendConfig, StagingWriter, TopicSpec,
                                              commit_write)
     from tests.log.test_appender import as_rows, recs
     from tests.log.test_appender_util import kp_encode, read_kp

@@ -10,10 +10,14 @@ import sys
 import pyarrow.fs as pafs
 import pytest
 
-from spark_kafkalog.errors import CommitConflictError, LogLayoutError
-from spark_kafkalog.log import journal as jr
-from spark_kafkalog.log.appender import AppendConfig
-from spark_kafkalog.log.lock import TopicLock, holder_alive, process_start_time
+from spark_kafkalog.errors import (
+    InvalidOptionError,
+    LockError,
+    LogLayoutError,
+)
+from spark_kafkalog.log.write import AppendConfig, recover
+from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.write.lock import TopicLock, holder_alive, process_start_time
 from tests.log.test_appender_util import R, read_kp, write
 
 FS = pafs.LocalFileSystem()
@@ -32,6 +36,48 @@ def crash_at(point):
         if name == point:
             raise Crash(name)
     return fault
+
+
+# A journal as the writer before the typed PendingWrite wrote it (every key of the pending
+# record, as a dict): it loads, and saves again byte for byte.
+_OLD_PENDING = {
+    "write_id": "batch:9", "mode": "overwrite", "state": "begun", "coordinator": "a",
+    "topics": ["a", "t"], "begun_ms": 1700000000000,
+    "partitions": {
+        "0": {"start": 5, "end": 9, "active_base": 0, "log_size": 400, "index_size": 8,
+              "timeindex_size": 24, "timeindex_tail": "00000000000003e800000004",
+              "created_dir": False, "planned_bytes": 300, "segments": [[5, 0, 300]],
+              "no_append": False},
+        "10": {"start": 0, "end": 2, "active_base": None, "log_size": 0, "index_size": 0,
+               "timeindex_size": 0, "timeindex_tail": "", "created_dir": True,
+               "planned_bytes": 90, "segments": [[0, 0, 90]], "no_append": True}},
+    "log_start": {"0": 5, "10": 0}}
+
+
+def test_a_journal_written_before_the_typed_record_loads_and_saves_unchanged(tmp_path):
+    import crc32c
+
+    root = str(tmp_path)
+    doc = {"topic": "t", "pending": _OLD_PENDING, "streams": {"q": 3}, "rolled_back": [],
+           "commits": [{"write_id": "batch:1", "mode": "append", "committed_ms": 1,
+                        "partitions": {"0": {"start": 0, "end": 5,
+                                             "segments": [[0, 0, 400]]}}}]}
+    body = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+    raw = f"kafkalog-journal 1 {crc32c.crc32c(body):08x} {len(body)}\n".encode() + body
+    path = jr.journal_path(root, "t")
+    with open(path, "wb") as f:
+        f.write(raw)
+    st = jr.load(FS, root, "t")
+    p = st.pending
+    assert (p.write_id, p.mode, p.state, p.coordinator) == ("batch:9", "overwrite", "begun",
+                                                            "a")
+    assert p.partitions[0].timeindex_tail == bytes.fromhex("00000000000003e800000004")
+    assert p.partitions[10].active_base is None and p.partitions[10].created_dir
+    assert p.log_start == {0: 5, 10: 0}
+    os.unlink(path)
+    jr.save(FS, root, st)
+    with open(path, "rb") as f:
+        assert f.read() == raw
 
 
 def test_round_trip_and_damage_detection(tmp_path):
@@ -68,7 +114,7 @@ def test_stream_ids_and_retention():
     assert st.is_committed(f"batch:{jr.RETAIN_COMMITS + 9}")
     # stream history survives the bounded commit list
     assert st.is_committed(jr.stream_write_id("q", 4))
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidOptionError, match="must not contain"):
         jr.stream_write_id("a:b", 1)
 
 
@@ -82,12 +128,12 @@ def test_pending_write_bounds_a_read_only_reader_and_recover_undoes_it(tmp_path)
     assert len(read_kp(f"{root}/t-0")) == 15
     assert jr.committed_end_offsets(FS, root, "t") == {0: 10}
     assert jr.committed_bounds(FS, root, "t") == {0: (0, 10)}
-    out = jr.recover(FS, root, "t")
+    out = recover(FS, root, "t")
     assert out == {"rolled_back": "batch:2", "rolled_forward": None}
     assert len(read_kp(f"{root}/t-0")) == 10
     assert jr.committed_end_offsets(FS, root, "t") is None
     assert jr.load(FS, root, "t").rolled_back == ["batch:2"]
-    assert jr.recover(FS, root, "t") == {"rolled_back": None, "rolled_forward": None}
+    assert recover(FS, root, "t") == {"rolled_back": None, "rolled_forward": None}
 
 
 def test_committed_but_unfinished_write_is_rolled_forward(tmp_path):
@@ -96,7 +142,7 @@ def test_committed_but_unfinished_write_is_rolled_forward(tmp_path):
         write(FS, root, "batch:1", {0: recs(6)}, fault=crash_at("committed:t"))
     assert jr.committed_end_offsets(FS, root, "t") is None      # committed: visible
     assert not os.path.exists(f"{root}/recovery-point-offset-checkpoint")
-    assert jr.recover(FS, root, "t")["rolled_forward"] == "batch:1"
+    assert recover(FS, root, "t")["rolled_forward"] == "batch:1"
     assert open(f"{root}/recovery-point-offset-checkpoint").read() == "0\n1\nt 0 6\n"
 
 
@@ -107,14 +153,14 @@ def test_overwrite_committed_before_cleanup_bounds_reader_start(tmp_path):
         write(FS, root, "batch:2", {0: recs(3, 2)}, mode="overwrite",
               fault=crash_at("committed:t"))
     assert jr.committed_bounds(FS, root, "t") == {0: (8, None)}
-    jr.recover(FS, root, "t")
+    recover(FS, root, "t")
     assert [r[0] for r in read_kp(f"{root}/t-0")] == [8, 9, 10]
 
 
 def test_multi_topic_write_commits_on_its_coordinator(tmp_path):
     """Killed after the coordinator ('a') committed but before 'b' did: 'b' rolls
     forward, because 'a' decides."""
-    from spark_kafkalog.log.appender import StagingWriter, TopicSpec, commit_write
+    from spark_kafkalog.log.write import StagingWriter, TopicSpec, commit_write
     from tests.log.test_appender_util import kp_encode
 
     root = str(tmp_path)
@@ -125,18 +171,18 @@ def test_multi_topic_write_commits_on_its_coordinator(tmp_path):
     with pytest.raises(Crash):
         commit_write(FS, root, "batch:1", [w.finish()], [TopicSpec("a"), TopicSpec("b")],
                      fault=crash_at("committed:a"))
-    assert jr.load(FS, root, "b").pending["state"] == "begun"
-    assert jr.load(FS, root, "b").pending["coordinator"] == "a"
+    assert jr.load(FS, root, "b").pending.state == "begun"
+    assert jr.load(FS, root, "b").pending.coordinator == "a"
     assert jr.committed_end_offsets(FS, root, "b") is None   # decided by 'a'
-    assert jr.recover(FS, root, "b")["rolled_forward"] == "batch:1"
-    assert jr.recover(FS, root, "a")["rolled_forward"] == "batch:1"
+    assert recover(FS, root, "b")["rolled_forward"] == "batch:1"
+    assert recover(FS, root, "a")["rolled_forward"] == "batch:1"
     assert len(read_kp(f"{root}/a-0")) == len(read_kp(f"{root}/b-0")) == 4
 
 
 _HOLDER = """
 import sys, time
 import pyarrow.fs as pafs
-from spark_kafkalog.log.lock import TopicLock
+from spark_kafkalog.log.write.lock import TopicLock
 lk = TopicLock(pafs.LocalFileSystem(), sys.argv[1], "t", write_id="batch:held").acquire()
 print("held", flush=True)
 sys.stdin.read()
@@ -149,8 +195,8 @@ def test_writer_lock_waits_for_live_holder_and_frees_with_a_dead_one(tmp_path):
                             stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
     try:
         assert proc.stdout.readline().strip() == "held"
-        with pytest.raises(CommitConflictError, match=r"another writer \(host .*pid %d, "
-                                                      r"write batch:held\)" % proc.pid):
+        with pytest.raises(LockError, match=r"another writer \(host .*pid %d, "
+                                            r"write batch:held\)" % proc.pid):
             write(FS, root, "batch:1", {0: recs(2)}, config=AppendConfig(lock_timeout=0.2))
         proc.kill()                                    # the holder dies holding the lock
         proc.wait(timeout=30)
@@ -173,8 +219,10 @@ def test_lock_owner_liveness_and_object_store_lease(tmp_path):
     lk = TopicLock(fs, "", "t", timeout=1, lease_s=60).acquire()
     lease = json.loads(open(tmp_path / ".kafkalog.t.lock").read())
     assert lease["pid"] == os.getpid() and lease["expires_ms"] > 0
-    with pytest.raises(CommitConflictError):
+    with pytest.raises(LockError):
         TopicLock(fs, "", "t", timeout=0.2).acquire()
+    with pytest.raises(LockError, match="not reentrant"):
+        lk.acquire()
     lk.release()
     assert not (tmp_path / ".kafkalog.t.lock").exists()
     # a lease whose holder is known dead is taken over at once

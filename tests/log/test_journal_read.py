@@ -6,7 +6,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from spark_kafkalog.log import LogDirs, read_table
-from spark_kafkalog.log.appender import recover_topic
+from spark_kafkalog.log.write import recover_topic
 from tests.log.test_crash import SCENARIOS, count_points, run_killed
 
 

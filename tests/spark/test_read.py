@@ -12,7 +12,7 @@ import pickle
 import pyarrow as pa
 import pytest
 
-from spark_kafkalog.errors import DataLossError, OffsetOutOfRangeError
+from spark_kafkalog.errors import DataLossError, InvalidOptionError, OffsetOutOfRangeError
 from spark_kafkalog.format import record_schema
 from spark_kafkalog.log import LogDirs, ReadStats, read_table
 from spark_kafkalog.spark.datasource import KafkaLogDataSource, spark_schema
@@ -373,15 +373,36 @@ def test_pushdown_reads_few_bytes(tmp_path):
 
 
 def test_reading_works_with_pushdown_disabled(spark, logs):
+    # Spark's planner worker, where reader() runs, is not told the conf: with it off the
+    # documented option says so (spark/datasource.py, pushdown_enabled)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
     try:
-        df = load(spark, logs["path"], subscribe=MULTI)
+        df = load(spark, logs["path"], subscribe=MULTI, pushFilters="false")
         got = spark_table(df.filter("partition = 1 and offset >= 100"))
     finally:
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     want = [r for r in expected(logs["path"], [MULTI], include_headers=False).to_pylist()
             if r["partition"] == 1 and r["offset"] >= 100]
     assert got.to_pylist() == want and want
+
+
+def test_pushdown_follows_the_option_then_the_session_conf(spark, logs):
+    from spark_kafkalog.spark.reader import KafkaLogPushdownReader
+
+    def reader(**opts):
+        return KafkaLogDataSource({"path": logs["path"], "subscribe": MULTI,
+                                   **opts}).reader(None)
+
+    assert isinstance(reader(), KafkaLogPushdownReader)          # the session's conf: on
+    assert not isinstance(reader(pushFilters="false"), KafkaLogPushdownReader)
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+    try:
+        assert not isinstance(reader(), KafkaLogPushdownReader)
+        assert isinstance(reader(pushFilters="true"), KafkaLogPushdownReader)
+    finally:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    with pytest.raises(InvalidOptionError, match="pushFilters"):
+        reader(pushFilters="maybe")
 
 
 # -- corruption policy -----------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """spark/worker: freeze_heap (the permanent generation) and keep_freed_heap (glibc's
-trim threshold), and their off switches."""
+trim threshold), the off switch of the one and the opt-in of the other."""
 import gc
 
 import pytest
@@ -75,7 +75,7 @@ def _glibc() -> bool:
 
 @pytest.mark.skipif(not _glibc(), reason="tunes glibc's malloc only")
 def test_keep_freed_heap_keeps_a_flush_worth_of_freed_buffers():
-    res = _heap_probe(None)
+    res = _heap_probe("1")                  # opt-in
     assert res["tuned"] and res["again"]
     grown, returned = res["rounds"][0]
     assert grown > 35e6                     # the first round faults its pages in
@@ -86,8 +86,9 @@ def test_keep_freed_heap_keeps_a_flush_worth_of_freed_buffers():
 
 
 @pytest.mark.skipif(not _glibc(), reason="tunes glibc's malloc only")
-def test_keep_freed_heap_off_switch():
-    res = _heap_probe("0")
+@pytest.mark.parametrize("env_value", [None, "0"])
+def test_keep_freed_heap_is_off_unless_asked_for(env_value):
+    res = _heap_probe(env_value)
     assert not res["tuned"]
     for grown, returned in res["rounds"]:   # glibc's defaults: freed, faulted in again
         assert grown > 35e6 and returned > 35e6

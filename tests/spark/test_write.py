@@ -11,8 +11,8 @@ import pickle
 import pyarrow as pa
 import pytest
 
-from spark_kafkalog.log import journal as jr
-from spark_kafkalog.log.appender import topic_partitions
+from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.write import topic_partitions
 from spark_kafkalog.log.files.checkpoint import read_checkpoint
 from tests.log.test_appender_util import assert_indexes_like_broker, read_aio, read_kp
 from tests.spark.test_write_partitioner import java_partition

@@ -16,8 +16,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from spark_kafkalog.log import journal as jr
-from spark_kafkalog.log.appender import topic_partitions
+from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.write import recover
+from spark_kafkalog.log.write import topic_partitions
 from tests.log.test_appender_util import read_kp
 
 FS = pafs.LocalFileSystem()
@@ -136,7 +137,7 @@ def test_stream_killed_and_restarted_writes_each_record_once(tmp_path):
         # whatever the kill interrupted, after recovery (what the next writer runs first)
         # the log holds whole micro-batches only
         if os.path.exists(jr.journal_path(root, "s")):
-            jr.recover(FS, root, "s")
+            recover(FS, root, "s")
         got = values_in_log(root, "s") if os.path.isdir(root) else []
         assert len(got) == len(set(got)) and len(got) % per_file == 0
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,

@@ -26,7 +26,7 @@ import numpy as np
 
 from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.format.npview import column as _np
-from spark_kafkalog.log.journal import committed_bounds
+from spark_kafkalog.log.write.journal import committed_bounds
 from spark_kafkalog.log.model import LogSource, PartitionDir, PartitionState
 from spark_kafkalog.log.read.isolation import last_stable_offset
 from spark_kafkalog.log.read.scan import ReadStats, check_policy, scan_windows

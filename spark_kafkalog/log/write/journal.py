@@ -1,53 +1,25 @@
 """The commit journal: which writes a topic holds, and the one write that may be in flight.
 
-Where it lives: ``<log dir>/.kafkalog.<topic>.journal``, a *file* at the log-dir root, next
-to the broker's checkpoint files. A broker's ``LogManager`` parses every *directory* of a
-log-dir root as ``topic-partition`` (and refuses to start on one it cannot parse) but
-ignores root files it does not know; a file inside a partition directory would be
-visible to ``LogLoader``, which owns those names. The same holds for our lock and staging
-files (``.kafkalog.<topic>.lock``, ``.kafkalog-staging.*``).
+``<log dir>/.kafkalog.<topic>.journal`` is a *file* at the log-dir root (a broker parses
+every root *directory* as ``topic-partition`` but ignores root files it does not know),
+holding one JSON document, replaced atomically, behind a header line
+``"kafkalog-journal 1 <crc32c of the body, hex> <body length>"``::
 
-What it holds (one JSON document, replaced atomically — write, fsync, rename, fsync the
-directory; one PUT on object stores — so it is never torn)::
+    {"topic": ..., "pending": null | <PendingWrite>, "rolled_back": [write ids],
+     "commits": [{write_id, mode, committed_ms,
+                  partitions: {p: {start, end, segments: [[base, from, to]]}}}],
+     "streams": {query_id: highest committed batch id}}
 
-    first line : "kafkalog-journal 1 <crc32c of the body, hex> <body length>"
-    body       : {"topic": ...,
-                  "pending": null | {write_id, mode, state: "begun"|"committed",
-                                     coordinator, topics, partitions: {p: rollback data},
-                                     result: {p: committed range}, log_start: {p: offset}},
-                  "commits": [{write_id, mode, committed_ms,
-                               partitions: {p: {start, end, segments: [[base, from, to]]}}}],
-                  "streams": {query_id: highest committed batch id},
-                  "rolled_back": [write ids]}
-
-The protocol (driven by :mod:`spark_kafkalog.log.appender`):
-
-1. ``pending`` is written with ``state = "begun"`` and everything needed to undo the
-   write (per partition: its log end at the start, the active segment's file sizes, the
-   time-index entry the append replaces) *before* any partition file is touched;
-2. data and indexes are appended and fsynced;
-3. the commit point: one atomic journal write that sets ``state = "committed"`` and adds
-   the write to ``commits``; for a write spanning several topics the first topic (in
-   sorted order) is the *coordinator* and its journal's commit is the commit point of
-   all of them;
-4. post-commit work (checkpoint files, deleting an overwritten topic's old segments) is
-   idempotent; ``pending`` is cleared when it is done.
-
-On the next open by a writer (:func:`recover`), a ``begun`` write is rolled back
-(partitions truncated to their journaled start, index entries past it removed, created
-segments deleted) unless its coordinator committed it, in which case it is rolled
-forward; a ``committed`` one has its post-commit work redone. A reader that may not
-write bounds what it returns with :func:`committed_end_offsets` instead.
-
-History is bounded: the last :data:`RETAIN_COMMITS` commits are kept in full; streaming
-writes (write id ``stream:<query id>:<batch id>``) are remembered per query by their
-highest committed batch id, which is all Spark's replay needs (it only ever replays the
-last batch it did not mark done).
+:class:`PendingWrite` is the write in flight: written (``state = "begun"``) with what
+undoing it needs before any partition file is touched; its coordinator's commit (one
+atomic journal write) is the commit point. The protocol is in :mod:`.commit`, undoing
+and finishing in :mod:`.recovery`; a read-only reader bounds what it returns with
+:func:`committed_bounds`. History is bounded (:data:`RETAIN_COMMITS`; streaming writes,
+``stream:<query id>:<batch id>``, by their query's highest committed batch id).
 """
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 import uuid
@@ -57,12 +29,14 @@ import crc32c
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
-from spark_kafkalog.log.lock import is_local
+from spark_kafkalog.log.io import read_small_file, write_atomic
 
 JOURNAL_MAGIC = "kafkalog-journal"
 JOURNAL_VERSION = 1
 RETAIN_COMMITS = 1000
 RETAIN_ROLLED_BACK = 100
+#: a journal larger than this is not one we wrote (1000 commits of 1000 partitions: ~100 MB)
+JOURNAL_MAX_BYTES = 1 << 30
 
 #: Kafka's Topic.validate: legal characters and the maximum length
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]+")
@@ -108,7 +82,7 @@ def batch_write_id() -> str:
 def stream_write_id(query_id: str, batch_id: int) -> str:
     """The write id of a streaming micro-batch: stable across restarts of the query."""
     if ":" in query_id:
-        raise ValueError("query id must not contain ':'")
+        raise InvalidOptionError(f"query id {query_id!r} must not contain ':'")
     return f"stream:{query_id}:{int(batch_id)}"
 
 
@@ -119,11 +93,98 @@ def _parse_stream(write_id: str) -> tuple[str, int] | None:
     return query, int(batch)
 
 
+# ---- the write in flight -------------------------------------------------------------------
+@dataclass
+class PartitionUndo:
+    """One partition of a pending write: its offsets, and what rolling it back needs (the
+    active segment's file sizes before the write, the time-index close entry the append
+    replaces, whether the write created the directory)."""
+
+    start: int
+    end: int
+    active_base: int | None = None
+    log_size: int = 0
+    index_size: int = 0
+    timeindex_size: int = 0
+    timeindex_tail: bytes = b""
+    created_dir: bool = False
+    planned_bytes: int = 0
+    #: [[segment base, first byte, end byte], ...] the write appends
+    segments: list = field(default_factory=list)
+    no_append: bool = False
+
+    def to_json(self) -> dict:
+        return {"start": self.start, "end": self.end, "active_base": self.active_base,
+                "log_size": self.log_size, "index_size": self.index_size,
+                "timeindex_size": self.timeindex_size,
+                "timeindex_tail": self.timeindex_tail.hex(), "created_dir": self.created_dir,
+                "planned_bytes": self.planned_bytes, "segments": self.segments,
+                "no_append": self.no_append}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "PartitionUndo":
+        base = doc.get("active_base")
+        return cls(start=int(doc["start"]), end=int(doc["end"]),
+                   active_base=None if base is None else int(base),
+                   log_size=int(doc.get("log_size", 0)),
+                   index_size=int(doc.get("index_size", 0)),
+                   timeindex_size=int(doc.get("timeindex_size", 0)),
+                   timeindex_tail=bytes.fromhex(doc.get("timeindex_tail", "")),
+                   created_dir=bool(doc.get("created_dir", False)),
+                   planned_bytes=int(doc.get("planned_bytes", 0)),
+                   segments=list(doc.get("segments") or []),
+                   no_append=bool(doc.get("no_append", False)))
+
+
+@dataclass
+class PendingWrite:
+    """The journal's record of the one write in flight in a topic (see the module doc).
+    ``mode`` is ``"append"`` or ``"overwrite"``; ``state`` ``"begun"`` or ``"committed"``;
+    ``log_start`` holds an overwrite's new log start offset per partition."""
+
+    write_id: str
+    mode: str
+    coordinator: str
+    topics: list
+    partitions: dict[int, PartitionUndo]
+    log_start: dict[int, int] = field(default_factory=dict)
+    state: str = "begun"
+    begun_ms: int = 0
+
+    @property
+    def committed(self) -> bool:
+        return self.state == "committed"
+
+    def commit_entry(self) -> dict:
+        """The ``commits`` entry this write becomes."""
+        return {"write_id": self.write_id, "mode": self.mode, "committed_ms": now_ms(),
+                "partitions": {str(p): {"start": u.start, "end": u.end,
+                                        "segments": u.segments}
+                               for p, u in self.partitions.items()}}
+
+    def to_json(self) -> dict:
+        return {"write_id": self.write_id, "mode": self.mode, "state": self.state,
+                "coordinator": self.coordinator, "topics": list(self.topics),
+                "begun_ms": self.begun_ms,
+                "partitions": {str(p): u.to_json() for p, u in self.partitions.items()},
+                "log_start": {str(p): s for p, s in self.log_start.items()}}
+
+    @classmethod
+    def from_json(cls, doc: dict, topic: str) -> "PendingWrite":
+        return cls(write_id=doc["write_id"], mode=doc.get("mode", "append"),
+                   coordinator=doc.get("coordinator", topic),
+                   topics=list(doc.get("topics") or [topic]),
+                   partitions={int(p): PartitionUndo.from_json(u)
+                               for p, u in (doc.get("partitions") or {}).items()},
+                   log_start={int(p): int(s) for p, s in (doc.get("log_start") or {}).items()},
+                   state=doc.get("state", "begun"), begun_ms=int(doc.get("begun_ms", 0)))
+
+
 # ---- state --------------------------------------------------------------------------------
 @dataclass
 class JournalState:
     topic: str
-    pending: dict | None = None
+    pending: PendingWrite | None = None
     commits: list = field(default_factory=list)
     streams: dict = field(default_factory=dict)
     rolled_back: list = field(default_factory=list)
@@ -134,8 +195,8 @@ class JournalState:
         stream = _parse_stream(write_id)
         if stream is not None and self.streams.get(stream[0], -1) >= stream[1]:
             return True
-        if (self.pending is not None and self.pending.get("write_id") == write_id
-                and self.pending.get("state") == "committed"):
+        if (self.pending is not None and self.pending.write_id == write_id
+                and self.pending.committed):
             return True
         return any(c.get("write_id") == write_id for c in self.commits)
 
@@ -146,34 +207,28 @@ class JournalState:
         if stream is not None:
             self.streams[stream[0]] = max(self.streams.get(stream[0], -1), stream[1])
 
+    def commit_pending(self) -> None:
+        """Mark the pending write committed and add it to the history (then :func:`save`:
+        for the coordinator's journal that save is the commit point)."""
+        self.pending.state = "committed"
+        self.record_commit(self.pending.commit_entry())
+
     def record_rollback(self, write_id: str) -> None:
         self.rolled_back.append(write_id)
         del self.rolled_back[:-RETAIN_ROLLED_BACK]
 
     def to_json(self) -> dict:
-        return {"topic": self.topic, "pending": self.pending, "commits": self.commits,
-                "streams": self.streams, "rolled_back": self.rolled_back}
-
-
-def _read_bytes(fs: pafs.FileSystem, path: str) -> bytes | None:
-    if is_local(fs):
-        try:
-            with open(path, "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
-    info = fs.get_file_info(path)
-    if info.type == pafs.FileType.NotFound:
-        return None
-    with fs.open_input_stream(path) as f:
-        return f.read()
+        return {"topic": self.topic,
+                "pending": None if self.pending is None else self.pending.to_json(),
+                "commits": self.commits, "streams": self.streams,
+                "rolled_back": self.rolled_back}
 
 
 def load(fs: pafs.FileSystem, root: str, topic: str) -> JournalState:
     """The topic's journal (an empty state when the topic has none). Raises
     :class:`LogLayoutError` for a journal that is not one (bad header or checksum)."""
     path = journal_path(root, topic)
-    raw = _read_bytes(fs, path)
+    raw = read_small_file(fs, path, JOURNAL_MAX_BYTES)
     if raw is None:
         return JournalState(topic=topic)
     nl = raw.find(b"\n")
@@ -199,66 +254,38 @@ def load(fs: pafs.FileSystem, root: str, topic: str) -> JournalState:
     if doc.get("topic") != topic:
         raise LogLayoutError(f"journal belongs to topic {doc.get('topic')!r}, not {topic!r}",
                              path=path)
-    return JournalState(topic=topic, pending=doc.get("pending"),
+    pending = doc.get("pending")
+    try:
+        pending = None if pending is None else PendingWrite.from_json(pending, topic)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise LogLayoutError(f"journal's pending write is malformed ({err!r})", path=path,
+                             position=nl + 1) from err
+    return JournalState(topic=topic, pending=pending,
                         commits=list(doc.get("commits") or []),
                         streams=dict(doc.get("streams") or {}),
                         rolled_back=list(doc.get("rolled_back") or []), exists=True)
 
 
-def atomic_write(fs: pafs.FileSystem, path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a reader (or a crash) sees the old or the
-    new contents, never a mix: local — temp file, fsync, rename, fsync the directory;
-    object stores — one PUT."""
-    if not is_local(fs):
-        with fs.open_output_stream(path) as f:
-            f.write(data)
-        return
-    directory = os.path.dirname(path) or "."
-    tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    fsync_dir(directory)
-
-
-def fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def save(fs: pafs.FileSystem, root: str, state: JournalState) -> None:
-    """Write the journal atomically (see :func:`atomic_write`)."""
+    """Write the journal atomically (:func:`spark_kafkalog.log.io.write_atomic`: the old or
+    the new document, never a mix, on every filesystem)."""
     body = json.dumps(state.to_json(), separators=(",", ":"), sort_keys=True).encode()
     head = f"{JOURNAL_MAGIC} {JOURNAL_VERSION} {crc32c.crc32c(body):08x} {len(body)}\n"
-    atomic_write(fs, journal_path(root, state.topic), head.encode("ascii") + body)
+    write_atomic(fs, journal_path(root, state.topic), head.encode("ascii") + body)
     state.exists = True
 
 
 # ---- what a read-only reader needs ------------------------------------------------------
-def _pending_decided(fs: pafs.FileSystem, root: str, state: JournalState) -> bool:
+def pending_decided(fs: pafs.FileSystem, root: str, state: JournalState) -> bool:
     """Whether the pending write of ``state`` is committed (by itself or its coordinator)."""
     p = state.pending
     if p is None:
         return False
-    if p.get("state") == "committed":
+    if p.committed:
         return True
-    coordinator = p.get("coordinator", state.topic)
-    if coordinator == state.topic:
+    if p.coordinator == state.topic:
         return False
-    return load(fs, root, coordinator).is_committed(p["write_id"])
+    return load(fs, root, p.coordinator).is_committed(p.write_id)
 
 
 def committed_bounds(fs: pafs.FileSystem, root: str, topic: str
@@ -277,13 +304,13 @@ def committed_bounds(fs: pafs.FileSystem, root: str, topic: str
     if p is None:
         return None
     out: dict[int, tuple[int, int | None]] = {}
-    if not _pending_decided(fs, root, state):
-        for part, info in p.get("partitions", {}).items():
-            out[int(part)] = (0, int(info["start"]))
+    if not pending_decided(fs, root, state):
+        for part, undo in p.partitions.items():
+            out[part] = (0, undo.start)
         return out or None
-    if p.get("mode") == "overwrite":
-        for part, start in (p.get("log_start") or {}).items():
-            out[int(part)] = (int(start), None)
+    if p.mode == "overwrite":
+        for part, start in p.log_start.items():
+            out[part] = (start, None)
     return out or None
 
 
@@ -299,17 +326,6 @@ def committed_end_offsets(fs: pafs.FileSystem, root: str, topic: str
         return None
     ends = {p: end for p, (_, end) in bounds.items() if end is not None}
     return ends or None
-
-
-def recover(fs: pafs.FileSystem, root: str, topic: str, *, lock_timeout: float | None = None
-            ) -> dict:
-    """Bring ``topic`` in log dir ``root`` to a committed state: take the topic's writer
-    lock (waiting for a live writer to finish; a dead one's lock is free), roll back a
-    write that did not commit, roll forward one that did, delete its staging files.
-    Returns ``{"rolled_back": write_id | None, "rolled_forward": write_id | None}``.
-    Raises :class:`CommitConflictError` when a running broker holds the log dir."""
-    from spark_kafkalog.log.appender import recover_topic    # appender imports this module
-    return recover_topic(fs, root, topic, lock_timeout=lock_timeout)
 
 
 def now_ms() -> int:

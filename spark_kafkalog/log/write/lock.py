@@ -1,26 +1,14 @@
-"""Locks a writer takes before it changes a log dir.
+"""Locks a writer takes before it changes a log dir, all files at the log-dir root (a broker
+ignores root *files*):
 
-Three locks, all files at the log-dir root (a broker ignores root *files*; every root
-*directory* is parsed as ``topic-partition``):
-
-``.lock`` — the broker's own lock. Kafka's ``FileLock`` takes ``FileChannel.tryLock()``
-  on it, which on Linux is an exclusive POSIX record lock (``fcntl(F_SETLK, F_WRLCK)``).
-  :class:`BrokerDirGuard` takes a *shared* POSIX lock on the same file for the duration
-  of a commit: it fails while a running broker holds the directory, and a broker
-  starting mid-commit fails to lock the directory instead of loading a half-written
-  log. Writers of different topics share it without blocking each other.
-
-``.kafkalog.<topic>.lock`` — our per-topic writer lock (:class:`TopicLock`): an
-  exclusive ``flock``, which the kernel releases when the holding process dies, so a
-  killed writer's lock is never waited on. The file also records the holder (host, pid,
-  process start time, write id) for error messages.
-
-``.kafkalog.lock`` — held for the few milliseconds of a read-modify-write of the
-  root checkpoint files, which every topic of the log dir shares.
-
-Object stores have no locks: :class:`TopicLock` falls back to a lease object with an
-expiry and a same-host liveness check (pid + process start time). It is best effort —
-pyarrow's filesystems offer no compare-and-swap — and documented as such.
+- ``.lock``, the broker's own (Kafka's ``FileChannel.tryLock``: an exclusive POSIX record
+  lock): :class:`BrokerDirGuard` holds a *shared* record lock on it during a commit, so a
+  commit fails while a broker runs and a broker cannot start mid-commit;
+- ``.kafkalog.<topic>.lock``: :class:`TopicLock`, an exclusive ``flock`` the kernel
+  releases when its holder dies, recording the holder for error messages; on object
+  stores a best-effort lease object (expiry + same-host liveness; no compare-and-swap);
+- ``.kafkalog.lock``: :class:`CheckpointLock`, around a read-modify-write of the root
+  checkpoint files every topic shares.
 """
 from __future__ import annotations
 
@@ -36,17 +24,13 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import CommitConflictError
+from spark_kafkalog.errors import LockError
+from spark_kafkalog.log.write.files import is_local
 
 BROKER_LOCK_FILE = ".lock"
 CHECKPOINT_LOCK_FILE = ".kafkalog.lock"
 DEFAULT_LOCK_TIMEOUT_S = 600.0
 DEFAULT_LEASE_S = 300.0
-
-
-def is_local(fs: pafs.FileSystem) -> bool:
-    """True when paths in ``fs`` are plain OS paths (POSIX locks, fsync, append)."""
-    return isinstance(fs, pafs.LocalFileSystem)
 
 
 def topic_lock_path(root: str, topic: str) -> str:
@@ -98,7 +82,7 @@ _posix_guards_mutex = threading.Lock()
 
 
 class BrokerDirGuard:
-    """Context manager: fail with :class:`CommitConflictError` when a running broker holds
+    """Context manager: fail with :class:`LockError` when a running broker holds
     ``<root>/.lock``; otherwise hold a shared lock on it until exit (local filesystems
     only; a no-op elsewhere — no broker runs on an object store)."""
 
@@ -121,7 +105,7 @@ class BrokerDirGuard:
                 except OSError as err:
                     os.close(fd)
                     if err.errno in (errno.EACCES, errno.EAGAIN):
-                        raise CommitConflictError(
+                        raise LockError(
                             "a running Kafka broker holds this log dir (its .lock is locked); "
                             "stop the broker or write to a copy of the log dir",
                             path=path) from err
@@ -144,19 +128,6 @@ class BrokerDirGuard:
         self._key = None
 
 
-def broker_holds_lock(root: str) -> bool:
-    """Probe (without keeping it) whether some process holds an exclusive POSIX lock on
-    ``<root>/.lock`` the way a running broker does."""
-    path = os.path.join(root, BROKER_LOCK_FILE)
-    if not os.path.exists(path):
-        return False
-    try:
-        with BrokerDirGuard(pafs.LocalFileSystem(), root):
-            return False
-    except CommitConflictError:
-        return True
-
-
 # ---- our per-topic writer lock ----------------------------------------------------------
 @dataclass
 class _Held:
@@ -166,7 +137,7 @@ class _Held:
 
 class TopicLock:
     """Exclusive per-topic writer lock. ``acquire`` waits up to ``timeout`` seconds for a
-    live holder and raises :class:`CommitConflictError` naming the holder after that; a
+    live holder and raises :class:`LockError` naming the holder after that; a
     holder that died (SIGKILL, crash) never blocks: its flock died with it (local), or
     its lease is taken over once the holder is known dead or the lease expired (object
     stores)."""
@@ -196,7 +167,7 @@ class TopicLock:
                     if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                         raise
                 if time.monotonic() >= deadline:
-                    raise CommitConflictError(
+                    raise LockError(
                         f"topic {self.topic!r} is being written by another writer "
                         f"({self._describe_holder(fd)}); gave up after {self.timeout:g}s",
                         path=self.path)
@@ -265,7 +236,7 @@ class TopicLock:
             if time.monotonic() >= deadline:
                 who = (f"host {cur.get('host')}, pid {cur.get('pid')}, write "
                        f"{cur.get('write_id')}") if cur else "holder unknown"
-                raise CommitConflictError(
+                raise LockError(
                     f"topic {self.topic!r} is being written by another writer ({who}); "
                     f"gave up after {self.timeout:g}s", path=self.path)
             time.sleep(delay)
@@ -279,7 +250,8 @@ class TopicLock:
     # ---- common ---------------------------------------------------------------------------
     def acquire(self) -> "TopicLock":
         if self._held is not None:
-            raise RuntimeError("TopicLock is not reentrant")
+            raise LockError("TopicLock is not reentrant: this holder has it already",
+                            path=self.path)
         if is_local(self.fs):
             self._acquire_local()
         else:

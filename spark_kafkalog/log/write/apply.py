@@ -1,0 +1,353 @@
+"""Applying a commit's plan: staged batches copied window by window into the segments
+with each ``baseOffset`` rewritten (the CRC-32C covers only attributes onwards, so the
+batch stays valid — what a broker does when it assigns offsets), or a whole staging file
+patched in place and hard-linked into the partition directory as a new segment
+(adopted); then each segment's ``.index``/``.timeindex`` (:mod:`..index_write`)."""
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+from typing import Sequence
+
+import numpy as np
+import pyarrow.fs as pafs
+
+from spark_kafkalog.errors import (
+    CommitConflictError,
+    CorruptRecordError,
+    InternalError,
+    LogLayoutError,
+)
+from spark_kafkalog.format import wire
+from spark_kafkalog.log.io import write_fully
+from spark_kafkalog.log.write import config
+from spark_kafkalog.log.write.config import AppendConfig, Fault, segment_file
+from spark_kafkalog.log.write.files import FileHandle, is_local, make_dirs, write_new
+from spark_kafkalog.log.write.flush import Syncer, fsync_dir, will_need, will_need_paths
+from spark_kafkalog.log.write.plan import PartPlan, Run, SegPlan, TablesCache, WritePlan
+from spark_kafkalog.log.write.staging import StagedFile
+from spark_kafkalog.log.write.tail import Active
+
+
+class _SegOut:
+    """Writes one segment's .log bytes: positioned writes into a local file (appending to
+    an existing one) or one sequential output stream (a new object)."""
+
+    def __init__(self, fs: pafs.FileSystem, path: str, seg: SegPlan):
+        self.fs = fs
+        self.path = path
+        self.seg = seg
+        self.written_to = seg.start_size if seg.existing else 0
+        self.fd = None
+        self._stream = None
+        if seg.adopted_bytes:
+            # a staging file renamed into place (see _adopt): appended to after its bytes
+            self.fd = os.open(path, os.O_RDWR)
+            self.written_to = seg.adopted_bytes
+        elif is_local(fs):
+            if seg.existing:
+                self.fd = os.open(path, os.O_RDWR)
+                if seg.start_size == 0:
+                    os.ftruncate(self.fd, 0)
+            else:
+                try:
+                    self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileExistsError as err:
+                    raise CommitConflictError("segment file appeared under the writer lock",
+                                              path=path) from err
+        else:
+            self._stream = fs.open_output_stream(path)
+
+    def write(self, data, position: int) -> None:
+        if position != self.written_to:
+            raise InternalError(f"non-sequential segment write (expected position "
+                                f"{self.written_to})", path=self.path, position=position)
+        view = memoryview(data)
+        if self.fd is not None:
+            write_fully(self.fd, view, position)
+        else:
+            self._stream.write(view)
+        self.written_to += len(data)
+
+    def close(self, syncer: Syncer | None) -> None:
+        """Close; with a syncer, the file is fsynced (then closed) in its background
+        thread, overlapping the disk flush with the copy of the next segment."""
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            if syncer is not None:
+                syncer.fsync_and_close(fd)
+            else:
+                os.close(fd)
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+
+_ARANGE8 = np.arange(8, dtype=np.int64)
+_ARANGE4 = np.arange(4, dtype=np.int64)
+
+
+def _check_batches(v: np.ndarray, rel: np.ndarray, sizes: np.ndarray
+                   ) -> tuple[int, int, int] | None:
+    """Check that the bytes of ``v`` at ``rel`` are the batches the table describes (magic
+    2, matching length). Returns (index, magic, length) of the first mismatch, None when
+    all is well (the caller raises, once no view of a mapped file is alive)."""
+    magic = v[rel + wire.MAGIC_POS]
+    length = v[(rel + wire.SIZE_POS)[:, None] + _ARANGE4].copy().view(">i4").ravel()
+    bad = np.flatnonzero((magic != 2) | (length.astype(np.int64) != sizes - wire.LOG_OVERHEAD))
+    if len(bad):
+        k = int(bad[0])
+        return k, int(magic[k]), int(length[k])
+    return None
+
+
+def _patch_batches(v: np.ndarray, rel: np.ndarray, sizes: np.ndarray, bases: np.ndarray
+                   ) -> tuple[int, int, int] | None:
+    """Rewrite each batch's baseOffset in the byte array ``v`` (batches start at ``rel``),
+    after :func:`_check_batches`; returns its mismatch (and patches nothing) if any."""
+    bad = _check_batches(v, rel, sizes)
+    if bad is None:
+        v[rel[:, None] + _ARANGE8] = bases.astype(">i8").view(np.uint8).reshape(-1, 8)
+    return bad
+
+
+def _mismatch(bad: tuple[int, int, int], rel: np.ndarray, sizes: np.ndarray, path: str,
+              position: int) -> CorruptRecordError:
+    k, magic, length = bad
+    return CorruptRecordError("staged bytes are not the record batch their table describes "
+                              f"(magic {magic}, length {length}, expected "
+                              f"{int(sizes[k]) - wire.LOG_OVERHEAD})", path=path,
+                              position=position + int(rel[k]))
+
+
+def _copy_local(reader: FileHandle, out: _SegOut, src: int, dst: int, nbytes: int) -> bool:
+    """Kernel-side copy (no trip through user space). False when the kernel or the
+    filesystem cannot (the caller falls back to read + write)."""
+    global _COPY_FILE_RANGE
+    if not _COPY_FILE_RANGE:
+        return False
+    done = 0
+    try:
+        while done < nbytes:
+            n = os.copy_file_range(reader.fd, out.fd, nbytes - done, src + done, dst + done)
+            if n <= 0:
+                raise LogLayoutError("staging file is shorter than its description",
+                                     path=reader.path, position=src + done)
+            done += n
+    except OSError as err:
+        if err.errno in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL) \
+                and done == 0:
+            _COPY_FILE_RANGE = False
+            return False
+        raise
+    return True
+
+
+_COPY_FILE_RANGE = hasattr(os, "copy_file_range")
+
+
+def _patch_in_place(fd: int, pos: int, nbytes: int, rel: np.ndarray, sizes: np.ndarray,
+                    bases: np.ndarray, path: str) -> None:
+    """Check the batches at ``[pos, pos + nbytes)`` of a file through a read-only mapping
+    of that range, then write each baseOffset with ``pwrite`` (not through a writable
+    mapping: see ``docs/PERFORMANCE.md``, ``log/write/apply.py``)."""
+    start = pos - pos % mmap.ALLOCATIONGRANULARITY
+    will_need(fd, (rel + pos).tolist())     # flush-behind may have dropped them
+    with mmap.mmap(fd, pos + nbytes - start, offset=start, access=mmap.ACCESS_READ) as mm:
+        v = np.frombuffer(mm, dtype=np.uint8)
+        bad = _check_batches(v[pos - start:], rel, sizes)
+        del v
+    if bad is not None:
+        raise _mismatch(bad, rel, sizes, path, pos)
+    raw = bases.astype(">i8").tobytes()
+    at = (rel + pos).tolist()
+    for k, position in enumerate(at):
+        if os.pwrite(fd, raw[8 * k:8 * k + 8], position) != 8:
+            raise OSError(errno.EIO, "short write patching a baseOffset", path)
+
+
+def prefetch_headers(plan: WritePlan) -> None:
+    """Ask, all at once, for the page holding each batch header that :func:`_adopt` will
+    check and patch, before the journal's first fsync, so those reads overlap it."""
+    def wanted():
+        for part_plans in plan.topics.values():
+            for part in part_plans:
+                for run in part.runs:
+                    if run.adopt:
+                        sizes = plan.tables.table(run.staged)[run.batch_rows]["size"]
+                        sizes = sizes.astype(np.int64)
+                        yield run.src_path, (np.cumsum(sizes) - sizes
+                                             + run.src_position).tolist()
+    will_need_paths(wanted())
+
+
+def _copy_run(run: Run, reader: FileHandle, out: _SegOut, table: np.ndarray,
+              fault: Fault) -> None:
+    rows = table[run.batch_rows]
+    sizes = rows["size"].astype(np.int64)
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    i = 0
+    n = len(rows)
+    local = reader.fd is not None and out.fd is not None
+    while i < n:
+        # the largest run of whole batches from i that fits a window (at least one)
+        j = int(np.searchsorted(ends, starts[i] + config.COPY_WINDOW_BYTES, side="right"))
+        j = max(j, i + 1)
+        nbytes = int(ends[j - 1] - starts[i])
+        src = run.src_position + int(starts[i])
+        dst = run.dst_position + int(starts[i])
+        half = nbytes // 2
+        if local and _COPY_FILE_RANGE:
+            # Patch the staged copy first, so the segment only ever receives final bytes
+            # (a crash mid-copy leaves at most a torn last batch, never stale offsets),
+            # then let the kernel copy them.
+            _patch_in_place(reader.fd, src, nbytes, starts[i:j] - starts[i], sizes[i:j],
+                            run.bases[i:j], reader.path)
+            if _copy_local(reader, out, src, dst, half):
+                fault("append-partial")
+                if not _copy_local(reader, out, src + half, dst + half, nbytes - half):
+                    raise InternalError("copy_file_range stopped working mid-copy",
+                                        path=out.path, position=dst + half)
+                out.written_to += nbytes
+                fault("append")
+                i = j
+                continue
+        buf = bytearray(nbytes)
+        reader.read_into(buf, src)
+        rel = starts[i:j] - starts[i]
+        bad = _patch_batches(np.frombuffer(buf, dtype=np.uint8), rel, sizes[i:j],
+                             run.bases[i:j])
+        if bad is not None:
+            raise _mismatch(bad, rel, sizes[i:j], reader.path, src)
+        # two writes per window, with a fault point between them, so crash tests also
+        # kill with a batch half written
+        out.write(memoryview(buf)[:half], dst)
+        fault("append-partial")
+        out.write(memoryview(buf)[half:], dst + half)
+        fault("append")
+        i = j
+
+
+def _adopt(run: Run, table: np.ndarray, path: str, fault: Fault) -> bool:
+    """Make the staging file of ``run`` (a whole section, planned as a segment of its own)
+    the segment ``path``: check and patch every batch's baseOffset in place, then link
+    it under the segment's name (never replacing a file) and drop the staging name.
+    Local filesystems only. False (nothing changed but the patched offsets) when the
+    filesystem has no hard links; the caller copies instead."""
+    rows = table[run.batch_rows]
+    sizes = rows["size"].astype(np.int64)
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    fd = os.open(run.src_path, os.O_RDWR)
+    try:
+        if os.fstat(fd).st_size != int(ends[-1]):
+            raise CommitConflictError("staging file is not the size its commit message says "
+                                      "(changed or truncated?)", path=run.src_path)
+        i = 0
+        n = len(rows)
+        while i < n:                       # one mapping window at a time
+            j = max(int(np.searchsorted(ends, starts[i] + config.COPY_WINDOW_BYTES, side="right")),
+                    i + 1)
+            _patch_in_place(fd, int(starts[i]), int(ends[j - 1] - starts[i]),
+                            starts[i:j] - starts[i], sizes[i:j], run.bases[i:j], run.src_path)
+            i = j
+    finally:
+        os.close(fd)
+    fault("adopt-patched")
+    try:
+        os.link(run.src_path, path)
+    except FileExistsError as err:
+        raise CommitConflictError("segment file appeared under the writer lock",
+                                  path=path) from err
+    except OSError as err:
+        if err.errno in (errno.EXDEV, errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
+            return False
+        raise
+    fault("append")
+    os.unlink(run.src_path)
+    return True
+
+
+def _write_indexes(fs: pafs.FileSystem, directory: str, seg: SegPlan, active: Active | None,
+                   syncer: Syncer | None) -> None:
+    """Write (or extend) the segment's .index and .timeindex; with a syncer, each file is
+    fsynced in its background thread (alongside the .log files' flushes)."""
+    b = seg.builder
+    idx_path = segment_file(directory, seg.base, ".index")
+    tidx_path = segment_file(directory, seg.base, ".timeindex")
+    close = b.close_entry()
+    if not is_local(fs):
+        write_new(fs, idx_path, bytes(b.offset_entries), fsync=False)
+        write_new(fs, tidx_path, bytes(b.time_entries) + close, fsync=False)
+        return
+    if seg.continuing_index:
+        writes = [(idx_path, os.O_WRONLY, None, bytes(b.offset_entries), active.index_size)]
+        keep = active.timeindex_size - b.drop_time_tail_bytes
+        writes.append((tidx_path, os.O_WRONLY, keep, bytes(b.time_entries) + close, keep))
+    else:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        writes = [(idx_path, flags, None, bytes(b.offset_entries), 0),
+                  (tidx_path, flags, None, bytes(b.time_entries) + close, 0)]
+    for path, flags, truncate_to, data, position in writes:
+        fd = os.open(path, flags, 0o644)
+        try:
+            if truncate_to is not None:
+                os.ftruncate(fd, truncate_to)
+            write_fully(fd, data, position)
+        except BaseException:
+            os.close(fd)
+            raise
+        if syncer is not None:
+            syncer.fsync_and_close(fd)
+        else:
+            os.close(fd)
+
+
+def apply_partition(fs: pafs.FileSystem, plan: PartPlan, staged: Sequence[StagedFile],
+                     tables: TablesCache, cfg: AppendConfig, fault: Fault,
+                     syncer: Syncer | None) -> None:
+    if plan.create_dir:
+        make_dirs(fs, plan.directory)
+    outs: dict[int, _SegOut] = {}
+    readers: dict[str, FileHandle] = {}
+    adopted = {run.seg_index: run for run in plan.runs if run.adopt}
+    try:
+        for k, seg in enumerate(plan.segments):
+            path = segment_file(plan.directory, seg.base)
+            run = adopted.get(k)
+            if run is not None and not _adopt(run, tables.table(run.staged), path, fault):
+                # no hard links here: the segment is written by copying after all
+                del adopted[k]
+                seg.adopted_bytes = 0
+            outs[k] = _SegOut(fs, path, seg)
+        for run in plan.runs:
+            if run.adopt and run.seg_index in adopted:
+                continue
+            reader = readers.get(run.src_path)
+            if reader is None:
+                reader = readers[run.src_path] = FileHandle(fs, run.src_path, writable=True)
+            _copy_run(run, reader, outs[run.seg_index], tables.table(run.staged), fault)
+        for k, seg in enumerate(plan.segments):
+            out = outs.pop(k)
+            if out.written_to != seg.end_size:
+                raise InternalError(f"segment plan ({seg.end_size} bytes) and bytes written "
+                                    f"({out.written_to}) disagree", path=out.path)
+            out.close(syncer)
+            _write_indexes(fs, plan.directory, seg, plan.active, syncer)
+            fault("segment")
+        if cfg.fsync and is_local(fs):
+            # the new segment names (links, created files), in the background like the
+            # files themselves (see docs/PERFORMANCE.md); the commit point waits for them
+            sync_dir = syncer.fsync_dir if syncer is not None else fsync_dir
+            sync_dir(plan.directory)
+            if plan.create_dir:
+                sync_dir(os.path.dirname(plan.directory))
+    finally:
+        for out in outs.values():
+            out.close(None)
+        for r in readers.values():
+            r.close()
+
+

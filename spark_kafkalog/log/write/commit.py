@@ -1,0 +1,197 @@
+"""The commit protocol: staged record batches land in a Kafka log dir whole or not at all.
+
+:func:`commit_write`, once per write on the driver, with every task's staged files:
+
+1. lock — the broker's ``.lock`` (shared: refuse a log dir a running broker holds, and
+   keep a broker from starting mid-commit), then each topic's writer lock in name order;
+2. recover — finish or undo whatever a dead writer left (:mod:`.recovery`);
+3. no-op if the journal already holds the write id (a retried or replayed commit);
+4. plan (:mod:`.plan`); 5. begin — each topic's journal records the plan and what undoing
+   it needs; 6. append (:mod:`.apply`); 7. fsync every file written and every directory
+   that gained one;
+8. commit — one atomic journal write (the coordinator topic's, for a multi-topic write);
+9. checkpoints move to the new log end (and the log start, for an overwrite, whose old
+   segments are then deleted); the pending record is cleared; staging files deleted.
+
+On filesystems without append (object stores, or ``no_append=True``) each commit writes
+new segment objects named by their base offset, with complete index files.
+
+Modes: ``append``; ``errorifexists`` / ``ignore`` (decided under the lock); ``overwrite``
+— the new data starts a new segment at the old log end (offsets keep increasing, as
+after Kafka's ``deleteRecords``), the commit moves the log start offset there, and the
+old segments are deleted. ``fault`` (tests) is called with the name of each step.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Sequence
+
+import pyarrow.fs as pafs
+
+from spark_kafkalog.errors import CommitConflictError, InvalidOptionError
+from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.write.apply import apply_partition, prefetch_headers
+from spark_kafkalog.log.write.config import (
+    MODES,
+    AppendConfig,
+    Fault,
+    TopicSpec,
+    no_fault,
+    norm_root,
+)
+from spark_kafkalog.log.write.files import is_local, topic_partitions
+from spark_kafkalog.log.write.flush import Syncer
+from spark_kafkalog.log.write.lock import BrokerDirGuard, TopicLock
+from spark_kafkalog.log.write.plan import WritePlan, plan_write
+from spark_kafkalog.log.write.recovery import delete_staging, post_commit, recover_locked
+from spark_kafkalog.log.write.staging import StagedFile
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a commit did: ``ranges[topic][partition] = (start, end)`` offsets appended
+    (end exclusive); ``noop`` when the write id was already committed (or mode
+    ``ignore`` found the topic)."""
+
+    write_id: str
+    ranges: dict
+    noop: bool = False
+
+
+def _specs(staged: Sequence[StagedFile], topics: Sequence[TopicSpec]) -> dict[str, TopicSpec]:
+    """Every topic the write goes to (a staged topic not named gets the defaults)."""
+    specs = {t.topic: t for t in topics}
+    for sf in staged:
+        for sec in sf.sections:
+            if sec.topic not in specs:
+                specs[sec.topic] = TopicSpec(sec.topic)
+    for name in specs:
+        jr.validate_topic(name)
+    return specs
+
+
+def _begin_apply_commit(fs: pafs.FileSystem, root: str, write_id: str, names: list[str],
+                        states: dict, plan: WritePlan, staged: Sequence[StagedFile],
+                        cfg: AppendConfig, fault: Fault) -> None:
+    """Steps 5 to 8; an ordinary error before the commit point is undone now, under the
+    locks the caller holds (a crash instead leaves the journal for the next open)."""
+    coordinator = names[0]
+    begun: list[str] = []
+    try:
+        for t in names:
+            st = states[t]
+            st.pending = plan.pending(write_id, t, coordinator)
+            jr.save(fs, root, st)
+            begun.append(t)
+        fault("begun")
+        syncer = Syncer() if cfg.fsync and is_local(fs) else None
+        try:
+            for t in names:
+                for part in plan.topics[t]:
+                    apply_partition(fs, part, staged, plan.tables, cfg, fault, syncer)
+        finally:
+            if syncer is not None:
+                syncer.wait()
+        fault("synced")
+        # the commit point: the coordinator's journal write
+        states[coordinator].commit_pending()
+        jr.save(fs, root, states[coordinator])
+    except Exception:
+        for t in begun:
+            recover_locked(fs, root, t, no_fault)
+        raise
+
+
+def _finish(fs: pafs.FileSystem, root: str, write_id: str, names: list[str], states: dict,
+            staged_paths: list[str], fault: Fault) -> None:
+    """Past the commit point: what fails here the next open redoes."""
+    for t in names[1:]:
+        states[t].commit_pending()
+        jr.save(fs, root, states[t])
+        fault(f"committed:{t}")
+    for t in names:
+        post_commit(fs, root, t, states[t].pending, fault)
+    delete_staging(fs, root, write_id, staged_paths)
+    fault("staging-deleted")
+    for t in names:
+        states[t].pending = None
+        jr.save(fs, root, states[t])
+        fault(f"done:{t}")
+
+
+def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
+                 staged: Sequence[StagedFile | None], topics: Sequence[TopicSpec], *,
+                 mode: str = "append", config: AppendConfig | None = None,
+                 fault: Fault | None = None) -> CommitResult:
+    """Commit a write: every staged batch lands in the log with contiguous offsets, or
+    none does. Idempotent per ``write_id``. ``None`` entries in ``staged`` (failed tasks)
+    are ignored. Staging files are deleted afterwards, whatever the outcome.
+
+    Raises :class:`CommitConflictError` (broker holds the dir, lock timeout — both
+    :class:`LockError` —, topic exists in ``errorifexists`` mode, partition count
+    changed), :class:`BadRowError` (a staged partition outside the topic),
+    :class:`InvalidOptionError` (unknown mode, bad topic name), :class:`LogLayoutError`
+    / :class:`CorruptRecordError` for an unusable log or staging file."""
+    if mode not in MODES:
+        raise InvalidOptionError(f"save mode {mode!r} is not one of {', '.join(MODES)}")
+    cfg = config or AppendConfig()
+    fault = fault or no_fault
+    root = norm_root(root)
+    staged = [s for s in staged if s is not None]
+    specs = _specs(staged, topics)
+    names = sorted(specs)
+    staged_paths = [sf.path for sf in staged]
+    no_append = (not is_local(fs)) if cfg.no_append is None else bool(cfg.no_append)
+    if not names:
+        delete_staging(fs, root, write_id, staged_paths)
+        return CommitResult(write_id, {}, noop=True)
+    if is_local(fs):
+        os.makedirs(root, exist_ok=True)
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(BrokerDirGuard(fs, root))
+            locks = [stack.enter_context(TopicLock(fs, root, t, write_id=write_id,
+                                                   timeout=cfg.lock_timeout))
+                     for t in names]
+            fault("locked")
+            for t in names:
+                recover_locked(fs, root, t, fault)
+            states = {t: jr.load(fs, root, t) for t in names}
+            if states[names[0]].is_committed(write_id):
+                return CommitResult(write_id, {}, noop=True)
+            existing = {t: topic_partitions(fs, root, t) for t in names}
+            if mode == "errorifexists":
+                taken = [t for t in names if existing[t]]
+                if taken:
+                    raise CommitConflictError(f"topic {taken[0]!r} already exists in the log "
+                                              "dir (save mode errorifexists)", path=root)
+            if mode == "ignore" and any(existing[t] for t in names):
+                return CommitResult(write_id, {}, noop=True)
+            plan = plan_write(fs, root, staged, specs, existing, cfg, no_append,
+                              overwrite=(mode == "overwrite"))
+            if is_local(fs):
+                prefetch_headers(plan)
+            for lk in locks:
+                lk.refresh()
+            _begin_apply_commit(fs, root, write_id, names, states, plan, staged, cfg, fault)
+            fault(f"committed:{names[0]}")
+            try:
+                _finish(fs, root, write_id, names, states, staged_paths, fault)
+            except Exception as err:     # the write is committed; report, don't fail it
+                warnings.warn(f"write {write_id} committed, but finishing it failed ({err}); "
+                              "the next writer or recover() completes it",
+                              RuntimeWarning, stacklevel=2)
+            return CommitResult(write_id, plan.ranges())
+    finally:
+        # this write's staging files, including those of task attempts Spark discarded
+        delete_staging(fs, root, write_id, staged_paths)
+
+
+def abort_write(fs: pafs.FileSystem, root: str, write_id: str | None,
+                staged: Sequence[StagedFile | None] = ()) -> None:
+    """Abandon a write that never reached :func:`commit_write`: delete its staging files
+    (those listed and, with ``write_id``, every other attempt's). The log is untouched."""
+    delete_staging(fs, norm_root(root), write_id, [s.path for s in staged if s is not None])

@@ -1,0 +1,82 @@
+"""What a write is configured with: segment and index sizes, save modes, the topics it
+goes to, the names Kafka gives segment files, and the crash tests' fault hook."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.format import wire
+from spark_kafkalog.log.files.index import DEFAULT_MAX_INDEX_BYTES
+from spark_kafkalog.log.write.lock import DEFAULT_LOCK_TIMEOUT_S
+
+DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
+DEFAULT_INDEX_INTERVAL_BYTES = 4096
+#: see :attr:`AppendConfig.adopt_min_bytes`
+DEFAULT_ADOPT_MIN_BYTES = 16 * 1024 * 1024
+#: staged bytes copied per read/patch/write step (bounds the driver's memory)
+COPY_WINDOW_BYTES = 8 * 1024 * 1024
+#: orphaned staging files (a job whose driver died before commit) older than this are
+#: deleted by recovery
+STAGING_TTL_S = 24 * 3600
+
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+
+MODES = ("append", "overwrite", "errorifexists", "ignore")
+
+#: called with the name of each step of a commit (``"locked"``, ``"begun"``, ``"append"``,
+#: ``"synced"``, ``"committed:<topic>"``, ...): the crash tests kill the process there
+Fault = Callable[[str], None]
+
+
+def no_fault(_point: str) -> None:
+    return None
+
+
+def segment_file(directory: str, base_offset: int, suffix: str = ".log") -> str:
+    """``<dir>/<20-digit zero-padded base offset><suffix>``, as Kafka names segments."""
+    return f"{directory}/{base_offset:020d}{suffix}"
+
+
+def partition_dir(root: str, topic: str, partition: int) -> str:
+    return f"{root.rstrip('/')}/{topic}-{partition}"
+
+
+def norm_root(root: str) -> str:
+    return root.rstrip("/") or "/"
+
+
+@dataclass(frozen=True)
+class AppendConfig:
+    """How segments are written. ``no_append=None`` picks append for local filesystems
+    and new-segment-per-commit elsewhere."""
+
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+    max_index_bytes: int = DEFAULT_MAX_INDEX_BYTES
+    no_append: bool | None = None
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S
+    fsync: bool = True
+    #: a staged section in a file of its own (``StagingWriter(per_partition_files=True)``)
+    #: at least this large becomes a new segment by renaming the file into the partition
+    #: directory, instead of being copied into the active segment (local filesystems)
+    adopt_min_bytes: int = DEFAULT_ADOPT_MIN_BYTES
+
+    def __post_init__(self):
+        if self.segment_bytes < wire.V2_HEADER_SIZE:
+            raise InvalidOptionError(f"option 'segment.bytes': {self.segment_bytes} is too "
+                                     "small for one record batch")
+        if self.index_interval_bytes < 0:
+            raise InvalidOptionError("option 'index.interval.bytes' must be >= 0")
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic a write goes to: the partition count to create it with when it does not
+    exist, and the count the rows were partitioned for (None: no check)."""
+
+    topic: str
+    partitions_if_new: int = 1
+    expected_partitions: int | None = None

@@ -1,0 +1,192 @@
+"""Page-cache and flush tuning of the write path, in one place: flushing staging files
+behind the task writing them, dropping flushed pages from the page cache, asking for the
+batch headers the commit reads back, and fsyncing the commit's files in background
+threads. None of it changes what is written or when it is durable (the commit still
+fsyncs everything before its commit point). Why each is done, measured, is in
+``docs/PERFORMANCE.md`` (section ``log/write/flush.py``)."""
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable, Sequence
+
+from spark_kafkalog.format import wire
+from spark_kafkalog.log.write.config import DEFAULT_ADOPT_MIN_BYTES
+
+#: a staging file as large as one the commit adopts (smaller ones are copied, so flushing
+#: them early would write them twice) is flushed in the background from this size on,
+#: then each time this many more bytes are staged in it
+FLUSH_BEHIND_START = DEFAULT_ADOPT_MIN_BYTES
+FLUSH_BEHIND_BYTES = 4 * 1024 * 1024
+#: flushed staging pages are dropped from the page cache (in whole pages) only when the
+#: file's batches average at least this many bytes (see :meth:`BehindFlush.drop_range`)
+DROP_MIN_BATCH_BYTES = 64 * 1024
+_CACHE_PAGE = mmap.PAGESIZE
+#: bytes of a batch's header the commit reads back (baseOffset, length, magic)
+HEADER_READ = wire.MAGIC_POS + 1
+_FADVISE = getattr(os, "posix_fadvise", None)
+
+
+class BehindFlush:
+    """The flush-behind state of one staging file: how much of it was handed to the
+    flusher, and which of its pages were dropped."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.flushed = 0            # bytes handed to the flusher
+        self._dropped = 0           # [0, _dropped) handed to the flusher to drop
+
+    def grew(self, size: int, batches: int) -> None:
+        """The file is now ``size`` bytes holding ``batches`` batches."""
+        if size >= FLUSH_BEHIND_START and size - self.flushed >= FLUSH_BEHIND_BYTES:
+            flusher().submit(self.path, self.drop_range(size, batches))
+            self.flushed = size
+
+    def finish(self, size: int, batches: int) -> None:
+        """A file already being flushed (it will likely be adopted as a segment) gets its
+        tail flushed too; the task does not wait for it."""
+        if self.flushed and size > self.flushed:
+            flusher().submit(self.path, self.drop_range(size, batches))
+            self.flushed = size
+
+    def drop_range(self, size: int, batches: int) -> list[tuple[int, int]]:
+        """The byte range to drop from the page cache once what is staged now is flushed:
+        from where the last range ended to the last whole page. None while the file's
+        batches average under :data:`DROP_MIN_BATCH_BYTES`: then every few pages hold a
+        header the commit reads back, which costs it more than the pages save."""
+        lo, hi = self._dropped, size - size % _CACHE_PAGE
+        if hi <= lo or size < DROP_MIN_BATCH_BYTES * batches:
+            return []
+        self._dropped = hi
+        return [(lo, hi - lo)]
+
+
+class _Flusher:
+    """A daemon thread that ``fdatasync``s staging files behind the task writing them, then
+    drops the ranges it is given from the page cache. Failures are ignored (the file may
+    be gone: an aborted task); the commit's fsync is the one that counts. One per
+    process (re-created after a fork)."""
+
+    def __init__(self):
+        self._pid = os.getpid()
+        self._cv = threading.Condition()
+        self._pending: list[str] = []
+        self._drops: dict[str, list[tuple[int, int]]] = {}
+        self._busy = False
+        self._thread = threading.Thread(target=self._run, name="kafkalog-flush-behind",
+                                        daemon=True)
+        self._thread.start()
+
+    def submit(self, path: str, drop: Sequence[tuple[int, int]] = ()) -> None:
+        """fdatasync ``path``, then drop the ``(offset, length)`` ranges of it from the
+        page cache (clean by then: bytes written before this call)."""
+        with self._cv:
+            if path not in self._pending:
+                self._pending.append(path)
+            self._drops.setdefault(path, []).extend(drop)
+            self._cv.notify()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Until nothing is pending or being flushed (tests)."""
+        with self._cv:
+            return self._cv.wait_for(lambda: not self._pending and not self._busy, timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: self._pending)
+                path = self._pending.pop(0)
+                drop = self._drops.pop(path, [])
+                self._busy = True
+            try:
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    os.fdatasync(fd)
+                    for offset, length in drop if _FADVISE else ():
+                        _FADVISE(fd, offset, length, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass
+            finally:
+                with self._cv:
+                    self._busy = False
+                    self._cv.notify_all()
+
+
+_FLUSHER: _Flusher | None = None
+_FLUSHER_LOCK = threading.Lock()
+
+
+def flusher() -> _Flusher:
+    global _FLUSHER
+    with _FLUSHER_LOCK:
+        if _FLUSHER is None or _FLUSHER._pid != os.getpid():
+            _FLUSHER = _Flusher()
+        return _FLUSHER
+
+
+def will_need(fd: int, positions: Iterable[int]) -> None:
+    """Ask for the pages holding the batch headers at ``positions`` of ``fd``, all at once
+    (flush-behind may have dropped them), so they are read in parallel, not one fault at
+    a time."""
+    if _FADVISE:
+        for position in positions:
+            _FADVISE(fd, position, HEADER_READ, os.POSIX_FADV_WILLNEED)
+
+
+def will_need_paths(wanted: Iterable[tuple[str, Iterable[int]]]) -> None:
+    """:func:`will_need` for ``(path, header positions)`` pairs; files that cannot be opened
+    are skipped (the commit reports what is wrong with them)."""
+    if not _FADVISE:
+        return
+    for path, positions in wanted:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            will_need(fd, positions)
+        finally:
+            os.close(fd)
+
+
+class Syncer:
+    """fsyncs files in background threads (the kernel flushes in parallel with the
+    copying of further data); :meth:`wait` joins them and re-raises the first error."""
+
+    def __init__(self):
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafkalog-fsync")
+        self._futures: list = []
+
+    @staticmethod
+    def _run(fd: int) -> None:
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def fsync_and_close(self, fd: int) -> None:
+        self._futures.append(self._pool.submit(self._run, fd))
+
+    def fsync_dir(self, directory: str) -> None:
+        self.fsync_and_close(os.open(directory, os.O_RDONLY | os.O_DIRECTORY))
+
+    def wait(self) -> None:
+        try:
+            for f in self._futures:
+                f.result()
+        finally:
+            self._futures = []
+            self._pool.shutdown(wait=True)
+
+
+def fsync_dir(directory: str) -> None:
+    """fsync a directory (the names created or removed in it), now."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

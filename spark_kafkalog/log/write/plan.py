@@ -1,0 +1,347 @@
+"""Planning a commit: where every staged batch goes. Offsets are assigned in staging
+order from each partition's log end; a segment is rolled (a new ``<base offset>.log``
+with its indexes) when the next batch would take it past ``segment.bytes`` or overflow a
+relative offset or a full index, as ``LogSegment.shouldRoll`` does; a large section
+staged in a file of its own may become a segment as a whole (adopted). The plan also
+makes the journal's :class:`~.journal.PendingWrite` (what undoing the write needs)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+import pyarrow.fs as pafs
+
+from spark_kafkalog.errors import (
+    BadRowError,
+    CommitConflictError,
+    CorruptRecordError,
+    InternalError,
+    InvalidOptionError,
+    LogLayoutError,
+)
+from spark_kafkalog.log.io import read_range, write_atomic
+from spark_kafkalog.log.files.index import (
+    INT32_MAX,
+    OFFSET_ENTRY_SIZE,
+    TIME_ENTRY_SIZE,
+    IndexBuilder,
+)
+from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.write.config import (
+    AppendConfig,
+    TopicSpec,
+    partition_dir,
+    segment_file,
+)
+from spark_kafkalog.log.write.files import is_local
+from spark_kafkalog.log.write.staging import BATCH_TABLE_DTYPE, StagedFile, StagedSection
+from spark_kafkalog.log.write.tail import Active, inspect_partition
+
+
+@dataclass
+class Run:
+    """Where a run of staged batches goes."""
+
+    seg_index: int                     # into PartPlan.segments
+    dst_position: int
+    staged: int                        # index into the staged file list
+    src_position: int
+    batch_rows: np.ndarray             # rows of that file's batch table
+    bases: np.ndarray                  # the base offset each batch gets
+    src_path: str = ""                 # the file holding the bytes
+    adopt: bool = False                # the whole file becomes the segment (renamed)
+
+
+@dataclass
+class SegPlan:
+    base: int
+    existing: bool                     # the partition's active segment, appended to
+    start_size: int                    # its size before the write
+    end_size: int = 0
+    builder: IndexBuilder | None = None
+    continuing_index: bool = False     # index files exist and are appended to
+    adopted_bytes: int = 0             # > 0: starts as a renamed staging file this long
+
+
+@dataclass
+class PartPlan:
+    topic: str
+    partition: int
+    directory: str
+    create_dir: bool
+    start: int
+    end: int = 0
+    segments: list[SegPlan] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+    active: Active | None = None
+    planned_bytes: int = 0
+    timeindex_tail: bytes = b""        # the close entry the append replaces (for rollback)
+
+    def undo(self, no_append: bool) -> jr.PartitionUndo:
+        """This partition's part of the journal's pending record."""
+        a = self.active
+        return jr.PartitionUndo(
+            start=self.start, end=self.end, active_base=a.base if a is not None else None,
+            log_size=a.log_size if a is not None else 0,
+            index_size=a.index_size if a is not None else 0,
+            timeindex_size=a.timeindex_size if a is not None else 0,
+            timeindex_tail=self.timeindex_tail, created_dir=self.create_dir,
+            planned_bytes=self.planned_bytes,
+            segments=[[s.base, s.start_size, s.end_size] for s in self.segments
+                      if s.end_size > s.start_size],
+            no_append=no_append)
+
+
+class TablesCache:
+    """Batch tables of the staged files, read once."""
+
+    def __init__(self, fs: pafs.FileSystem, staged: Sequence[StagedFile]):
+        self.fs = fs
+        self.staged = staged
+        self._tables: dict[int, np.ndarray] = {}
+
+    def table(self, i: int) -> np.ndarray:
+        t = self._tables.get(i)
+        if t is None:
+            sf = self.staged[i]
+            n = sf.batch_count * BATCH_TABLE_DTYPE.itemsize
+            raw = read_range(self.fs, sf.path, sf.table_position, n)
+            if len(raw) != n:
+                raise CommitConflictError("staging file is shorter than its commit message "
+                                          "says (deleted or truncated?)", path=sf.path,
+                                          position=sf.table_position)
+            t = np.frombuffer(raw, dtype=BATCH_TABLE_DTYPE)
+            self._tables[i] = t
+        return t
+
+
+@dataclass
+class WritePlan:
+    """Every partition a commit writes, by topic, and the staged files' batch tables."""
+
+    tables: TablesCache
+    topics: dict[str, list[PartPlan]]
+    no_append: bool
+    overwrite: bool
+
+    def pending(self, write_id: str, topic: str, coordinator: str) -> jr.PendingWrite:
+        """The journal record of this write in flight, for ``topic``'s journal."""
+        plans = self.topics[topic]
+        return jr.PendingWrite(
+            write_id=write_id, mode="overwrite" if self.overwrite else "append",
+            coordinator=coordinator, topics=sorted(self.topics), begun_ms=jr.now_ms(),
+            partitions={p.partition: p.undo(self.no_append) for p in plans},
+            log_start={p.partition: p.start for p in plans} if self.overwrite else {})
+
+    def ranges(self) -> dict:
+        return {t: {p.partition: (p.start, p.end) for p in plans}
+                for t, plans in self.topics.items()}
+
+
+def _new_seg(base: int, cfg: AppendConfig) -> SegPlan:
+    return SegPlan(base=base, existing=False, start_size=0, end_size=0,
+                   builder=IndexBuilder.for_new_segment(base, cfg.index_interval_bytes,
+                                                        cfg.max_index_bytes))
+
+
+def _plan_partition(plan: PartPlan, sections: list[tuple[int, StagedSection]],
+                    tables: TablesCache, cfg: AppendConfig, no_append: bool,
+                    overwrite: bool, adopt: bool = False) -> None:
+    """Decide offsets, segment rolls and index entries for every staged batch of one
+    partition, in staging order (the order of ``sections``)."""
+    active = plan.active
+    segs = plan.segments
+    if active is not None:
+        if active.log_size == 0:
+            # an empty active segment is reused in every mode (its files are rewritten)
+            segs.append(SegPlan(base=active.base, existing=True, start_size=0, end_size=0,
+                                builder=IndexBuilder.for_new_segment(
+                                    active.base, cfg.index_interval_bytes,
+                                    cfg.max_index_bytes)))
+        elif not (no_append or overwrite):
+            if active.builder is None:
+                raise InternalError("the active segment's indexes must be repaired before "
+                                    "planning", path=segment_file(plan.directory, active.base))
+            segs.append(SegPlan(base=active.base, existing=True,
+                                start_size=active.log_size, end_size=active.log_size,
+                                builder=active.builder, continuing_index=True))
+    cur = segs[-1] if segs else None
+    next_offset = plan.start
+    for staged_i, sec in sections:
+        src_path = sec.path or tables.staged[staged_i].path
+        table = tables.table(staged_i)[sec.batch_start: sec.batch_start + sec.batch_count]
+        if len(table) != sec.batch_count or not len(table):
+            raise CommitConflictError("staging batch table does not match its section",
+                                      path=tables.staged[staged_i].path)
+        sizes = table["size"].astype(np.int64)
+        if int(table["position"][0]) != 0 or int(sizes.sum()) != sec.size:
+            raise CorruptRecordError("staging batch table does not tile its section",
+                                     path=tables.staged[staged_i].path, position=sec.position)
+        counts = table["last_offset_delta"].astype(np.int64) + 1
+        bases = next_offset + np.concatenate(([0], np.cumsum(counts)[:-1]))
+        lasts = bases + counts - 1
+        max_ts = table["max_timestamp"]
+        rows = np.arange(sec.batch_start, sec.batch_start + sec.batch_count)
+        ends = np.cumsum(sizes)
+        m = len(table)
+        if (adopt and sec.path is not None and sec.size >= cfg.adopt_min_bytes
+                and (cur is None or cur.base != int(bases[0]))):
+            # The section's file becomes a segment of its own, if one segment holds it
+            # all (a segment may not share its base offset with the one before).
+            seg = _new_seg(int(bases[0]), cfg)
+            if _batches_that_fit(seg, ends, lasts, 0, cfg) == m:
+                seg.adopted_bytes = sec.size
+                segs.append(seg)
+                cur = seg
+                cur.builder.add_batches(ends - sizes, lasts, max_ts)
+                cur.end_size = sec.size
+                _add_run(plan, len(segs) - 1, cur, staged_i, sec, table, rows, bases, 0, m,
+                         src_path, adopt=True)
+                next_offset = int(lasts[-1]) + 1
+                plan.planned_bytes += sec.size
+                continue
+        j = 0
+        while j < m:
+            # how many batches from j fit the current segment; a fresh one takes one
+            k = 0 if cur is None else _batches_that_fit(cur, ends, lasts, j, cfg)
+            if k == 0:
+                cur = _new_seg(int(bases[j]), cfg)
+                segs.append(cur)
+                continue
+            chunk = slice(j, j + k)
+            chunk_sizes = sizes[chunk]
+            positions = cur.end_size + np.cumsum(chunk_sizes) - chunk_sizes
+            cur.builder.add_batches(positions, lasts[chunk], max_ts[chunk])
+            cur.end_size += int(chunk_sizes.sum())
+            _add_run(plan, len(segs) - 1, cur, staged_i, sec, table, rows, bases, j, j + k,
+                     src_path)
+            j += k
+        next_offset = int(lasts[-1]) + 1
+        plan.planned_bytes += sec.size
+    plan.end = next_offset
+    if overwrite and not any(s.base >= plan.start for s in segs):
+        # an overwrite leaves a segment starting at the new log start even with no rows
+        segs.append(_new_seg(plan.start, cfg))
+    if not segs:
+        # a partition with no segment yet gets its (empty) first one
+        segs.append(_new_seg(plan.start, cfg))
+
+
+def _batches_that_fit(cur: SegPlan, ends: np.ndarray, lasts: np.ndarray, j: int,
+                      cfg: AppendConfig) -> int:
+    """How many batches from ``j`` (``ends``: cumulative sizes) fit segment ``cur``, as
+    ``LogSegment.shouldRoll`` decides: size, relative offset, index fullness. An empty
+    segment takes at least one."""
+    used = ends[j - 1] if j else 0
+    k = int(np.searchsorted(ends[j:] - used, cfg.segment_bytes - cur.end_size,
+                            side="right"))
+    k = min(k, int(np.searchsorted(lasts[j:], cur.base + INT32_MAX, side="right")))
+    room = min(cur.builder.max_index_bytes // OFFSET_ENTRY_SIZE
+               - cur.builder.offset_entry_count,
+               cur.builder.max_index_bytes // TIME_ENTRY_SIZE
+               - cur.builder.time_entry_count)
+    k = min(k, max(room, 0))
+    if cur.end_size == 0 and k == 0 and room > 0:
+        k = 1
+    return k
+
+
+def _add_run(plan: PartPlan, seg_index: int, seg: SegPlan, staged_i: int,
+             sec: StagedSection, table: np.ndarray, rows: np.ndarray, bases: np.ndarray,
+             a: int, b: int, src_path: str, adopt: bool = False) -> None:
+    size = int(table["size"][a:b].astype(np.int64).sum())
+    plan.runs.append(Run(
+        seg_index=seg_index, dst_position=seg.end_size - size, staged=staged_i,
+        src_position=sec.position + int(table["position"][a]),
+        batch_rows=rows[a:b], bases=bases[a:b].astype(np.int64), src_path=src_path,
+        adopt=adopt))
+
+
+def _partition_count(root: str, topic: str, spec: TopicSpec, parts: list[int],
+                     staged_parts: list[int]) -> int | None:
+    """How many partitions ``topic`` has (None: the log dir holds only some of them),
+    checking the staged partitions against it."""
+    if parts:
+        n = len(parts)
+        if parts != list(range(n)):
+            # A broker's log dir may hold only some partitions of a topic (the others
+            # live on other brokers): write only to the ones here.
+            n = None
+        if spec.expected_partitions is not None and n is not None \
+                and spec.expected_partitions != n:
+            raise CommitConflictError(
+                f"topic {topic!r} has {n} partitions but the rows were partitioned for "
+                f"{spec.expected_partitions} (was it created by another writer "
+                "meanwhile?)", path=root)
+    else:
+        n = spec.partitions_if_new
+        if n < 1:
+            raise InvalidOptionError(f"option 'partitions': topic {topic!r} needs at least "
+                                     "one partition")
+    for p in staged_parts:
+        if n is not None and not 0 <= p < n:
+            raise BadRowError(f"partition {p} is outside topic {topic!r}, which has "
+                              f"{n} partitions (0..{n - 1})")
+        if n is None and p not in parts:
+            raise BadRowError(
+                f"partition {p} of topic {topic!r} has no directory in this log dir (it "
+                f"holds partitions {parts[:20]}); write those partitions to the log dir "
+                "that holds them", path=root)
+    return n
+
+
+def _repair_active(fs: pafs.FileSystem, directory: str, active: Active) -> None:
+    """Replace a segment's damaged or untrimmed indexes with the ones Kafka's recovery
+    would build (atomic per file)."""
+    idx, tidx = active.rebuilt
+    write_atomic(fs, segment_file(directory, active.base, ".index"), idx)
+    write_atomic(fs, segment_file(directory, active.base, ".timeindex"), tidx)
+
+
+def _plan_one(fs: pafs.FileSystem, root: str, topic: str, p: int, create: bool,
+              sections: list[tuple[int, StagedSection]], tables: TablesCache,
+              cfg: AppendConfig, no_append: bool, overwrite: bool) -> PartPlan:
+    directory = partition_dir(root, topic, p)
+    active, leo = None, 0
+    if not create:
+        _, active, leo = inspect_partition(fs, directory, cfg)
+    if active is not None and active.rebuilt is not None and not no_append:
+        _repair_active(fs, directory, active)
+        _, active, leo = inspect_partition(fs, directory, cfg)
+        if active.builder is None and active.log_size:
+            raise LogLayoutError("could not repair the active segment's indexes",
+                                 path=directory)
+    plan = PartPlan(topic=topic, partition=p, directory=directory, create_dir=create,
+                    start=leo, active=active)
+    if (active is not None and active.builder is not None and active.log_size
+            and active.builder.drop_time_tail_bytes and not no_append and not overwrite):
+        plan.timeindex_tail = read_range(fs, segment_file(directory, active.base, ".timeindex"),
+                                         active.timeindex_size - TIME_ENTRY_SIZE,
+                                         TIME_ENTRY_SIZE)
+    _plan_partition(plan, sections, tables, cfg, no_append, overwrite, adopt=is_local(fs))
+    return plan
+
+
+def plan_write(fs: pafs.FileSystem, root: str, staged: Sequence[StagedFile],
+               specs: Mapping[str, TopicSpec], existing: Mapping[str, list[int]],
+               cfg: AppendConfig, no_append: bool, overwrite: bool) -> WritePlan:
+    """Plan every partition the write touches (an overwrite touches all of a topic's).
+    Repairs an active segment's damaged indexes first, as a broker's recovery would."""
+    tables = TablesCache(fs, staged)
+    by_part: dict[tuple[str, int], list[tuple[int, StagedSection]]] = {}
+    for i, sf in enumerate(staged):
+        for sec in sf.sections:
+            by_part.setdefault((sec.topic, sec.partition), []).append((i, sec))
+    out = WritePlan(tables=tables, topics={}, no_append=no_append, overwrite=overwrite)
+    for t, spec in specs.items():
+        parts = existing[t]
+        staged_parts = sorted(p for (tt, p) in by_part if tt == t)
+        n = _partition_count(root, t, spec, parts, staged_parts)
+        if overwrite or not parts:
+            touched = list(range(n)) if n is not None else list(parts)
+        else:
+            touched = staged_parts
+        out.topics[t] = [_plan_one(fs, root, t, p, p not in parts, by_part.get((t, p), []),
+                                   tables, cfg, no_append, overwrite) for p in touched]
+    return out

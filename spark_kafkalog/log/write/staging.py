@@ -1,0 +1,257 @@
+"""The task side of a write: encoded record batches streamed into staging files at the
+log-dir root, described by a small picklable :class:`StagedFile` the driver commits.
+
+A staging file holds the sections' bytes, then a table with one row per batch
+(position, size, last offset delta, max timestamp, record count), so the driver never
+parses record bytes."""
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.fs as pafs
+
+from spark_kafkalog.errors import BadRowError
+from spark_kafkalog.format import wire
+from spark_kafkalog.format.npview import to_numpy
+from spark_kafkalog.log.io import write_fully
+from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.write.files import delete, is_local
+from spark_kafkalog.log.write.flush import BehindFlush
+
+#: one row per staged batch; position is relative to its section's first byte
+BATCH_TABLE_DTYPE = np.dtype([("position", "<i8"), ("size", "<i4"),
+                              ("last_offset_delta", "<i4"), ("max_timestamp", "<i8"),
+                              ("record_count", "<i4")])
+
+
+@dataclass(frozen=True)
+class StagedSection:
+    """One run of whole record batches for one topic-partition inside a staging file."""
+
+    topic: str
+    partition: int
+    position: int          # byte position of the section in the staging file
+    size: int              # bytes
+    batch_start: int       # first row of the file's batch table
+    batch_count: int
+    record_count: int
+    #: the section's bytes are this file of their own (position 0, the whole file), not
+    #: part of the staging file; such a section may be adopted as a segment
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """What a task hands to the driver: the staging file and its sections. Picklable,
+    small (no per-batch data: that is in the file's batch table)."""
+
+    path: str
+    table_position: int
+    batch_count: int
+    sections: tuple[StagedSection, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.sections)
+
+    @property
+    def record_count(self) -> int:
+        return sum(s.record_count for s in self.sections)
+
+
+def staging_path(root: str, write_id: str, label: str) -> str:
+    return (f"{root.rstrip('/')}/{jr.STAGING_PREFIX}{jr.write_token(write_id)}."
+            f"{label}.{uuid.uuid4().hex[:12]}")
+
+
+def _column(table, name: str) -> np.ndarray:
+    return to_numpy(table[name])
+
+
+def batch_table(batches) -> np.ndarray:
+    """Normalize a per-batch table (``format.encode_batches``' pyarrow table, a dict of
+    arrays, or a structured array) with columns position, size, max_timestamp,
+    record_count and either last_offset_delta or base_offset + last_offset."""
+    if isinstance(batches, np.ndarray) and batches.dtype == BATCH_TABLE_DTYPE:
+        return batches
+    names = (batches.dtype.names if isinstance(batches, np.ndarray)
+             else getattr(batches, "column_names", None) or list(batches.keys()))
+    position = _column(batches, "position")
+    out = np.empty(len(position), dtype=BATCH_TABLE_DTYPE)
+    out["position"] = position
+    out["size"] = _column(batches, "size")
+    if "last_offset_delta" in names:
+        out["last_offset_delta"] = _column(batches, "last_offset_delta")
+    else:
+        out["last_offset_delta"] = (_column(batches, "last_offset").astype(np.int64)
+                                    - _column(batches, "base_offset").astype(np.int64))
+    out["max_timestamp"] = _column(batches, "max_timestamp")
+    out["record_count"] = _column(batches, "record_count")
+    return out
+
+
+def _check_table(table: np.ndarray, data_size: int, path: str) -> None:
+    """``table`` describes whole batches tiling ``data_size`` bytes (positions relative to
+    the bytes being staged into ``path``)."""
+    if len(table) == 0:
+        if data_size:
+            raise BadRowError(f"{data_size} staged bytes without a batch table", path=path)
+        return
+    pos = table["position"]
+    size = table["size"].astype(np.int64)
+    steps = np.flatnonzero(pos[1:] != pos[:-1] + size[:-1])
+    if pos[0] != 0 or len(steps) or int(pos[-1] + size[-1]) != data_size:
+        at = 0 if pos[0] != 0 else int(pos[steps[0] + 1]) if len(steps) else int(pos[-1])
+        raise BadRowError(f"batch table does not tile the staged bytes ({data_size} bytes)",
+                          path=path, position=at)
+    bad = np.flatnonzero((size < wire.V2_HEADER_SIZE) | (table["last_offset_delta"] < 0))
+    if len(bad):
+        raise BadRowError("batch table has an impossible batch size or offset delta",
+                          path=path, position=int(pos[bad[0]]))
+
+
+class _PartFile:
+    """One topic-partition's staged bytes in a file of their own (per-partition mode).
+    Opened for each append and closed after it: a task writing to thousands of
+    partitions must not hold a descriptor per partition."""
+
+    def __init__(self, path: str, flush_behind: bool = False):
+        self.path = path
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        self.size = 0
+        self.records = 0
+        self.tables: list[np.ndarray] = []
+        self.behind = BehindFlush(path) if flush_behind else None
+
+    def append(self, data, table: np.ndarray) -> None:
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            write_fully(fd, data, self.size)
+        finally:
+            os.close(fd)
+        if self.size:
+            table = table.copy()
+            table["position"] += self.size            # positions are relative to the file
+        self.tables.append(table)
+        self.size += memoryview(data).nbytes
+        self.records += int(table["record_count"].sum())
+        if self.behind is not None:
+            self.behind.grew(self.size, self._batches())
+
+    def _batches(self) -> int:
+        return sum(len(t) for t in self.tables)
+
+    def finish(self) -> None:
+        if self.behind is not None:
+            self.behind.finish(self.size, self._batches())
+
+
+class StagingWriter:
+    """Streams one task's encoded batches into staging files at the log-dir root.
+
+    ``add`` may be called any number of times, for any topic-partitions, in any order
+    (a partition's batches keep their order); ``finish`` writes the batch table and
+    returns the :class:`StagedFile` (None when nothing was added: no file is left);
+    ``abort`` deletes the files. Not thread-safe.
+
+    By default everything goes into one staging file. With ``per_partition_files`` (on
+    local filesystems) each topic-partition's batches go into a file of their own; the
+    commit can adopt a large one as a new segment by linking it into the partition
+    directory (see ``AppendConfig.adopt_min_bytes``) instead of copying its bytes under
+    the writer lock. The batch table stays in the staging file itself.
+
+    ``flush_behind`` (per-partition files only; the Spark writer sets it when the write
+    fsyncs): large files are flushed to disk by a background thread while the task still
+    encodes, and their flushed pages dropped from the page cache (see :mod:`.flush`)."""
+
+    def __init__(self, fs: pafs.FileSystem, root: str, write_id: str, label: str = "task",
+                 *, per_partition_files: bool = False, flush_behind: bool = False):
+        self.fs = fs
+        self.path = staging_path(root, write_id, label)
+        self._split = per_partition_files and is_local(fs)
+        self._flush_behind = flush_behind and self._split
+        self._parts: dict[tuple[str, int], _PartFile] = {}
+        self._sections: list[StagedSection] = []
+        self._tables: list[np.ndarray] = []
+        self._pos = 0
+        self._batches = 0
+        self._fd: int | None = None
+        self._stream = None
+
+    def _write(self, data) -> None:
+        view = memoryview(data).cast("B")
+        if is_local(self.fs):
+            if self._fd is None:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            write_fully(self._fd, view)
+        else:
+            if self._stream is None:
+                self._stream = self.fs.open_output_stream(self.path)
+            self._stream.write(view)
+
+    def add(self, topic: str, partition: int, data, batches) -> None:
+        """Append ``data`` (whole v2 batches back to back) for ``topic``/``partition``,
+        described by ``batches`` (see :func:`batch_table`)."""
+        table = batch_table(batches)
+        size = memoryview(data).nbytes
+        _check_table(table, size, self.path)
+        if size == 0:
+            return
+        partition = int(partition)
+        if self._split:
+            pf = self._parts.get((topic, partition))
+            if pf is None:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                pf = self._parts[(topic, partition)] = _PartFile(
+                    f"{self.path}.{topic}-{partition}", self._flush_behind)
+            pf.append(data, table)
+            return
+        self._write(data)
+        self._sections.append(StagedSection(
+            topic=topic, partition=partition, position=self._pos, size=size,
+            batch_start=self._batches, batch_count=len(table),
+            record_count=int(table["record_count"].sum())))
+        self._tables.append(table)
+        self._pos += size
+        self._batches += len(table)
+
+    def finish(self) -> StagedFile | None:
+        if self._split:
+            for (topic, partition), pf in self._parts.items():
+                pf.finish()
+                table = np.concatenate(pf.tables)
+                self._sections.append(StagedSection(
+                    topic=topic, partition=partition, position=0, size=pf.size,
+                    batch_start=self._batches, batch_count=len(table),
+                    record_count=pf.records, path=pf.path))
+                self._tables.append(table)
+                self._batches += len(table)
+        if not self._sections:
+            self.abort()
+            return None
+        table = np.concatenate(self._tables)
+        self._write(table.tobytes())
+        self._close()
+        return StagedFile(path=self.path, table_position=self._pos,
+                          batch_count=self._batches, sections=tuple(self._sections))
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+    def abort(self) -> None:
+        self._close()
+        for pf in self._parts.values():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(pf.path)
+        with contextlib.suppress(FileNotFoundError):
+            delete(self.fs, self.path)
