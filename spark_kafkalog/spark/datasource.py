@@ -18,6 +18,8 @@ will flag the fixed version.
 """
 from __future__ import annotations
 
+import sys
+
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import (
     ArrayType,
@@ -71,19 +73,40 @@ def _session_pushdown() -> bool | None:
     return None if value is None else str(value).strip().lower() == "true"
 
 
+def _planner_pushdown() -> bool | None:
+    """The flag Spark's read-planner worker holds when it calls ``reader()``, None when
+    ``reader()`` is not called from there.
+
+    That worker (``pyspark/sql/worker/plan_data_source_read.py``) receives
+    ``spark.sql.python.filterPushdown.enabled`` from the JVM into its local
+    ``enable_pushdown`` and refuses a reader implementing ``pushFilters`` when it is false;
+    no API hands the flag to the data source, so this reads that caller's frame (if a
+    Spark release renames it, ``test_reading_works_with_pushdown_disabled`` fails)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename.endswith("plan_data_source_read.py") and \
+                "enable_pushdown" in frame.f_locals:
+            return bool(frame.f_locals["enable_pushdown"])
+        frame = frame.f_back
+    return None
+
+
 def pushdown_enabled(opts: ReadOptions) -> bool:
     """Whether the batch reader offers filter pushdown (``pushFilters``).
 
     Spark refuses a reader that implements ``pushFilters`` while
-    ``spark.sql.python.filterPushdown.enabled`` is false (DATA_SOURCE_PUSHDOWN_DISABLED),
-    and does not tell the data source the setting. So: the ``pushFilters`` option when
-    given; else the conf of the active session when this process has one; else on (the
-    conf this repo's ``conf/spark-defaults.conf`` sets). With the conf off, read with
-    ``.option("pushFilters", "false")``."""
+    ``spark.sql.python.filterPushdown.enabled`` is false (DATA_SOURCE_PUSHDOWN_DISABLED).
+    In order: the ``pushFilters`` read option when given; the flag Spark's read-planner
+    worker holds (:func:`_planner_pushdown`); the conf of this process's active session;
+    else on (Spark's pushdown worker, which calls ``reader()`` only when the conf is on)."""
     if opts.push_filters is not None:
         return opts.push_filters
-    from_session = _session_pushdown()
-    return True if from_session is None else from_session
+    for signal in (_planner_pushdown, _session_pushdown):
+        value = signal()
+        if value is not None:
+            return value
+    return True
 
 
 class KafkaLogDataSource(DataSource):

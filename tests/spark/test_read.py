@@ -373,11 +373,9 @@ def test_pushdown_reads_few_bytes(tmp_path):
 
 
 def test_reading_works_with_pushdown_disabled(spark, logs):
-    # Spark's planner worker, where reader() runs, is not told the conf: with it off the
-    # documented option says so (spark/datasource.py, pushdown_enabled)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
     try:
-        df = load(spark, logs["path"], subscribe=MULTI, pushFilters="false")
+        df = load(spark, logs["path"], subscribe=MULTI)
         got = spark_table(df.filter("partition = 1 and offset >= 100"))
     finally:
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
