@@ -321,7 +321,8 @@ def _report_verify(args, out: TextIO, result, findings: list[Finding]) -> int:
         out.write(f"{severity:<7}  {who}{f.kind}: {f.message}\n         at {f.where()}\n")
     if result is not None:
         out.write(f"verified {plural(result.partitions, 'partition')}, "
-                  f"{plural(result.segments, 'segment')}, {plural(result.batches, 'batch', 'batches')}, "
+                  f"{plural(result.segments, 'segment')}, "
+                  f"{plural(result.batches, 'batch', 'batches')}, "
                   f"{plural(result.records, 'record')}, {human_bytes(result.bytes)}: "
                   f"{plural(len(failing), 'error')}, {plural(len(warnings_), 'warning')}\n")
     else:

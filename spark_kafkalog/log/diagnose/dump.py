@@ -31,15 +31,15 @@ from spark_kafkalog.log.checkpoint import (
     parse_leader_epoch_checkpoint,
 )
 from spark_kafkalog.log.diagnose.dump_segment import (
-    _INT32_MAX,
+    INT32_MAX,
     DumpLine,
     DumpOptions,
-    _base_offset,
-    _file_size,
-    _line,
-    _note,
-    _problem,
+    base_offset_of,
+    dump_line,
+    dump_note,
+    dump_problem,
     dump_segment,
+    file_size,
 )
 from spark_kafkalog.log.fs import read_small_file
 from spark_kafkalog.log.index import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
@@ -139,17 +139,17 @@ def _iter_entries(fs, path: str, entry: struct.Struct):
 
 def _dump_offset_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
     name = posixpath.basename(path)
-    base = _base_offset(name)
-    size = _file_size(fs, path)
+    base = base_offset_of(name)
+    size = file_size(fs, path)
     if size is None:
         raise LogLayoutError("no such file", path=path)
     log_path = _sibling(path, f"{name.split('.', 1)[0]}.log")
-    log_size = _file_size(fs, log_path)
+    log_size = file_size(fs, log_path)
     if log_size is None:
-        yield _note(f"no {posixpath.basename(log_path)} next to the index: entries are not "
+        yield dump_note(f"no {posixpath.basename(log_path)} next to the index: entries are not "
                "checked against the log")
     if size % OFFSET_INDEX_ENTRY.size:
-        yield _note(f"{size % OFFSET_INDEX_ENTRY.size} trailing bytes after the last whole entry "
+        yield dump_note(f"{size % OFFSET_INDEX_ENTRY.size} trailing bytes after the last whole entry "
                "(ignored, as Kafka does)")
     logf = fs.open_input_file(log_path) if log_size is not None else None
     count = 0
@@ -161,22 +161,22 @@ def _dump_offset_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
                 break               # the zero-filled tail of a preallocated index
             offset = base + rel
             count += 1
-            yield _line(f"offset: {offset} position: {position}",
+            yield dump_line(f"offset: {offset} position: {position}",
                    {"type": "index_entry", "entry": k, "offset": offset, "position": position})
             where = k * OFFSET_INDEX_ENTRY.size
             if prev is not None and (offset <= prev[0] or position <= prev[1]):
-                yield _problem(path, where, offset, f"entry {k} ({offset}, {position}) does not "
+                yield dump_problem(path, where, offset, f"entry {k} ({offset}, {position}) does not "
                           f"increase after ({prev[0]}, {prev[1]})")
             prev = (offset, position)
             if logf is None:
                 continue
             batch = _peek_batch(logf, log_size, position)
             if batch is None:
-                yield _problem(path, where, offset,
+                yield dump_problem(path, where, offset,
                           f"entry {k} points to position {position}, where no batch of "
                           f"{posixpath.basename(log_path)} ({log_size} bytes) starts")
             elif batch[1] > offset:
-                yield _problem(path, where, offset,
+                yield dump_problem(path, where, offset,
                           f"entry {k} maps offset {offset} to a batch starting at offset "
                           f"{batch[1]}: readers seeking {offset} would miss records")
             elif batch[2] != offset:
@@ -185,22 +185,22 @@ def _dump_offset_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
         if logf is not None:
             logf.close()
     if count == 0:
-        yield _note(f"{path} is empty.")
+        yield dump_note(f"{path} is empty.")
     if mismatches:
         # what DumpLogSegments lists: an append of several batches (a follower's, or a
         # legacy producer's message set) is indexed with its largest offset, so these
         # are not damage by themselves
-        yield _note(f"Mismatches in :{path} (index offset vs last offset of the batch there; "
+        yield dump_note(f"Mismatches in :{path} (index offset vs last offset of the batch there; "
                "normal for multi-batch appends)")
         for idx_off, log_off in mismatches:
-            yield _note(f"  Index offset: {idx_off}, log offset: {log_off}",
+            yield dump_note(f"  Index offset: {idx_off}, log offset: {log_off}",
                    {"indexOffset": idx_off, "logOffset": log_off})
 
 
 def _dump_time_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
     name = posixpath.basename(path)
-    base = _base_offset(name)
-    size = _file_size(fs, path)
+    base = base_offset_of(name)
+    size = file_size(fs, path)
     if size is None:
         raise LogLayoutError("no such file", path=path)
     n_file = size // TIME_INDEX_ENTRY.size
@@ -211,20 +211,20 @@ def _dump_time_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
             break                   # zero-filled tail (an all-zero file has no entries)
         offset = base + rel
         count += 1
-        yield _line(f"timestamp: {ts} offset: {offset}",
+        yield dump_line(f"timestamp: {ts} offset: {offset}",
                {"type": "timeindex_entry", "entry": k, "timestamp": ts, "offset": offset})
         where = k * TIME_INDEX_ENTRY.size
         if prev is not None and ts <= prev[0]:
-            yield _problem(path, where, offset, f"entry {k}: timestamp {ts} is out of order (the "
+            yield dump_problem(path, where, offset, f"entry {k}: timestamp {ts} is out of order (the "
                       f"previous entry has {prev[0]}; a broker appends only larger ones)")
         if prev is not None and offset < prev[1]:
-            yield _problem(path, where, offset,
+            yield dump_problem(path, where, offset,
                       f"entry {k}: offset {offset} is below the previous entry's {prev[1]}")
         if ts < 0 or rel < 0:
-            yield _problem(path, where, offset, f"entry {k} is negative")
+            yield dump_problem(path, where, offset, f"entry {k} is negative")
         prev = (ts, offset)
     if count == 0:
-        yield _note(f"{path} is empty.")
+        yield dump_note(f"{path} is empty.")
 
 
 def _dump_txn_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
@@ -234,21 +234,21 @@ def _dump_txn_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
     n = len(data) // ABORTED_TXN.size
     for k in range(n):
         version, pid, first, last, lso = ABORTED_TXN.unpack_from(data, k * ABORTED_TXN.size)
-        yield _line(f"version: {version} producerId: {pid} firstOffset: {first} "
+        yield dump_line(f"version: {version} producerId: {pid} firstOffset: {first} "
                f"lastOffset: {last} lastStableOffset: {lso}",
                {"type": "txnindex_entry", "entry": k, "version": version, "producerId": pid,
                 "firstOffset": first, "lastOffset": last, "lastStableOffset": lso})
         where = k * ABORTED_TXN.size
         if version != TXN_INDEX_VERSION:
-            yield _problem(path, where, last, f"entry {k}: unknown version {version}")
+            yield dump_problem(path, where, last, f"entry {k}: unknown version {version}")
         elif pid < 0 or first < 0 or first > last:
-            yield _problem(path, where, last, f"entry {k}: impossible aborted transaction "
+            yield dump_problem(path, where, last, f"entry {k}: impossible aborted transaction "
                       f"(producer {pid}, offsets {first}..{last})")
     if len(data) % ABORTED_TXN.size:
-        yield _note(f"{len(data) % ABORTED_TXN.size} trailing bytes after the last whole entry "
+        yield dump_note(f"{len(data) % ABORTED_TXN.size} trailing bytes after the last whole entry "
                "(a crash mid-append; ignored)")
     if n == 0:
-        yield _note(f"{path} is empty.")
+        yield dump_note(f"{path} is empty.")
 
 
 def _dump_snapshot(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
@@ -256,9 +256,9 @@ def _dump_snapshot(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
     if data is None:
         raise LogLayoutError("no such file", path=path)
     try:
-        parse_producer_snapshot(data, _base_offset(posixpath.basename(path)), path)
+        parse_producer_snapshot(data, base_offset_of(posixpath.basename(path)), path)
     except KafkaLogError as e:
-        yield _problem(path, e.position, e.offset, e.reason)
+        yield dump_problem(path, e.position, e.offset, e.reason)
         return
     _version, _crc, count = SNAPSHOT_HEADER.unpack_from(data, 0)
     for k in range(count):
@@ -266,8 +266,8 @@ def _dump_snapshot(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
          txn_first) = SNAPSHOT_ENTRY.unpack_from(data, SNAPSHOT_HEADER.size
                                                  + k * SNAPSHOT_ENTRY.size)
         first_seq = -1 if last_seq < 0 else (last_seq - delta if last_seq >= delta
-                                              else _INT32_MAX - (delta - last_seq) + 1)
-        yield _line(f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coord} "
+                                              else INT32_MAX - (delta - last_seq) + 1)
+        yield dump_line(f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coord} "
                f"currentTxnFirstOffset: {txn_first if txn_first >= 0 else 'OptionalLong.empty'}"
                f" lastTimestamp: {ts} firstSequence: {first_seq} lastSequence: {last_seq} "
                f"lastOffset: {last_offset} offsetDelta: {delta} timestamp: {ts}",
@@ -277,7 +277,7 @@ def _dump_snapshot(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
                 "lastTimestamp": ts, "firstSequence": first_seq, "lastSequence": last_seq,
                 "lastOffset": last_offset, "offsetDelta": delta})
     if count == 0:
-        yield _note(f"{path} holds no producer entries.")
+        yield dump_note(f"{path} holds no producer entries.")
 
 
 def _dump_offset_checkpoint(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
@@ -287,14 +287,14 @@ def _dump_offset_checkpoint(fs, path: str, opts: DumpOptions) -> Iterator[DumpLi
     try:
         entries = parse_checkpoint(data, path)
     except KafkaLogError as e:
-        yield _problem(path, e.position, e.offset, e.reason)
+        yield dump_problem(path, e.position, e.offset, e.reason)
         return
     for (topic, partition), offset in entries.items():
-        yield _line(f"topic: {topic} partition: {partition} offset: {offset}",
+        yield dump_line(f"topic: {topic} partition: {partition} offset: {offset}",
                {"type": "checkpoint_entry", "topic": topic, "partition": partition,
                 "offset": offset})
     if not entries:
-        yield _note(f"{path} holds no entries.")
+        yield dump_note(f"{path} holds no entries.")
 
 
 def _dump_leader_epochs(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
@@ -304,13 +304,13 @@ def _dump_leader_epochs(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
     try:
         entries = parse_leader_epoch_checkpoint(data, path)
     except KafkaLogError as e:
-        yield _problem(path, e.position, e.offset, e.reason)
+        yield dump_problem(path, e.position, e.offset, e.reason)
         return
     for epoch, start in entries:
-        yield _line(f"epoch: {epoch} startOffset: {start}",
+        yield dump_line(f"epoch: {epoch} startOffset: {start}",
                {"type": "leader_epoch_entry", "epoch": epoch, "startOffset": start})
     if not entries:
-        yield _note(f"{path} holds no entries.")
+        yield dump_note(f"{path} holds no entries.")
 
 
 _DUMPERS: dict[str, Callable[..., Iterator[DumpLine]]] = {

@@ -42,9 +42,10 @@ from spark_kafkalog.log.segment import (
     scan_windows,
 )
 
-__all__ = ["DumpLine", "DumpOptions", "dump_segment"]
+__all__ = ["DumpLine", "DumpOptions", "dump_segment", "dump_line", "dump_note", "dump_problem",
+           "base_offset_of", "file_size", "INT32_MAX"]
 
-_INT32_MAX = 0x7FFFFFFF
+INT32_MAX = 0x7FFFFFFF
 
 
 @dataclass(frozen=True)
@@ -80,36 +81,37 @@ class DumpLine:
     fields: dict = field(default_factory=dict)
 
 
-def _line(text: str, fields: dict) -> DumpLine:
+def dump_line(text: str, fields: dict) -> DumpLine:
     return DumpLine("line", text, fields)
 
 
-def _note(text: str, fields: dict | None = None) -> DumpLine:
+def dump_note(text: str, fields: dict | None = None) -> DumpLine:
     return DumpLine("note", text, {"type": "note", "message": text, **(fields or {})})
 
 
-def _problem(path: str, position: int | None, offset: int | None, message: str) -> DumpLine:
+def dump_problem(path: str, position: int | None, offset: int | None,
+                 message: str) -> DumpLine:
     return DumpLine("problem", message, {"type": "problem", "path": path,
                                          "position": position, "offset": offset,
                                          "message": message})
 
 
-def _base_offset(name: str) -> int:
+def base_offset_of(name: str) -> int:
     """The base offset in a segment-style file name (``00000000000000000042.log``); 0
     for names without one (KRaft bootstrap.checkpoint)."""
     digits = name.split(".", 1)[0].split("-", 1)[0]
     return int(digits) if digits.isdigit() else 0
 
 
-def _file_size(fs, path: str) -> int | None:
+def file_size(fs, path: str) -> int | None:
     info = fs.get_file_info(path)
     return None if info.type == pafs.FileType.NotFound else int(info.size or 0)
 
 
 def _increment_sequence(seq: int, delta: int) -> int:
     """Kafka's DefaultRecordBatch.incrementSequence: sequences wrap at Integer.MAX_VALUE."""
-    if seq > _INT32_MAX - delta:
-        return delta - (_INT32_MAX - seq) - 1
+    if seq > INT32_MAX - delta:
+        return delta - (INT32_MAX - seq) - 1
     return seq + delta
 
 
@@ -188,7 +190,7 @@ def _dump_control_records(path: str, view: memoryview, h: dict) -> Iterator[Dump
     try:
         recs = _control_records(view, h["codec"], h["record_count"])
     except KafkaLogError as e:
-        yield _problem(path, pos, base, f"control batch records do not decode: {e.reason}")
+        yield dump_problem(path, pos, base, f"control batch records do not decode: {e.reason}")
         return
     for off_delta, ts_delta, key, value, hkeys in recs:
         ts = h["max_timestamp"] if ttype == "LogAppendTime" else h["first_timestamp"] + ts_delta
@@ -197,7 +199,7 @@ def _dump_control_records(path: str, view: memoryview, h: dict) -> Iterator[Dump
         text, extra = _describe_control(key, value)
         ksize = -1 if key is None else len(key)
         vsize = -1 if value is None else len(value)
-        yield _line(f"| offset: {base + off_delta} {ttype}: {ts} keySize: {ksize} "
+        yield dump_line(f"| offset: {base + off_delta} {ttype}: {ts} keySize: {ksize} "
                f"valueSize: {vsize} sequence: {seq} headerKeys: [{','.join(hkeys)}]" + text,
                {"type": "record", "offset": base + off_delta, "timestampType": ttype,
                 "timestamp": ts, "keySize": ksize, "valueSize": vsize, "sequence": seq,
@@ -264,7 +266,7 @@ def _print_rows(h: dict, valid: bool, rows: _Rows, idx: range, opts: DumpOptions
             if value is not None:
                 text += f" payload: {_text(value)}"
             obj.update(key=key, payload=value)
-        yield _line(text, obj)
+        yield dump_line(text, obj)
 
 
 def _dump_batch_records(path: str, view: memoryview, h: dict, valid: bool,
@@ -279,7 +281,7 @@ def _dump_batch_records(path: str, view: memoryview, h: dict, valid: bool,
         rows = _decode_rows(view, verify_crc=opts.verify_crc and valid,
                             position=h["position"], print_data=opts.print_data)
     except KafkaLogError as e:
-        yield _problem(path, e.position if e.position is not None else h["position"],
+        yield dump_problem(path, e.position if e.position is not None else h["position"],
                   e.offset if e.offset is not None else h["base_offset"],
                   f"records do not decode: {e.reason}")
         return
@@ -324,7 +326,7 @@ def _dump_batch_line(h: dict, valid: bool) -> Iterator[DumpLine]:
     text += (f" position: {h['position']} {ttype}: {h['max_timestamp']} size: {h['size']} "
              f"magic: {magic} compresscodec: {codec} crc: {h['crc']} "
              f"isvalid: {str(valid).lower()}")
-    yield _line(text, obj)
+    yield dump_line(text, obj)
 
 
 #: records are decoded for groups of whole batches of about this many bytes at a time
@@ -365,7 +367,7 @@ def _dump_group(path: str, w, hs: list[dict], opts: DumpOptions) -> Iterator[Dum
     for h, view, ok in zip(hs, views, valid):
         yield from _dump_batch_line(h, ok)
         if not ok and opts.verify_crc:
-            yield _problem(path, h["position"], h["base_offset"],
+            yield dump_problem(path, h["position"], h["base_offset"],
                       f"checksum mismatch: stored {h['crc']}")
         if not opts.records:
             continue
@@ -379,25 +381,25 @@ def _dump_group(path: str, w, hs: list[dict], opts: DumpOptions) -> Iterator[Dum
 
 def dump_segment(fs: pafs.FileSystem, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
     name = posixpath.basename(path)
-    size = _file_size(fs, path)
+    size = file_size(fs, path)
     if size is None:
         raise LogLayoutError("no such file", path=path)
-    base = _base_offset(name)
+    base = base_offset_of(name)
     if name.endswith(".checkpoint"):
         # a KRaft snapshot (<end offset>-<epoch>.checkpoint) or bootstrap.checkpoint: its
         # batches are numbered from 0, whatever the name says
         stem = name[:-len(".checkpoint")]
         end, _, epoch = stem.partition("-")
         if end.isdigit() and epoch.isdigit():
-            yield _line(f"Snapshot end offset: {int(end)}, epoch: {int(epoch)}",
+            yield dump_line(f"Snapshot end offset: {int(end)}, epoch: {int(epoch)}",
                    {"type": "file", "path": path, "kind": "snapshot",
                     "endOffset": int(end), "epoch": int(epoch)})
         else:
-            yield _line("KRaft bootstrap snapshot" if stem == "bootstrap" else f"Snapshot {name}",
+            yield dump_line("KRaft bootstrap snapshot" if stem == "bootstrap" else f"Snapshot {name}",
                    {"type": "file", "path": path, "kind": "snapshot"})
         base = 0
     else:
-        yield _line(f"Log starting offset: {base}",
+        yield dump_line(f"Log starting offset: {base}",
                {"type": "file", "path": path, "kind": "log", "baseOffset": base})
     # --max-bytes: the file as if it ended there; the batch cut by the limit is not shown
     limit = size if opts.max_bytes is None else min(size, max(opts.max_bytes, 0))
@@ -415,7 +417,7 @@ def dump_segment(fs: pafs.FileSystem, path: str, opts: DumpOptions) -> Iterator[
             # garbage "claims" an offset too: only show one a batch of this file could have
             offset = s.offset if s.offset is not None and \
                 base <= s.offset < base + (1 << 31) else None
-            found.append(_problem(path, s.start, offset, f"{s.reason}; skipped "
+            found.append(dump_problem(path, s.start, offset, f"{s.reason}; skipped "
                                   f"{s.end - s.start} bytes up to position {s.end}"))
             reported += 1
         return found
@@ -430,12 +432,12 @@ def dump_segment(fs: pafs.FileSystem, path: str, opts: DumpOptions) -> Iterator[
             yield from _dump_window(path, w, opts)
     if limit < size:
         yield from skipped(stats.torn_tail[1] if stats.torn_tail is not None else None)
-        yield _note(f"Stopped at --max-bytes {limit} of {size} bytes",
+        yield dump_note(f"Stopped at --max-bytes {limit} of {size} bytes",
                     {"path": path, "maxBytes": limit, "size": size})
         return
     yield from skipped(None)
     if stats.torn_tail is not None:
         _p, where, nbytes = stats.torn_tail
-        yield _note(f"Found {nbytes} invalid bytes at the end of {name} (position {where}: "
+        yield dump_note(f"Found {nbytes} invalid bytes at the end of {name} (position {where}: "
                     "a torn batch or zero padding, which broker recovery truncates)",
                     {"path": path, "position": where, "bytes": nbytes})
