@@ -403,18 +403,20 @@ def _cmd_cat(args, out: TextIO, err: TextIO) -> int:
         from_time=kcat.parse_time(args.from_time) if args.from_time else None,
         count=args.count, isolation_level=args.isolation_level,
         filesystem_options=_fs_options(args.fs_option))
-    raw = getattr(out, "buffer", None)           # keys and values are bytes: write them so
+    # keys and values are bytes: written as they are when stdout has a byte buffer
+    raw = None if args.json else getattr(out, "buffer", None)
+    if raw is not None:
+        out.flush()
     n = 0
     for row in records:
         n += 1
         if args.json:
             _json_line(kcat.record_json(row), out)
         elif raw is not None:
-            out.flush()
             raw.write(render(row))
         else:
             out.write(render(row).decode("utf-8", "replace"))
-    out.flush()
+    (raw or out).flush()
     log.info("cat: %s of %s", plural(n, "record"), args.topic)
     return EXIT_OK
 

@@ -137,12 +137,20 @@ USER_SCRIPT = textwrap.dedent('''
 ''')
 
 
-def test_installed_from_the_sdist_wheel_in_a_clean_venv(wheel, tmp_path, real_broker):
-    fixture = real_broker / "donaldy-kafka-2.7.1"
-    env_dir = tmp_path / "venv"
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Path:
+    """A clean virtualenv with the sdist's wheel and its ``spark`` extra installed."""
+    env_dir = tmp_path_factory.mktemp("clean") / "venv"
     venv.create(env_dir, with_pip=True, clear=True)
+    _run([env_dir / "bin" / "python", "-m", "pip", "install", "-q", f"{wheel}[spark]"],
+         cwd=env_dir.parent)
+    return env_dir
+
+
+def test_installed_from_the_sdist_wheel_in_a_clean_venv(installed, tmp_path, real_broker):
+    fixture = real_broker / "donaldy-kafka-2.7.1"
+    env_dir = installed
     py = env_dir / "bin" / "python"
-    _run([py, "-m", "pip", "install", "-q", f"{wheel}[spark]"], cwd=tmp_path)
 
     user = tmp_path / "user"          # a directory with no repo files: cwd is on sys.path
     user.mkdir()
@@ -164,3 +172,40 @@ def test_installed_from_the_sdist_wheel_in_a_clean_venv(wheel, tmp_path, real_br
     assert result["version"] in v.stdout
     verified = _run([kafkalog, "verify", "--json", tmp_path / "copy"], cwd=user, env=env)
     assert json.loads(verified.stdout)["partitions"] == 2
+
+
+CLUSTER_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from pyspark.sql import SparkSession
+    logdir, archive = sys.argv[1], sys.argv[2]
+    spark = (SparkSession.builder.master("local-cluster[1,1,1024]").appName("archives")
+             .config("spark.archives", archive + "#environment")
+             .config("spark.ui.enabled", "false")
+             .config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.driver.host", "127.0.0.1").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    n = (spark.read.format("kafkalog").option("subscribe", "__consumer_offsets")
+         .load(logdir).count())
+    exe = (spark.sparkContext.parallelize([0], 1)
+           .map(lambda _: __import__("sys").executable).collect()[0])
+    spark.stop()
+    print(json.dumps({"count": n, "executor_python": exe}))
+""")
+
+
+def test_packed_venv_ships_to_executors_with_spark_archives(installed, tmp_path, real_broker):
+    """The README's cluster recipe under local-cluster (a separate executor JVM whose
+    Python workers run the unpacked archive, not the driver's virtualenv)."""
+    py = installed / "bin" / "python"
+    _run([py, "-m", "pip", "install", "-q", "venv-pack"], cwd=tmp_path)
+    archive = tmp_path / "kafkalog_env.tar.gz"
+    _run([installed / "bin" / "venv-pack", "-p", installed, "-o", archive, "-q"], cwd=tmp_path)
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "cluster.py").write_text(CLUSTER_SCRIPT)
+    env = _clean_env(PYSPARK_DRIVER_PYTHON=str(py), PYSPARK_PYTHON="./environment/bin/python")
+    r = _run([py, "cluster.py", real_broker / "donaldy-kafka-2.7.1", archive], cwd=user, env=env)
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["count"] == 16
+    assert result["executor_python"].endswith("/environment/bin/python")
+    assert not result["executor_python"].startswith(str(installed / "bin"))
