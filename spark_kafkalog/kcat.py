@@ -86,10 +86,11 @@ def iter_records(path, topic: str, *, partitions: Sequence[int] | None = None,
             start = max(hi + offset, lo)
         else:
             start = min(max(offset, lo), hi)
-        end = hi if left is None else min(hi, start + left)
-        if start >= end:
+        if start >= hi:
             continue
-        for rb in read_partition(logdirs, p, start_offset=start, end_offset=end,
+        # to the upper bound, not start + count: compaction gaps and aborted records
+        # make offsets outnumber records; the generator stops at the count
+        for rb in read_partition(logdirs, p, start_offset=start, end_offset=hi,
                                  isolation_level=isolation_level):
             # microseconds (UTC) to Kafka's epoch milliseconds; null (no timestamp) is -1
             stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()

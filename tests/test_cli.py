@@ -890,3 +890,16 @@ def test_cat_writes_raw_bytes_to_a_pipe(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "spark_kafkalog.cli", "cat", str(root),
                            "-t", "t", "-p", "0", "-c", "1"], capture_output=True)
     assert proc.returncode == 0 and proc.stdout == b"\x00\xff\xfe binary\n"
+
+
+def test_cat_count_is_records_not_offsets(tmp_path):
+    from .log.logbuilder import rec
+
+    b = LogDirBuilder(tmp_path / "logs")
+    p = b.partition("c", 0)                       # a compacted batch: offsets 0, 5, 9
+    p.append([rec(b"a", b"1"), rec(b"b", b"2"), rec(b"c", b"3")], offset_deltas=[0, 5, 9])
+    b.write()
+    code, out, err = run("cat", b.roots[0], "-t", "c", "-c", "2", "-f", "%o:%s ")
+    assert code == 0 and out == "0:1 5:2 "
+    code, out, err = run("cat", b.roots[0], "-t", "c", "-o", "1", "-f", "%o ")
+    assert out == "5 9 "
