@@ -96,6 +96,10 @@ def test_wheel_from_sdist_is_a_platform_wheel_with_every_kernel(wheel):
                 and n.endswith(".so")], (kernel, names)
     assert not [n for n in names if n.endswith((".pyx", ".c"))]
     assert "pyspark_kafkalog.py" in names
+    # type stubs of the kernels and the PEP 561 marker, whatever the repo holds
+    typing_files = [str(x.relative_to(REPO)) for pattern in ("*.pyi", "py.typed")
+                    for x in (REPO / "spark_kafkalog").rglob(pattern)]
+    assert set(typing_files) <= set(names), sorted(set(typing_files) - set(names))
     meta = [n for n in names if n.endswith(".dist-info/METADATA")]
     with zipfile.ZipFile(wheel) as z:
         text = z.read(meta[0]).decode()
