@@ -11,8 +11,10 @@ Reads with Spark's Kafka source options (``--starting-offsets``, ``--ending-offs
 ``date`` column (the record timestamp's UTC day) and writes Parquet under
 ``<output>/topic=<topic>/date=<yyyy-mm-dd>/``. With ``--value-schema`` (a Spark DDL
 schema) the JSON in ``value`` is parsed into top-level columns (records that do not parse
-get nulls there; ``--drop-value`` removes the raw bytes). Prints a one-line summary and,
-with ``--summary-json``, writes it as JSON (rows, topic-partitions, time range, rows/s).
+get nulls there; ``--drop-value`` removes the raw bytes). ``--mode overwrite`` (the
+default) replaces everything under ``<output>``. Prints a one-line summary of what this
+run wrote (counted as it was written) and, with ``--summary-json``, writes it as JSON
+(rows, topic-partitions, dates, time range, rows/s).
 """
 from __future__ import annotations
 
@@ -20,6 +22,11 @@ import argparse
 import json
 import sys
 import time
+from datetime import datetime, timezone
+
+#: how a row with no date (no timestamp) is counted; Spark writes it under
+#: ``date=__HIVE_DEFAULT_PARTITION__``
+NO_DATE = "__HIVE_DEFAULT_PARTITION__"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -52,7 +59,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="with --value-schema: do not keep the raw value bytes")
     ap.add_argument("--mode", default="overwrite",
                     choices=("overwrite", "append", "error", "ignore"),
-                    help="what to do when the output exists (default overwrite)")
+                    help="what to do when the output exists (default overwrite: "
+                         "everything under --output is replaced)")
     ap.add_argument("--compression", default="snappy",
                     help="Parquet compression codec (default snappy)")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
@@ -118,28 +126,77 @@ def build_frame(spark, args: argparse.Namespace):
     return df.withColumn("date", F.to_date(F.col("timestamp")))
 
 
-def summarize(spark, output: str, seconds: float) -> dict:
-    """Figures from the written Parquet (cheap: column statistics and two small columns)."""
+def _metrics(df):
+    """The aggregates of the summary, over ``df`` (the frame being written, or its output
+    read back). A row without a date counts as one more date, :data:`NO_DATE`."""
     from pyspark.sql import functions as F
 
-    row = (spark.read.parquet(output)
-           .agg(F.count(F.lit(1)).alias("rows"),
-                F.countDistinct("topic", "partition").alias("partitions"),
-                F.countDistinct("topic").alias("topics"),
-                F.countDistinct("date").alias("dates"),
-                F.min("timestamp").alias("first"), F.max("timestamp").alias("last"))
-           .select("*", *[F.date_format(c, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias(c + "_utc")
-                          for c in ("first", "last")])
-           .collect()[0])
-    rows = int(row["rows"])
+    ts = F.unix_micros(F.col("timestamp"))
+    return (F.count(F.lit(1)).alias("rows"),
+            F.collect_set(F.struct("topic", "partition")).alias("topic_partitions"),
+            F.collect_set(F.coalesce(F.col("date").cast("string"), F.lit(NO_DATE)))
+            .alias("dates"),
+            F.min(ts).alias("first"), F.max(ts).alias("last"),
+            F.count_if(F.col("timestamp").isNull()).alias("no_timestamp"))
+
+
+def observe(df):
+    """``df`` with the summary's aggregates computed while it is written (no second pass
+    over the log), and the :class:`pyspark.sql.Observation` that holds them afterwards."""
+    from pyspark.sql import Observation
+
+    obs = Observation("kafkalog_export")
+    return df.observe(obs, *_metrics(df)), obs
+
+
+def _iso_us(micros) -> str | None:
+    if micros is None:
+        return None
+    dt = datetime.fromtimestamp(micros // 1_000_000, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{micros % 1_000_000 // 1000:03d}Z"
+
+
+def summary_of(metrics: dict, output: str, seconds: float) -> dict:
+    """The summary from the aggregates of :func:`_metrics` (a Row or a dict)."""
+    rows = int(metrics["rows"])
+    pairs = {(tp["topic"], tp["partition"]) for tp in metrics["topic_partitions"] or ()}
+    dates = sorted(metrics["dates"] or ())
     return {
-        "output": output, "rows": rows, "topics": int(row["topics"]),
-        "partitions": int(row["partitions"]), "dates": int(row["dates"]),
-        "first_timestamp": row["first_utc"],
-        "last_timestamp": row["last_utc"],
+        "output": output, "rows": rows, "topics": len({t for t, _p in pairs}),
+        "partitions": len(pairs), "dates": len(dates),
+        "first_date": dates[0] if dates else None,
+        "last_date": ([d for d in dates if d != NO_DATE] or [None])[-1],
+        "rows_without_timestamp": int(metrics["no_timestamp"] or 0),
+        "first_timestamp": _iso_us(metrics["first"]),
+        "last_timestamp": _iso_us(metrics["last"]),
         "seconds": round(seconds, 3),
         "rows_per_second": round(rows / seconds) if seconds > 0 else None,
     }
+
+
+def summarize(spark, output: str, seconds: float) -> dict:
+    """The summary of what is under ``output`` now, read back from the Parquet."""
+    df = spark.read.parquet(output)
+    return summary_of(df.agg(*_metrics(df)).collect()[0].asDict(), output, seconds)
+
+
+def _n(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def summary_line(s: dict) -> str:
+    dates = _n(s["dates"], "date")
+    if s["dates"]:
+        dates += f" {s['first_date']} .. {s['last_date']}" if s["dates"] > 1 else \
+            f" {s['first_date']}"
+    line = (f"exported {_n(s['rows'], 'row')} from {_n(s['partitions'], 'topic-partition')} "
+            f"({_n(s['topics'], 'topic')}, {dates}, {s['first_timestamp']} .. "
+            f"{s['last_timestamp']}) to {s['output']} in {s['seconds']:.1f}s "
+            f"({s['rows_per_second'] or 0:,} rows/s)")
+    if s["rows_without_timestamp"]:
+        line += (f"; {_n(s['rows_without_timestamp'], 'row')} without a timestamp under "
+                 f"date={NO_DATE}")
+    return line
 
 
 def main(argv=None) -> int:
@@ -150,19 +207,15 @@ def main(argv=None) -> int:
     try:
         # Day boundaries in UTC whatever the cluster's default zone.
         spark.conf.set("spark.sql.session.timeZone", "UTC")
-        df = build_frame(spark, args)
+        df, observation = observe(build_frame(spark, args))
         t0 = time.perf_counter()
         (df.write.mode(args.mode).partitionBy("topic", "date")
          .option("compression", args.compression).parquet(args.output))
         seconds = time.perf_counter() - t0
-        summary = summarize(spark, args.output, seconds)
+        summary = summary_of(observation.get, args.output, seconds)
     finally:
         spark.stop()
-    print(f"exported {summary['rows']:,} rows from {summary['partitions']} topic-partitions "
-          f"({summary['topics']} topics, {summary['dates']} dates, "
-          f"{summary['first_timestamp']} .. {summary['last_timestamp']}) to "
-          f"{summary['output']} in {summary['seconds']:.1f}s "
-          f"({summary['rows_per_second'] or 0:,} rows/s)")
+    print(summary_line(summary))
     if args.summary_json:
         with open(args.summary_json, "w") as fh:
             json.dump(summary, fh, indent=1)

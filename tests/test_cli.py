@@ -86,7 +86,7 @@ def test_verify_text_output_names_file_and_position(real_broker):
     assert code == 1
     assert out.startswith(f"ERROR    {INVALID_CRC}-0: corrupt: CRC-32 mismatch")
     assert f"{INVALID_CRC}-0/00000000000000000000.log, position 0, offset 0" in out
-    assert "1 errors, 0 warnings" in out
+    assert "1 error, 0 warnings" in out
     assert "\r" not in err                  # no progress bar: stderr is not a terminal
 
 
@@ -731,3 +731,175 @@ def test_partition_dir_and_root_together(tmp_path):
     code, doc = run_json("inspect", b.roots[0], b.roots[0] / "other-3")
     assert [(s["topic"], s["partition"]) for s in doc["partitions"]] == \
         [(TOPIC, 0), ("other", 3)]
+
+
+# ---- Kafka tool behaviours (issue 20) ------------------------------------------------------
+
+def _small_log(tmp_path: Path):
+    """topic ``t``: partition 0 holds 5 records in two batches (binary values, a header,
+    a null key), partition 1 holds 2; record timestamps 1000 + offset."""
+    from .log.logbuilder import rec
+
+    b = LogDirBuilder(tmp_path / "logs")
+    p0 = b.partition("t", 0, base_timestamp=1000)
+    p0.append([rec(b"k0", b"\x00\xff\xfe binary"), rec(None, "é ü".encode())])
+    p0.append([rec(b"k2", b"v2", headers=[("h", b"\x01\x02")]), rec(b"k3", b"v3"),
+               rec(b"k4", None)])
+    p1 = b.partition("t", 1, base_timestamp=1000)
+    p1.append([rec(b"a", b"x"), rec(b"b", b"y")])
+    b.write()
+    return b.roots[0], b.roots[0] / "t-0" / segment_name(0, ".log")
+
+
+def test_version(capsys):
+    from spark_kafkalog import __version__
+    code, out, err = run("--version")
+    assert code == 0
+    assert __version__ in capsys.readouterr().out      # argparse prints to sys.stdout
+
+
+def test_dump_print_data_implies_records(tmp_path):
+    _root, seg = _small_log(tmp_path)
+    code, out, err = run("dump", "--print-data", seg)
+    recs = [line for line in out.splitlines() if line.startswith("| offset:")]
+    assert code == 0 and len(recs) == 5
+    assert "key: k2 payload: v2" in recs[2]
+
+
+def test_dump_skips_unknown_files_with_a_note(tmp_path):
+    root, seg = _small_log(tmp_path)
+    (seg.parent / "notes.txt").write_text("hello")
+    files = sorted(seg.parent.iterdir())             # what `dump t-0/*` passes
+    code, out, err = run("dump", *files)
+    assert code == 0
+    assert f"Ignoring unknown file {seg.parent / 'notes.txt'}" in err
+    assert f"Dumping {seg}" in out and "baseOffset: 2 lastOffset: 4 count: 3" in out
+    # nothing dumpable at all: exit 2
+    code, out, err = run("dump", seg.parent / "notes.txt")
+    assert code == 2 and "Ignoring unknown file" in err and "none of the files" in err
+
+
+def test_dump_max_bytes_stops_like_kafka(tmp_path):
+    _root, seg = _small_log(tmp_path)
+    code, lines = dump_json_lines(seg)
+    batches = [x for x in lines if x["type"] == "batch"]
+    assert len(batches) == 2
+    first_end = batches[0]["position"] + batches[0]["size"]
+    for limit, expected in ((first_end, 1), (first_end - 1, 0), (first_end + 1, 1),
+                            (seg.stat().st_size, 2)):
+        code, lines = dump_json_lines("--max-bytes", limit, seg)
+        assert code == 0
+        assert len([x for x in lines if x["type"] == "batch"]) == expected, limit
+        assert not [x for x in lines if x["type"] == "problem"]
+    code, out, err = run("dump", "--max-bytes", first_end, seg)
+    assert f"Stopped at --max-bytes {first_end} of {seg.stat().st_size} bytes" in err
+    assert "invalid bytes" not in err               # the cut is not a torn tail
+    code, out, err = run("dump", "--max-bytes", "-1", seg)
+    assert code == 2
+
+
+def test_dump_json_keeps_binary_data_as_base64(tmp_path):
+    import base64
+    _root, seg = _small_log(tmp_path)
+    code, lines = dump_json_lines("--print-data", seg)
+    recs = [x for x in lines if x["type"] == "record"]
+    assert code == 0 and len(recs) == 5
+    assert base64.b64decode(recs[0]["payload"]) == b"\x00\xff\xfe binary"
+    assert recs[1]["key"] is None and base64.b64decode(recs[1]["payload"]) == "é ü".encode()
+    assert recs[4]["payload"] is None
+
+
+@pytest.mark.parametrize("command", ["verify", "inspect"])
+def test_nothing_found_exits_non_zero(tmp_path, command):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, out, err = run(command, empty)
+    assert code == 2 and "no partitions found" in err
+    code, out, err = run(command, tmp_path / "mistyped")
+    assert code == 2 and "no such log directory" in err
+    root, _seg = _small_log(tmp_path)
+    code, out, err = run(command, root, "--topic", "nosuch")
+    assert code == 2 and "no partitions of topic nosuch found" in err
+
+
+def test_counts_are_singular_for_one(tmp_path):
+    b = LogDirBuilder(tmp_path / "logs")
+    b.partition("t", 0).append(_records(1, b"one"))
+    b.write()
+    code, out, err = run("verify", b.roots[0])
+    assert code == 0
+    assert "verified 1 partition, 1 segment, 1 batch, 1 record," in out
+    assert ": 0 errors, 0 warnings" in out
+    code, out, err = run("inspect", b.roots[0])
+    assert "1 partition, 1 segment," in out and ", 1 record\n" in out
+
+
+def test_verbose_logs_what_it_reads(tmp_path):
+    import logging
+    root, seg = _small_log(tmp_path)
+    logger = logging.getLogger("spark_kafkalog")
+    handler_stream = io.StringIO()
+    try:
+        run("verify", "-v", root)             # installs the command's log handler
+        # the handler writes to the sys.stderr of its creation: point it at a buffer
+        handler = next(h for h in logger.handlers if getattr(h, "_kafkalog", False))
+        handler.setStream(handler_stream)
+        code, out, err = run("verify", "-v", root)
+        assert code == 0
+        logged = handler_stream.getvalue()
+        assert "2 partitions selected" in logged and "verified 2 partitions in" in logged
+        handler_stream.truncate(0)
+        run("dump", "-v", seg)
+        assert f"dumping {seg}" in handler_stream.getvalue()
+        handler_stream.truncate(0)
+        run("verify", root)                       # without -v: nothing
+        assert handler_stream.getvalue().strip("\x00") == ""
+    finally:
+        logger.setLevel(logging.ERROR)
+
+
+def test_cat_offsets_counts_formats_and_json(tmp_path):
+    import base64
+    root, _seg = _small_log(tmp_path)
+    code, out, err = run("cat", root, "-t", "t", "-p", "0", "-o", "2", "-c", "2",
+                         "-f", "%p:%o %k=%s %T %h\\n")
+    assert code == 0
+    assert out == "0:2 k2=v2 1002 h=\x01\x02\n0:3 k3=v3 1003 \n"
+    # all partitions, partition by partition; -N is N before the end of each
+    code, out, err = run("cat", root, "-t", "t", "-o", "-1", "-f", "%p/%o %K %S\\n")
+    assert out == "0/4 2 -1\n1/1 1 1\n"
+    code, out, err = run("cat", root, "-t", "t", "--from-time", "1003", "-f", "%o,")
+    assert out == "3,4,"                        # partition 1's records are older
+    code, out, err = run("cat", root, "-t", "t", "--from-time", "1970-01-01T00:00:01.004Z",
+                         "-f", "%o,")
+    assert out == "4,"
+    code, out, err = run("cat", root, "-t", "t", "-c", "3", "--json")
+    docs = [json.loads(line) for line in out.splitlines()]
+    assert [(d["partition"], d["offset"]) for d in docs] == [(0, 0), (0, 1), (0, 2)]
+    assert base64.b64decode(docs[0]["value"]) == b"\x00\xff\xfe binary"
+    assert docs[1]["key"] is None and docs[0]["timestamp"] == 1000
+    assert docs[2]["headers"] == [{"key": "h", "value": base64.b64encode(b"\x01\x02").decode()}]
+    code, out, err = run("cat", root, "-t", "t", "-f", "%x")
+    assert code == 2 and "unknown %x" in err
+    code, out, err = run("cat", root, "-t", "nosuch")
+    assert code == 2
+
+
+def test_cat_writes_raw_bytes_to_a_pipe(tmp_path):
+    root, _seg = _small_log(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "spark_kafkalog.cli", "cat", str(root),
+                           "-t", "t", "-p", "0", "-c", "1"], capture_output=True)
+    assert proc.returncode == 0 and proc.stdout == b"\x00\xff\xfe binary\n"
+
+
+def test_cat_count_is_records_not_offsets(tmp_path):
+    from .log.logbuilder import rec
+
+    b = LogDirBuilder(tmp_path / "logs")
+    p = b.partition("c", 0)                       # a compacted batch: offsets 0, 5, 9
+    p.append([rec(b"a", b"1"), rec(b"b", b"2"), rec(b"c", b"3")], offset_deltas=[0, 5, 9])
+    b.write()
+    code, out, err = run("cat", b.roots[0], "-t", "c", "-c", "2", "-f", "%o:%s ")
+    assert code == 0 and out == "0:1 5:2 "
+    code, out, err = run("cat", b.roots[0], "-t", "c", "-o", "1", "-f", "%o ")
+    assert out == "5 9 "

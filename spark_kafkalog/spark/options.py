@@ -18,6 +18,7 @@ The parsed results are frozen, picklable dataclasses: they travel to executors.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import dataclass, field
@@ -233,6 +234,23 @@ _WRITE_ALIASES = {
     "fsync": ("fsync",),
 }
 SAVE_MODES = ("append", "errorifexists", "ignore")
+# How each accepted write spelling is shown in messages (Spark hands us lower case).
+_WRITE_DISPLAY = {
+    **{canon.lower(): canon for canon in _WRITE_ALIASES},
+    "numpartitions": "numPartitions",
+}
+
+
+def _unknown(key: str, known: list[str], where: str) -> InvalidOptionError:
+    """An unknown option, with the nearest known name when one is close (a typo) or the
+    list of known names; one line, starting with the key as Spark passed it."""
+    by_lower = {name.lower(): name for name in known}
+    close = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.75)
+    if close:
+        return InvalidOptionError(f"{key}: unknown option for the kafkalog {where}; did you "
+                                  f"mean '{by_lower[close[0]]}'?")
+    return InvalidOptionError(f"{key}: unknown option for the kafkalog {where} (known: "
+                              f"{', '.join(sorted(set(known), key=str.lower))}, fs.*)")
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -242,8 +260,8 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
     for key, value in options.items():
         low = str(key).lower()
         if low in out:
-            raise InvalidOptionError(f"option '{key}' is given twice (options are "
-                                     f"case-insensitive)")
+            raise InvalidOptionError(f"{key}: option given twice (option names are "
+                                     f"case-insensitive); keep one")
         out[low] = "" if value is None else str(value)
     return out
 
@@ -532,8 +550,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     _reject_broker_only(opts, ("kafka.isolation.level",))
     for key in opts:
         if key not in _READ_NAMES and not key.startswith("fs."):
-            raise InvalidOptionError(f"{key}: unknown option for the kafkalog source (known: "
-                                     f"{', '.join(sorted(set(_READ_NAMES.values())))}, fs.*)")
+            raise _unknown(key, list(_READ_NAMES.values()), "source")
 
     paths = _paths(opts, many=True)
     strategy = _strategy(opts)
@@ -675,13 +692,13 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
             continue
         canon = known.get(key)
         if canon is None:
-            names = sorted(_WRITE_ALIASES)
-            raise InvalidOptionError(f"{key}: unknown option for the kafkalog sink (known: "
-                                     f"{', '.join(names)}, fs.*)")
+            dotted = [a for aliases in _WRITE_ALIASES.values() for a in aliases if "." in a]
+            raise _unknown(key, [*_WRITE_ALIASES, *dotted, "numPartitions"], "sink")
+        shown = _WRITE_DISPLAY.get(key, key)
         if canon in spelled:
             raise InvalidOptionError(f"{canon}: given twice, as '{spelled[canon][0]}' and "
-                                     f"'{key}'")
-        spelled[canon] = (key, value)
+                                     f"'{shown}'; keep one")
+        spelled[canon] = (shown, value)
 
     def get(canon: str) -> tuple[str, str] | None:
         return spelled.get(canon)

@@ -13,6 +13,7 @@ from typing import Iterator
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from spark_kafkalog.errors import CorruptRecordError
 from spark_kafkalog.spark.filters import NONE, Pushdown, push, row_mask
 from spark_kafkalog.spark.options import ReadOptions
 from spark_kafkalog.spark.planning import LogSlice, plan
@@ -53,13 +54,25 @@ def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NON
         on_corruption=opts.on_corruption, window_bytes=opts.window_bytes,
         start_position=s.start_position, memory_map=opts.memory_map)
     filtering = pushdown.has_row_filter
-    for batch in batches:
-        if filtering:
-            mask = row_mask(batch, pushdown)
-            if mask is not None:
-                batch = batch.filter(mask)
-        if batch.num_rows:
-            yield batch
+    try:
+        for batch in batches:
+            if filtering:
+                mask = row_mask(batch, pushdown)
+                if mask is not None:
+                    batch = batch.filter(mask)
+            if batch.num_rows:
+                yield batch
+    except CorruptRecordError as e:
+        # the option that gets a reader past damage, in the one line Spark shows
+        if opts.on_corruption != "fail":
+            raise
+        raise _with_fix(e) from None
+
+
+def _with_fix(e: CorruptRecordError) -> CorruptRecordError:
+    fix = ("; to read past damaged bytes set option onCorruption=skip (drop them) or "
+           "onCorruption=stop (end the partition there)")
+    return type(e)(e.reason + fix, path=e.path, position=e.position, offset=e.offset)
 
 
 #: batches decoded ahead of the one Spark is consuming (see :func:`prefetched`); 0 reads

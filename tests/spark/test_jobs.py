@@ -105,3 +105,33 @@ def test_run_main_through_spark_submit(tmp_path):
     assert "rows        20,000" in proc.stdout
     assert "2 topic-partitions in 1 topic(s)" in proc.stdout
     assert pq.read_table(str(out)).num_rows == 20_000
+
+
+def test_export_summary_counts_what_this_run_wrote(spark, tmp_path):
+    from tests.log.logbuilder import LogDirBuilder, rec
+
+    b = LogDirBuilder(tmp_path / "logs")
+    p = b.partition("t", 0)
+    p.append([rec(b"a", b"1", ts=1_700_000_000_000), rec(b"b", b"2", ts=1_700_100_000_000)])
+    p.append([rec(b"c", b"3", ts=-1)])                   # NO_TIMESTAMP (a v0-style record)
+    b.write()
+    out = str(tmp_path / "out")
+    args = export_parquet.parse_args(["--path", str(b.roots[0]), "--output", out])
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    for mode in ("overwrite", "append"):
+        df, observation = export_parquet.observe(export_parquet.build_frame(spark, args))
+        df.write.mode(mode).partitionBy("topic", "date").parquet(out)
+        s = export_parquet.summary_of(observation.get, out, 1.0)
+        # this run's rows only (append does not count the first run's), every date it
+        # wrote, the NO_TIMESTAMP row's included wherever it went
+        assert s["rows"] == 3 and s["partitions"] == 1 and s["topics"] == 1
+        written = sorted(d.name for d in (tmp_path / "out" / "topic=t").iterdir())
+        assert s["dates"] == len(written) == 3, written
+        assert s["first_timestamp"] in ("2023-11-14T22:13:20.000Z",       # null: skipped
+                                        "1969-12-31T23:59:59.999Z")       # Kafka source's
+        no_ts_dir = ("date=__HIVE_DEFAULT_PARTITION__" in written) + ("date=1969-12-31" in written)
+        assert no_ts_dir == 1 and s["rows_without_timestamp"] == \
+            ("date=__HIVE_DEFAULT_PARTITION__" in written)
+        line = export_parquet.summary_line(s)
+        assert line.startswith("exported 3 rows from 1 topic-partition (1 topic, 3 dates ")
+    assert pq.read_table(out).num_rows == 6

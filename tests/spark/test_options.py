@@ -227,3 +227,51 @@ def test_write_option_errors_name_the_option(opts, name):
     with pytest.raises(InvalidOptionError) as info:
         parse_write_options(opts)
     assert str(info.value).lower().startswith(name.lower()), str(info.value)
+
+
+# -- messages a person can act on ----------------------------------------------------------
+
+@pytest.mark.parametrize("key,suggestion", [
+    ("startingoffset", "startingOffsets"),            # Spark lower-cases option keys
+    ("includeheader", "includeHeaders"),
+    ("subscribepatern", "subscribePattern"),
+    ("oncorupption", "onCorruption"),
+])
+def test_unknown_read_option_suggests_the_near_name(key, suggestion):
+    with pytest.raises(InvalidOptionError) as info:
+        parse_read_options({**BASE, key: "x"})
+    msg = str(info.value)
+    assert msg.startswith(key) and f"did you mean '{suggestion}'?" in msg
+    assert "\n" not in msg and len(msg) < 120
+
+
+def test_unknown_option_far_from_any_lists_the_known_names():
+    with pytest.raises(InvalidOptionError) as info:
+        parse_read_options({**BASE, "colour": "blue"})
+    msg = str(info.value)
+    assert "did you mean" not in msg and "startingOffsets" in msg and "\n" not in msg
+    with pytest.raises(InvalidOptionError) as info:
+        parse_write_options({"path": "/a", "compresion": "lz4"})
+    assert "did you mean 'compression'?" in str(info.value)
+    with pytest.raises(InvalidOptionError) as info:
+        parse_write_options({"path": "/a", "batch.sise": "1"})
+    assert "did you mean 'batch.size'?" in str(info.value)
+
+
+@pytest.mark.parametrize("key,shown", [
+    ("batchsize", "batchSize"), ("segmentbytes", "segmentBytes"),
+    ("indexintervalbytes", "indexIntervalBytes"), ("numpartitions", "numPartitions"),
+    ("segment.bytes", "segment.bytes"),
+])
+def test_write_errors_show_the_options_documented_casing(key, shown):
+    # Spark hands the sink lower-cased keys; messages use the documented spelling
+    with pytest.raises(InvalidOptionError) as info:
+        parse_write_options({"path": "/a", key: "-5"})
+    assert str(info.value).startswith(shown + " "), str(info.value)
+
+
+def test_option_given_twice_says_what_to_do():
+    with pytest.raises(InvalidOptionError) as info:
+        parse_write_options({"path": "/a", "batchSize": "1", "batch.size": "2"})
+    msg = str(info.value)
+    assert "given twice" in msg and "keep one" in msg and "'batchSize'" in msg

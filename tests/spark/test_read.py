@@ -417,6 +417,7 @@ def test_on_corruption_policies_match_the_log_layer(spark, tmp_path):
     text = str(info.value)
     assert "CorruptRecordError" in text and str(path) in text
     assert f"position {victim.position}" in text
+    assert "set option onCorruption=skip" in text      # the fix, in the message
     for policy in ("skip", "stop"):
         df = load(spark, root, subscribe=TOPIC, onCorruption=policy)
         assert_same(spark_table(df), read_table(root, TOPIC, include_headers=False,
