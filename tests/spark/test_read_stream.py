@@ -1,0 +1,425 @@
+"""spark.readStream.format("kafkalog"): offsets, limits, the live log, exactly once.
+
+Two levels (STYLE 8): the reader's protocol methods called directly on logs built by
+``tests/log/logbuilder.py`` (fast: limits, snapshots, data loss, torn tails, idle
+polls), and end-to-end queries on the shared session with ``trigger(availableNow=True)``
+into a parquet sink, compared with the batch reader's table of the final log.
+"""
+from __future__ import annotations
+
+import math
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from spark_kafkalog.errors import DataLossError, InvalidOptionError
+from spark_kafkalog.spark.admission import TriggerDelay
+from spark_kafkalog.spark.datasource import KafkaLogDataSource
+from spark_kafkalog.spark.options import parse_read_options
+from spark_kafkalog.spark.stream_reader import (
+    KafkaLogStreamReader,
+    from_offset,
+    offsets_behind_latest,
+    to_offset,
+)
+from tests.log.logbuilder import LogDirBuilder, sample_records
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+def reader(root, **options) -> KafkaLogStreamReader:
+    opts = {"path": str(root), "subscribe": "t", "startingOffsets": "earliest", **options}
+    return KafkaLogDataSource(opts).streamReader(None)
+
+
+def build(root: Path, counts, *, topic="t", batch=10, hw=False) -> dict:
+    """Partitions of ``topic`` holding ``counts[i]`` records in batches of ``batch``;
+    returns {partition: PartitionBuilder}. No high-watermark entry unless ``hw``."""
+    b = LogDirBuilder(root)
+    parts = {}
+    for n, cnt in enumerate(counts):
+        p = b.partition(topic, n, index_interval_bytes=100)
+        for i in range(0, cnt, batch):
+            p.append(sample_records(min(batch, cnt - i), b"%s-%d" % (topic.encode(), n)))
+        if hw:
+            p.high_watermark = p.log_end_offset
+        parts[n] = p
+    b.write()
+    return parts
+
+
+def raw_append(root: Path, p, n: int, *, cut: int = 0) -> bytes:
+    """Append a batch of ``n`` records to ``p``'s active segment the way a broker does
+    (bytes at the end of the .log; no index entry); with ``cut`` only the first bytes of
+    it, less the last ``cut`` (a batch still being written). Returns the missing tail."""
+    seg_base, buf = p.segments[-1]
+    before = len(buf)
+    p.append(sample_records(n, b"raw"))
+    data = bytes(buf[before:])
+    path = root / p.dir_name / f"{seg_base:020d}.log"
+    with open(path, "ab") as f:
+        f.write(data[:len(data) - cut])
+    return data[len(data) - cut:]
+
+
+def rows_of(r: KafkaLogStreamReader, start, end) -> list[tuple]:
+    out = []
+    for part in r.partitions(start, end):
+        clone = pickle.loads(pickle.dumps(r))            # what an executor gets
+        for b in clone.read(pickle.loads(pickle.dumps(part))):
+            out += list(zip(b.column("topic").to_pylist(), b.column("partition").to_pylist(),
+                            b.column("offset").to_pylist()))
+    return out
+
+
+def kafka_rate_limit(limit, backlogs):
+    """Spark's KafkaMicroBatchStream.rateLimit, computed here independently."""
+    total = sum(backlogs.values())
+    out = {}
+    for tp, size in backlogs.items():
+        prorate = limit * size / total
+        out[tp] = min(size, math.ceil(prorate) if prorate < 1 else math.floor(prorate))
+    return out
+
+
+# -- options ------------------------------------------------------------------------------------
+
+def test_options_split_by_mode():
+    base = {"path": "/logs", "subscribe": "t"}
+    # schema() accepts what holds in either mode
+    KafkaLogDataSource({**base, "startingOffsets": "latest"}).schema()
+    KafkaLogDataSource({**base, "endingOffsets": "latest"}).schema()
+    with pytest.raises(InvalidOptionError, match="can't be latest for batch"):
+        KafkaLogDataSource({**base, "startingOffsets": "latest"}).reader(None)
+    o = parse_read_options(base, streaming=True)
+    assert o.starting.__class__.__name__ == "Latest" and o.fail_on_data_loss
+    bad = [({"endingOffsets": "latest"}, "endingOffsets is not valid in streaming"),
+           ({"endingTimestamp": "1"}, "endingTimestamp is not valid in streaming"),
+           ({"memoryMap": "true"}, "memoryMap=true is not supported in streaming"),
+           ({"maxTriggerDelay": "1m"}, "maxTriggerDelay only bounds"),
+           ({"minOffsetsPerTrigger": "20", "maxOffsetsPerTrigger": "10"}, "higher than"),
+           ({"maxBytesPerTrigger": "lots"}, "maxBytesPerTrigger must be a byte size")]
+    for extra, message in bad:
+        with pytest.raises(InvalidOptionError, match=message):
+            KafkaLogDataSource({**base, **extra}).streamReader(None)
+    o = parse_read_options({**base, "minOffsetsPerTrigger": "5", "maxBytesPerTrigger": "1m"},
+                           streaming=True)
+    assert o.max_trigger_delay == "15m" and o.max_bytes_per_trigger == 1 << 20
+
+
+def test_offsets_are_canonical_json():
+    pos = {("b", 10): 1, ("a", 2): 5, ("b", 2): 3, ("a", 0): 0}
+    off = to_offset(pos)
+    assert list(off) == ["a", "b"] and list(off["b"]) == ["2", "10"]
+    assert from_offset(off) == pos and to_offset(from_offset(off)) == off
+
+
+# -- starting positions and idle polls ---------------------------------------------------------
+
+def test_starting_positions(tmp_path):
+    build(tmp_path, [30, 20])
+    assert reader(tmp_path).initialOffset() == {"t": {"0": 0, "1": 0}}
+    assert reader(tmp_path, startingOffsets="latest").initialOffset() == {"t": {"0": 30, "1": 20}}
+    spec = reader(tmp_path, startingOffsets='{"t":{"1":5,"0":-1}}')
+    assert spec.initialOffset() == {"t": {"0": 30, "1": 5}}
+    # sample_records timestamps are base_timestamp + offset: ts 1_700_000_000_012 -> 12
+    ts = reader(tmp_path, startingOffsets="latest", startingTimestamp="1700000000012")
+    assert ts.initialOffset() == {"t": {"0": 12, "1": 12}}
+    by_ts = reader(tmp_path, startingOffsetsByTimestamp='{"t":{"0":1700000000003,"1":-2}}')
+    assert by_ts.initialOffset() == {"t": {"0": 3, "1": 0}}
+    with pytest.raises(InvalidOptionError, match="every assigned"):
+        reader(tmp_path, startingOffsets='{"t":{"0":1}}').initialOffset()
+
+
+def test_initial_offset_is_computed_once(tmp_path):
+    parts = build(tmp_path, [10])
+    r = reader(tmp_path, startingOffsets="latest")
+    first = r.initialOffset()
+    raw_append(tmp_path, parts[0], 5)
+    assert r.initialOffset() is first
+
+
+def test_idle_polls_return_start_itself(tmp_path):
+    build(tmp_path, [25, 3])
+    r = reader(tmp_path)
+    end = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    assert end == {"t": {"0": 25, "1": 3}}
+    for _ in range(20):
+        assert r.latestOffset(end, ReadAllAvailable()) is end
+    assert r.partitions(end, end) == []
+
+
+# -- admission control -------------------------------------------------------------------------
+
+def test_max_offsets_split_is_kafkas_rate_limit(tmp_path):
+    build(tmp_path, [1000, 100, 1])
+    r = reader(tmp_path, maxOffsetsPerTrigger="10")
+    assert r.getDefaultReadLimit() == ReadMaxRows(10)
+    start = r.initialOffset()
+    end = from_offset(r.latestOffset(start, r.getDefaultReadLimit()))
+    want = kafka_rate_limit(10, {("t", 0): 1000, ("t", 1): 100, ("t", 2): 1})
+    assert want == {("t", 0): 9, ("t", 1): 1, ("t", 2): 1}
+    assert end == want
+    # Trigger.Once (ReadAllAvailable) wins over the option
+    assert r.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 1000, "1": 100, "2": 1}}
+
+
+def test_min_offsets_and_max_trigger_delay(tmp_path):
+    parts = build(tmp_path, [5])
+    now = [1000.0]
+    r = reader(tmp_path, minOffsetsPerTrigger="10", maxTriggerDelay="30s")
+    r._delay = TriggerDelay(10, 30_000, lambda: now[0])
+    start = r.initialOffset()
+    limit = r.getDefaultReadLimit()
+    # the first trigger of a reader never waits (Kafka's lastTriggerMillis starts at 0)
+    end = r.latestOffset(start, limit)
+    assert end == {"t": {"0": 5}}
+    raw_append(tmp_path, parts[0], 3)
+    now[0] += 1
+    assert r.latestOffset(end, limit) is end          # 3 < 10 new offsets: wait
+    raw_append(tmp_path, parts[0], 7)
+    now[0] += 1
+    assert r.latestOffset(end, limit) == {"t": {"0": 15}}
+    raw_append(tmp_path, parts[0], 1)
+    now[0] += 31                                        # the delay passed: go with 1
+    assert r.latestOffset({"t": {"0": 15}}, limit) == {"t": {"0": 16}}
+
+
+def test_max_bytes_per_trigger_cuts_at_batch_boundaries(tmp_path):
+    parts = build(tmp_path, [2000])
+    r = reader(tmp_path, maxBytesPerTrigger="4k")
+    start = r.initialOffset()
+    seen, batches = [], 0
+    # cuts are offset-index entries (a batch's last offset, read from that batch's
+    # position): each micro-batch is about 4 KiB of log
+    cuts = {b.last_offset for b in parts[0].batches} | {2000}
+    while True:
+        end = r.latestOffset(start, r.getDefaultReadLimit())
+        if end is start:
+            break
+        assert from_offset(end)[("t", 0)] in cuts
+        seen += rows_of(r, start, end)
+        start, batches = end, batches + 1
+    assert [o for _, _, o in seen] == list(range(2000))
+    size = (tmp_path / "t-0" / f"{0:020d}.log").stat().st_size
+    assert batches >= size // 8192
+
+
+def test_available_now_snapshot_holds(tmp_path):
+    parts = build(tmp_path, [100, 10])
+    r = reader(tmp_path, maxOffsetsPerTrigger="30")
+    r.prepareForTriggerAvailableNow()
+    raw_append(tmp_path, parts[0], 50)                 # after the snapshot: next run
+    build_extra = LogDirBuilder(tmp_path)
+    build_extra.write_checkpoints = False
+    p = build_extra.partition("t", 2)
+    p.append(sample_records(5, b"new"))
+    build_extra.write()                                # a new partition: next run too
+    start = r.initialOffset()
+    got = []
+    for _ in range(10):
+        end = r.latestOffset(start, r.getDefaultReadLimit())
+        if end is start:
+            break
+        got += rows_of(r, start, end)
+        start = end
+    # partition 2 joined after the snapshot: its position is known (0), nothing read
+    assert start == {"t": {"0": 100, "1": 10, "2": 0}}
+    assert len(got) == 110
+    # the next run sees the appends and the new partition (from its log start)
+    r2 = reader(tmp_path)
+    r2.prepareForTriggerAvailableNow()
+    end = r2.latestOffset(start, ReadAllAvailable())
+    assert end == {"t": {"0": 150, "1": 10, "2": 5}}
+    assert len(rows_of(r2, start, end)) == 55
+
+
+# -- the live log -----------------------------------------------------------------------------
+
+def test_torn_tail_completes_later(tmp_path):
+    parts = build(tmp_path, [20])
+    r = reader(tmp_path, onCorruption="fail")
+    start = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    rest = raw_append(tmp_path, parts[0], 4, cut=9)
+    assert r.latestOffset(start, ReadAllAvailable()) is start   # in flight: not yet
+    with open(tmp_path / "t-0" / f"{0:020d}.log", "ab") as f:
+        f.write(rest)
+    end = r.latestOffset(start, ReadAllAvailable())
+    assert end == {"t": {"0": 24}}
+    assert [o for _, _, o in rows_of(r, start, end)] == [20, 21, 22, 23]
+
+
+def test_subscribe_pattern_picks_up_new_topics(tmp_path):
+    build(tmp_path, [5], topic="in.a")
+    r = KafkaLogDataSource({"path": str(tmp_path), "subscribePattern": r"in\..*",
+                            "startingOffsets": "earliest"}).streamReader(None)
+    start = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    b = LogDirBuilder(tmp_path)
+    b.write_checkpoints = False
+    p = b.partition("in.b", 0)
+    p.append(sample_records(3, b"b"))
+    q = b.partition("other", 0)
+    q.append(sample_records(3, b"o"))
+    b.write()
+    end = r.latestOffset(start, ReadAllAvailable())
+    assert end == {"in.a": {"0": 5}, "in.b": {"0": 3}}
+    assert sorted(rows_of(r, start, end)) == [("in.b", 0, i) for i in range(3)]
+
+
+def _retention(tmp_path, parts, new_start):
+    """Delete partition 0's first segment and checkpoint the new log start, as a
+    broker's retention does."""
+    d = tmp_path / "t-0"
+    for suffix in (".log", ".index", ".timeindex"):
+        (d / f"{0:020d}{suffix}").unlink(missing_ok=True)
+    (tmp_path / "log-start-offset-checkpoint").write_text(f"0\n1\nt 0 {new_start}\n")
+
+
+def _two_segments(tmp_path):
+    b = LogDirBuilder(tmp_path)
+    p = b.partition("t", 0, index_interval_bytes=100)
+    for _ in range(3):
+        p.append(sample_records(10, b"a"))
+    p.roll()
+    for _ in range(3):
+        p.append(sample_records(10, b"b"))
+    b.write()
+    return p
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_retention_deletes_a_planned_segment(tmp_path, fail):
+    _two_segments(tmp_path)
+    r = reader(tmp_path, failOnDataLoss=str(fail).lower())
+    start = r.initialOffset()
+    end = r.latestOffset(start, ReadAllAvailable())
+    planned = r.partitions(start, end)
+    _retention(tmp_path, None, 30)
+    clone = pickle.loads(pickle.dumps(r))
+    if fail:
+        with pytest.raises(DataLossError, match="Cannot fetch offset 0 .*failOnDataLoss"):
+            for part in planned:
+                list(clone.read(part))
+        return
+    got = [o for part in planned for b in clone.read(part) for o in b.column("offset").to_pylist()]
+    assert got == list(range(30, 60))
+    # the next plan starts at the log start too
+    assert [o for _, _, o in rows_of(r, start, end)] == list(range(30, 60))
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_truncated_partition_is_data_loss(tmp_path, fail):
+    build(tmp_path, [40])
+    r = reader(tmp_path, failOnDataLoss=str(fail).lower())
+    start = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    log = tmp_path / "t-0" / f"{0:020d}.log"
+    # keep the first two batches (an unclean leader election truncating the log)
+    parts = build(tmp_path / "scratch", [20])
+    os.truncate(log, (tmp_path / "scratch" / "t-0" / f"{0:020d}.log").stat().st_size)
+    del parts
+    if fail:
+        with pytest.raises(DataLossError, match="offset was changed from 40 to 20"):
+            r.latestOffset(start, ReadAllAvailable())
+        return
+    assert r.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 20}}
+
+
+def test_vanished_partition_is_data_loss(tmp_path):
+    import shutil
+    build(tmp_path, [5, 5])
+    r = KafkaLogDataSource({"path": str(tmp_path), "subscribePattern": "t",
+                            "startingOffsets": "earliest"}).streamReader(None)
+    start = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    shutil.rmtree(tmp_path / "t-1")
+    with pytest.raises(DataLossError, match="t-1 are gone"):
+        r.latestOffset(start, ReadAllAvailable())
+
+
+def test_lag_helper():
+    progress = {"endOffset": '{"t":{"0":5,"1":10}}', "latestOffset": '{"t":{"0":9,"1":10}}'}
+    assert offsets_behind_latest(progress) == {
+        "minOffsetsBehindLatest": 0, "maxOffsetsBehindLatest": 4, "avgOffsetsBehindLatest": 2.0}
+
+
+# -- end to end --------------------------------------------------------------------------------
+
+def _stream(spark, root, ckpt, sink, **options):
+    df = spark.readStream.format("kafkalog").option("path", str(root)) \
+        .option("subscribe", "t").option("startingOffsets", "earliest")
+    for k, v in options.items():
+        df = df.option(k, v)
+    q = df.load().writeStream.format("parquet").option("path", str(sink)) \
+        .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
+    q.awaitTermination()
+    return q
+
+
+def _write(spark, root, n, tag):
+    rows = [(f"k{i}".encode(), f"{tag}-{i}".encode()) for i in range(n)]
+    spark.createDataFrame(rows, "key binary, value binary").write.format("kafkalog") \
+        .option("path", str(root)).option("topic", "t").option("partitions", "3") \
+        .mode("append").save()
+
+
+def _check_exactly_once(spark, root, sink):
+    got = spark.read.parquet(str(sink)).select("topic", "partition", "offset", "value")
+    want = spark.read.format("kafkalog").option("path", str(root)).option("subscribe", "t") \
+        .load().select("topic", "partition", "offset", "value")
+    g = sorted(tuple(r) for r in got.collect())
+    w = sorted(tuple(r) for r in want.collect())
+    assert len(g) == len(set((t, p, o) for t, p, o, _ in g))
+    assert g == w
+    return g
+
+
+def test_exactly_once_across_appends_and_restarts(spark, tmp_path):
+    root, ckpt, sink = tmp_path / "log", tmp_path / "ckpt", tmp_path / "sink"
+    _write(spark, root, 300, "a")
+    _stream(spark, root, ckpt, sink, maxOffsetsPerTrigger="70")
+    _write(spark, root, 200, "b")
+    # a broker-style append: one whole batch and one still being written
+    from tests.log.logbuilder import PartitionBuilder
+    leo = max(o for _, p, o, _ in _check_exactly_once(spark, root, sink) if p == 0) + 1
+    pb = PartitionBuilder("t", 0, base_offset=leo)
+    pb.segments = [(_active_base(root / "t-0"), bytearray())]
+    pb.next_offset = leo
+    raw_append(root, pb, 6)
+    rest = raw_append(root, pb, 4, cut=11)
+    _stream(spark, root, ckpt, sink)
+    rows = _check_exactly_once(spark, root, sink)
+    assert len(rows) == 506
+    with open(root / "t-0" / f"{_active_base(root / 't-0'):020d}.log", "ab") as f:
+        f.write(rest)
+    _stream(spark, root, ckpt, sink, maxOffsetsPerTrigger="5")
+    assert len(_check_exactly_once(spark, root, sink)) == 510
+    # idle runs on the same checkpoint add no offset-log entry
+    offsets = sorted(os.listdir(ckpt / "offsets"))
+    for _ in range(3):
+        _stream(spark, root, ckpt, sink)
+    assert sorted(os.listdir(ckpt / "offsets")) == offsets
+
+
+def _active_base(d: Path) -> int:
+    return max(int(f.name.split(".")[0]) for f in d.glob("*.log"))
+
+
+def test_kafkalog_to_kafkalog_exactly_once(spark, tmp_path):
+    src, dst, ckpt = tmp_path / "src", tmp_path / "dst", tmp_path / "ckpt"
+    for round_, n in enumerate([120, 0, 80]):
+        if n:
+            _write(spark, src, n, f"r{round_}")
+        q = spark.readStream.format("kafkalog").option("path", str(src)) \
+            .option("subscribe", "t").option("startingOffsets", "earliest") \
+            .option("maxOffsetsPerTrigger", "50").load() \
+            .select("key", "value").writeStream.format("kafkalog").option("path", str(dst)) \
+            .option("topic", "out").option("partitions", "2") \
+            .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
+        q.awaitTermination()
+    src_values = sorted(r.value for r in spark.read.format("kafkalog")
+                        .option("path", str(src)).option("subscribe", "t").load().collect())
+    out_values = sorted(r.value for r in spark.read.format("kafkalog")
+                        .option("path", str(dst)).option("subscribe", "out").load().collect())
+    assert len(src_values) == 200 and out_values == src_values
