@@ -375,29 +375,44 @@ def _check_exactly_once(spark, root, sink):
     return g
 
 
+def _set_high_watermark(root: Path, topic: str, partition: int, hw: int) -> None:
+    """Rewrite one entry of the root's replication-offset-checkpoint (what a broker does
+    every few seconds)."""
+    path = root / "replication-offset-checkpoint"
+    lines = path.read_text().split("\n")
+    entries = {tuple(x.split()[:2]): x.split()[2] for x in lines[2:] if x.strip()}
+    entries[(topic, str(partition))] = str(hw)
+    body = [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
+    path.write_text("\n".join(["0", str(len(body))] + body) + "\n")
+
+
 def test_exactly_once_across_appends_and_restarts(spark, tmp_path):
     root, ckpt, sink = tmp_path / "log", tmp_path / "ckpt", tmp_path / "sink"
     _write(spark, root, 300, "a")
     _stream(spark, root, ckpt, sink, maxOffsetsPerTrigger="70")
+    _check_exactly_once(spark, root, sink)
     _write(spark, root, 200, "b")
-    # a broker-style append: one whole batch and one still being written
+    # a broker-style append to partition 0: one whole batch and one still being written,
+    # the high watermark checkpointed past both (clamped to the last complete batch)
     from tests.log.logbuilder import PartitionBuilder
-    leo = max(o for _, p, o, _ in _check_exactly_once(spark, root, sink) if p == 0) + 1
-    pb = PartitionBuilder("t", 0, base_offset=leo)
-    pb.segments = [(_active_base(root / "t-0"), bytearray())]
+    from spark_kafkalog.log import LogDirs
+    d = root / "t-0"
+    leo = LogDirs(str(root)).state(LogDirs(str(root)).partition("t", 0)).log_end_offset
+    pb = PartitionBuilder("t", 0)
+    pb.segments = [(_active_base(d), bytearray())]
     pb.next_offset = leo
     raw_append(root, pb, 6)
     rest = raw_append(root, pb, 4, cut=11)
+    _set_high_watermark(root, "t", 0, leo + 10)
     _stream(spark, root, ckpt, sink)
-    rows = _check_exactly_once(spark, root, sink)
-    assert len(rows) == 506
-    with open(root / "t-0" / f"{_active_base(root / 't-0'):020d}.log", "ab") as f:
+    assert len(_check_exactly_once(spark, root, sink)) == 506
+    with open(d / f"{_active_base(d):020d}.log", "ab") as f:
         f.write(rest)
-    _stream(spark, root, ckpt, sink, maxOffsetsPerTrigger="5")
+    _stream(spark, root, ckpt, sink, maxOffsetsPerTrigger="3")
     assert len(_check_exactly_once(spark, root, sink)) == 510
     # idle runs on the same checkpoint add no offset-log entry
     offsets = sorted(os.listdir(ckpt / "offsets"))
-    for _ in range(3):
+    for _ in range(2):
         _stream(spark, root, ckpt, sink)
     assert sorted(os.listdir(ckpt / "offsets")) == offsets
 
