@@ -438,3 +438,34 @@ def test_kafkalog_to_kafkalog_exactly_once(spark, tmp_path):
     out_values = sorted(r.value for r in spark.read.format("kafkalog")
                         .option("path", str(dst)).option("subscribe", "out").load().collect())
     assert len(src_values) == 200 and out_values == src_values
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_read_committed_waits_for_the_commit_marker(tmp_path, codec):
+    """An open transaction's records appear only after its commit marker; an aborted
+    one's never; the stream stops at the last stable offset meanwhile."""
+    b = LogDirBuilder(tmp_path)
+    p = b.partition("t", 0, index_interval_bytes=100)
+    p.append(sample_records(5, b"plain"), compression=codec)
+    txn = p.begin_txn(7)
+    p.append(sample_records(4, b"txn"), txn=txn, compression=codec)
+    p.append(sample_records(3, b"after"), compression=codec)     # behind the open txn
+    b.write()
+    r = reader(tmp_path, **{"kafka.isolation.level": "read_committed"})
+    start = r.initialOffset()
+    end = r.latestOffset(start, ReadAllAvailable())
+    assert end == {"t": {"0": 5}}                                  # the LSO
+    got = rows_of(r, start, end)
+    # commit it (a broker-style append of the marker), then abort another one
+    seg_base, buf = p.segments[-1]
+    before = len(buf)
+    p.end_txn(txn, commit=True)
+    txn2 = p.begin_txn(8)
+    p.append(sample_records(2, b"aborted"), txn=txn2, compression=codec)
+    p.end_txn(txn2, commit=False)
+    with open(tmp_path / "t-0" / f"{seg_base:020d}.log", "ab") as f:
+        f.write(bytes(buf[before:]))
+    end2 = r.latestOffset(end, ReadAllAvailable())
+    assert end2 == {"t": {"0": p.log_end_offset}}
+    got += rows_of(r, end, end2)
+    assert [o for _, _, o in got] == list(range(0, 12))           # not 12 (marker), 13-14
