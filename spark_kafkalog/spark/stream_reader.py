@@ -35,7 +35,12 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from spark_kafkalog.errors import DataLossError, InvalidOptionError, KafkaLogError
+from spark_kafkalog.errors import (
+    DataLossError,
+    InvalidOptionError,
+    KafkaLogError,
+    LogLayoutError,
+)
 from spark_kafkalog.spark.admission import TriggerDelay, byte_shares, rate_limit
 from spark_kafkalog.spark.options import (
     ReadOptions,
@@ -293,7 +298,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         freeze_heap()
         begin, stop = from_offset(start), from_offset(end)
-        if not any(stop.get(tp, -1) > begin.get(tp, -1) or tp not in begin for tp in stop):
+        if all(tp in begin and stop[tp] <= begin[tp] for tp in stop):
             return []
         opts = self.opts
         fail = opts.fail_on_data_loss
@@ -367,14 +372,23 @@ def read_live_slice(opts: ReadOptions, s, *, retries: int = 3) -> Iterator:
     retention, since planning. Records of the slice that are gone (below the log start
     now, or a segment deleted under the read) are data loss under ``failOnDataLoss``;
     with it false the read continues from what exists."""
+    from spark_kafkalog.log.layout import list_segments
     from spark_kafkalog.log.seek import log_start_offset
     from spark_kafkalog.spark.reader import open_logdirs, read_slice
+
+    def listed(logdirs):
+        # this partition only (not the whole topic): one directory listing per task
+        d = s.partition_dir
+        segments, snapshots = list_segments(logdirs.filesystem, d.path)
+        if not segments:
+            raise LogLayoutError("partition directory holds no segment", path=d.path)
+        return replace(d, segments=segments, snapshots=snapshots)
 
     start = s.start_offset
     for attempt in range(retries + 1):
         logdirs = open_logdirs(opts)
         try:
-            fresh = logdirs.partition(s.topic, s.partition)
+            fresh = listed(logdirs)
         except KafkaLogError:
             report_data_loss(opts.fail_on_data_loss,
                              f"{s.topic}-{s.partition} is gone. Some data may have been "
@@ -404,7 +418,7 @@ def read_live_slice(opts: ReadOptions, s, *, retries: int = 3) -> Iterator:
             # moved past what we still need, else a real error
             again = open_logdirs(opts)
             try:
-                now_start = log_start_offset(again, again.partition(s.topic, s.partition))
+                now_start = log_start_offset(again, listed(again))
             except KafkaLogError:
                 now_start = None
             if now_start is not None and now_start <= start:
