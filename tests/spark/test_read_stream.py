@@ -469,3 +469,82 @@ def test_read_committed_waits_for_the_commit_marker(tmp_path, codec):
     assert end2 == {"t": {"0": p.log_end_offset}}
     got += rows_of(r, end, end2)
     assert [o for _, _, o in got] == list(range(0, 12))           # not 12 (marker), 13-14
+
+
+_KILL_DRIVER = r"""
+import sys
+sys.path.insert(0, {repo!r})
+from tests.conftest import spark_env, spark_test_conf
+spark_env()
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
+b = SparkSession.builder.master("local[2]").appName("kill-restart-read")
+for k, v in spark_test_conf().items():
+    b = b.config(k, v)
+spark = b.getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+
+class Progress(StreamingQueryListener):
+    def onQueryStarted(self, e): pass
+    def onQueryProgress(self, e):
+        print("progress", e.progress.batchId, flush=True)
+    def onQueryIdle(self, e): pass
+    def onQueryTerminated(self, e): pass
+
+spark.streams.addListener(Progress())
+q = spark.readStream.format("kafkalog").option("path", {src!r}).option("subscribe", "t") \
+    .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "90").load() \
+    .select("key", "value").writeStream.format("kafkalog").option("path", {dst!r}) \
+    .option("topic", "out").option("partitions", "2") \
+    .option("checkpointLocation", {ckpt!r}).trigger(availableNow=True).start()
+q.awaitTermination()
+print("finished", flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)       # each restart starts a JVM
+def test_killed_and_restarted_query_reads_each_record_once(spark, tmp_path):
+    """kafkalog -> writeStream kafkalog, the driver SIGKILLed (JVM and Python workers)
+    after k progress events, several times, with appends between runs; then let it
+    finish: the output topic holds each input record exactly once."""
+    import signal
+    import subprocess
+    import sys
+
+    src, dst, ckpt = tmp_path / "src", tmp_path / "dst", tmp_path / "ckpt"
+    repo = Path(__file__).resolve().parents[2]
+    script = tmp_path / "driver.py"
+    script.write_text(_KILL_DRIVER.format(repo=str(repo), src=str(src), dst=str(dst),
+                                          ckpt=str(ckpt)))
+    total = kills = 0
+    for round_, k in enumerate((1, 2)):
+        _write(spark, src, 400, f"r{round_}")
+        total += 400
+        proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True,
+                                start_new_session=True)
+        seen = 0
+        try:
+            for line in proc.stdout:
+                if line.startswith("progress"):
+                    seen += 1
+                    if seen == k:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        kills += 1
+                        break
+                if line.startswith("finished"):
+                    break
+        finally:
+            if proc.poll() is None and seen < k:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=120)
+    assert kills == 2                     # each run was killed mid-query
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=900, start_new_session=True)
+    assert "finished" in out.stdout, out.stderr[-3000:]
+    src_values = sorted(r.value for r in spark.read.format("kafkalog")
+                        .option("path", str(src)).option("subscribe", "t").load().collect())
+    out_values = sorted(r.value for r in spark.read.format("kafkalog")
+                        .option("path", str(dst)).option("subscribe", "out").load().collect())
+    assert len(src_values) == total and out_values == src_values
