@@ -548,3 +548,32 @@ def test_killed_and_restarted_query_reads_each_record_once(spark, tmp_path):
     out_values = sorted(r.value for r in spark.read.format("kafkalog")
                         .option("path", str(dst)).option("subscribe", "out").load().collect())
     assert len(src_values) == total and out_values == src_values
+
+
+def test_latest_start_and_max_bytes_end_to_end(spark, tmp_path):
+    """Default startingOffsets (latest): the first run reads nothing, yet fixes where the
+    query starts; later appends arrive in several micro-batches of about
+    maxBytesPerTrigger each."""
+    parts = build(tmp_path / "log", [40, 40])
+    root, ckpt, sink = tmp_path / "log", tmp_path / "ckpt", tmp_path / "sink"
+
+    def run(**options):
+        df = spark.readStream.format("kafkalog").option("path", str(root)) \
+            .option("subscribe", "t")
+        for k, v in options.items():
+            df = df.option(k, v)
+        q = df.load().writeStream.format("parquet").option("path", str(sink)) \
+            .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
+        q.awaitTermination()
+        return q
+
+    run()
+    assert not list(sink.glob("*.parquet")) or spark.read.parquet(str(sink)).count() == 0
+    for n in (0, 1):
+        for _ in range(5):
+            parts[n].append(sample_records(10, b"new"))
+        parts[n].write(root)            # the same bytes appended, with index entries
+    q = run(maxBytesPerTrigger="2k")
+    got = sorted((r.partition, r.offset) for r in spark.read.parquet(str(sink)).collect())
+    assert got == [(p, o) for p in (0, 1) for o in range(40, 90)]
+    assert len([p for p in q.recentProgress if p["numInputRows"]]) >= 3
