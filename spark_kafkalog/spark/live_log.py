@@ -82,7 +82,7 @@ class _QuietTail(logging.Filter):
 @contextmanager
 def quiet_tail():
     """Silence the log layer's torn-tail warning (the in-flight end of a live log)."""
-    logger = logging.getLogger("spark_kafkalog.log.segment")
+    logger = logging.getLogger(TornTailWarning.__module__)   # the scanner's logger
     filt = _QuietTail()
     logger.addFilter(filt)
     try:

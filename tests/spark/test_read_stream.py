@@ -577,3 +577,59 @@ def test_latest_start_and_max_bytes_end_to_end(spark, tmp_path):
     got = sorted((r.partition, r.offset) for r in spark.read.parquet(str(sink)).collect())
     assert got == [(p, o) for p in (0, 1) for o in range(40, 90)]
     assert len([p for p in q.recentProgress if p["numInputRows"]]) >= 3
+
+
+def test_preallocated_files_and_cached_polls(tmp_path, monkeypatch):
+    """A broker-like partition with preallocated (zero-padded) index files and a
+    preallocated .log whose zero tail is overwritten in place (size unchanged): the zero
+    tail is in flight, not corruption, and no warning is logged per poll; an idle poll
+    recomputes nothing; an in-place write is seen through the file's mtime."""
+    import logging
+
+    import spark_kafkalog.spark.live_log as live_log
+
+    b = LogDirBuilder(tmp_path)
+    p = b.partition("t", 0, index_interval_bytes=100)
+    for _ in range(3):
+        p.append(sample_records(10, b"a"))
+    p.preallocate_active_index = 4096
+    b.write()
+    log = tmp_path / "t-0" / f"{0:020d}.log"
+    used = log.stat().st_size
+    with open(log, "ab") as f:
+        f.write(bytes(8192))                      # log.preallocate: a zero tail
+    old = 1_600_000_000
+    for path in [tmp_path, *tmp_path.rglob("*")]:   # written long ago: nothing is racy
+        os.utime(path, (old, old))
+    calls = []
+    real_state = live_log.partition_state
+    monkeypatch.setattr(live_log, "partition_state",
+                        lambda *a, **k: calls.append(1) or real_state(*a, **k))
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    from spark_kafkalog.log import TornTailWarning
+    scanner_log = logging.getLogger(TornTailWarning.__module__)
+    scanner_log.addHandler(handler)
+    try:
+        r = reader(tmp_path, onCorruption="fail")
+        start = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+        assert start == {"t": {"0": 30}} and len(calls) == 1
+        for _ in range(5):
+            assert r.latestOffset(start, ReadAllAvailable()) is start
+        assert len(calls) == 1                     # idle: nothing recomputed
+        # the broker writes the next batch into the preallocated region
+        seg_base, buf = p.segments[-1]
+        before = len(buf)
+        p.append(sample_records(5, b"b"))
+        with open(log, "r+b") as f:
+            f.seek(used)
+            f.write(bytes(buf[before:]))
+        assert log.stat().st_size == used + 8192   # same size: only the mtime tells
+        os.utime(log, (old + 10, old + 10))
+        end = r.latestOffset(start, ReadAllAvailable())
+        assert end == {"t": {"0": 35}} and len(calls) == 2
+        assert [o for _, _, o in rows_of(r, start, end)] == list(range(30, 35))
+    finally:
+        scanner_log.removeHandler(handler)
+    assert not [x for x in records if "the log ends with" in x.getMessage()]
