@@ -141,7 +141,7 @@ class ReadOptions:
     memory_map: bool = False
     max_partition_bytes: int = 128 * MiB
     filesystem_options: Mapping[str, str] = field(default_factory=dict)
-    # streaming only: log bytes per micro-batch (cut at batch boundaries), None = no cap
+    # streaming only: log bytes per micro-batch (cut at offset-index entries), None = no cap
     max_bytes_per_trigger: int | None = None
 
     @property

@@ -633,3 +633,27 @@ def test_preallocated_files_and_cached_polls(tmp_path, monkeypatch):
     finally:
         scanner_log.removeHandler(handler)
     assert not [x for x in records if "the log ends with" in x.getMessage()]
+
+
+def test_partition_deleted_between_planning_and_reading(tmp_path):
+    import shutil
+    build(tmp_path, [20, 20])
+    for fail, expect in ((True, None), (False, 20)):
+        r = reader(tmp_path, failOnDataLoss=str(fail).lower())
+        start = r.initialOffset()
+        end = r.latestOffset(start, ReadAllAvailable())
+        planned = r.partitions(start, end)
+        if not fail:
+            shutil.rmtree(tmp_path / "t-1")
+        clone = pickle.loads(pickle.dumps(r))
+        if fail:
+            moved = tmp_path.parent / (tmp_path.name + "-t1")
+            shutil.move(tmp_path / "t-1", moved)
+            with pytest.raises(DataLossError, match="t-1 is gone"):
+                for part in planned:
+                    list(clone.read(part))
+            shutil.move(moved, tmp_path / "t-1")
+            continue
+        got = [o for part in planned for b in clone.read(part)
+               for o in b.column("offset").to_pylist()]
+        assert len(got) == expect
