@@ -122,7 +122,8 @@ class KafkaLogDataSource(DataSource):
         return "kafkalog"
 
     def schema(self) -> StructType:
-        return spark_schema(parse_read_options(self.options).include_headers)
+        # called for read and readStream alike: only the rules of both modes apply here
+        return spark_schema(parse_read_options(self.options, streaming=None).include_headers)
 
     def reader(self, schema: StructType):
         from spark_kafkalog.spark.reader import KafkaLogPushdownReader, KafkaLogReader
@@ -137,6 +138,10 @@ class KafkaLogDataSource(DataSource):
         if pushdown_enabled(opts):
             return KafkaLogPushdownReader(opts)
         return KafkaLogReader(opts)
+
+    def streamReader(self, schema: StructType):
+        from spark_kafkalog.spark.stream_reader import make_stream_reader
+        return make_stream_reader(self.options, schema, spark_schema)
 
     def writer(self, schema, overwrite: bool):
         from spark_kafkalog.spark.writer import make_batch_writer

@@ -145,6 +145,8 @@ class ReadOptions:
     # whether the batch reader offers Spark filter pushdown (pushFilters); None: as the
     # session's spark.sql.python.filterPushdown.enabled says (see spark/datasource.py)
     push_filters: bool | None = None
+    # streaming only: log bytes per micro-batch (cut at offset-index entries), None = no cap
+    max_bytes_per_trigger: int | None = None
 
     @property
     def path(self) -> str:
@@ -188,7 +190,7 @@ _READ_NAMES = {
     "failondataloss": "failOnDataLoss", "includeheaders": "includeHeaders",
     "kafka.isolation.level": "kafka.isolation.level",
     "minpartitions": "minPartitions", "maxrecordsperpartition": "maxRecordsPerPartition",
-    "maxoffsetspertrigger": "maxOffsetsPerTrigger",
+    "maxoffsetspertrigger": "maxOffsetsPerTrigger", "maxbytespertrigger": "maxBytesPerTrigger",
     "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
     "oncorruption": "onCorruption", "readpasthighwatermark": "readPastHighWatermark",
     "windowbytes": "windowBytes", "memorymap": "memoryMap", "maxpartitionbytes": "maxPartitionBytes",
@@ -542,10 +544,15 @@ def _reject_broker_only(opts: dict[str, str], allowed_kafka: tuple[str, ...]) ->
 
 # -- public entry points -----------------------------------------------------------------------
 
-def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
+def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = False
+                       ) -> ReadOptions:
     """Validate the options of ``spark.read.format("kafkalog")`` (or ``readStream`` when
     ``streaming``) and return them parsed. Raises :class:`InvalidOptionError` naming the
-    option for anything unknown, malformed or conflicting."""
+    option for anything unknown, malformed or conflicting. ``streaming=None``: the mode
+    is not known yet (``DataSource.schema()``, called for both): only the rules that
+    hold in both modes are checked, and ``starting``/``ending`` are batch's."""
+    either = streaming is None
+    streaming = bool(streaming)
     opts = _lower(options)
     _reject_broker_only(opts, ("kafka.isolation.level",))
     for key in opts:
@@ -572,7 +579,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         opts, "endingtimestamp", "endingoffsetsbytimestamp", "endingoffsets", Latest(),
         strategy_name)
 
-    if not streaming:
+    if not streaming and not either:
         # validateBatchOptions: a batch must start somewhere known and end somewhere known.
         if isinstance(starting, Latest):
             raise InvalidOptionError("startingOffsets can't be latest for batch queries")
@@ -610,9 +617,22 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     max_trigger_delay = None
     if "maxtriggerdelay" in opts:
         max_trigger_delay = opts["maxtriggerdelay"].strip()
-        if not re.fullmatch(r"\d+\s*(ms|s|m|min|h|d)?", max_trigger_delay):
-            raise InvalidOptionError(f"maxTriggerDelay must be a duration such as 15m or 30s, "
-                                     f"got {opts['maxtriggerdelay']!r}")
+        duration_ms("maxTriggerDelay", max_trigger_delay)
+    max_bytes_per_trigger = None
+    if "maxbytespertrigger" in opts:
+        max_bytes_per_trigger = _bytes("maxBytesPerTrigger", opts["maxbytespertrigger"])
+    memory_map = _bool("memoryMap", opts.get("memorymap", "false"))
+    if streaming:
+        if max_trigger_delay is not None and min_per_trigger is None:
+            raise InvalidOptionError("maxTriggerDelay only bounds how long a trigger waits "
+                                     "for minOffsetsPerTrigger; set minOffsetsPerTrigger "
+                                     "too, or drop maxTriggerDelay")
+        if min_per_trigger is not None and max_trigger_delay is None:
+            max_trigger_delay = DEFAULT_MAX_TRIGGER_DELAY
+        if memory_map:
+            raise InvalidOptionError("memoryMap=true is not supported in streaming queries: "
+                                     "a live log is truncated and rolled under the reader, "
+                                     "and a truncated mapped file kills the worker (SIGBUS)")
 
     return ReadOptions(
         paths=paths,
@@ -636,12 +656,29 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
                                        opts.get("readpasthighwatermark", "false")),
         window_bytes=_bytes("windowBytes", opts.get("windowbytes", str(16 * MiB)),
                             minimum=64 * 1024),
-        memory_map=_bool("memoryMap", opts.get("memorymap", "false")),
+        memory_map=memory_map,
         max_partition_bytes=_bytes("maxPartitionBytes",
                                    opts.get("maxpartitionbytes", str(128 * MiB)),
                                    minimum=1024),
         filesystem_options=_filesystem_options(opts),
+        max_bytes_per_trigger=max_bytes_per_trigger,
     )
+
+
+#: Kafka source's maxTriggerDelay default
+DEFAULT_MAX_TRIGGER_DELAY = "15m"
+_DURATION_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000,
+                "h": 3_600_000, "d": 86_400_000}
+
+
+def duration_ms(name: str, value: str) -> int:
+    """A duration as Spark's ``timeStringAsMs`` reads it (``15m``, ``30s``, ``500ms``,
+    ``2h``; a bare number is milliseconds), in milliseconds."""
+    m = re.fullmatch(r"\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*", value or "", re.IGNORECASE)
+    if not m:
+        raise InvalidOptionError(f"{name} must be a duration such as 15m or 30s, got "
+                                 f"{value!r}")
+    return int(int(m.group(1)) * _DURATION_MS[(m.group(2) or "ms").lower()])
 
 
 def _check_limit_validity(starting: OffsetSpec, ending: OffsetSpec | None) -> None:

@@ -43,7 +43,6 @@ def test_format_name_resolves_without_register(spark, tmp_path):
 
 
 @pytest.mark.parametrize("key,value", [
-    ("startingOffsets", "latest"),
     ("failOnDataLoss", "perhaps"),
     ("kafka.bootstrap.servers", "localhost:9092"),
     ("minPartitions", "0"),
@@ -55,6 +54,16 @@ def test_bad_option_fails_when_the_frame_is_defined(spark, tmp_path, key, value)
          .load(str(tmp_path)))
     assert "InvalidOptionError" in str(info.value)
     assert key.lower() in str(info.value).lower()
+
+
+def test_batch_only_rule_fails_at_the_first_action(spark, tmp_path):
+    # schema() serves read and readStream alike: a rule of one mode waits for reader()
+    df = (spark.read.format("kafkalog").option("subscribe", "t")
+          .option("startingOffsets", "latest").load(str(tmp_path)))
+    with pytest.raises(Exception, match="startingOffsets can't be latest for batch"):
+        df.count()
+    spark.readStream.format("kafkalog").option("subscribe", "t") \
+        .option("startingOffsets", "latest").load(str(tmp_path))
 
 
 def test_custom_schema_is_rejected(spark, tmp_path):
