@@ -39,8 +39,8 @@ from spark_kafkalog.log import (
     partition_state,
     read_checkpoint,
 )
-from spark_kafkalog.log.journal import journal_path
-from spark_kafkalog.log.layout import list_segments
+from spark_kafkalog.log.write.journal import journal_path
+from spark_kafkalog.log.read.discovery import list_segments
 from spark_kafkalog.spark.options import Assign, ReadOptions, Subscribe, SubscribePattern
 
 #: a file modified this close to a computation is recomputed on the next poll

@@ -372,8 +372,8 @@ def read_live_slice(opts: ReadOptions, s, *, retries: int = 3) -> Iterator:
     retention, since planning. Records of the slice that are gone (below the log start
     now, or a segment deleted under the read) are data loss under ``failOnDataLoss``;
     with it false the read continues from what exists."""
-    from spark_kafkalog.log.layout import list_segments
-    from spark_kafkalog.log.seek import log_start_offset
+    from spark_kafkalog.log.read.discovery import list_segments
+    from spark_kafkalog.log.read.seek import log_start_offset
     from spark_kafkalog.spark.reader import open_logdirs, read_slice
 
     def listed(logdirs):
