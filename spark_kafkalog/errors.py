@@ -92,6 +92,11 @@ class LogLayoutError(KafkaLogError):
     unreadable checkpoint file, unparsable segment name where one is required)."""
 
 
+class InternalError(KafkaLogError):
+    """A broken invariant inside the package (a bug, not bad input): the message says
+    which; please report it."""
+
+
 class CommitConflictError(KafkaLogError):
     """A write could not commit: lock held by a broker or another writer, or the log
     changed underneath the commit."""

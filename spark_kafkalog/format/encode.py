@@ -78,7 +78,6 @@ zig-zag varint primitives, exposed for tests.
 from __future__ import annotations
 
 import os
-import struct
 import threading
 import time
 
@@ -113,7 +112,6 @@ __all__ = ["BATCH_INDEX_SCHEMA", "encode", "encode_batches", "encode_partitioned
 
 _MAX_INT32 = 2 ** 31 - 1
 _MAX_INT64 = 2 ** 63 - 1
-_CRC = struct.Struct(">I")
 #: below this much (uncompressed) record data, one thread does all the work
 _PARALLEL_MIN_BYTES = 4 << 20
 _MAX_AUTO_THREADS = 4
@@ -335,12 +333,8 @@ def _new_encoder(columns: tuple[list, dict], idx, now_ms: int, cls=Encoder) -> E
     chunks, flags = columns
     ts32, mul, div = flags["timestamp"]
     hd64, hk64, hv64 = flags["headers"]
-    try:
-        enc = cls(chunks, flags["value"], flags["key"], ts32, mul, div,
-                  hd64, hk64, hv64, idx)
-        enc.prepare(now_ms)
-    except ValueError as err:
-        raise InvalidOptionError(str(err)) from err
+    enc = cls(chunks, flags["value"], flags["key"], ts32, mul, div, hd64, hk64, hv64, idx)
+    enc.prepare(now_ms)         # raises InvalidOptionError naming the first bad row
     return enc
 
 
