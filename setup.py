@@ -13,6 +13,9 @@ extensions = [
     Extension(
         path[:-4].replace(os.sep, "."),
         [path],
+        # the kernels' shared core: checksums (C) and the batch layout (Cython)
+        depends=[os.path.join("spark_kafkalog", "format", f)
+                 for f in ("_checksums.h", "_wire.pxd")],
         extra_compile_args=["-O3", "-fno-strict-aliasing"],
     )
     for path in sorted(glob.glob(os.path.join("spark_kafkalog", "format", "*.pyx")))

@@ -15,6 +15,13 @@
 #include <stddef.h>
 #include <string.h>
 
+/* each kernel uses some of these functions */
+#if defined(__GNUC__) || defined(__clang__)
+#define KL_MAYBE_UNUSED __attribute__((unused))
+#else
+#define KL_MAYBE_UNUSED
+#endif
+
 static inline uint32_t kl_le32(const uint8_t* p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16)
          | ((uint32_t)p[3] << 24);
@@ -39,7 +46,7 @@ static uint64_t kl_xpow(unsigned n) {
     return (uint64_t)v << 1;
 }
 
-static int kl_crc32c_init(void) {
+KL_MAYBE_UNUSED static int kl_crc32c_init(void) {
     __builtin_cpu_init();
     kl_crc32c_hw = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul");
     kl_k512lo = kl_xpow(512 + 32); kl_k512hi = kl_xpow(512 - 32);
@@ -54,7 +61,7 @@ static inline __m128i kl_crc_fold(__m128i x, __m128i k, __m128i d) {
 }
 
 /* CRC-32C of p[0..n) continuing from crc (0 to start), as crc32c.crc32c(data, crc) */
-__attribute__((target("sse4.2,pclmul")))
+__attribute__((target("sse4.2,pclmul"))) KL_MAYBE_UNUSED
 static uint32_t kl_crc32c(uint32_t crc, const uint8_t* p, size_t n) {
     uint64_t c = ~crc & 0xFFFFFFFFu, w;
     if (n >= 64) {
@@ -89,8 +96,8 @@ static uint32_t kl_crc32c(uint32_t crc, const uint8_t* p, size_t n) {
     return ~(uint32_t)c;
 }
 #else
-static int kl_crc32c_init(void) { kl_crc32c_hw = 0; return 0; }
-static uint32_t kl_crc32c(uint32_t crc, const uint8_t* p, size_t n) {
+KL_MAYBE_UNUSED static int kl_crc32c_init(void) { kl_crc32c_hw = 0; return 0; }
+KL_MAYBE_UNUSED static uint32_t kl_crc32c(uint32_t crc, const uint8_t* p, size_t n) {
     (void)p; (void)n; return crc;       /* never called: kl_crc32c_hw is 0 */
 }
 #endif
@@ -98,7 +105,7 @@ static uint32_t kl_crc32c(uint32_t crc, const uint8_t* p, size_t n) {
 /* ---- CRC-32 (IEEE), slicing by 8 ----------------------------------------------------- */
 static uint32_t kl_crc32_tab[8][256];
 
-static void kl_crc32_init(void) {
+KL_MAYBE_UNUSED static void kl_crc32_init(void) {
     uint32_t i, c;
     int k, t;
     for (i = 0; i < 256; i++) {
@@ -112,7 +119,7 @@ static void kl_crc32_init(void) {
                                  ^ kl_crc32_tab[0][kl_crc32_tab[t - 1][i] & 0xFFu];
 }
 
-static uint32_t kl_crc32(const uint8_t* p, size_t n) {
+KL_MAYBE_UNUSED static uint32_t kl_crc32(const uint8_t* p, size_t n) {
     uint32_t c = 0xFFFFFFFFu;
     while (n >= 8) {
         uint32_t lo = kl_le32(p) ^ c, hi = kl_le32(p + 4);
@@ -134,7 +141,7 @@ static uint32_t kl_crc32(const uint8_t* p, size_t n) {
 #define KL_XXP5 374761393u
 #define KL_ROTL(x, r) (((x) << (r)) | ((x) >> (32 - (r))))
 
-static uint32_t kl_xxh32(const uint8_t* p, size_t n, uint32_t seed) {
+KL_MAYBE_UNUSED static uint32_t kl_xxh32(const uint8_t* p, size_t n, uint32_t seed) {
     uint32_t h, v1, v2, v3, v4;
     size_t len = n;
     if (n >= 16) {

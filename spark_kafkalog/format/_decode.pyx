@@ -2,35 +2,10 @@
 """The compiled decode kernel: runs of Kafka record batches -> Arrow buffers.
 
 Use it through :mod:`spark_kafkalog.format.decode`; the names here are the kernel's
-entry points and a few test hooks.
-
-How it works
-------------
-``decode_buffer`` walks the whole buffer once, batch by batch (any mix of magic 0, 1, 2),
-and writes every data record straight into Arrow buffers (offsets / validity bitmaps /
-data of each column): small ones from pyarrow's memory pool, those of 1 MiB and more
-from a bounded cache of mapped blocks that are reused once the Arrow buffers over them
-are released (so a run of decode calls does not pay the kernel for zeroing fresh pages
-each time; see kl_block_get, ``set_block_cache_limit``). A cheap prepass over the batch
-headers sizes the row arrays and the key/value data buffers from the batch payload sizes
-(upper bounds, bounded by the input); compressed payloads grow them geometrically.
-
-Per batch there are at most two Python calls: ``crc32c.crc32c`` over the batch (v2; only
-on CPUs without SSE4.2, else CRC-32C is computed here in hardware) and the codec
-registry's ``decompress`` (gzip and zstd batches, and lz4/snappy payloads the C decoders
-here leave to it: see ``_fast_decompress``). LZ4 frames and snappy (raw or xerial) are
-decompressed here in C, bounds-checked, into one scratch buffer reused per batch.
-Everything per record is C:
-varints, copies, bitmaps, UTF-8 validation of header keys, and CRC-32 (IEEE, slicing by
-8, for legacy messages, computed here so that uncompressed magic 0/1 logs, one message
-per entry, need no Python call per message).
-
-Every read is bounded by the batch it belongs to (a record by its length varint, a field
-by its record) so hostile input cannot read outside the buffer; every allocation is
-bounded by the input size or by ``max_decompressed`` per batch.
-
-Errors are raised with the byte position of the batch (``position_base`` + its position
-in the buffer) and its base offset (a legacy entry's own offset).
+entry points and a few test hooks. Every read is bounded by the batch it belongs to and
+every allocation by the input size or ``max_decompressed``; errors carry the batch's
+byte position (``position_base`` added) and base offset. How it is fast (one pass, the
+block cache, the C codec paths) and the measurements: docs/PERFORMANCE.md.
 """
 from libc.stdint cimport (
     int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
@@ -47,6 +22,7 @@ from crc32c import crc32c as _crc32c
 from spark_kafkalog.errors import (
     CodecError,
     CorruptRecordError,
+    InternalError,
     InvalidOptionError,
     KafkaLogError,
     MissingCodecError,
@@ -1794,14 +1770,25 @@ cdef str _record_reason(kl_err* e):
 
 # ---- codecs ------------------------------------------------------------------------------------
 
+# The codec registry (codecs.decompress, codecs.zstd_decompress_fn), handed over by
+# decode.py through set_codec_registry: the registry uses this kernel's C decoders, so
+# the kernel does not import it back.
 cdef object _decompress_fn = None
+cdef object _zstd_fn_factory = None
+
+
+def set_codec_registry(decompress, zstd_decompress_fn):
+    """Give the kernel the registry's ``decompress(codec, payload, *, magic, max_size)``
+    and ``zstd_decompress_fn()`` (decode.py does this on import)."""
+    global _decompress_fn, _zstd_fn_factory
+    _decompress_fn = decompress
+    _zstd_fn_factory = zstd_decompress_fn
 
 
 cdef object _get_decompress():
-    global _decompress_fn
     if _decompress_fn is None:
-        from spark_kafkalog.format.codecs import decompress
-        _decompress_fn = decompress
+        raise InternalError("the decode kernel has no codec registry: import "
+                            "spark_kafkalog.format.decode, which hands it over")
     return _decompress_fn
 
 
@@ -1871,8 +1858,8 @@ cdef object _fast_zstd(_Sink s, const uint8_t* src, int64_t n, int64_t max_size)
         return None
     if s.zstd_decompress is None:
         try:
-            from spark_kafkalog.format.codecs import zstd_decompress_fn
-            s.zstd_decompress = zstd_decompress_fn()
+            _get_decompress()
+            s.zstd_decompress = _zstd_fn_factory()
         except MissingCodecError:
             s.zstd_decompress = False
     if s.zstd_decompress is False:

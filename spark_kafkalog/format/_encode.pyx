@@ -2,28 +2,11 @@
 """Compiled kernel: Arrow columns -> v2 record batches.
 
 Private to :mod:`spark_kafkalog.format.encode`, which validates and normalises the
-columns and hands this module raw Arrow buffers. Three passes, all over raw buffers with
-no per-record Python object:
-
-1. ``prepare``: per record, the epoch-ms timestamp and the size of everything in the
-   record body that does not depend on its batch (attributes, key, value, headers),
-   checking every Arrow offset against its buffer on the way.
-
-Records may be a selection of the rows (``rows``: output position ``i`` writes row
-``rows[i]``), read through the index wherever a column is read, so a caller that sorts
-rows by partition never materialises the sorted table. Everything per record (``ts_ms``,
-sizes, batch starts, offsets) is indexed by output position.
-:class:`PartitionedEncoder` instead writes every row, in row order, into the batches of
-its own partition (uncompressed): the same bytes per partition, the columns read once.
-2. ``plan``: cut records into batches of at most ``max_batch_bytes`` (uncompressed) --
-   a record's size depends on its batch through the timestamp and offset deltas.
-3. write: records (and, uncompressed, the batch headers) straight into the output.
-
-Record layout (wire.py has the full description)::
-
-    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
-    keyLength varint | key | valueLength varint | value | headerCount varint |
-    [headerKeyLength varint | headerKey | headerValueLength varint | headerValue]*
+columns and hands this module raw Arrow buffers. Three passes over raw buffers, no
+per-record Python object: ``prepare`` (timestamps, batch-independent record sizes,
+every Arrow offset checked), ``plan`` (cut into batches of at most ``max_batch_bytes``
+uncompressed), then write. :class:`PartitionedEncoder` writes every row, in row order,
+into its own partition's batches. Record layout: wire.py.
 """
 cimport cython
 from cpython.bytes cimport (

@@ -46,7 +46,7 @@ from typing import NamedTuple
 import pyarrow as pa
 
 from spark_kafkalog.errors import CorruptRecordError, InvalidOptionError
-from spark_kafkalog.format import _decode
+from spark_kafkalog.format import _decode, codecs
 from spark_kafkalog.format._decode import decode_varint, decode_varlong
 from spark_kafkalog.format.schema import BATCH_HEADER_SCHEMA
 from spark_kafkalog.format.wire import DEFAULT_MAX_DECOMPRESSED
@@ -55,6 +55,9 @@ __all__ = [
     "BatchHeader", "HeaderScan", "ScanProblem", "decode", "decode_run", "decode_varint",
     "decode_varlong", "read_batch_header", "scan_headers", "set_block_cache_limit",
 ]
+
+# the kernel falls back on the codec registry, which uses the kernel's C decoders
+_decode.set_codec_registry(codecs.decompress, codecs.zstd_decompress_fn)
 
 _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
 _INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
