@@ -486,8 +486,8 @@ cdef class Encoder:
     """Holds one Arrow batch's columns (and references keeping their buffers alive).
 
     Use: ``Encoder(...)``, ``prepare(now_ms)`` (raises ``InvalidOptionError`` describing the
-    first bad row), ``plan(max_batch_bytes)``, then ``write_uncompressed`` or
-    ``records_into`` per batch. Not thread-safe; one instance per call.
+    first bad row), ``plan(max_batch_bytes)``, then ``layout_uncompressed`` and
+    ``fill_uncompressed``, or ``compress_range``. Not thread-safe; one instance per call.
     """
     cdef Chunk* chunks       # the columns, one entry per run of rows
     cdef int64_t nchunks
@@ -821,16 +821,6 @@ cdef class Encoder:
         nb[0] += 1
         return 0
 
-    def batch(self, int64_t b):
-        """(start row, end row, uncompressed records bytes) of planned batch ``b``."""
-        if b < 0 or b >= self.nbatches:
-            raise InternalError(f"no planned batch {b}")
-        return self.starts[b], self.starts[b + 1], self.rec_bytes[b]
-
-    @property
-    def max_records_bytes(self):
-        return self._max_rec
-
     @property
     def total_records_bytes(self):
         """Uncompressed bytes of all planned batches' records."""
@@ -916,23 +906,6 @@ cdef class Encoder:
             size += self._record_size(i, base_ts, start)
         return size
 
-    def records_into(self, bytearray scratch, int64_t start, int64_t end):
-        """Write records [start, end) (a batch: deltas from ``start``) into ``scratch``
-        (resized to fit). Returns (records bytes, base_ts, max_ts, row of max_ts)."""
-        cdef int64_t size, max_ts, max_row
-        cdef uint8_t* q
-        if start < 0 or end > self.n or start >= end:
-            raise InternalError(f"record range [{start}, {end}) is not within the plan")
-        size = self._range_size(start, end)
-        if len(scratch) < size:
-            PyByteArray_Resize(scratch, size)
-        cdef uint8_t* p = <uint8_t*>PyByteArray_AS_STRING(scratch)
-        with nogil:
-            q = self._write_records(p, start, end, &max_ts, &max_row)
-        if q - p != size:
-            raise InternalError(f"encoder wrote {q - p} bytes for a {size}-byte batch")
-        return size, self.ts_ms[start], max_ts, max_row
-
     def compress_range(self, int64_t b0, int64_t b1, compress_fn, crc_fn,
                        int64_t max_batch_bytes, int64_t base_offset, int32_t leader_epoch,
                        int attributes):
@@ -1014,15 +987,6 @@ cdef class Encoder:
                     _be32(h + V2_CRC_POS, crc_fn(part))
         out.index.append((at, V2_HEADER_SIZE + plen, start, end, self.ts_ms[start], max_ts,
                           max_row))
-
-    def header(self, int64_t base_offset, int64_t records_size, int32_t leader_epoch,
-               int attributes, int64_t count, int64_t base_ts, int64_t max_ts):
-        """A 61-byte v2 batch header with crc 0 (bytearray, for the caller to fill)."""
-        out = bytearray(V2_HEADER_SIZE)
-        self._write_header(<uint8_t*>PyByteArray_AS_STRING(out), base_offset,
-                           V2_HEADER_SIZE - LOG_OVERHEAD + records_size, leader_epoch,
-                           attributes, count, base_ts, max_ts)
-        return out
 
     def layout_uncompressed(self):
         """Allocate the output of all planned batches, uncompressed (a ``bytes`` object

@@ -42,7 +42,6 @@ from spark_kafkalog.errors import (
 )
 from spark_kafkalog.format import framing
 from spark_kafkalog.format.framing import (  # re-exported: part of the registry's API
-    LZ4_BLOCK_SIZE,
     XERIAL_BLOCK_SIZE,
     XERIAL_MAGIC,
     xxh32,
@@ -60,7 +59,7 @@ from spark_kafkalog.format.wire import (
 
 __all__ = ["DEFAULT_MAX_DECOMPRESSED", "codec_id", "codec_name", "compress", "compressor",
            "decompress",
-           "xxh32", "XERIAL_MAGIC", "XERIAL_BLOCK_SIZE", "LZ4_BLOCK_SIZE"]
+           "xxh32", "XERIAL_MAGIC", "XERIAL_BLOCK_SIZE"]
 
 # ---------------------------------------------------------------------------------------
 # lazy imports with an install hint

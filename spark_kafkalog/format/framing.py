@@ -38,7 +38,7 @@ from spark_kafkalog.format import _decode
 from spark_kafkalog.format._decode import xxh32
 from spark_kafkalog.format.wire import CODEC_LZ4, CODEC_SNAPPY
 
-__all__ = ["LZ4_BLOCK_SIZE", "XERIAL_BLOCK_SIZE", "XERIAL_MAGIC", "gunzip", "too_large",
+__all__ = ["XERIAL_BLOCK_SIZE", "XERIAL_MAGIC", "gunzip", "too_large",
            "unlz4", "unsnappy", "unzstd", "xerial_compress", "xxh32", "zstd_frame_end"]
 
 
@@ -181,8 +181,6 @@ _LZ4_MAGIC_BYTES = struct.pack("<I", _LZ4_MAGIC)
 _SKIPPABLE_MASK = 0xFFFFFFF0
 _SKIPPABLE_MAGIC = 0x184D2A50          # 0x184D2A50 .. 0x184D2A5F, lz4 and zstd alike
 _LE_U32 = struct.Struct("<I")
-#: Kafka's Lz4BlockOutputStream.BLOCKSIZE_64KB
-LZ4_BLOCK_SIZE = 64 * 1024
 
 
 def _lz4_frame_end(payload: memoryview, pos: int, magic: int):
