@@ -44,8 +44,11 @@ def kernel_extensions():
                 "spark_kafkalog: building the kernels needs Cython>=3.0 "
                 "(pip install 'Cython>=3.0', or let pip's build isolation install it)"
             )
+        # the kernels' shared core: checksums (C) and the batch layout (Cython)
+        shared = [os.path.join(KERNEL_DIR, f) for f in ("_checksums.h", "_wire.pxd")]
         exts = [
-            Extension(_module(p), [p], include_dirs=[KERNEL_DIR], extra_compile_args=COMPILE_ARGS)
+            Extension(_module(p), [p], include_dirs=[KERNEL_DIR], depends=shared,
+                      extra_compile_args=COMPILE_ARGS)
             for p in pyx
         ]
         return cythonize(exts, language_level=3, compiler_directives=DIRECTIVES)

@@ -2,35 +2,10 @@
 """The compiled decode kernel: runs of Kafka record batches -> Arrow buffers.
 
 Use it through :mod:`spark_kafkalog.format.decode`; the names here are the kernel's
-entry points and a few test hooks.
-
-How it works
-------------
-``decode_buffer`` walks the whole buffer once, batch by batch (any mix of magic 0, 1, 2),
-and writes every data record straight into Arrow buffers (offsets / validity bitmaps /
-data of each column): small ones from pyarrow's memory pool, those of 1 MiB and more
-from a bounded cache of mapped blocks that are reused once the Arrow buffers over them
-are released (so a run of decode calls does not pay the kernel for zeroing fresh pages
-each time; see kl_block_get, ``set_block_cache_limit``). A cheap prepass over the batch
-headers sizes the row arrays and the key/value data buffers from the batch payload sizes
-(upper bounds, bounded by the input); compressed payloads grow them geometrically.
-
-Per batch there are at most two Python calls: ``crc32c.crc32c`` over the batch (v2; only
-on CPUs without SSE4.2, else CRC-32C is computed here in hardware) and the codec
-registry's ``decompress`` (gzip and zstd batches, and lz4/snappy payloads the C decoders
-here leave to it: see ``_fast_decompress``). LZ4 frames and snappy (raw or xerial) are
-decompressed here in C, bounds-checked, into one scratch buffer reused per batch.
-Everything per record is C:
-varints, copies, bitmaps, UTF-8 validation of header keys, and CRC-32 (IEEE, slicing by
-8, for legacy messages, computed here so that uncompressed magic 0/1 logs, one message
-per entry, need no Python call per message).
-
-Every read is bounded by the batch it belongs to (a record by its length varint, a field
-by its record) so hostile input cannot read outside the buffer; every allocation is
-bounded by the input size or by ``max_decompressed`` per batch.
-
-Errors are raised with the byte position of the batch (``position_base`` + its position
-in the buffer) and its base offset (a legacy entry's own offset).
+entry points and a few test hooks. Every read is bounded by the batch it belongs to and
+every allocation by the input size or ``max_decompressed``; errors carry the batch's
+byte position (``position_base`` added) and base offset. How it is fast (one pass, the
+block cache, the C codec paths) and the measurements: docs/PERFORMANCE.md.
 """
 from libc.stdint cimport (
     int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
@@ -47,6 +22,7 @@ from crc32c import crc32c as _crc32c
 from spark_kafkalog.errors import (
     CodecError,
     CorruptRecordError,
+    InternalError,
     InvalidOptionError,
     KafkaLogError,
     MissingCodecError,
@@ -60,6 +36,29 @@ from spark_kafkalog.format.schema import (
     record_schema,
 )
 from spark_kafkalog.format.wire import CODEC_NAMES
+from spark_kafkalog.format._wire cimport (
+    ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, CODEC_LZ4,
+    CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD, HEADER_PEEK, LEGACY_ATTRIBUTES_POS,
+    LEGACY_CODEC_MASK, LEGACY_CRC_POS, LEGACY_MAGIC_POS, LEGACY_TIMESTAMP_TYPE, LEGACY_V0_KEY_POS,
+    LEGACY_V0_MIN_SIZE, LEGACY_V1_KEY_POS, LEGACY_V1_MIN_SIZE, LEGACY_V1_TIMESTAMP_POS,
+    LOG_OVERHEAD, MAGIC_POS, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP,
+    OFFSET_POS, SIZE_POS, TIMESTAMP_TYPE_CREATE, TIMESTAMP_TYPE_LOG_APPEND,
+    TIMESTAMP_TYPE_NONE, V2_ATTRIBUTES_POS, V2_BASE_SEQUENCE_POS, V2_BASE_TIMESTAMP_POS,
+    V2_CRC_POS, V2_HEADER_SIZE, V2_LAST_OFFSET_DELTA_POS, V2_MAX_TIMESTAMP_POS,
+    V2_MIN_BATCH_LENGTH, V2_MIN_RECORD_SIZE, V2_PARTITION_LEADER_EPOCH_POS,
+    V2_PRODUCER_EPOCH_POS, V2_PRODUCER_ID_POS, V2_RECORD_COUNT_POS, wire_layout,
+)
+
+cdef extern from "_checksums.h":
+    int kl_crc32c_hw
+    int kl_crc32c_init() noexcept nogil
+    uint32_t kl_crc32c(uint32_t crc, const uint8_t* p, size_t n) noexcept nogil
+    void kl_crc32_init() noexcept nogil
+    uint32_t kl_crc32(const uint8_t* p, size_t n) noexcept nogil
+    uint32_t kl_xxh32(const uint8_t* p, size_t n, uint32_t seed) noexcept nogil
+
+#: the layout constants as this module was compiled with them (checked against wire.py)
+WIRE_LAYOUT = wire_layout()
 
 cdef extern from *:
     """
@@ -174,41 +173,6 @@ cdef extern from *:
         return kl_varlong_slow(p, end, out, err);
     }
 
-    /* ---- CRC-32 (IEEE 802.3, reflected 0xEDB88320), slicing by 8 ---------------------- */
-    static uint32_t kl_crc32_tab[8][256];
-
-    static void kl_crc32_init(void) {
-        uint32_t i, c;
-        int k, t;
-        for (i = 0; i < 256; i++) {
-            c = i;
-            for (k = 0; k < 8; k++) c = (c & 1u) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
-            kl_crc32_tab[0][i] = c;
-        }
-        for (i = 0; i < 256; i++)
-            for (t = 1; t < 8; t++)
-                kl_crc32_tab[t][i] = (kl_crc32_tab[t - 1][i] >> 8)
-                                     ^ kl_crc32_tab[0][kl_crc32_tab[t - 1][i] & 0xFFu];
-    }
-
-    static uint32_t kl_crc32(const uint8_t* p, size_t n) {
-        uint32_t c = 0xFFFFFFFFu;
-    #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        while (n >= 8) {
-            uint32_t lo, hi;
-            memcpy(&lo, p, 4); memcpy(&hi, p + 4, 4);
-            lo ^= c;
-            c = kl_crc32_tab[7][lo & 0xFFu] ^ kl_crc32_tab[6][(lo >> 8) & 0xFFu]
-              ^ kl_crc32_tab[5][(lo >> 16) & 0xFFu] ^ kl_crc32_tab[4][lo >> 24]
-              ^ kl_crc32_tab[3][hi & 0xFFu] ^ kl_crc32_tab[2][(hi >> 8) & 0xFFu]
-              ^ kl_crc32_tab[1][(hi >> 16) & 0xFFu] ^ kl_crc32_tab[0][hi >> 24];
-            p += 8; n -= 8;
-        }
-    #endif
-        while (n--) c = kl_crc32_tab[0][(c ^ *p++) & 0xFFu] ^ (c >> 8);
-        return c ^ 0xFFFFFFFFu;
-    }
-
     /* ---- UTF-8 ------------------------------------------------------------------------
        Well-formed per Unicode table 3-7: no overlongs, no surrogates, <= U+10FFFF.
        kl_utf8_step returns the length of the well-formed sequence at p (1..4), or
@@ -297,7 +261,6 @@ cdef extern from *:
     struct kl_out {
         int64_t n, rows_cap;
         int64_t *offset, *ts;
-        uint8_t *ts_valid;
         int32_t *ts_type;
         int32_t *key_off; uint8_t *key_valid, *key_data; int64_t key_used, key_cap;
         int32_t *val_off; uint8_t *val_valid, *val_data; int64_t val_used, val_cap;
@@ -306,9 +269,9 @@ cdef extern from *:
         int64_t nh, nh_cap;
         int32_t *hk_off; uint8_t *hk_data; int64_t hk_used, hk_cap;
         int32_t *hv_off; uint8_t *hv_valid, *hv_data; int64_t hv_used, hv_cap;
-        int64_t key_nulls, val_nulls, ts_nulls, hl_nulls, hv_nulls;
+        int64_t key_nulls, val_nulls, hl_nulls, hv_nulls;
         /* set once the column's bitmap is being written (see kl_bitmap_start) */
-        int key_bm, val_bm, ts_bm;
+        int key_bm, val_bm;
         /* rare growth of the header arrays; return < 0 with a Python error set */
         void *owner;
         kl_grow_fn grow_hslots, grow_hk, grow_hv;
@@ -465,7 +428,6 @@ cdef extern from *:
         int64_t n = o->n;
         int64_t* const o_offset = o->offset;
         int64_t* const o_ts = o->ts;
-        uint8_t* const o_ts_valid = o->ts_valid;
         int32_t* const o_ts_type = o->ts_type;
         int32_t* const o_key_off = o->key_off;
         uint8_t* const o_key_valid = o->key_valid;
@@ -480,11 +442,11 @@ cdef extern from *:
            payload's size in each) */
         const int64_t key_cap = o->key_cap, val_cap = o->val_cap;
         size_t room;
-        int64_t key_nulls = 0, val_nulls = 0, ts_nulls = 0, hl_nulls = 0;
-        int key_bm = o->key_bm, val_bm = o->val_bm, ts_bm = o->ts_bm;
+        int64_t key_nulls = 0, val_nulls = 0, hl_nulls = 0;
+        int key_bm = o->key_bm, val_bm = o->val_bm;
         uint8_t bit;
 
-        if (log_append && max_ts != -1 && (max_ts > KL_TS_MAX_MS || max_ts < -KL_TS_MAX_MS))
+        if (log_append && (max_ts > KL_TS_MAX_MS || max_ts < -KL_TS_MAX_MS))
             KL_FAIL(KE_TS_RANGE, max_ts, base_offset, 0);
         for (i = 0; i < count; i++) {
             /* the next record starts at rec_end, known from the length varint alone: the
@@ -520,16 +482,10 @@ cdef extern from *:
                 o_offset[row] = off;
                 ts_ms = log_append ? max_ts
                                    : (int64_t)((uint64_t)base_ts + (uint64_t)ts_delta);
-                if (ts_ms == -1) {
-                    if (!ts_bm) { kl_bitmap_start(o_ts_valid, row); ts_bm = 1; }
-                    o_ts[row] = 0;
-                    ts_nulls++;
-                } else {
-                    if (KL_UNLIKELY(ts_ms > KL_TS_MAX_MS || ts_ms < -KL_TS_MAX_MS))
-                        KL_FAIL(KE_TS_RANGE, ts_ms, off, 0);
-                    o_ts[row] = ts_ms * 1000;
-                    if (ts_bm) o_ts_valid[row >> 3] |= bit;
-                }
+                /* NO_TIMESTAMP (-1) is not null: -1 ms, as Spark's Kafka source shows it */
+                if (KL_UNLIKELY(ts_ms > KL_TS_MAX_MS || ts_ms < -KL_TS_MAX_MS))
+                    KL_FAIL(KE_TS_RANGE, ts_ms, off, 0);
+                o_ts[row] = ts_ms * 1000;
                 if (klen >= 0) {
                     room = (size_t)(end - kp);
                     if ((size_t)(key_cap - key_used) < room) room = (size_t)(key_cap - key_used);
@@ -594,11 +550,9 @@ cdef extern from *:
         o->val_used = val_used;
         o->key_nulls += key_nulls;
         o->val_nulls += val_nulls;
-        o->ts_nulls += ts_nulls;
         o->hl_nulls += hl_nulls;
         o->key_bm = key_bm;
         o->val_bm = val_bm;
-        o->ts_bm = ts_bm;
         return KE_OK;
     fail:
         return err->code;
@@ -614,8 +568,6 @@ cdef extern from *:
                              int* err) noexcept nogil
     const uint8_t* kl_varlong(const uint8_t* p, const uint8_t* end, int64_t* out,
                               int* err) noexcept nogil
-    void kl_crc32_init() noexcept nogil
-    uint32_t kl_crc32(const uint8_t* p, size_t n) noexcept nogil
     int kl_utf8_valid(const uint8_t* p, size_t n) noexcept nogil
     size_t kl_utf8_fix(const uint8_t* p, size_t n, uint8_t* dst) noexcept nogil
 
@@ -624,7 +576,6 @@ cdef extern from *:
         int64_t n, rows_cap
         int64_t* offset
         int64_t* ts
-        uint8_t* ts_valid
         int32_t* ts_type
         int32_t* key_off
         uint8_t* key_valid
@@ -645,8 +596,8 @@ cdef extern from *:
         uint8_t* hv_valid
         uint8_t* hv_data
         int64_t hv_used, hv_cap
-        int64_t key_nulls, val_nulls, ts_nulls, hl_nulls, hv_nulls
-        int key_bm, val_bm, ts_bm
+        int64_t key_nulls, val_nulls, hl_nulls, hv_nulls
+        int key_bm, val_bm
         void* owner
         kl_grow_fn grow_hslots
         kl_grow_fn grow_hk
@@ -665,197 +616,11 @@ cdef extern from *:
                       int64_t lo, int64_t hi, int hi_set, kl_err* err) noexcept
 
 kl_crc32_init()
+kl_crc32c_init()
 
-# ---- C: CRC-32C in hardware, and the LZ4 / snappy decoders of the fast codec path ----------
+# ---- C: the LZ4 / snappy decoders of the fast codec path -----------------------------------
 cdef extern from *:
     """
-    /* ---- CRC-32C (Castagnoli, reflected 0x82F63B78) with SSE4.2 -----------------------
-       Three independent crc32 streams over adjacent blocks keep the instruction's
-       3-cycle latency hidden; their registers are merged by "shifting" a register over
-       a block of zeros, a linear map applied with four 256-entry tables built at import
-       (the GF(2) operator for appending n zero bytes, raised by squaring). The function
-       carries its own target attribute, so the module needs no global -msse4.2, and it
-       is only called when the CPU reports SSE4.2 at run time. Elsewhere the crc32c
-       package does the work (and it is the tests' oracle for this code). */
-    #define KL_CRC32C_POLY 0x82F63B78u
-    #define KL_CRC_LONG 2048
-    #define KL_CRC_SHORT 256
-    static int kl_hwcrc = 0;
-    static uint32_t kl_crc_long_op[4][256];
-    static uint32_t kl_crc_short_op[4][256];
-
-    static uint32_t kl_gf2_apply(const uint32_t* m, uint32_t v) {
-        uint32_t r = 0;
-        int i = 0;
-        while (v) { if (v & 1u) r ^= m[i]; v >>= 1; i++; }
-        return r;
-    }
-    /* out = a after b (out may alias a or b) */
-    static void kl_gf2_mul(uint32_t* out, const uint32_t* a, const uint32_t* b) {
-        uint32_t t[32];
-        int i;
-        for (i = 0; i < 32; i++) t[i] = kl_gf2_apply(a, b[i]);
-        memcpy(out, t, sizeof(t));
-    }
-    static void kl_crc_zeros_table(uint32_t tab[4][256], size_t nbytes) {
-        uint32_t pw[32], op[32];
-        uint32_t n;
-        int i, k;
-        /* one zero bit: r -> (r >> 1) ^ (r & 1 ? POLY : 0); column i is the image of bit i */
-        pw[0] = KL_CRC32C_POLY;
-        for (i = 1; i < 32; i++) pw[i] = 1u << (i - 1);
-        kl_gf2_mul(pw, pw, pw); kl_gf2_mul(pw, pw, pw); kl_gf2_mul(pw, pw, pw);  /* a byte */
-        for (i = 0; i < 32; i++) op[i] = 1u << i;                                /* identity */
-        while (nbytes) {
-            if (nbytes & 1) kl_gf2_mul(op, pw, op);
-            nbytes >>= 1;
-            if (nbytes) kl_gf2_mul(pw, pw, pw);
-        }
-        for (k = 0; k < 4; k++)
-            for (n = 0; n < 256; n++) tab[k][n] = kl_gf2_apply(op, n << (8 * k));
-    }
-    static inline uint32_t kl_crc_shift(uint32_t tab[4][256], uint32_t c) {
-        return tab[0][c & 0xFFu] ^ tab[1][(c >> 8) & 0xFFu] ^ tab[2][(c >> 16) & 0xFFu]
-             ^ tab[3][c >> 24];
-    }
-
-    #if defined(__x86_64__) && defined(__GNUC__)
-    #include <nmmintrin.h>
-    /* whole runs of 3 adjacent blocks of B bytes; returns the register */
-    __attribute__((target("sse4.2")))
-    static inline uint64_t kl_crc_blocks(uint64_t c0, const uint8_t** pp, size_t* np,
-                                         size_t B, uint32_t tab[4][256]) {
-        const uint8_t* p = *pp;
-        size_t n = *np;
-        while (n >= 3 * B) {
-            uint64_t c1 = 0, c2 = 0, w0, w1, w2;
-            const uint8_t* e = p + B;
-            do {
-                memcpy(&w0, p, 8); memcpy(&w1, p + B, 8); memcpy(&w2, p + 2 * B, 8);
-                c0 = _mm_crc32_u64(c0, w0);
-                c1 = _mm_crc32_u64(c1, w1);
-                c2 = _mm_crc32_u64(c2, w2);
-                p += 8;
-            } while (p < e);
-            c0 = kl_crc_shift(tab, (uint32_t)c0) ^ (uint32_t)c1;
-            c0 = kl_crc_shift(tab, (uint32_t)c0) ^ (uint32_t)c2;
-            p += 2 * B;
-            n -= 3 * B;
-        }
-        *pp = p;
-        *np = n;
-        return c0;
-    }
-    /* Long buffers: carry-less multiplication (PCLMULQDQ) folds 64 bytes per step into
-       four 128-bit accumulators, as in Intel's "Fast CRC Computation Using PCLMULQDQ"
-       (the crc32 instruction alone is throughput-bound at about 5 GB/s on some CPUs).
-       Folding a 16-byte block X over d bytes of zeros is X_lo * K_lo ^ X_hi * K_hi (GF(2)
-       products), which has the same CRC; the K were solved for (and are re-checked by
-       the tests against the crc32c package) for d = 64 and d = 16. The last 16-byte
-       accumulator goes through the crc32 instruction, so no Barrett reduction is needed.
-       The initial register is folded in by xoring it into the first 4 bytes. */
-    #include <wmmintrin.h>
-    static int kl_hwclmul = 0;
-    #define KL_K64_LO 0x1c19243b00000000ull
-    #define KL_K64_HI 0x75bba45b00000000ull
-    #define KL_K16_LO 0x3743f7bd00000000ull
-    #define KL_K16_HI 0x3171d43000000000ull
-    __attribute__((target("sse4.2,pclmul")))
-    static inline __m128i kl_fold(__m128i x, __m128i k) {
-        return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00),
-                             _mm_clmulepi64_si128(x, k, 0x11));
-    }
-    __attribute__((target("sse4.2,pclmul")))
-    static uint32_t kl_crc32c_clmul(const uint8_t* p, size_t n) {   /* n >= 64 */
-        const __m128i k64 = _mm_set_epi64x((long long)KL_K64_HI, (long long)KL_K64_LO);
-        const __m128i k16 = _mm_set_epi64x((long long)KL_K16_HI, (long long)KL_K16_LO);
-        __m128i a0 = _mm_loadu_si128((const __m128i*)p);
-        __m128i a1 = _mm_loadu_si128((const __m128i*)(p + 16));
-        __m128i a2 = _mm_loadu_si128((const __m128i*)(p + 32));
-        __m128i a3 = _mm_loadu_si128((const __m128i*)(p + 48));
-        uint64_t c, w;
-        a0 = _mm_xor_si128(a0, _mm_cvtsi32_si128((int)0xFFFFFFFFu));
-        p += 64; n -= 64;
-        while (n >= 64) {
-            a0 = _mm_xor_si128(kl_fold(a0, k64), _mm_loadu_si128((const __m128i*)p));
-            a1 = _mm_xor_si128(kl_fold(a1, k64), _mm_loadu_si128((const __m128i*)(p + 16)));
-            a2 = _mm_xor_si128(kl_fold(a2, k64), _mm_loadu_si128((const __m128i*)(p + 32)));
-            a3 = _mm_xor_si128(kl_fold(a3, k64), _mm_loadu_si128((const __m128i*)(p + 48)));
-            p += 64; n -= 64;
-        }
-        a1 = _mm_xor_si128(a1, kl_fold(a0, k16));
-        a2 = _mm_xor_si128(a2, kl_fold(a1, k16));
-        a3 = _mm_xor_si128(a3, kl_fold(a2, k16));
-        while (n >= 16) {
-            a3 = _mm_xor_si128(kl_fold(a3, k16), _mm_loadu_si128((const __m128i*)p));
-            p += 16; n -= 16;
-        }
-        c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(a3));
-        c = _mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(a3, 1));
-        while (n >= 8) { memcpy(&w, p, 8); c = _mm_crc32_u64(c, w); p += 8; n -= 8; }
-        while (n) { c = _mm_crc32_u8((uint32_t)c, *p++); n--; }
-        return ~(uint32_t)c;
-    }
-
-    __attribute__((target("sse4.2")))
-    static uint32_t kl_crc32c_hw(const uint8_t* p, size_t n) {
-        uint64_t c0 = 0xFFFFFFFFu, w;
-        if (n >= 256 && kl_hwclmul) return kl_crc32c_clmul(p, n);
-        while (n && ((uintptr_t)p & 7u)) { c0 = _mm_crc32_u8((uint32_t)c0, *p++); n--; }
-        c0 = kl_crc_blocks(c0, &p, &n, KL_CRC_LONG, kl_crc_long_op);
-        c0 = kl_crc_blocks(c0, &p, &n, KL_CRC_SHORT, kl_crc_short_op);
-        while (n >= 8) { memcpy(&w, p, 8); c0 = _mm_crc32_u64(c0, w); p += 8; n -= 8; }
-        while (n) { c0 = _mm_crc32_u8((uint32_t)c0, *p++); n--; }
-        return ~(uint32_t)c0;
-    }
-    static void kl_crc32c_init(void) {
-        __builtin_cpu_init();
-        kl_hwcrc = __builtin_cpu_supports("sse4.2") ? 1 : 0;
-        kl_hwclmul = __builtin_cpu_supports("pclmul") ? 1 : 0;
-        kl_crc_zeros_table(kl_crc_long_op, KL_CRC_LONG);
-        kl_crc_zeros_table(kl_crc_short_op, KL_CRC_SHORT);
-    }
-    #else
-    static uint32_t kl_crc32c_hw(const uint8_t* p, size_t n) { (void)p; (void)n; return 0; }
-    static void kl_crc32c_init(void) { kl_hwcrc = 0; }
-    #endif
-
-    /* ---- xxHash32 (seed 0): LZ4 frame header, block and content checksums --------- */
-    #define KL_XXP1 2654435761u
-    #define KL_XXP2 2246822519u
-    #define KL_XXP3 3266489917u
-    #define KL_XXP4 668265263u
-    #define KL_XXP5 374761393u
-    #define KL_ROTL(x, r) (((x) << (r)) | ((x) >> (32 - (r))))
-    static uint32_t kl_xxh32(const uint8_t* p, size_t n) {
-        uint32_t h, w, v1, v2, v3, v4;
-        size_t len = n;
-        /* words are read little-endian: only little-endian hosts reach the fast codec path */
-        if (n >= 16) {
-            v1 = KL_XXP1 + KL_XXP2; v2 = KL_XXP2; v3 = 0; v4 = 0u - KL_XXP1;
-            while (n >= 16) {
-                memcpy(&w, p, 4); v1 += w * KL_XXP2; v1 = KL_ROTL(v1, 13) * KL_XXP1;
-                memcpy(&w, p + 4, 4); v2 += w * KL_XXP2; v2 = KL_ROTL(v2, 13) * KL_XXP1;
-                memcpy(&w, p + 8, 4); v3 += w * KL_XXP2; v3 = KL_ROTL(v3, 13) * KL_XXP1;
-                memcpy(&w, p + 12, 4); v4 += w * KL_XXP2; v4 = KL_ROTL(v4, 13) * KL_XXP1;
-                p += 16; n -= 16;
-            }
-            h = KL_ROTL(v1, 1) + KL_ROTL(v2, 7) + KL_ROTL(v3, 12) + KL_ROTL(v4, 18);
-        } else {
-            h = KL_XXP5;
-        }
-        h += (uint32_t)len;
-        while (n >= 4) {
-            memcpy(&w, p, 4);
-            h += w * KL_XXP3;
-            h = KL_ROTL(h, 17) * KL_XXP4;
-            p += 4; n -= 4;
-        }
-        while (n) { h += (uint32_t)(*p) * KL_XXP5; h = KL_ROTL(h, 11) * KL_XXP1; p++; n--; }
-        h ^= h >> 15; h *= KL_XXP2; h ^= h >> 13; h *= KL_XXP3; h ^= h >> 16;
-        return h;
-    }
-
     /* ---- decompression into a scratch buffer ----------------------------------------
        Output is written to dst[0:cap) where cap is checked before every copy (a length
        from the input never moves a pointer before it is compared with what is left);
@@ -865,7 +630,6 @@ cdef extern from *:
        takes the general path, whose error says what is wrong). */
     #define KL_SLACK 32
 
-    static inline uint32_t kl_le32(const uint8_t* p) { uint32_t v; memcpy(&v, p, 4); return v; }
 
     /* copy a match of `len` bytes from `off` bytes back; op + len <= cap is checked */
     static inline void kl_match(uint8_t* op, size_t off, size_t len) {
@@ -947,7 +711,7 @@ cdef extern from *:
             bsize = (size_t)1 << (2 * (bd >> 4) + 8);
             dlen = (flg & 0x08u) ? 10 : 2;
             if (n - pos < 4 + dlen + 1) return -1;
-            if (((kl_xxh32(src + pos + 4, dlen) >> 8) & 0xFFu) != src[pos + 4 + dlen])
+            if (((kl_xxh32(src + pos + 4, dlen, 0) >> 8) & 0xFFu) != src[pos + 4 + dlen])
                 return -1;
             pos += 4 + dlen + 1;
             for (;;) {
@@ -997,7 +761,7 @@ cdef extern from *:
                 pos += 4;
                 if (word == 0) break;
                 sz = word & 0x7FFFFFFFu;
-                if (bsum && kl_xxh32(src + pos, sz) != kl_le32(src + pos + sz)) return -1;
+                if (bsum && kl_xxh32(src + pos, sz, 0) != kl_le32(src + pos + sz)) return -1;
                 if (word & 0x80000000u) {
                     if (sz > (size_t)(dst + cap - op)) return -1;
                     memcpy(op, src + pos, sz);
@@ -1016,7 +780,7 @@ cdef extern from *:
             }
             if (has_size && (uint64_t)(op - fstart) != declared) return -1;
             if (flg & 0x04u) {
-                if (kl_xxh32(fstart, (size_t)(op - fstart)) != kl_le32(src + pos)) return -1;
+                if (kl_xxh32(fstart, (size_t)(op - fstart), 0) != kl_le32(src + pos)) return -1;
                 pos += 4;
             }
         }
@@ -1179,10 +943,6 @@ cdef extern from *:
         return kl_snappy_block(src, n, hdr, (size_t)len, dst);
     }
     """
-    int kl_hwcrc
-    void kl_crc32c_init() noexcept nogil
-    uint32_t kl_crc32c_hw(const uint8_t* p, size_t n) noexcept nogil
-    uint32_t kl_xxh32(const uint8_t* p, size_t n) noexcept nogil
     enum: KL_SLACK
     int kl_lz4_bound(const uint8_t* src, size_t n, uint64_t* bound) noexcept nogil
     int64_t kl_lz4_block(const uint8_t* src, size_t n, uint8_t* dst, size_t cap,
@@ -1191,8 +951,6 @@ cdef extern from *:
     int kl_snappy_size(const uint8_t* src, size_t n, uint64_t* total) noexcept nogil
     int kl_snappy(const uint8_t* src, size_t n, uint8_t* dst) noexcept nogil
     int64_t kl_zstd_sized_frame(const uint8_t* src, size_t n) noexcept nogil
-
-kl_crc32c_init()
 
 # Arrow types, built once (constructing some, e.g. a timestamp with a time zone, costs
 # microseconds per call)
@@ -1205,7 +963,7 @@ _T_HEADER_KEY = HEADER_TYPE.field("key").type
 _T_HEADER_VALUE = HEADER_TYPE.field("value").type
 _HEADER_COLUMN_TYPES = [f.type for f in BATCH_HEADER_SCHEMA]
 
-# ---- layout (see wire.py; repeated here as C constants for the hot paths) ---------------
+# ---- batch headers: the layout is _wire.pxd's (wire.py's names) ----------------------------
 cdef extern from "<stdint.h>":
     const int32_t INT32_MAX
     const int64_t INT64_MAX
@@ -1215,18 +973,6 @@ cdef extern from "<stdint.h>":
 cdef int64_t TS_MAX_MS = 9223372036854775
 
 cdef enum:
-    LOG_OVERHEAD = 12            # offset int64 + length int32
-    HEADER_PEEK = 17             # offset, length, 4 bytes, magic: identifies any batch
-    V2_HEADER_SIZE = 61
-    V2_MIN_LENGTH = 49           # V2_HEADER_SIZE - LOG_OVERHEAD
-    V2_CRC_START = 21            # CRC-32C covers [attributes, end)
-    LEGACY_CRC_START = 16        # CRC-32 covers [magic, end)
-    V0_MIN_SIZE = 14             # crc, magic, attributes, key length, value length
-    V1_MIN_SIZE = 22             # ... plus timestamp
-    MIN_RECORD_SIZE = 7          # smallest v2 record: 7 one-byte fields
-    ATTR_TS_TYPE = 0x08
-    ATTR_TRANSACTIONAL = 0x10
-    ATTR_CONTROL = 0x20
     # _peek results
     PEEK_OK = 0
     PEEK_SHORT = 1               # torn: fewer than HEADER_PEEK bytes
@@ -1289,50 +1035,50 @@ cdef inline int _peek(const uint8_t* p, int64_t avail, Hdr* h) noexcept nogil:
         if avail >= 8:
             h.base_offset = <int64_t>kl_be64(p)
         return PEEK_SHORT
-    h.base_offset = <int64_t>kl_be64(p)
-    h.length = <int32_t>kl_be32(p + 8)
-    h.magic = <int8_t>p[16]
+    h.base_offset = <int64_t>kl_be64(p + OFFSET_POS)
+    h.length = <int32_t>kl_be32(p + SIZE_POS)
+    h.magic = <int8_t>p[MAGIC_POS]
     if h.magic == 2:
-        if h.length < V2_MIN_LENGTH:
+        if h.length < V2_MIN_BATCH_LENGTH:
             return PEEK_BAD_LENGTH
     elif h.magic == 1:
-        if h.length < V1_MIN_SIZE:
+        if h.length < LEGACY_V1_MIN_SIZE:
             return PEEK_BAD_LENGTH
     elif h.magic == 0:
-        if h.length < V0_MIN_SIZE:
+        if h.length < LEGACY_V0_MIN_SIZE:
             return PEEK_BAD_LENGTH
     else:
         return PEEK_BAD_MAGIC
     if <int64_t>h.length > avail - LOG_OVERHEAD:
         return PEEK_PAST_END
     if h.magic == 2:
-        h.leader_epoch = <int32_t>kl_be32(p + 12)
-        h.crc = kl_be32(p + 17)
-        h.attributes = <int16_t>kl_be16(p + 21)
-        h.last_offset_delta = <int32_t>kl_be32(p + 23)
-        h.first_ts = <int64_t>kl_be64(p + 27)
-        h.max_ts = <int64_t>kl_be64(p + 35)
-        h.producer_id = <int64_t>kl_be64(p + 43)
-        h.producer_epoch = <int16_t>kl_be16(p + 51)
-        h.base_sequence = <int32_t>kl_be32(p + 53)
-        h.count = <int32_t>kl_be32(p + 57)
+        h.leader_epoch = <int32_t>kl_be32(p + V2_PARTITION_LEADER_EPOCH_POS)
+        h.crc = kl_be32(p + V2_CRC_POS)
+        h.attributes = <int16_t>kl_be16(p + V2_ATTRIBUTES_POS)
+        h.last_offset_delta = <int32_t>kl_be32(p + V2_LAST_OFFSET_DELTA_POS)
+        h.first_ts = <int64_t>kl_be64(p + V2_BASE_TIMESTAMP_POS)
+        h.max_ts = <int64_t>kl_be64(p + V2_MAX_TIMESTAMP_POS)
+        h.producer_id = <int64_t>kl_be64(p + V2_PRODUCER_ID_POS)
+        h.producer_epoch = <int16_t>kl_be16(p + V2_PRODUCER_EPOCH_POS)
+        h.base_sequence = <int32_t>kl_be32(p + V2_BASE_SEQUENCE_POS)
+        h.count = <int32_t>kl_be32(p + V2_RECORD_COUNT_POS)
         if h.count < 0:
             return PEEK_BAD_COUNT
         if h.last_offset_delta < 0:
             return PEEK_BAD_LAST_DELTA
     else:
         h.leader_epoch = -1
-        h.crc = kl_be32(p + 12)
-        h.attributes = p[17]
+        h.crc = kl_be32(p + LEGACY_CRC_POS)
+        h.attributes = p[LEGACY_ATTRIBUTES_POS]
         h.last_offset_delta = 0
         if h.magic == 1:
-            h.first_ts = <int64_t>kl_be64(p + 18)
+            h.first_ts = <int64_t>kl_be64(p + LEGACY_V1_TIMESTAMP_POS)
         else:
-            h.first_ts = -1
+            h.first_ts = NO_TIMESTAMP
         h.max_ts = h.first_ts
-        h.producer_id = -1
-        h.producer_epoch = -1
-        h.base_sequence = -1
+        h.producer_id = NO_PRODUCER_ID
+        h.producer_epoch = NO_PRODUCER_EPOCH
+        h.base_sequence = NO_SEQUENCE
         h.count = 1
     return PEEK_OK
 
@@ -1347,8 +1093,8 @@ cdef str _peek_reason(int code, Hdr* h, int64_t avail):
     if code == PEEK_BAD_MAGIC:
         return f"unknown magic byte {h.magic} (expected 0, 1 or 2)"
     if code == PEEK_BAD_LENGTH:
-        minimum = V2_MIN_LENGTH if h.magic == 2 else (V1_MIN_SIZE if h.magic == 1
-                                                      else V0_MIN_SIZE)
+        minimum = V2_MIN_BATCH_LENGTH if h.magic == 2 else (LEGACY_V1_MIN_SIZE if h.magic == 1
+                                                      else LEGACY_V0_MIN_SIZE)
         return (f"impossible batch length {h.length} for magic {h.magic} "
                 f"(at least {minimum})")
     if code == PEEK_BAD_COUNT:
@@ -1370,25 +1116,25 @@ cdef inline int _parse_legacy(const uint8_t* p, int64_t avail, LMsg* m) noexcept
     m.value_len = 0
     if avail < LOG_OVERHEAD:
         return LEG_SHORT
-    m.offset = <int64_t>kl_be64(p)
-    m.size = <int32_t>kl_be32(p + 8)
+    m.offset = <int64_t>kl_be64(p + OFFSET_POS)
+    m.size = <int32_t>kl_be32(p + SIZE_POS)
     size = m.size
-    if size < V0_MIN_SIZE:
+    if size < LEGACY_V0_MIN_SIZE:
         return LEG_BAD_SIZE
     if size > avail - LOG_OVERHEAD:
         return LEG_PAST_END
     end = LOG_OVERHEAD + size
-    m.crc = kl_be32(p + 12)
-    m.magic = <int8_t>p[16]
-    m.attributes = p[17]
+    m.crc = kl_be32(p + LEGACY_CRC_POS)
+    m.magic = <int8_t>p[LEGACY_MAGIC_POS]
+    m.attributes = p[LEGACY_ATTRIBUTES_POS]
     if m.magic == 0:
-        m.timestamp = -1
-        q = 18
+        m.timestamp = NO_TIMESTAMP
+        q = LEGACY_V0_KEY_POS
     elif m.magic == 1:
-        if size < V1_MIN_SIZE:
+        if size < LEGACY_V1_MIN_SIZE:
             return LEG_BAD_SIZE
-        m.timestamp = <int64_t>kl_be64(p + 18)
-        q = 26
+        m.timestamp = <int64_t>kl_be64(p + LEGACY_V1_TIMESTAMP_POS)
+        q = LEGACY_V1_KEY_POS
     else:
         return LEG_BAD_MAGIC
     klen = <int32_t>kl_be32(p + q)
@@ -1645,7 +1391,7 @@ cdef class _Sink:
     int32 offsets, header value validity.
     """
     cdef kl_out o
-    cdef _Growable g_offset, g_ts, g_ts_valid, g_ts_type
+    cdef _Growable g_offset, g_ts, g_ts_type
     cdef _Growable g_key_off, g_key_valid, g_key_data
     cdef _Growable g_val_off, g_val_valid, g_val_data
     cdef _Growable g_hl_off, g_hl_valid
@@ -1684,7 +1430,7 @@ cdef class _Sink:
         self.o.grow_hk = _cb_grow_hk
         self.o.grow_hv = _cb_grow_hv
         self.g_offset = _Growable(); self.g_ts = _Growable()
-        self.g_ts_valid = _Growable(); self.g_ts_type = _Growable()
+        self.g_ts_type = _Growable()
         self.g_key_off = _Growable(); self.g_key_valid = _Growable()
         self.g_key_data = _Growable()
         self.g_val_off = _Growable(); self.g_val_valid = _Growable()
@@ -1726,7 +1472,6 @@ cdef class _Sink:
             cap = 64
         self.g_offset.resize(cap * 8, False); self.o.offset = <int64_t*>self.g_offset.ptr
         self.g_ts.resize(cap * 8, False); self.o.ts = <int64_t*>self.g_ts.ptr
-        self.g_ts_valid.resize(_bitmap_bytes(cap), True); self.o.ts_valid = self.g_ts_valid.ptr
         self.g_ts_type.resize(cap * 4, False); self.o.ts_type = <int32_t*>self.g_ts_type.ptr
         self.g_key_off.resize((cap + 1) * 4, False)
         self.o.key_off = <int32_t*>self.g_key_off.ptr
@@ -1818,7 +1563,7 @@ cdef class _Sink:
         cdef int rc
         memset(&err, 0, sizeof(kl_err))
         rc = kl_v2_records(&self.o, p, plen, h.count, h.base_offset, h.first_ts, h.max_ts,
-                           (h.attributes & ATTR_TS_TYPE) != 0, prm.lo, prm.hi, prm.hi_set,
+                           (h.attributes & ATTR_TIMESTAMP_TYPE) != 0, prm.lo, prm.hi, prm.hi_set,
                            &err)
         if rc == KE_OK:
             return 0
@@ -1841,19 +1586,11 @@ cdef class _Sink:
             self.grow_val(o.val_used + vlen, 0)
         row = o.n
         o.offset[row] = off
-        if ts_ms == -1:
-            if not o.ts_bm:
-                kl_bitmap_start(o.ts_valid, row)
-                o.ts_bm = 1
-            o.ts[row] = 0
-            o.ts_nulls += 1
-        else:
-            if _ts_out_of_range(ts_ms):
-                raise self.error(f"message at offset {off}: timestamp {ts_ms} ms is outside "
-                                 f"the range of timestamp[us]", UnsupportedFormatError)
-            o.ts[row] = ts_ms * 1000
-            if o.ts_bm:
-                o.ts_valid[row >> 3] |= <uint8_t>(1 << (row & 7))
+        # NO_TIMESTAMP (-1, every magic 0 message) is -1 ms, as in Spark's Kafka source
+        if _ts_out_of_range(ts_ms):
+            raise self.error(f"message at offset {off}: timestamp {ts_ms} ms is outside "
+                             f"the range of timestamp[us]", UnsupportedFormatError)
+        o.ts[row] = ts_ms * 1000
         o.ts_type[row] = ts_type
         if klen >= 0:
             kl_copy(o.key_data + o.key_used, m.key, <size_t>klen)
@@ -1931,8 +1668,7 @@ cdef class _Sink:
                                         null_count=0)
         ts_arr = pa.Array.from_buffers(
             _T_TIMESTAMP, n,
-            [self.g_ts_valid.finish(bm) if o.ts_nulls else None, self.g_ts.finish(n * 8)],
-            null_count=o.ts_nulls)
+            [None, self.g_ts.finish(n * 8)], null_count=0)
         tst_arr = pa.Array.from_buffers(_T_INT32, n, [None, self.g_ts_type.finish(n * 4)],
                                         null_count=0)
         cols = [key, value, topic_arr, part_arr, off_arr, ts_arr, tst_arr]
@@ -2034,14 +1770,25 @@ cdef str _record_reason(kl_err* e):
 
 # ---- codecs ------------------------------------------------------------------------------------
 
+# The codec registry (codecs.decompress, codecs.zstd_decompress_fn), handed over by
+# decode.py through set_codec_registry: the registry uses this kernel's C decoders, so
+# the kernel does not import it back.
 cdef object _decompress_fn = None
+cdef object _zstd_fn_factory = None
+
+
+def set_codec_registry(decompress, zstd_decompress_fn):
+    """Give the kernel the registry's ``decompress(codec, payload, *, magic, max_size)``
+    and ``zstd_decompress_fn()`` (decode.py does this on import)."""
+    global _decompress_fn, _zstd_fn_factory
+    _decompress_fn = decompress
+    _zstd_fn_factory = zstd_decompress_fn
 
 
 cdef object _get_decompress():
-    global _decompress_fn
     if _decompress_fn is None:
-        from spark_kafkalog.format.codecs import decompress
-        _decompress_fn = decompress
+        raise InternalError("the decode kernel has no codec registry: import "
+                            "spark_kafkalog.format.decode, which hands it over")
     return _decompress_fn
 
 
@@ -2062,12 +1809,13 @@ cdef object _decompress(int codec, object payload, int magic, int64_t max_size,
 cdef const uint8_t _EMPTY[1]
 
 
-cdef inline uint32_t _crc32c_at(const uint8_t* p, int64_t n) except? 0xFFFFFFFF:
-    """CRC-32C of p[0:n]: SSE4.2 in C when the CPU has it, else the crc32c package
-    through a memoryview made straight from the pointer."""
-    if kl_hwcrc:
-        return kl_crc32c_hw(p, <size_t>n)
-    return _crc32c(PyMemoryView_FromMemory(<char*>p, n, PyBUF_READ))
+cdef inline uint32_t _crc32c_at(const uint8_t* p, int64_t n,
+                                uint32_t value=0) except? 0xFFFFFFFF:
+    """CRC-32C of p[0:n] continuing from ``value``: _checksums.h's when the CPU allows,
+    else the crc32c package through a memoryview made straight from the pointer."""
+    if kl_crc32c_hw:
+        return kl_crc32c(value, p, <size_t>n)
+    return _crc32c(PyMemoryView_FromMemory(<char*>p, n, PyBUF_READ), value)
 
 
 cdef int _fast_decompress(_Sink s, int codec, const uint8_t* src, int64_t n,
@@ -2079,14 +1827,14 @@ cdef int _fast_decompress(_Sink s, int codec, const uint8_t* src, int64_t n,
     then decodes it or raises the error that says what is wrong."""
     cdef uint64_t bound = 0
     cdef int64_t got
-    if codec == 3:
+    if codec == CODEC_LZ4:
         if kl_lz4_bound(src, <size_t>n, &bound) or bound > <uint64_t>max_size:
             return 0
         s.ensure_scratch(<int64_t>bound + KL_SLACK)
         got = kl_lz4_frames(src, <size_t>n, s.scratch, <size_t>bound)
         if got < 0:
             return 0
-    elif codec == 2:
+    elif codec == CODEC_SNAPPY:
         if kl_snappy_size(src, <size_t>n, &bound) or bound > <uint64_t>max_size:
             return 0
         s.ensure_scratch(<int64_t>bound + KL_SLACK)
@@ -2110,8 +1858,8 @@ cdef object _fast_zstd(_Sink s, const uint8_t* src, int64_t n, int64_t max_size)
         return None
     if s.zstd_decompress is None:
         try:
-            from spark_kafkalog.format.codecs import zstd_decompress_fn
-            s.zstd_decompress = zstd_decompress_fn()
+            _get_decompress()
+            s.zstd_decompress = _zstd_fn_factory()
         except MissingCodecError:
             s.zstd_decompress = False
     if s.zstd_decompress is False:
@@ -2150,16 +1898,16 @@ cdef int32_t _control_type_checked(const uint8_t* p, int64_t size, Hdr* h,
     holds no record), decompressing it if needed. A control record whose key is not
     ``version int16 >= 0, type int16`` is corrupt, as for Kafka's ControlRecordType.parse;
     decode and scan_headers apply the same check so they agree on what is valid."""
-    cdef int codec = h.attributes & 0x07
+    cdef int codec = h.attributes & ATTR_CODEC_MASK
     cdef int32_t ctype = -1
     cdef int code
     cdef const uint8_t[::1] rmv
     if h.count <= 0:
         return -1
-    if codec == 0:
+    if codec == CODEC_NONE:
         code = _control_type(p + V2_HEADER_SIZE, size - V2_HEADER_SIZE, &ctype)
     else:
-        if codec > 4:
+        if codec > CODEC_ZSTD:
             raise UnsupportedFormatError(
                 f"unknown compression codec id {codec} in v2 batch attributes "
                 f"{h.attributes:#06x}", position=where_pos, offset=h.base_offset)
@@ -2180,13 +1928,13 @@ cdef int _do_v2(_Sink s, object view, const uint8_t* p, Hdr* h, Params* prm,
     cdef int64_t size = LOG_OVERHEAD + <int64_t>h.length
     cdef int64_t plen = size - V2_HEADER_SIZE
     cdef int64_t pos = s.where_pos - prm.position_base
-    cdef int codec = h.attributes & 0x07
+    cdef int codec = h.attributes & ATTR_CODEC_MASK
     cdef uint32_t crc
     cdef const uint8_t* rp
     cdef const uint8_t[::1] rmv
     cdef int64_t dlen, est
     if prm.verify_crc:
-        crc = _crc32c_at(p + V2_CRC_START, size - V2_CRC_START)
+        crc = _crc32c_at(p + V2_ATTRIBUTES_POS, size - V2_ATTRIBUTES_POS)
         if crc != h.crc:
             raise s.error(f"CRC-32C mismatch in v2 batch: stored {h.crc:#010x}, computed "
                           f"{crc:#010x}")
@@ -2194,11 +1942,11 @@ cdef int _do_v2(_Sink s, object view, const uint8_t* p, Hdr* h, Params* prm,
         # transaction markers etc.: never rows, but their key must read as scan sees it
         _control_type_checked(p, size, h, prm.max_decompressed, s.where_pos)
         return 0
-    if codec > 4:
+    if codec > CODEC_ZSTD:
         raise s.error(f"unknown compression codec id {codec} in v2 batch attributes "
                       f"{h.attributes:#06x}", UnsupportedFormatError)
-    if codec == 0:
-        if h.count > plen // MIN_RECORD_SIZE:
+    if codec == CODEC_NONE:
+        if h.count > plen // V2_MIN_RECORD_SIZE:
             raise s.error(f"record count {h.count} is impossible for a payload of {plen} "
                           f"bytes")
         if h.count == 0:
@@ -2212,7 +1960,7 @@ cdef int _do_v2(_Sink s, object view, const uint8_t* p, Hdr* h, Params* prm,
     if not _fast_decompress(s, codec, p + V2_HEADER_SIZE, plen, prm.max_decompressed,
                             &rp, &dlen):
         raw = None
-        if codec == 4:
+        if codec == CODEC_ZSTD:
             raw = _fast_zstd(s, p + V2_HEADER_SIZE, plen, prm.max_decompressed)
         if raw is None:
             raw = _decompress(codec, view[pos + V2_HEADER_SIZE:pos + size], 2,
@@ -2221,7 +1969,7 @@ cdef int _do_v2(_Sink s, object view, const uint8_t* p, Hdr* h, Params* prm,
         rp = _ptr(rmv)
         dlen = rmv.shape[0]
     comp_left[0] -= plen
-    if h.count > dlen // MIN_RECORD_SIZE or (h.count == 0 and dlen):
+    if h.count > dlen // V2_MIN_RECORD_SIZE or (h.count == 0 and dlen):
         raise s.error(f"record count {h.count} does not match the {dlen} bytes the "
                       f"{CODEC_NAMES[codec]} payload decompresses to")
     if h.count == 0:
@@ -2248,26 +1996,27 @@ cdef int _do_legacy(_Sink s, object view, const uint8_t* p, int64_t avail, Param
     code = _parse_legacy(p, avail, &m)
     if code != LEG_OK:
         raise s.error(f"magic {m.magic} message: {_legacy_reason(code, &m, avail)}")
-    codec = m.attributes & 0x07
-    if codec == 0:
+    codec = m.attributes & LEGACY_CODEC_MASK
+    if codec == CODEC_NONE:
         if m.offset < prm.lo or (prm.hi_set and m.offset >= prm.hi):
             return 0
     elif m.offset < prm.lo:
         return 0                  # every inner offset is <= the wrapper's offset
     if prm.verify_crc:
-        crc = kl_crc32(p + LEGACY_CRC_START, <size_t>(m.size - 4))
+        crc = kl_crc32(p + LEGACY_MAGIC_POS, <size_t>(m.size - 4))
         if crc != m.crc:
             raise s.error(f"CRC-32 mismatch in magic {m.magic} message: stored "
                           f"{m.crc:#010x}, computed {crc:#010x}")
-    wrapper_ts_type = -1
+    wrapper_ts_type = TIMESTAMP_TYPE_NONE
     if m.magic == 1:
-        wrapper_ts_type = 1 if m.attributes & ATTR_TS_TYPE else 0
-    if codec == 0:
+        wrapper_ts_type = (TIMESTAMP_TYPE_LOG_APPEND if m.attributes & LEGACY_TIMESTAMP_TYPE
+                           else TIMESTAMP_TYPE_CREATE)
+    if codec == CODEC_NONE:
         s.emit_legacy(&m, m.offset, m.timestamp, wrapper_ts_type)
         return 0
-    if codec == 4:
+    if codec == CODEC_ZSTD:
         raise s.error(f"magic {m.magic} message compressed with zstd (zstd needs magic 2)")
-    if codec > 4:
+    if codec > CODEC_ZSTD:
         raise s.error(f"unknown compression codec id {codec} in magic {m.magic} message",
                       UnsupportedFormatError)
     if m.value_len < 0:
@@ -2289,11 +2038,11 @@ cdef int _do_legacy(_Sink s, object view, const uint8_t* p, int64_t avail, Param
         if code != LEG_OK:
             raise s.error(f"inner message {count} (byte {ipos} of the decompressed "
                           f"set): {_legacy_reason(code, &im, dlen - ipos)}")
-        if im.attributes & 0x07:
+        if im.attributes & LEGACY_CODEC_MASK:
             raise s.error(f"inner message {count} is itself compressed (codec "
-                          f"{im.attributes & 0x07}); only one level is allowed")
+                          f"{im.attributes & LEGACY_CODEC_MASK}); only one level is allowed")
         if prm.verify_crc:
-            crc = kl_crc32(rp + ipos + LEGACY_CRC_START, <size_t>(im.size - 4))
+            crc = kl_crc32(rp + ipos + LEGACY_MAGIC_POS, <size_t>(im.size - 4))
             if crc != im.crc:
                 raise s.error(f"CRC-32 mismatch in inner message {count}: stored "
                               f"{im.crc:#010x}, computed {crc:#010x}")
@@ -2325,10 +2074,10 @@ cdef int _do_legacy(_Sink s, object view, const uint8_t* p, int64_t avail, Param
         if im.magic == 1:
             # the wrapper's timestamp type applies; LogAppendTime also its timestamp
             ts_type = wrapper_ts_type
-            ts_ms = m.timestamp if wrapper_ts_type == 1 else im.timestamp
+            ts_ms = m.timestamp if wrapper_ts_type == TIMESTAMP_TYPE_LOG_APPEND else im.timestamp
         else:
-            ts_type = -1
-            ts_ms = -1
+            ts_type = TIMESTAMP_TYPE_NONE
+            ts_ms = NO_TIMESTAMP
         s.emit_legacy(&im, off, ts_ms, ts_type)
     return 0
 
@@ -2353,15 +2102,15 @@ cdef int _prepass(const uint8_t* base, int64_t n, Params* prm, int64_t* rows,
         if h.magic == 2:
             plen = size - V2_HEADER_SIZE
             if not (h.attributes & ATTR_CONTROL) and not _v2_out_of_range(prm, &h):
-                if h.attributes & 0x07:
+                if h.attributes & ATTR_CODEC_MASK:
                     # a hint only (the decompressed size is not known yet): records
                     # compress a few times over; more rows grow the arrays
-                    rows[0] += min(<int64_t>h.count, 2 * (plen // MIN_RECORD_SIZE) + 1)
+                    rows[0] += min(<int64_t>h.count, 2 * (plen // V2_MIN_RECORD_SIZE) + 1)
                     comp[0] += plen
                 else:
-                    rows[0] += min(<int64_t>h.count, plen // MIN_RECORD_SIZE)
+                    rows[0] += min(<int64_t>h.count, plen // V2_MIN_RECORD_SIZE)
                     kv[0] += plen
-        elif h.attributes & 0x07:
+        elif h.attributes & ATTR_CODEC_MASK:
             comp[0] += size
         else:
             rows[0] += 1
@@ -2524,9 +2273,9 @@ def scan_buffer(data, int64_t start, int64_t max_batches, bint verify_crc,
         size = LOG_OVERHEAD + <int64_t>h.length
         ctype = -1
         if h.magic == 2:
-            codec = h.attributes & 0x07
+            codec = h.attributes & ATTR_CODEC_MASK
             if verify_crc:
-                crc = _crc32c_at(p + V2_CRC_START, size - V2_CRC_START)
+                crc = _crc32c_at(p + V2_ATTRIBUTES_POS, size - V2_ATTRIBUTES_POS)
                 if crc != h.crc:
                     problem = ("corrupt", pos, h.base_offset,
                                f"CRC-32C mismatch in v2 batch: stored {h.crc:#010x}, "
@@ -2544,14 +2293,14 @@ def scan_buffer(data, int64_t start, int64_t max_batches, bint verify_crc,
                                  + <uint64_t>(<int64_t>h.last_offset_delta))
         else:
             if verify_crc:
-                crc = kl_crc32(p + LEGACY_CRC_START, <size_t>(h.length - 4))
+                crc = kl_crc32(p + LEGACY_MAGIC_POS, <size_t>(h.length - 4))
                 if crc != h.crc:
                     problem = ("corrupt", pos, h.base_offset,
                                f"CRC-32 mismatch in magic {h.magic} message: stored "
                                f"{h.crc:#010x}, computed {crc:#010x}")
                     break
             last_off = h.base_offset
-            if h.attributes & 0x07:
+            if h.attributes & ATTR_CODEC_MASK:
                 # a compressed wrapper's offset is its last inner offset; its first is
                 # not known without decompressing: assume it follows the previous entry
                 base_off = prev_last + 1 if have_prev else h.base_offset
@@ -2577,7 +2326,7 @@ cdef int _put_row(list cols, int64_t r, int64_t position, int64_t size, Hdr* h,
     (<int32_t*>(<_Growable>cols[1]).ptr)[r] = <int32_t>size
     (<int8_t*>(<_Growable>cols[2]).ptr)[r] = h.magic
     (<int16_t*>(<_Growable>cols[3]).ptr)[r] = h.attributes
-    (<int8_t*>(<_Growable>cols[4]).ptr)[r] = <int8_t>(h.attributes & 0x07)
+    (<int8_t*>(<_Growable>cols[4]).ptr)[r] = <int8_t>(h.attributes & ATTR_CODEC_MASK)
     (<int64_t*>(<_Growable>cols[5]).ptr)[r] = base_off
     (<int64_t*>(<_Growable>cols[6]).ptr)[r] = last_off
     (<int64_t*>(<_Growable>cols[7]).ptr)[r] = h.first_ts
@@ -2675,16 +2424,18 @@ def utf8_repair(data):
     return valid, bytes(out[:k])
 
 
-def crc32c(data):
-    """CRC-32C of a bytes-like object as the kernel computes it (test hook: SSE4.2 when
-    available, else the crc32c package)."""
+def crc32c(data, uint32_t value=0):
+    """CRC-32C of a bytes-like object continuing from ``value``, as the kernel computes
+    it (test hook: _checksums.h's code when the CPU allows, else the crc32c package)."""
     cdef const uint8_t[::1] mv = data
-    return _crc32c_at(_ptr(mv), mv.shape[0])
+    return _crc32c_at(_ptr(mv), mv.shape[0], value)
 
 
-def hw_crc32c_available():
-    """Whether the kernel computes CRC-32C with SSE4.2 on this CPU (test hook)."""
-    return bool(kl_hwcrc)
+def xxh32(data, uint32_t seed=0):
+    """xxHash32 of a bytes-like object (the one implementation: the LZ4 frame checksums
+    here and in the codec registry)."""
+    cdef const uint8_t[::1] mv = memoryview(data).cast("B")
+    return kl_xxh32(_ptr(mv), <size_t>mv.shape[0], seed)
 
 
 def fast_decompress(int codec, data, int64_t max_size):

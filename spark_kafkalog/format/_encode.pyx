@@ -2,28 +2,11 @@
 """Compiled kernel: Arrow columns -> v2 record batches.
 
 Private to :mod:`spark_kafkalog.format.encode`, which validates and normalises the
-columns and hands this module raw Arrow buffers. Three passes, all over raw buffers with
-no per-record Python object:
-
-1. ``prepare``: per record, the epoch-ms timestamp and the size of everything in the
-   record body that does not depend on its batch (attributes, key, value, headers),
-   checking every Arrow offset against its buffer on the way.
-
-Records may be a selection of the rows (``rows``: output position ``i`` writes row
-``rows[i]``), read through the index wherever a column is read, so a caller that sorts
-rows by partition never materialises the sorted table. Everything per record (``ts_ms``,
-sizes, batch starts, offsets) is indexed by output position.
-:class:`PartitionedEncoder` instead writes every row, in row order, into the batches of
-its own partition (uncompressed): the same bytes per partition, the columns read once.
-2. ``plan``: cut records into batches of at most ``max_batch_bytes`` (uncompressed) --
-   a record's size depends on its batch through the timestamp and offset deltas.
-3. write: records (and, uncompressed, the batch headers) straight into the output.
-
-Record layout (wire.py has the full description)::
-
-    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
-    keyLength varint | key | valueLength varint | value | headerCount varint |
-    [headerKeyLength varint | headerKey | headerValueLength varint | headerValue]*
+columns and hands this module raw Arrow buffers. Three passes over raw buffers, no
+per-record Python object: ``prepare`` (timestamps, batch-independent record sizes,
+every Arrow offset checked), ``plan`` (cut into batches of at most ``max_batch_bytes``
+uncompressed), then write. :class:`PartitionedEncoder` writes every row, in row order,
+into its own partition's batches. Record layout: wire.py.
 """
 cimport cython
 from cpython.bytes cimport (
@@ -92,88 +75,30 @@ cdef extern from *:
     #endif
     }
 
-    /* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) of each batch right after
-       it is written, while it is in cache. Carry-less multiplication folds 64 bytes per
-       step through four 128-bit accumulators (each step moves a lane 512 bits ahead:
-       low half times x^(512+32), high half times x^(512-32), modulo P), the lanes are
-       folded into one (128-bit steps), and SSE4.2's crc32 instruction reduces those 16
-       bytes and the tail. The crc32 instruction alone is latency-bound (on some CPUs
-       throughput-bound) at a few GB/s; folding runs at about 10 GB/s here. Used only
-       when the CPU reports SSE4.2 and PCLMULQDQ; otherwise the caller's function. */
-    #if (defined(__x86_64__)) && (defined(__GNUC__) || defined(__clang__))
-    #include <string.h>
-    #include <nmmintrin.h>
-    #include <wmmintrin.h>
-    static uint64_t kl_k512lo, kl_k512hi, kl_k128lo, kl_k128hi;
-    static uint64_t kl_xpow(unsigned n) {
-        /* x^n mod P, bit-reflected, shifted into the 33-bit form clmul folding needs */
-        uint32_t v = 0x80000000u;
-        while (n--) v = (v & 1u) ? (v >> 1) ^ 0x82F63B78u : v >> 1;
-        return (uint64_t)v << 1;
-    }
-    static int kl_crc_init(void) {
-        __builtin_cpu_init();
-        if (!__builtin_cpu_supports("sse4.2") || !__builtin_cpu_supports("pclmul"))
-            return 0;
-        kl_k512lo = kl_xpow(512 + 32); kl_k512hi = kl_xpow(512 - 32);
-        kl_k128lo = kl_xpow(128 + 32); kl_k128hi = kl_xpow(128 - 32);
-        return 1;
-    }
-    __attribute__((target("sse4.2,pclmul")))
-    static inline __m128i kl_fold(__m128i x, __m128i k, __m128i d) {
-        return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00),
-                                           _mm_clmulepi64_si128(x, k, 0x11)), d);
-    }
-    /* CRC-32C of p[0..n) continuing from crc (pass 0 to start), as crc32c.crc32c */
-    __attribute__((target("sse4.2,pclmul")))
-    static uint32_t kl_crc32c(uint32_t crc, const uint8_t *p, size_t n) {
-        uint64_t c = ~crc & 0xFFFFFFFFu, w;
-        if (n >= 64) {
-            __m128i k = _mm_set_epi64x((long long)kl_k512hi, (long long)kl_k512lo);
-            /* the running CRC enters as the first 4 message bytes xor'ed in */
-            __m128i x0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p),
-                                       _mm_cvtsi32_si128((int)(uint32_t)c));
-            __m128i x1 = _mm_loadu_si128((const __m128i *)(p + 16));
-            __m128i x2 = _mm_loadu_si128((const __m128i *)(p + 32));
-            __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 48));
-            p += 64; n -= 64;
-            while (n >= 64) {
-                x0 = kl_fold(x0, k, _mm_loadu_si128((const __m128i *)p));
-                x1 = kl_fold(x1, k, _mm_loadu_si128((const __m128i *)(p + 16)));
-                x2 = kl_fold(x2, k, _mm_loadu_si128((const __m128i *)(p + 32)));
-                x3 = kl_fold(x3, k, _mm_loadu_si128((const __m128i *)(p + 48)));
-                p += 64; n -= 64;
-            }
-            k = _mm_set_epi64x((long long)kl_k128hi, (long long)kl_k128lo);
-            x0 = kl_fold(x0, k, x1);
-            x0 = kl_fold(x0, k, x2);
-            x0 = kl_fold(x0, k, x3);
-            while (n >= 16) {
-                x0 = kl_fold(x0, k, _mm_loadu_si128((const __m128i *)p));
-                p += 16; n -= 16;
-            }
-            c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x0));
-            c = _mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(x0, 1));
-        }
-        while (n >= 8) { memcpy(&w, p, 8); c = _mm_crc32_u64(c, w); p += 8; n -= 8; }
-        while (n--) c = _mm_crc32_u8((uint32_t)c, *p++);
-        return ~(uint32_t)c;
-    }
-    #else
-    static int kl_crc_init(void) { return 0; }
-    static uint32_t kl_crc32c(uint32_t crc, const uint8_t *p, size_t n) {
-        (void)p; (void)n; return crc;     /* never called: kl_crc_init() said no */
-    }
-    #endif
     """
     void kl_hint_hugepages(void* p, size_t n) nogil
     void kl_copy_field(uint8_t* d, const uint8_t* s, size_t n) nogil
     int kl_bytes_reset_hash(PyObject* o)
-    int kl_crc_init() nogil
+
+from spark_kafkalog.errors import InternalError, InvalidOptionError
+from spark_kafkalog.format._wire cimport (
+    LOG_OVERHEAD, MAGIC_POS, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, OFFSET_POS,
+    SIZE_POS, V2_ATTRIBUTES_POS, V2_BASE_SEQUENCE_POS, V2_BASE_TIMESTAMP_POS, V2_CRC_POS,
+    V2_HEADER_SIZE, V2_LAST_OFFSET_DELTA_POS, V2_MAX_TIMESTAMP_POS,
+    V2_PARTITION_LEADER_EPOCH_POS, V2_PRODUCER_EPOCH_POS, V2_PRODUCER_ID_POS,
+    V2_RECORD_COUNT_POS, wire_layout,
+)
+
+cdef extern from "_checksums.h":
+    int kl_crc32c_init() nogil
     uint32_t kl_crc32c(uint32_t crc, const uint8_t* p, size_t n) nogil
 
-#: CRC-32C computed here (SSE4.2 + PCLMULQDQ); when False, by the caller's function
-cdef bint _HWCRC = kl_crc_init()
+#: the layout constants as this module was compiled with them (checked against wire.py)
+WIRE_LAYOUT = wire_layout()
+
+#: CRC-32C computed here (_checksums.h: SSE4.2 + PCLMULQDQ); when False, by the caller's
+#: function
+cdef bint _HWCRC = kl_crc32c_init()
 HWCRC = bool(_HWCRC)
 
 
@@ -189,21 +114,17 @@ def _use_hw_crc(bint on):
 
 def crc32c_hw(data, uint32_t value=0):
     """CRC-32C of ``data`` continuing from ``value`` (as ``crc32c.crc32c``) with the
-    kernel's code (test hook; RuntimeError when the CPU lacks SSE4.2/PCLMULQDQ)."""
+    kernel's code (test hook; InternalError when the CPU lacks
+    SSE4.2/PCLMULQDQ)."""
     cdef const uint8_t[::1] v = data
     if not _HWCRC:
-        raise RuntimeError("CRC-32C in the kernel needs SSE4.2 and PCLMULQDQ")
+        raise InternalError("CRC-32C in the kernel needs SSE4.2 and PCLMULQDQ")
     if v.shape[0] == 0:
         return value
     return kl_crc32c(value, &v[0], v.shape[0])
 
 
-# v2 batch header, big-endian (see wire.V2_HEADER)
 cdef enum:
-    HEADER_SIZE = 61
-    LOG_OVERHEAD = 12
-    CRC_POS = 17
-    ATTRIBUTES_POS = 21
     INT32_MAX_ = 2147483647
 
 # error codes reported by prepare() (with the row involved)
@@ -395,9 +316,9 @@ cdef _check_buffers(bufs, int64_t offset, int64_t length, int width, bint offset
     if length == 0:
         return
     if bufs[0] is not None and bufs[0].size * 8 < offset + length:
-        raise ValueError(f"column {name!r}: validity buffer too short (invalid array)")
+        raise InvalidOptionError(f"column {name!r}: validity buffer too short (invalid array)")
     if bufs[1] is None or bufs[1].size < (offset + length + offsets) * width:
-        raise ValueError(f"column {name!r}: {'offsets' if offsets else 'values'} buffer "
+        raise InvalidOptionError(f"column {name!r}: {'offsets' if offsets else 'values'} buffer "
                          f"too short (invalid array)")
 
 
@@ -421,7 +342,7 @@ cdef void _fill_bin(BinCol* c, arr, bint off64, str name) except *:
 def varint_size(int64_t v):
     """Bytes in the zig-zag varint (int32) encoding of ``v``."""
     if v < -2147483648 or v > 2147483647:
-        raise OverflowError(f"{v} is outside the int32 range of a varint")
+        raise InvalidOptionError(f"{v} is outside the int32 range of a varint")
     return _varint_size(v)
 
 
@@ -434,7 +355,7 @@ def encode_varint(int64_t v):
     """``v`` (int32 range) as a zig-zag varint."""
     cdef uint8_t buf[10]
     if v < -2147483648 or v > 2147483647:
-        raise OverflowError(f"{v} is outside the int32 range of a varint")
+        raise InvalidOptionError(f"{v} is outside the int32 range of a varint")
     cdef uint8_t* end = _put_varint(buf, v)
     return PyBytes_FromStringAndSize(<char*>buf, end - buf)
 
@@ -463,7 +384,7 @@ def set_output_reuse_limit(int64_t nbytes):
     global _spare_limit, _spare
     cdef int64_t old = _spare_limit
     if nbytes < 0:
-        raise ValueError(f"the output reuse limit must be >= 0, not {nbytes}")
+        raise InvalidOptionError(f"the output reuse limit must be >= 0, not {nbytes}")
     _spare_limit = nbytes
     _drop_spare_if(nbytes < _SPARE_MIN)
     return old
@@ -564,9 +485,9 @@ cdef class _RangeOut:
 cdef class Encoder:
     """Holds one Arrow batch's columns (and references keeping their buffers alive).
 
-    Use: ``Encoder(...)``, ``prepare(now_ms)`` (raises ``ValueError`` describing the
-    first bad row), ``plan(max_batch_bytes)``, then ``write_uncompressed`` or
-    ``records_into`` per batch. Not thread-safe; one instance per call.
+    Use: ``Encoder(...)``, ``prepare(now_ms)`` (raises ``InvalidOptionError`` describing the
+    first bad row), ``plan(max_batch_bytes)``, then ``layout_uncompressed`` and
+    ``fill_uncompressed``, or ``compress_range``. Not thread-safe; one instance per call.
     """
     cdef Chunk* chunks       # the columns, one entry per run of rows
     cdef int64_t nchunks
@@ -643,7 +564,7 @@ cdef class Encoder:
             m = len(value)
             for col in (key, timestamps, headers):
                 if col is not None and len(col) != m:
-                    raise ValueError("columns differ in length")
+                    raise InvalidOptionError("columns differ in length")
             ch.row0 = total
             ch.row1 = total + m
             total += m
@@ -665,7 +586,7 @@ cdef class Encoder:
                 ch.hval.present = False
             else:
                 if len(hval) != len(hkey):
-                    raise ValueError("header key and value children differ in length")
+                    raise InvalidOptionError("header key and value children differ in length")
                 _fill_bin(&ch.hkey, hkey, hkey64, "headers.key")
                 _fill_bin(&ch.hval, hval, hval64, "headers.value")
                 bufs = headers.buffers()
@@ -712,7 +633,7 @@ cdef class Encoder:
 
     # ---- pass 1 ---------------------------------------------------------------------
     def prepare(self, int64_t now_ms):
-        """Per-record timestamps and batch-independent sizes. Raises ValueError naming
+        """Per-record timestamps and batch-independent sizes. Raises InvalidOptionError naming
         the row and column on bad data."""
         cdef int64_t err_row = -1
         cdef int64_t err_ms = 0
@@ -729,20 +650,20 @@ cdef class Encoder:
         with nogil:
             err = self._prepare(now_ms, &err_row, &err_col, &err_ms)
         if err == ERR_OFFSETS:
-            raise ValueError(f"column {_COL_NAMES[err_col]!r}: Arrow offsets out of bounds "
+            raise InvalidOptionError(f"column {_COL_NAMES[err_col]!r}: Arrow offsets out of bounds "
                              f"at row {err_row} (invalid array)")
         if err == ERR_HEADER_KEY_NULL:
-            raise ValueError(f"column 'headers': null header key (or null header) at row "
+            raise InvalidOptionError(f"column 'headers': null header key (or null header) at row "
                              f"{err_row}; Kafka header keys are non-null strings")
         if err == ERR_TS_NEGATIVE:
-            raise ValueError(f"column 'timestamp': negative (pre-1970) timestamp "
+            raise InvalidOptionError(f"column 'timestamp': negative (pre-1970) timestamp "
                              f"{err_ms} ms at row {err_row}; Kafka rejects "
                              f"negative timestamps")
         if err == ERR_TS_RANGE:
-            raise ValueError(f"column 'timestamp': value at row {err_row} does not fit "
+            raise InvalidOptionError(f"column 'timestamp': value at row {err_row} does not fit "
                              f"epoch milliseconds in int64")
         if err == ERR_TOO_LARGE:
-            raise ValueError(f"record at row {err_row} is larger than a Kafka batch can "
+            raise InvalidOptionError(f"record at row {err_row} is larger than a Kafka batch can "
                              f"hold (2 GiB)")
 
     @cython.final
@@ -821,7 +742,7 @@ cdef class Encoder:
                 if size > INT32_MAX_:
                     break
             # the whole batch (header + this one record) must fit batchLength (int32)
-            if size + 5 + 10 + 5 + HEADER_SIZE > INT32_MAX_:
+            if size + 5 + 10 + 5 + V2_HEADER_SIZE > INT32_MAX_:
                 err_row[0] = r
                 return ERR_TOO_LARGE
             self.fixed[i] = <int32_t>size
@@ -857,7 +778,7 @@ cdef class Encoder:
                 if i == start:
                     base_ts = self.ts_ms[i]
                 rec = self._record_size(i, base_ts, start)
-                if i > start and HEADER_SIZE + size + rec > max_batch_bytes:
+                if i > start and V2_HEADER_SIZE + size + rec > max_batch_bytes:
                     if self._close_batch(&nb, &cap, start, size):
                         break
                     start = i
@@ -899,16 +820,6 @@ cdef class Encoder:
             self._max_rec = size
         nb[0] += 1
         return 0
-
-    def batch(self, int64_t b):
-        """(start row, end row, uncompressed records bytes) of planned batch ``b``."""
-        if b < 0 or b >= self.nbatches:
-            raise IndexError(b)
-        return self.starts[b], self.starts[b + 1], self.rec_bytes[b]
-
-    @property
-    def max_records_bytes(self):
-        return self._max_rec
 
     @property
     def total_records_bytes(self):
@@ -973,19 +884,19 @@ cdef class Encoder:
     cdef void _write_header(self, uint8_t* p, int64_t base_offset, int64_t batch_length,
                             int32_t leader_epoch, int attributes, int64_t count,
                             int64_t base_ts, int64_t max_ts) noexcept nogil:
-        _be64(p, base_offset)
-        _be32(p + 8, batch_length)
-        _be32(p + 12, leader_epoch)
-        p[16] = 2                    # magic
-        _be32(p + CRC_POS, 0)        # filled in once the records are there
-        _be16(p + ATTRIBUTES_POS, attributes)
-        _be32(p + 23, count - 1)     # lastOffsetDelta
-        _be64(p + 27, base_ts)
-        _be64(p + 35, max_ts)
-        _be64(p + 43, -1)            # producerId: none
-        _be16(p + 51, -1)            # producerEpoch
-        _be32(p + 53, -1)            # baseSequence
-        _be32(p + 57, count)
+        _be64(p + OFFSET_POS, base_offset)
+        _be32(p + SIZE_POS, batch_length)
+        _be32(p + V2_PARTITION_LEADER_EPOCH_POS, leader_epoch)
+        p[MAGIC_POS] = 2
+        _be32(p + V2_CRC_POS, 0)     # filled in once the records are there
+        _be16(p + V2_ATTRIBUTES_POS, attributes)
+        _be32(p + V2_LAST_OFFSET_DELTA_POS, count - 1)
+        _be64(p + V2_BASE_TIMESTAMP_POS, base_ts)
+        _be64(p + V2_MAX_TIMESTAMP_POS, max_ts)
+        _be64(p + V2_PRODUCER_ID_POS, NO_PRODUCER_ID)
+        _be16(p + V2_PRODUCER_EPOCH_POS, NO_PRODUCER_EPOCH)
+        _be32(p + V2_BASE_SEQUENCE_POS, NO_SEQUENCE)
+        _be32(p + V2_RECORD_COUNT_POS, count)
 
     @cython.final
     cdef int64_t _range_size(self, int64_t start, int64_t end) noexcept nogil:
@@ -994,23 +905,6 @@ cdef class Encoder:
         for i in range(start, end):
             size += self._record_size(i, base_ts, start)
         return size
-
-    def records_into(self, bytearray scratch, int64_t start, int64_t end):
-        """Write records [start, end) (a batch: deltas from ``start``) into ``scratch``
-        (resized to fit). Returns (records bytes, base_ts, max_ts, row of max_ts)."""
-        cdef int64_t size, max_ts, max_row
-        cdef uint8_t* q
-        if start < 0 or end > self.n or start >= end:
-            raise IndexError((start, end))
-        size = self._range_size(start, end)
-        if len(scratch) < size:
-            PyByteArray_Resize(scratch, size)
-        cdef uint8_t* p = <uint8_t*>PyByteArray_AS_STRING(scratch)
-        with nogil:
-            q = self._write_records(p, start, end, &max_ts, &max_row)
-        if q - p != size:
-            raise RuntimeError(f"encoder wrote {q - p} bytes for a {size}-byte batch")
-        return size, self.ts_ms[start], max_ts, max_row
 
     def compress_range(self, int64_t b0, int64_t b1, compress_fn, crc_fn,
                        int64_t max_batch_bytes, int64_t base_offset, int32_t leader_epoch,
@@ -1029,11 +923,11 @@ cdef class Encoder:
         in fresh pages) until the end."""
         cdef int64_t b, bound = 0
         if b0 < 0 or b1 > self.nbatches or b0 > b1:
-            raise IndexError((b0, b1))
+            raise InternalError(f"batch range [{b0}, {b1}) is not within the plan")
         for b in range(b0, b1):
             # generous for every codec's worst case (snappy: n + n/6 + framing); pages
             # never written are never touched, and the output grows if ever needed
-            bound += HEADER_SIZE + self.rec_bytes[b] + self.rec_bytes[b] // 6 + 256
+            bound += V2_HEADER_SIZE + self.rec_bytes[b] + self.rec_bytes[b] // 6 + 256
         out = _RangeOut(bound)
         holder = [bytearray(max(self._max_rec, 1)), None]
         holder[1] = memoryview(holder[0])
@@ -1063,45 +957,36 @@ cdef class Encoder:
         with nogil:
             q = self._write_records(buf, start, end, &max_ts, &max_row)
         if q - buf != size:
-            raise RuntimeError(f"encoder wrote {q - buf} bytes for a {size}-byte batch")
+            raise InternalError(f"encoder wrote {q - buf} bytes for a {size}-byte batch")
         packed = compress_fn(holder[1][:size])
         plen = len(packed)
-        if HEADER_SIZE + plen > max_batch_bytes and end - start > 1:
+        if V2_HEADER_SIZE + plen > max_batch_bytes and end - start > 1:
             mid = start + (end - start) // 2
             self._emit(start, mid, holder, compress_fn, crc_fn, max_batch_bytes,
                        base_offset, leader_epoch, attributes, out)
             self._emit(mid, end, holder, compress_fn, crc_fn, max_batch_bytes,
                        base_offset, leader_epoch, attributes, out)
             return
-        if HEADER_SIZE - LOG_OVERHEAD + plen > INT32_MAX_:
-            raise ValueError(f"compressed batch at row {start} is larger than 2 GiB")
+        if V2_HEADER_SIZE - LOG_OVERHEAD + plen > INT32_MAX_:
+            raise InvalidOptionError(f"compressed batch at row {start} is larger than 2 GiB")
         cdef const uint8_t[::1] v = packed
-        cdef int64_t at = out.reserve(HEADER_SIZE + plen)
+        cdef int64_t at = out.reserve(V2_HEADER_SIZE + plen)
         h = out.base + at
         if plen:
-            memcpy(h + HEADER_SIZE, &v[0], plen)
-        self._write_header(h, base_offset + start, HEADER_SIZE - LOG_OVERHEAD + plen,
+            memcpy(h + V2_HEADER_SIZE, &v[0], plen)
+        self._write_header(h, base_offset + start, V2_HEADER_SIZE - LOG_OVERHEAD + plen,
                            leader_epoch, attributes, end - start, self.ts_ms[start], max_ts)
         # the output is private to this range until finish(): filling in the CRC is
         # safe (the views are released before anything can resize it)
         if _HWCRC:
-            _be32(h + CRC_POS, kl_crc32c(0, h + ATTRIBUTES_POS,
-                                         HEADER_SIZE - ATTRIBUTES_POS + plen))
+            _be32(h + V2_CRC_POS, kl_crc32c(0, h + V2_ATTRIBUTES_POS,
+                                         V2_HEADER_SIZE - V2_ATTRIBUTES_POS + plen))
         else:
             with memoryview(out.buf) as whole:
-                with whole[at + ATTRIBUTES_POS:at + HEADER_SIZE + plen] as part:
-                    _be32(h + CRC_POS, crc_fn(part))
-        out.index.append((at, HEADER_SIZE + plen, start, end, self.ts_ms[start], max_ts,
+                with whole[at + V2_ATTRIBUTES_POS:at + V2_HEADER_SIZE + plen] as part:
+                    _be32(h + V2_CRC_POS, crc_fn(part))
+        out.index.append((at, V2_HEADER_SIZE + plen, start, end, self.ts_ms[start], max_ts,
                           max_row))
-
-    def header(self, int64_t base_offset, int64_t records_size, int32_t leader_epoch,
-               int attributes, int64_t count, int64_t base_ts, int64_t max_ts):
-        """A 61-byte v2 batch header with crc 0 (bytearray, for the caller to fill)."""
-        out = bytearray(HEADER_SIZE)
-        self._write_header(<uint8_t*>PyByteArray_AS_STRING(out), base_offset,
-                           HEADER_SIZE - LOG_OVERHEAD + records_size, leader_epoch,
-                           attributes, count, base_ts, max_ts)
-        return out
 
     def layout_uncompressed(self):
         """Allocate the output of all planned batches, uncompressed (a ``bytes`` object
@@ -1118,7 +1003,7 @@ cdef class Encoder:
             raise MemoryError()
         self.pos[0] = 0
         for b in range(self.nbatches):
-            self.pos[b + 1] = self.pos[b] + HEADER_SIZE + self.rec_bytes[b]
+            self.pos[b + 1] = self.pos[b] + V2_HEADER_SIZE + self.rec_bytes[b]
         out = _new_output(self.pos[self.nbatches])
         self.out_base = <uint8_t*>PyBytes_AS_STRING(out)
         self._out = out
@@ -1135,7 +1020,7 @@ cdef class Encoder:
         cdef int64_t b, p
         cdef bint bad = False
         if self._out is None or b0 < 0 or b1 > self.nbatches or b0 > b1:
-            raise IndexError((b0, b1))
+            raise InternalError(f"batch range [{b0}, {b1}) is not within the plan")
         with nogil:
             for b in range(b0, b1):
                 if not self._fill_one(b, base_offset, leader_epoch):
@@ -1143,19 +1028,19 @@ cdef class Encoder:
                     break
                 if _HWCRC:
                     p = self.pos[b]
-                    _be32(self.out_base + p + CRC_POS,
-                          kl_crc32c(0, self.out_base + p + ATTRIBUTES_POS,
-                                    self.pos[b + 1] - p - ATTRIBUTES_POS))
+                    _be32(self.out_base + p + V2_CRC_POS,
+                          kl_crc32c(0, self.out_base + p + V2_ATTRIBUTES_POS,
+                                    self.pos[b + 1] - p - V2_ATTRIBUTES_POS))
         if bad:
-            raise RuntimeError("encoder wrote a batch of other than its planned size")
+            raise InternalError("encoder wrote a batch of other than its planned size")
         if _HWCRC:
             return
         # The bytes object is still private to encode(): filling in CRCs is safe.
         view = memoryview(self._out)
         for b in range(b0, b1):
             p = self.pos[b]
-            _be32(self.out_base + p + CRC_POS,
-                  crc_fn(view[p + ATTRIBUTES_POS:self.pos[b + 1]]))
+            _be32(self.out_base + p + V2_CRC_POS,
+                  crc_fn(view[p + V2_ATTRIBUTES_POS:self.pos[b + 1]]))
         view.release()
 
     @cython.final
@@ -1166,7 +1051,7 @@ cdef class Encoder:
         cdef int64_t end = self.starts[b + 1]
         cdef int64_t p = self.pos[b]
         cdef int64_t size = self.pos[b + 1] - p
-        cdef uint8_t* q = self._write_records(self.out_base + p + HEADER_SIZE, start, end,
+        cdef uint8_t* q = self._write_records(self.out_base + p + V2_HEADER_SIZE, start, end,
                                               &self.max_ts[b], &self.max_row[b])
         if q - (self.out_base + p) != size:
             return False
@@ -1260,18 +1145,18 @@ cdef class PartitionedEncoder(Encoder):
         cdef const int32_t[::1] pv = parts
         cdef int64_t i, bad = -1
         if self.idx != NULL:
-            raise ValueError("a PartitionedEncoder writes every row (no rows selection)")
+            raise InternalError("a PartitionedEncoder writes every row (no rows selection)")
         if pv.shape[0] != self.n:
-            raise ValueError(f"{pv.shape[0]} partitions given for {self.n} rows")
+            raise InvalidOptionError(f"{pv.shape[0]} partitions given for {self.n} rows")
         if nparts < 1 or nparts > INT32_MAX_:
-            raise ValueError(f"partition count {nparts} out of range")
+            raise InvalidOptionError(f"partition count {nparts} out of range")
         with nogil:
             for i in range(pv.shape[0]):
                 if pv[i] < 0 or pv[i] >= nparts:
                     bad = i
                     break
         if bad >= 0:
-            raise ValueError(f"row {bad}: partition {pv[bad]} outside [0, {nparts})")
+            raise InvalidOptionError(f"row {bad}: partition {pv[bad]} outside [0, {nparts})")
         self.parts = &pv[0] if pv.shape[0] else NULL
         self.nparts = nparts
         self._parts_keep = parts
@@ -1325,7 +1210,7 @@ cdef class PartitionedEncoder(Encoder):
         cdef int64_t i, p, rec
         cdef int failed = 0
         if self.parts == NULL and self.n:
-            raise ValueError("set_partitions first")
+            raise InternalError("set_partitions first")
         cdef int64_t* k = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
         cdef int64_t* size = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
         cdef int64_t* bts = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
@@ -1343,7 +1228,7 @@ cdef class PartitionedEncoder(Encoder):
                         bts[p] = self.ts_ms[i]
                         first[p] = cnt[p]
                     rec = self._rec_size(i, bts[p], k[p])
-                    if k[p] > 0 and HEADER_SIZE + size[p] + rec > max_batch_bytes:
+                    if k[p] > 0 and V2_HEADER_SIZE + size[p] + rec > max_batch_bytes:
                         if self._close(p, first[p], k[p], size[p], bts[p]):
                             failed = 1
                             break
@@ -1402,7 +1287,7 @@ cdef class PartitionedEncoder(Encoder):
         free(at)
         self.lpos[0] = 0
         for j in range(nb):
-            self.lpos[j + 1] = self.lpos[j] + HEADER_SIZE + self.b_bytes[self.lay[j]]
+            self.lpos[j + 1] = self.lpos[j] + V2_HEADER_SIZE + self.b_bytes[self.lay[j]]
         out = _new_output(self.lpos[nb])
         self.out_base = <uint8_t*>PyBytes_AS_STRING(out)
         self._out = out
@@ -1420,7 +1305,7 @@ cdef class PartitionedEncoder(Encoder):
         cdef uint8_t* q
         cdef uint8_t* start
         if self._out is None or self.lay == NULL:
-            raise ValueError("layout_partitioned first")
+            raise InternalError("layout_partitioned first")
         cdef int64_t* j = <int64_t*>malloc(max(np_, 1) * sizeof(int64_t))
         cdef int64_t* k = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
         cdef int64_t* ordn = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
@@ -1435,7 +1320,7 @@ cdef class PartitionedEncoder(Encoder):
                 for p in range(np_):
                     j[p] = self.sec[p]
                     if self.sec[p] < self.sec[p + 1]:
-                        wp[p] = self.out_base + self.lpos[j[p]] + HEADER_SIZE
+                        wp[p] = self.out_base + self.lpos[j[p]] + V2_HEADER_SIZE
                 for i in range(self.n):
                     p = self.parts[i]
                     jj = j[p]
@@ -1461,13 +1346,13 @@ cdef class PartitionedEncoder(Encoder):
                         self.lmax_ts[jj] = best[p]
                         self.lmax_ord[jj] = best_ord[p]
                         if _HWCRC:
-                            _be32(start + CRC_POS,
-                                  kl_crc32c(0, start + ATTRIBUTES_POS,
-                                            size - ATTRIBUTES_POS))
+                            _be32(start + V2_CRC_POS,
+                                  kl_crc32c(0, start + V2_ATTRIBUTES_POS,
+                                            size - V2_ATTRIBUTES_POS))
                         j[p] = jj + 1
                         k[p] = 0
                         if j[p] < self.sec[p + 1]:
-                            wp[p] = self.out_base + self.lpos[j[p]] + HEADER_SIZE
+                            wp[p] = self.out_base + self.lpos[j[p]] + V2_HEADER_SIZE
         finally:
             free(j)
             free(k)
@@ -1476,14 +1361,14 @@ cdef class PartitionedEncoder(Encoder):
             free(best_ord)
             free(wp)
         if bad:
-            raise RuntimeError("encoder wrote a batch of other than its planned size")
+            raise InternalError("encoder wrote a batch of other than its planned size")
         if _HWCRC:
             return
         view = memoryview(self._out)
         for jj in range(self.nb):
             pos = self.lpos[jj]
-            _be32(self.out_base + pos + CRC_POS,
-                  crc_fn(view[pos + ATTRIBUTES_POS:self.lpos[jj + 1]]))
+            _be32(self.out_base + pos + V2_CRC_POS,
+                  crc_fn(view[pos + V2_ATTRIBUTES_POS:self.lpos[jj + 1]]))
         view.release()
 
     def index(self, int64_t base_offset):
@@ -1493,7 +1378,7 @@ cdef class PartitionedEncoder(Encoder):
         :meth:`Encoder.uncompressed_index` gives them, with each position relative to
         its partition's start byte."""
         if self.sec == NULL:
-            raise ValueError("layout_partitioned first")
+            raise InternalError("layout_partitioned first")
         cdef int64_t nb = self.nb, p, jj, b, base
         cdef bytearray cols = bytearray(nb * 8 * 7)
         cdef bytearray counts = bytearray(nb * 4)
@@ -1531,11 +1416,11 @@ def join_output(list pieces, int64_t total):
     for piece in pieces:
         v = piece
         if pos + v.shape[0] > total:
-            raise ValueError("pieces exceed the total")
+            raise InternalError("pieces exceed the total")
         if v.shape[0]:
             memcpy(base + pos, &v[0], v.shape[0])
         pos += v.shape[0]
     if pos != total:
-        raise ValueError("pieces fall short of the total")
+        raise InternalError("pieces fall short of the total")
     _keep_output(out)
     return out

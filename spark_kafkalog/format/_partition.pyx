@@ -23,6 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_kafkalog.errors import InvalidOptionError
+
 cdef extern from *:
     """
     /* a % d without a division: Lemire, Kaser and Kurz, "Faster remainder by direct
@@ -104,7 +106,7 @@ def _as_plain_binary(keys):
         return pc.cast(keys, pa.large_binary())
     if pa.types.is_null(t):
         return pa.array([None] * len(keys), pa.binary())
-    raise TypeError(f"key column must be binary or string, not {t}")
+    raise InvalidOptionError(f"key column must be binary or string, not {t}")
 
 
 def partition_for_keys(keys, int num_partitions, int64_t null_start=0):
@@ -112,7 +114,7 @@ def partition_for_keys(keys, int num_partitions, int64_t null_start=0):
     non-null key, round-robin from ``null_start`` for null keys. ``keys``: a pyarrow
     Array or ChunkedArray of binary / string (any width, view or dictionary encoded)."""
     if num_partitions < 1:
-        raise ValueError("num_partitions must be >= 1")
+        raise InvalidOptionError("num_partitions must be >= 1")
     result = np.empty(len(keys), dtype=np.int32)
     cdef int64_t at = 0
     for chunk in (keys.chunks if isinstance(keys, pa.ChunkedArray) else (keys,)):
@@ -136,7 +138,7 @@ cdef _hash_into(keys, int32_t[::1] out, int num_partitions, int64_t null_start):
     if has_nulls:
         bitmap = np.frombuffer(bufs[0], dtype=np.uint8)
         if bitmap.shape[0] * 8 < off + n:
-            raise ValueError("key column validity bitmap is too short")
+            raise InvalidOptionError("key column validity bitmap is too short")
     cdef const uint8_t[::1] data = np.frombuffer(
         bufs[2] if bufs[2] is not None and bufs[2].size else _EMPTY, dtype=np.uint8)
     cdef const int32_t[::1] off32
@@ -144,11 +146,11 @@ cdef _hash_into(keys, int32_t[::1] out, int num_partitions, int64_t null_start):
     if large:
         off64 = np.frombuffer(bufs[1], dtype=np.int64)
         if off64.shape[0] < off + n + 1:
-            raise ValueError("key column offsets buffer is too short")
+            raise InvalidOptionError("key column offsets buffer is too short")
     else:
         off32 = np.frombuffer(bufs[1], dtype=np.int32)
         if off32.shape[0] < off + n + 1:
-            raise ValueError("key column offsets buffer is too short")
+            raise InvalidOptionError("key column offsets buffer is too short")
     cdef int64_t i, a, b, j
     cdef int64_t nulls = null_start % num_partitions
     cdef uint32_t h
@@ -172,7 +174,7 @@ cdef _hash_into(keys, int32_t[::1] out, int num_partitions, int64_t null_start):
                 b = off32[j + 1]
             if a < 0 or b < a or b > data_len:
                 with gil:
-                    raise ValueError(f"key column offsets are out of range at row {i}")
+                    raise InvalidOptionError(f"key column offsets are out of range at row {i}")
             if b == a:
                 h = _murmur2(&data[0], 0)
             else:
@@ -184,9 +186,9 @@ def group_by_partition(parts, int num_partitions):
     """Counting sort of row numbers by partition: ``(order, counts)`` where ``order``
     (int64) lists the rows of partition 0, then 1, ... each in row order (stable), and
     ``counts[p]`` is the number of rows of partition ``p``. O(rows), two passes.
-    Raises ValueError for a partition outside ``[0, num_partitions)``."""
+    Raises InvalidOptionError for a partition outside ``[0, num_partitions)``."""
     if num_partitions < 1:
-        raise ValueError("num_partitions must be >= 1")
+        raise InvalidOptionError("num_partitions must be >= 1")
     cdef const int32_t[::1] p = np.ascontiguousarray(parts, dtype=np.int32)
     cdef int64_t n = p.shape[0]
     counts_arr = np.zeros(num_partitions, dtype=np.int64)
@@ -201,7 +203,7 @@ def group_by_partition(parts, int num_partitions):
             v = p[i]
             if v < 0 or v >= num_partitions:
                 with gil:
-                    raise ValueError(f"row {i} has partition {v}, outside "
+                    raise InvalidOptionError(f"row {i} has partition {v}, outside "
                                      f"[0, {num_partitions})")
             counts[v] += 1
         for i in range(num_partitions):

@@ -19,13 +19,16 @@ Rows come out in the order of the input, one per data record, in Spark's Kafka s
   applies (it is what Kafka does). Control batches and empty batches give no rows.
   Header keys are strings; invalid UTF-8 is replaced by U+FFFD as Java decodes it.
   ``headers`` is null for a record without headers.
-* magic 0: no timestamp (null), timestampType -1. magic 1: its timestamp and the type
+* magic 0: no timestamp (NO_TIMESTAMP), timestampType -1. magic 1: its timestamp and the type
   in its attributes. A compressed wrapper's value is an inner message set (one level):
   v0 inner offsets are absolute; v1 inner offsets are relative and
   ``absolute = wrapperOffset - lastInnerOffset + innerOffset`` (a wrapper offset of 0,
   written by some librdkafka producers, means the inner offsets are absolute); inner v1
   messages take the wrapper's timestamp type, and with LogAppendTime its timestamp.
-* A timestamp of -1 (NO_TIMESTAMP) is null.
+* NO_TIMESTAMP (-1, and every magic 0 message) reads as -1 ms, 1969-12-31T23:59:59.999Z,
+  never null: Spark's Kafka source converts the Java consumer's ``timestamp()`` (-1 for
+  these) through ``java.sql.Timestamp``, so code ported from ``format("kafka")`` sees the
+  same value. The timestamp column has no nulls.
 
 Errors: :class:`CorruptRecordError` (and its subclass :class:`CodecError` for payloads
 that do not decompress or exceed ``max_decompressed_bytes``),
@@ -43,7 +46,7 @@ from typing import NamedTuple
 import pyarrow as pa
 
 from spark_kafkalog.errors import CorruptRecordError, InvalidOptionError
-from spark_kafkalog.format import _decode
+from spark_kafkalog.format import _decode, codecs
 from spark_kafkalog.format._decode import decode_varint, decode_varlong
 from spark_kafkalog.format.schema import BATCH_HEADER_SCHEMA
 from spark_kafkalog.format.wire import DEFAULT_MAX_DECOMPRESSED
@@ -52,6 +55,9 @@ __all__ = [
     "BatchHeader", "HeaderScan", "ScanProblem", "decode", "decode_run", "decode_varint",
     "decode_varlong", "read_batch_header", "scan_headers", "set_block_cache_limit",
 ]
+
+# the kernel falls back on the codec registry, which uses the kernel's C decoders
+_decode.set_codec_registry(codecs.decompress, codecs.zstd_decompress_fn)
 
 _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
 _INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
@@ -117,11 +123,11 @@ def _byte_view(data) -> memoryview:
     try:
         view = memoryview(data)
     except TypeError as err:
-        raise TypeError(
+        raise InvalidOptionError(
             "data must be a bytes-like object (bytes, bytearray, memoryview, "
             f"pyarrow.Buffer, mmap), not {type(data).__name__}") from err
     if not view.c_contiguous:
-        raise TypeError("data must be a contiguous buffer")
+        raise InvalidOptionError("data must be a contiguous buffer")
     if view.ndim != 1 or view.format != "B":
         view = view.cast("B")
     return view

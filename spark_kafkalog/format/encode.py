@@ -1,84 +1,14 @@
 """Arrow rows -> Kafka v2 record batches, as a non-idempotent Java producer writes them.
 
-``encode(table, /, *, rows=None, compression="none", base_offset=0,
-max_batch_bytes=1048576, compression_level=None, partition_leader_epoch=-1, now_ms=None,
-threads=None) -> bytes``
-    ``table`` (positional) is a ``pyarrow.Table`` or ``pyarrow.RecordBatch`` with
-
-    ``value``      binary / string / large_binary / large_string (binary_view,
-                   string_view, fixed_size_binary and dictionary-encoded are accepted
-                   too); required. Null stays null (length -1), empty stays empty.
-    ``key``        same types; optional (absent = null keys).
-    ``timestamp``  timestamp of any unit and time zone (stored as UTC epoch
-                   milliseconds, rounded down), or an integer column of epoch
-                   milliseconds; optional. Null or absent: the time of the call (one
-                   ``now`` for the whole call, or ``now_ms``). Negative (pre-1970)
-                   timestamps are rejected, as the Java producer rejects them.
-    ``headers``    list<struct<key: string, value: binary>> (list / large_list; string
-                   or binary fields, any size); optional. A null list means no
-                   headers; header keys must not be null, header values may be.
-
-    Other columns (``topic``, ``partition``, ``offset``, ...) are ignored, so a decoded
-    table can be written back as is.
-
-    ``rows``: None (every row, in order) or a one-dimensional integer array of row
-    numbers into ``table`` -- a numpy integer array, or a pyarrow int32/int64 Array or
-    ChunkedArray without nulls. The records written are then exactly those of
-    ``table.take(rows)``, in that order (offsets ``base_offset, base_offset + 1, ...``
-    follow the index, repeated rows are written repeatedly), byte for byte, but the
-    kernel reads the columns through the index instead of materialising the taken
-    table. Errors name the row of ``table``. An index outside ``[0, num_rows)`` (no
-    negative wrap-around) raises :class:`InvalidOptionError` before any other work.
-
-    A table whose columns are chunked alike (one built from many record batches) is
-    read chunk by chunk in place, with or without ``rows``; columns chunked unlike
-    each other are combined into one array each first (a copy).
-
-    Returns v2 record batches back to back: magic 2, CreateTime, no producer id
-    (producerId -1, producerEpoch -1, baseSequence -1, not transactional), the given
-    ``partition_leader_epoch`` (the Java producer writes -1; a broker stamps its epoch
-    on append -- the field is outside the CRC, like baseOffset), offsets
-    ``base_offset, base_offset + 1, ...`` in row order, baseTimestamp the batch's
-    first record's timestamp, maxTimestamp the largest, CRC-32C over [attributes, end).
-
-    Batch size: records go into a batch while its *uncompressed* size (61-byte header
-    plus records) stays within ``max_batch_bytes``; a record that alone is larger gets
-    a batch of its own. With compression the written batch is therefore smaller than
-    the bound, and is guaranteed not to exceed it (a batch whose compressed form would
-    -- incompressible data plus codec framing -- is split in two and retried). This is
-    stricter than the Java producer's ``batch.size``, which fills a batch up to an
-    *estimated compressed* size; it keeps every batch within a broker's
-    ``max.message.bytes`` when that is set to ``max_batch_bytes``.
-
-    Raises :class:`InvalidOptionError` (naming the column, and the row for bad values)
-    for a missing ``value`` column, unsupported column types, bad options, negative
-    timestamps, null header keys and records that no batch can hold (>= 2 GiB).
-
-    ``threads``: batches are written (and compressed) by this many threads, each on a
-    contiguous range of batches; the output does not depend on it. ``None`` picks the
-    number of usable cores (at most 4) once there are 4 MiB of records, else 1. The
-    kernel and the codec libraries release the GIL, so threads run in parallel; pass
-    ``threads=1`` where the caller already runs one task per core (Spark executors).
-
-``encode_batches(...)`` takes the same arguments and returns ``(data, index)``: the
-same bytes and a ``pyarrow.Table`` with one row per batch (:data:`BATCH_INDEX_SCHEMA`:
-position, size, base_offset, last_offset, first_timestamp, max_timestamp,
-offset_of_max_timestamp, record_count), which is what ``.index`` / ``.timeindex``
-maintenance needs without parsing the bytes again.
-
-Memory: the last output of 1 MiB or more (up to ``set_output_reuse_limit(nbytes)``,
-default 256 MiB; 0 turns it off) stays referenced by the module, and once the caller has
-dropped it the next encode writes into it again instead of faulting in fresh pages. An
-output anything else still references (a variable, a memoryview) is never touched.
-``output_reuse_kept()`` says how many bytes are held.
-
-``encode_varint`` / ``encode_varlong`` / ``varint_size`` / ``varlong_size``: the kernel's
-zig-zag varint primitives, exposed for tests.
+``encode`` (the contract is its docstring), ``encode_batches`` (the same bytes plus a
+per-batch index for .index/.timeindex maintenance) and ``encode_partitioned`` (every row
+into its partition's batches) validate and normalise Arrow columns and hand raw buffers
+to the compiled kernel :mod:`spark_kafkalog.format._encode`. The output reuse behind
+``set_output_reuse_limit`` and why it exists: docs/PERFORMANCE.md.
 """
 from __future__ import annotations
 
 import os
-import struct
 import threading
 import time
 
@@ -113,7 +43,6 @@ __all__ = ["BATCH_INDEX_SCHEMA", "encode", "encode_batches", "encode_partitioned
 
 _MAX_INT32 = 2 ** 31 - 1
 _MAX_INT64 = 2 ** 63 - 1
-_CRC = struct.Struct(">I")
 #: below this much (uncompressed) record data, one thread does all the work
 _PARALLEL_MIN_BYTES = 4 << 20
 _MAX_AUTO_THREADS = 4
@@ -335,12 +264,8 @@ def _new_encoder(columns: tuple[list, dict], idx, now_ms: int, cls=Encoder) -> E
     chunks, flags = columns
     ts32, mul, div = flags["timestamp"]
     hd64, hk64, hv64 = flags["headers"]
-    try:
-        enc = cls(chunks, flags["value"], flags["key"], ts32, mul, div,
-                  hd64, hk64, hv64, idx)
-        enc.prepare(now_ms)
-    except ValueError as err:
-        raise InvalidOptionError(str(err)) from err
+    enc = cls(chunks, flags["value"], flags["key"], ts32, mul, div, hd64, hk64, hv64, idx)
+    enc.prepare(now_ms)         # raises InvalidOptionError naming the first bad row
     return enc
 
 
@@ -580,7 +505,70 @@ def encode(table, /, *, rows=None, compression="none", base_offset: int = 0,
            partition_leader_epoch: int = -1, now_ms: int | None = None,
            threads: int | None = None) -> bytes:
     """Encode Arrow rows (all of ``table``'s, or those ``rows`` lists) as v2 record
-    batches; see the module docstring."""
+    batches.
+
+    ``table`` (positional) is a ``pyarrow.Table`` or ``pyarrow.RecordBatch`` with
+
+    ``value``      binary / string / large_binary / large_string (binary_view,
+                   string_view, fixed_size_binary and dictionary-encoded are accepted
+                   too); required. Null stays null (length -1), empty stays empty.
+    ``key``        same types; optional (absent = null keys).
+    ``timestamp``  timestamp of any unit and time zone (stored as UTC epoch
+                   milliseconds, rounded down), or an integer column of epoch
+                   milliseconds; optional. Null or absent: the time of the call (one
+                   ``now`` for the whole call, or ``now_ms``). Negative (pre-1970)
+                   timestamps are rejected, as the Java producer rejects them.
+    ``headers``    list<struct<key: string, value: binary>> (list / large_list; string
+                   or binary fields, any size); optional. A null list means no
+                   headers; header keys must not be null, header values may be.
+
+    Other columns (``topic``, ``partition``, ``offset``, ...) are ignored, so a decoded
+    table can be written back as is.
+
+    ``rows``: None (every row, in order) or a one-dimensional integer array of row
+    numbers into ``table`` -- a numpy integer array, or a pyarrow int32/int64 Array or
+    ChunkedArray without nulls. The records written are then exactly those of
+    ``table.take(rows)``, in that order (offsets ``base_offset, base_offset + 1, ...``
+    follow the index, repeated rows are written repeatedly), byte for byte, but the
+    kernel reads the columns through the index instead of materialising the taken
+    table. Errors name the row of ``table``. An index outside ``[0, num_rows)`` (no
+    negative wrap-around) raises :class:`InvalidOptionError` before any other work.
+
+    A table whose columns are chunked alike (one built from many record batches) is
+    read chunk by chunk in place, with or without ``rows``; columns chunked unlike
+    each other are combined into one array each first (a copy).
+
+    Returns v2 record batches back to back: magic 2, CreateTime, no producer id
+    (producerId -1, producerEpoch -1, baseSequence -1, not transactional), the given
+    ``partition_leader_epoch`` (the Java producer writes -1; a broker stamps its epoch
+    on append -- the field is outside the CRC, like baseOffset), offsets
+    ``base_offset, base_offset + 1, ...`` in row order, baseTimestamp the batch's
+    first record's timestamp, maxTimestamp the largest, CRC-32C over [attributes, end).
+
+    Batch size: records go into a batch while its *uncompressed* size (61-byte header
+    plus records) stays within ``max_batch_bytes``; a record that alone is larger gets
+    a batch of its own. With compression the written batch is therefore smaller than
+    the bound, and is guaranteed not to exceed it (a batch whose compressed form would
+    -- incompressible data plus codec framing -- is split in two and retried). This is
+    stricter than the Java producer's ``batch.size``, which fills a batch up to an
+    *estimated compressed* size; it keeps every batch within a broker's
+    ``max.message.bytes`` when that is set to ``max_batch_bytes``.
+
+    Raises :class:`InvalidOptionError` (naming the column, and the row for bad values)
+    for a missing ``value`` column, unsupported column types, bad options, negative
+    timestamps, null header keys and records that no batch can hold (>= 2 GiB).
+
+    ``threads``: batches are written (and compressed) by this many threads, each on a
+    contiguous range of batches; the output does not depend on it. ``None`` picks the
+    number of usable cores (at most 4) once there are 4 MiB of records, else 1. The
+    kernel and the codec libraries release the GIL, so threads run in parallel; pass
+    ``threads=1`` where the caller already runs one task per core (Spark executors).
+
+    Memory: the last output of 1 MiB or more (up to ``set_output_reuse_limit(nbytes)``,
+    default 256 MiB; 0 turns it off) stays referenced by the module, and once the
+    caller has dropped it the next encode writes into it again. An output anything
+    else still references is never touched; ``output_reuse_kept()`` says how many
+    bytes are held."""
     data, _ = encode_batches(table, rows=rows, compression=compression,
                              base_offset=base_offset,
                              max_batch_bytes=max_batch_bytes,

@@ -1,5 +1,8 @@
 """Kafka's on-disk record formats, written down once.
 
+The compiled kernels use the same constants under the same names from ``_wire.pxd``
+(a test checks that the two agree).
+
 Every record batch in a segment file starts with the same 17 bytes, whatever its magic:
 ``offset int64, length int32, (4 bytes: partitionLeaderEpoch or crc), magic int8`` —
 so a scanner peeks the length and magic at fixed positions, then dispatches.
@@ -88,6 +91,7 @@ V2_HEADER = struct.Struct(
     "i"    # recordCount
 )
 V2_HEADER_SIZE = V2_HEADER.size                              # 61
+V2_PARTITION_LEADER_EPOCH_POS = struct.calcsize(">qi")         # 12
 V2_CRC_POS = struct.calcsize(">qiib")                        # 17
 V2_ATTRIBUTES_POS = struct.calcsize(">qiibI")                # 21: CRC covers from here
 V2_LAST_OFFSET_DELTA_POS = V2_ATTRIBUTES_POS + 2             # 23
@@ -100,6 +104,9 @@ V2_RECORD_COUNT_POS = V2_BASE_SEQUENCE_POS + 4               # 57
 V2_RECORDS_POS = V2_RECORD_COUNT_POS + 4                     # 61
 #: smallest batchLength a v2 batch may carry (header after the length field)
 V2_MIN_BATCH_LENGTH = V2_HEADER_SIZE - LOG_OVERHEAD          # 49
+#: smallest v2 record: length, attributes, timestampDelta, offsetDelta, keyLength,
+#: valueLength, headerCount, one byte each
+V2_MIN_RECORD_SIZE = 7
 
 # v2 attribute bits
 ATTR_CODEC_MASK = 0x07
@@ -115,6 +122,8 @@ LEGACY_CRC_POS = LOG_OVERHEAD                    # 12
 LEGACY_MAGIC_POS = LEGACY_CRC_POS + 4            # 16 (== MAGIC_POS): CRC-32 covers from here
 LEGACY_ATTRIBUTES_POS = LEGACY_MAGIC_POS + 1     # 17
 LEGACY_V1_TIMESTAMP_POS = LEGACY_ATTRIBUTES_POS + 1  # 18
+LEGACY_V0_KEY_POS = LEGACY_ATTRIBUTES_POS + 1        # 18: keyLength, then key
+LEGACY_V1_KEY_POS = LEGACY_V1_TIMESTAMP_POS + 8      # 26
 #: smallest messageSize: crc, magic, attributes, [timestamp], keyLength, valueLength
 LEGACY_V0_MIN_SIZE = struct.calcsize(">Ibbii")        # 14
 LEGACY_V1_MIN_SIZE = struct.calcsize(">Ibbqii")       # 22

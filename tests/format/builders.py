@@ -29,11 +29,12 @@ from spark_kafkalog.format import wire
 class Rec(NamedTuple):
     """One data record as a test expects to read it back.
 
-    ``timestamp`` in epoch ms, None when Kafka has none (magic 0, or -1);
+    ``timestamp`` in epoch ms; a record without one (magic 0, or NO_TIMESTAMP -1) reads
+    as -1 ms, as in Spark's Kafka source (the Java consumer's ``timestamp()`` is -1);
     ``headers`` None for a record without headers (Spark's convention), else a tuple of
     (str key, bytes-or-None value)."""
     offset: int
-    timestamp: int | None
+    timestamp: int
     timestamp_type: int
     key: bytes | None
     value: bytes | None
@@ -63,7 +64,8 @@ def rows(batch: pa.RecordBatch | pa.Table) -> list[Rec]:
 
 def kafka_python_rows(data: bytes) -> list[Rec]:
     """Oracle: the data records kafka-python's reader finds in ``data`` (control batches
-    skipped; NO_TIMESTAMP as None)."""
+    skipped; no timestamp -- kafka-python's None for magic 0 -- as -1, what the Java
+    consumer reports)."""
     from kafka.record.memory_records import MemoryRecords
     out = []
     records = MemoryRecords(bytes(data))
@@ -72,7 +74,7 @@ def kafka_python_rows(data: bytes) -> list[Rec]:
         if getattr(batch, "is_control_batch", False):
             continue
         for r in batch:
-            ts = None if r.timestamp in (None, -1) else r.timestamp
+            ts = -1 if r.timestamp is None else r.timestamp
             hdrs = tuple(r.headers) if r.headers else None
             out.append(Rec(r.offset, ts, r.timestamp_type if r.timestamp_type is not None
                            else -1, r.key, r.value, hdrs))
@@ -350,11 +352,11 @@ def client_expected(magic: int, recs: Sequence[tuple], *, base_offset: int = 0,
     out = []
     for i, (ts, key, value, headers) in enumerate(recs):
         if magic == 0:
-            t, tt = None, -1
+            t, tt = -1, -1               # no timestamp: -1 ms (NO_TIMESTAMP), type -1
         elif log_append_time is not None:
             t, tt = log_append_time, 1
         else:
-            t, tt = (None if ts == -1 else ts), 0
+            t, tt = ts, 0
         out.append(Rec(base_offset + i, t, tt, key, value,
                        tuple(headers) if headers else None))
     return out

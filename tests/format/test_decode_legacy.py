@@ -25,8 +25,11 @@ LEGACY_CODECS = [wire.CODEC_GZIP, wire.CODEC_SNAPPY, wire.CODEC_LZ4]
 def test_v0_messages_have_no_timestamp():
     data = legacy_set([(0, None, b"k", b"v"), (1, None, None, b""), (2, None, b"", None)],
                       magic=0)
-    assert rows(decode(data)) == [Rec(0, None, -1, b"k", b"v"), Rec(1, None, -1, None, b""),
-                                  Rec(2, None, -1, b"", None)]
+    # no timestamp field: -1 ms (NO_TIMESTAMP), type -1, as the Java consumer reports a
+    # magic 0 message and Spark's Kafka source shows it (1969-12-31T23:59:59.999Z)
+    assert rows(decode(data)) == [Rec(0, -1, -1, b"k", b"v"), Rec(1, -1, -1, None, b""),
+                                  Rec(2, -1, -1, b"", None)]
+    assert decode(data).column("timestamp").cast("int64").to_pylist() == [-1000] * 3
     assert rows(decode(data)) == kafka_python_rows(data)
 
 
@@ -35,7 +38,7 @@ def test_v1_messages_timestamps_and_types():
             legacy_message(6, b"b", b"2", magic=1, timestamp=-1) +
             legacy_message(7, b"c", b"3", magic=1, timestamp=TS + 9,
                            attributes=wire.LEGACY_TIMESTAMP_TYPE))
-    assert rows(decode(data)) == [Rec(5, TS, 0, b"a", b"1"), Rec(6, None, 0, b"b", b"2"),
+    assert rows(decode(data)) == [Rec(5, TS, 0, b"a", b"1"), Rec(6, -1, 0, b"b", b"2"),
                                   Rec(7, TS + 9, 1, b"c", b"3")]
 
 
@@ -46,7 +49,7 @@ def test_v0_wrapper_inner_offsets_are_absolute(codec):
     data = legacy_wrapper(inner, offset=15, magic=0, codec=codec)
     got = rows(decode(data))
     assert [r.offset for r in got] == [10, 11, 12, 13, 14, 15]
-    assert all(r.timestamp is None and r.timestamp_type == -1 for r in got)
+    assert all(r.timestamp == -1 and r.timestamp_type == -1 for r in got)
     assert got == kafka_python_rows(data)
 
 
@@ -83,7 +86,7 @@ def test_v0_inner_messages_in_v1_wrapper():
     inner = legacy_set([(0, None, b"k", b"a"), (1, None, b"k", b"b")], magic=0)
     data = legacy_wrapper(inner, offset=9, magic=1, codec=wire.CODEC_GZIP, timestamp=TS,
                           log_append_time=True)
-    assert rows(decode(data)) == [Rec(8, None, -1, b"k", b"a"), Rec(9, None, -1, b"k", b"b")]
+    assert rows(decode(data)) == [Rec(8, -1, -1, b"k", b"a"), Rec(9, -1, -1, b"k", b"b")]
 
 
 def test_wrappers_and_plain_messages_and_v2_mixed():

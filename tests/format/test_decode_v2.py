@@ -58,14 +58,16 @@ def test_null_and_empty_keys_values_and_headers():
     assert batch.column("headers").null_count == 2
 
 
-def test_create_time_is_base_plus_delta_and_no_timestamp_is_null():
+def test_create_time_is_base_plus_delta_and_no_timestamp_is_minus_one_ms():
+    """NO_TIMESTAMP (-1) is not null: Spark's Kafka source shows it as -1 ms
+    (1969-12-31T23:59:59.999Z), and so do we."""
     recs = [v2_record(0, 0, b"a", b"1"), v2_record(1, 250, b"b", b"2"),
             v2_record(2, -TS - 1, b"c", b"3"),          # base + delta == -1: NO_TIMESTAMP
             v2_record(3, -TS - 20, b"d", b"4")]         # -20: before the epoch, kept
     data = v2_batch(recs, base_offset=10, base_timestamp=TS, max_timestamp=TS + 250)
     got = rows(decode(data))
     assert [(r.offset, r.timestamp, r.timestamp_type) for r in got] == \
-        [(10, TS, 0), (11, TS + 250, 0), (12, None, 0), (13, -20, 0)]
+        [(10, TS, 0), (11, TS + 250, 0), (12, -1, 0), (13, -20, 0)]
     assert got == kafka_python_rows(data)
 
 
@@ -76,9 +78,10 @@ def test_log_append_time_gives_every_record_the_max_timestamp():
     got = rows(decode(data))
     assert {(r.timestamp, r.timestamp_type) for r in got} == {(TS + 77_777, 1)}
     assert got == kafka_python_rows(data)
-    # a LogAppendTime batch whose maxTimestamp is NO_TIMESTAMP: null, still type 1
+    # a LogAppendTime batch whose maxTimestamp is NO_TIMESTAMP: -1 ms, still type 1
     data = v2_batch(recs, base_timestamp=TS, max_timestamp=-1, log_append_time=True)
-    assert {(r.timestamp, r.timestamp_type) for r in rows(decode(data))} == {(None, 1)}
+    assert {(r.timestamp, r.timestamp_type) for r in rows(decode(data))} == {(-1, 1)}
+    assert decode(data).column("timestamp").cast("int64").to_pylist() == [-1000] * 4
 
 
 def test_delete_horizon_keeps_base_plus_delta():
@@ -216,7 +219,8 @@ def test_nulls_first_appear_late_in_a_long_run():
     got = rows(decode(data))
     assert [r.key is None for r in got] == [i == 997 for i in range(1000)]
     assert [r.value is None for r in got] == [i in (997, 999) for i in range(1000)]
-    assert [r.timestamp is None for r in got] == [i == 999 for i in range(1000)]
+    assert [r.timestamp == -1 for r in got] == [i == 999 for i in range(1000)]
+    assert decode(data).column("timestamp").null_count == 0     # NO_TIMESTAMP: -1 ms
 
 
 def test_attribute_bits_kafka_does_not_define_are_ignored():

@@ -71,12 +71,13 @@ def to_table(recs, *, key_type=pa.binary(), value_type=pa.binary()) -> pa.Table:
 def expected_rows(recs, base_offset: int, *, now_ms: int | None = NOW_MS,
                   ts_type: int = 0):
     """What decode must return for ``recs``: (offset, key, value, ts_ms, ts_type,
-    headers) with a null timestamp for Kafka's -1, null headers for none."""
+    headers) with -1 ms for a record without a timestamp (NO_TIMESTAMP, as Spark's
+    Kafka source reads it), null headers for none."""
     out = []
     for i, (k, v, t, h) in enumerate(recs):
         if t is None:
             t = now_ms
-        out.append((base_offset + i, k, v, None if t is None or t == -1 else t, ts_type,
+        out.append((base_offset + i, k, v, -1 if t is None else t, ts_type,
                     [tuple(x) for x in h] if h else None))
     return out
 
@@ -114,7 +115,7 @@ def python_decoder_rows(memory_records_cls, data):
         assert batch.validate_crc()
         for rec in batch:
             t = rec.timestamp
-            out.append((rec.offset, rec.key, rec.value, None if t == -1 else t,
+            out.append((rec.offset, rec.key, rec.value, -1 if t is None else t,
                         rec.timestamp_type, [tuple(h) for h in rec.headers] or None))
     return out
 
@@ -253,7 +254,8 @@ def test_builders_legacy_then_decode(impl, magic, codec, recs, base):
     data = build_legacy(impl, magic, codec, recs, base)
     rb = fmt.decode(data)
     if magic == 0:
-        want = [(o, k, v, None, -1, None) for o, k, v, *_ in expected_rows(recs, base)]
+        # magic 0 has no timestamp: -1 ms (NO_TIMESTAMP), type -1
+        want = [(o, k, v, -1, -1, None) for o, k, v, *_ in expected_rows(recs, base)]
     else:
         want = expected_rows(recs, base, now_ms=None)
     assert decoded_rows(rb) == want

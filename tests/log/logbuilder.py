@@ -467,8 +467,9 @@ class PartitionBuilder:
             "key": [r.key for r in rows], "value": [r.value for r in rows],
             "topic": [self.topic] * len(rows), "partition": [self.partition] * len(rows),
             "offset": [r.offset for r in rows],
-            # NO_TIMESTAMP (-1, and every magic 0 message) reads as null
-            "timestamp": [None if r.timestamp < 0 else r.timestamp * 1000 for r in rows],
+            # NO_TIMESTAMP (-1, and every magic 0 message) reads as -1 ms, as in Spark's
+            # Kafka source; other timestamps as they are
+            "timestamp": [r.timestamp * 1000 for r in rows],
             "timestampType": [r.timestamp_type for r in rows],
         }
         if include_headers:

@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.format._partition import murmur2, partition_for_keys
 
 
@@ -94,7 +95,7 @@ def test_null_keys_round_robin_from_the_start_partition():
 def test_bad_inputs():
     with pytest.raises(ValueError):
         partition_for_keys(pa.array([b"a"]), 0)
-    with pytest.raises(TypeError, match="binary or string"):
+    with pytest.raises(InvalidOptionError, match="binary or string"):
         partition_for_keys(pa.array([1, 2]), 3)
 
 
