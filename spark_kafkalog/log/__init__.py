@@ -7,6 +7,9 @@ Public API (the Spark layer and the CLI use these names; see /work/briefs/LOG_AP
   :class:`PartitionState` (``LogDirs.state``), ``LogDirs.offset_for_timestamp``
 - reading: :func:`read_partition`, :func:`read_table`, :func:`split_points`,
   :class:`ReadStats`
+- snapshots and commits: :func:`topic_states` (every partition of a topic at one
+  journal state), :func:`topic_snapshot`, :func:`latest_offsets` (a stream's
+  latestOffset), :func:`list_commits` / :class:`Commit` (versions to read as of)
 - inspection: :func:`inspect_partition`, :func:`inspect_log_dirs`; for one file,
   :func:`partition_of_segment` + :func:`scan_windows` (batch headers, window by window)
 - files: :func:`read_offset_index`, :func:`read_time_index`, :func:`read_txn_index`,
@@ -46,7 +49,7 @@ from spark_kafkalog.log.layout import (
     parse_partition_dir_name,
     partition_of_segment,
 )
-from spark_kafkalog.log.reader import read_partition, read_table
+from spark_kafkalog.log.reader import list_commits, read_partition, read_table
 from spark_kafkalog.log.seek import offset_for_timestamp, split_points
 from spark_kafkalog.log.segment import (
     ReadStats,
@@ -55,11 +58,18 @@ from spark_kafkalog.log.segment import (
     Window,
     scan_windows,
 )
-from spark_kafkalog.log.state import PartitionState, partition_state
+from spark_kafkalog.log.snapshot import Commit, TopicSnapshot, topic_snapshot
+from spark_kafkalog.log.state import (
+    PartitionState,
+    latest_offsets,
+    partition_state,
+    topic_states,
+)
 from spark_kafkalog.log.txn import AbortedTxns, read_producer_snapshot, read_txn_index
 
 __all__ = [
-    "AbortedTxns", "LEADER_EPOCH_CHECKPOINT", "LOG_START_OFFSET_CHECKPOINT", "LogDirs",
+    "AbortedTxns", "Commit", "TopicSnapshot", "latest_offsets", "list_commits",
+    "topic_snapshot", "topic_states", "LEADER_EPOCH_CHECKPOINT", "LOG_START_OFFSET_CHECKPOINT", "LogDirs",
     "OffsetIndex", "PartitionDir", "PartitionInfo", "PartitionState", "Problem",
     "RECOVERY_POINT_CHECKPOINT", "REPLICATION_OFFSET_CHECKPOINT", "ReadStats", "Segment",
     "SegmentInfo", "SkippedRange", "TimeIndex", "TornTailWarning", "inspect_log_dirs",

@@ -15,7 +15,7 @@ directory; one PUT on object stores — so it is never torn)::
                   "pending": null | {write_id, mode, state: "begun"|"committed",
                                      coordinator, topics, partitions: {p: rollback data},
                                      result: {p: committed range}, log_start: {p: offset}},
-                  "commits": [{write_id, mode, committed_ms,
+                  "commits": [{write_id, seq, mode, committed_ms,
                                partitions: {p: {start, end, segments: [[base, from, to]]}}}],
                   "streams": {query_id: highest committed batch id},
                   "rolled_back": [write ids]}
@@ -140,6 +140,9 @@ class JournalState:
         return any(c.get("write_id") == write_id for c in self.commits)
 
     def record_commit(self, entry: dict) -> None:
+        # a number that survives trimming: readers name commits by it (asOfCommit)
+        last = self.commits[-1].get("seq", len(self.commits) - 1) if self.commits else -1
+        entry.setdefault("seq", int(last) + 1)
         self.commits.append(entry)
         del self.commits[:-RETAIN_COMMITS]
         stream = _parse_stream(entry["write_id"])
@@ -259,6 +262,12 @@ def _pending_decided(fs: pafs.FileSystem, root: str, state: JournalState) -> boo
     if coordinator == state.topic:
         return False
     return load(fs, root, coordinator).is_committed(p["write_id"])
+
+
+def pending_committed(fs: pafs.FileSystem, root: str, state: JournalState) -> bool:
+    """Whether the pending write of ``state`` committed (by itself or its coordinator
+    topic); False when there is none."""
+    return _pending_decided(fs, root, state)
 
 
 def committed_bounds(fs: pafs.FileSystem, root: str, topic: str

@@ -140,6 +140,9 @@ class ReadOptions:
     # worker with SIGBUS, so only for logs nothing writes to (copies, backups).
     memory_map: bool = False
     max_partition_bytes: int = 128 * MiB
+    # read as of a journal commit (write id or commit number) or commit time (ms)
+    as_of_commit: str | None = None
+    as_of_timestamp: int | None = None
     filesystem_options: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -188,6 +191,7 @@ _READ_NAMES = {
     "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
     "oncorruption": "onCorruption", "readpasthighwatermark": "readPastHighWatermark",
     "windowbytes": "windowBytes", "memorymap": "memoryMap", "maxpartitionbytes": "maxPartitionBytes",
+    "asofcommit": "asOfCommit", "asoftimestamp": "asOfTimestamp",
 }
 
 # Options of Spark's Kafka source that only make sense with a broker: rejected with why.
@@ -593,6 +597,15 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
             raise InvalidOptionError(f"maxTriggerDelay must be a duration such as 15m or 30s, "
                                      f"got {opts['maxtriggerdelay']!r}")
 
+    as_of_commit = opts.get("asofcommit", "").strip() or None
+    as_of_timestamp = (_int("asOfTimestamp", opts["asoftimestamp"], minimum=0)
+                       if "asoftimestamp" in opts else None)
+    if as_of_commit is not None and as_of_timestamp is not None:
+        raise InvalidOptionError("asOfCommit and asOfTimestamp: give only one")
+    if streaming and (as_of_commit is not None or as_of_timestamp is not None):
+        raise InvalidOptionError("asOfCommit/asOfTimestamp are not valid in streaming "
+                                 "queries")
+
     return ReadOptions(
         paths=paths,
         strategy=strategy,
@@ -617,6 +630,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         max_partition_bytes=_bytes("maxPartitionBytes",
                                    opts.get("maxpartitionbytes", str(128 * MiB)),
                                    minimum=1024),
+        as_of_commit=as_of_commit, as_of_timestamp=as_of_timestamp,
         filesystem_options=_filesystem_options(opts),
     )
 

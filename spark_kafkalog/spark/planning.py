@@ -235,10 +235,7 @@ def resolve_ranges(logdirs, opts: ReadOptions, parts: list, *,
         _check_names_all(end_name, set(ending.as_dict()), all_parts)
 
     out = []
-    for p in parts:
-        state = logdirs.state(p, isolation_level=opts.isolation_level,
-                              read_past_high_watermark=opts.read_past_high_watermark,
-                              on_corruption=opts.on_corruption)
+    for p, state in _snapshot_states(logdirs, opts, parts):
         start = resolve_offset(starting, option=start_name, p=p, state=state, logdirs=logdirs,
                                starting=True, on_corruption=opts.on_corruption)
         end = resolve_offset(ending, option=end_name, p=p, state=state, logdirs=logdirs,
@@ -248,6 +245,24 @@ def resolve_ranges(logdirs, opts: ReadOptions, parts: list, *,
         out.append(PartitionRange(p.topic, p.partition, p, start, end, state.size_bytes,
                                   state.log_start_offset, state.log_end_offset))
     return out
+
+
+def _snapshot_states(logdirs, opts: ReadOptions, parts: list):
+    """``(partition dir, state)`` of each of ``parts``, every topic at one snapshot (its
+    journal read once, see :mod:`spark_kafkalog.log.snapshot`), as of a commit when the
+    options ask; the dirs are the ones listed with the snapshot."""
+    by_topic: dict = {}
+    for p in parts:
+        by_topic.setdefault(p.topic, []).append(p.partition)
+    got = {}
+    for topic, numbers in by_topic.items():
+        _, dirs, states = logdirs.topic_states(
+            topic, numbers, as_of_commit=opts.as_of_commit,
+            as_of_timestamp=opts.as_of_timestamp, isolation_level=opts.isolation_level,
+            read_past_high_watermark=opts.read_past_high_watermark,
+            on_corruption=opts.on_corruption, timestamps=False)
+        got.update({(d.topic, d.partition): (d, states[d.partition]) for d in dirs})
+    return [got[(p.topic, p.partition)] for p in parts]
 
 
 def _option_name(spec, starting: bool) -> str:
