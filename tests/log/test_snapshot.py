@@ -190,3 +190,24 @@ def test_files_past_the_snapshot_are_not_read(tmp_path):
     assert values(read_table(logdirs, "t")) == expected[-1]
     logdirs.forget("t")                             # a new snapshot sees the new write
     assert values(read_table(logdirs, "t"))[0] == expected[-1][0] + [b"late"]
+
+
+def test_a_listing_taken_mid_commit_never_shows_part_of_it(tmp_path):
+    """The second race: segments listed while a commit is appending (sizes part way
+    through it), its journal and checkpoints read after it committed. Bounds come from
+    the journal read *with* the listing, so the read is the commit before, whole."""
+    root = str(tmp_path)
+    expected = build(root)
+    seen = []
+
+    def fault(point):
+        if point == "append" and not seen:     # bytes of the new write partly on disk
+            logdirs = LogDirs(root)
+            logdirs.partitions("t")
+            seen.append(logdirs)
+
+    big = {p: [R(b"k", b"x%d" % i, 1) for i in range(40)] for p in range(3)}
+    write(FS, root, "batch:mid", big, partitions=3, config=CFG, per_batch=4, fault=fault)
+    assert seen
+    assert values(read_table(seen[0], "t")) == expected[-1]
+    assert values(read_table(seen[0], "t", read_past_high_watermark=True)) == expected[-1]
