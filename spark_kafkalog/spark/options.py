@@ -19,6 +19,7 @@ The parsed results are frozen, picklable dataclasses: they travel to executors.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Mapping, Union
@@ -140,6 +141,9 @@ class ReadOptions:
     # worker with SIGBUS, so only for logs nothing writes to (copies, backups).
     memory_map: bool = False
     max_partition_bytes: int = 128 * MiB
+    # several small slices per task (see planning/packing.py)
+    pack_partitions: bool = True
+    open_cost_bytes: int = 4 * MiB
     # read as of a journal commit (write id or commit number) or commit time (ms)
     as_of_commit: str | None = None
     as_of_timestamp: int | None = None
@@ -192,6 +196,7 @@ _READ_NAMES = {
     "oncorruption": "onCorruption", "readpasthighwatermark": "readPastHighWatermark",
     "windowbytes": "windowBytes", "memorymap": "memoryMap", "maxpartitionbytes": "maxPartitionBytes",
     "asofcommit": "asOfCommit", "asoftimestamp": "asOfTimestamp",
+    "packpartitions": "packPartitions", "opencostinbytes": "openCostInBytes",
 }
 
 # Options of Spark's Kafka source that only make sense with a broker: rejected with why.
@@ -631,6 +636,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
                                    opts.get("maxpartitionbytes", str(128 * MiB)),
                                    minimum=1024),
         as_of_commit=as_of_commit, as_of_timestamp=as_of_timestamp,
+        # the environment variable sets the default (e.g. to run a test suite unpacked)
+        pack_partitions=_bool("packPartitions", opts.get(
+            "packpartitions", os.environ.get("SPARK_KAFKALOG_PACK", "true"))),
+        open_cost_bytes=_bytes("openCostInBytes", opts.get("opencostinbytes", str(4 * MiB)),
+                               minimum=0),
         filesystem_options=_filesystem_options(opts),
     )
 

@@ -52,6 +52,7 @@ from spark_kafkalog.errors import (
 from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.log.layout import is_internal_topic
 from spark_kafkalog.spark.filters import NONE, Pushdown
+from spark_kafkalog.spark.packing import pack_slices
 from spark_kafkalog.spark.options import (
     EARLIEST,
     LATEST,
@@ -598,7 +599,8 @@ def limit_records(logdirs, slices: list[LogSlice], opts: ReadOptions, *,
 def plan(logdirs, opts: ReadOptions, pushdown: Pushdown = NONE, *,
          split_points: Callable | None = None, count: Callable | None = None
          ) -> list[LogSlice]:
-    """The input partitions of a batch read, in (topic, partition, offset) order.
+    """The input partitions of a batch read, in (topic, partition, offset) order: small
+    slices packed into one task (:mod:`.packing`) unless ``packPartitions=false``.
     ``split_points`` / ``count`` replace the log-reading steps in tests (see
     :func:`slice_range`, :func:`limit_records`)."""
     if split_points is None:
@@ -616,4 +618,10 @@ def plan(logdirs, opts: ReadOptions, pushdown: Pushdown = NONE, *,
     slices = [s for r in ranges for s in slice_range(logdirs, r, opts.max_partition_bytes,
                                                      split_points, keep_later=keep_later)]
     slices = limit_records(logdirs, slices, opts, count=count, keep_later=keep_later)
-    return split_for_limits(slices, opts.min_partitions, keep_later=keep_later)
+    slices = split_for_limits(slices, opts.min_partitions, keep_later=keep_later)
+    if not opts.pack_partitions:
+        return slices
+    return pack_slices(slices, target_bytes=opts.max_partition_bytes,
+                       open_cost=opts.open_cost_bytes,
+                       max_records=opts.max_records_per_partition,
+                       min_partitions=opts.min_partitions)

@@ -15,6 +15,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from spark_kafkalog.spark.filters import NONE, Pushdown, push, row_mask
 from spark_kafkalog.spark.options import ReadOptions
+from spark_kafkalog.spark.packing import PackedSlices
 from spark_kafkalog.spark.planning import LogSlice, plan
 from spark_kafkalog.spark.worker import freeze_heap
 
@@ -149,12 +150,22 @@ class KafkaLogReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator:
         freeze_heap()           # see spark/worker.py: Spark's gc.collect() after the task
         # Spark substitutes InputPartition(None) when partitions() is empty: no rows.
-        if not isinstance(partition, LogSlice):
+        if isinstance(partition, LogSlice):
+            slices = (partition,)
+        elif isinstance(partition, PackedSlices):
+            slices = partition.slices
+        else:
             return iter(())
         opts, pushdown = self.opts, self.pushdown
+
+        def rows():
+            logdirs = open_logdirs(opts)
+            for s in slices:
+                yield from read_slice(logdirs, opts, s, pushdown)
+
         if PREFETCH_BATCHES <= 0:
-            return read_slice(open_logdirs(opts), opts, partition, pushdown)
-        return prefetched(lambda: read_slice(open_logdirs(opts), opts, partition, pushdown))
+            return rows()
+        return prefetched(rows)
 
 
 class KafkaLogPushdownReader(KafkaLogReader):
