@@ -24,8 +24,8 @@ from pyspark.sql.datasource import InputPartition
 
 __all__ = ["PackedSlices", "pack_slices", "DEFAULT_OPEN_COST_BYTES"]
 
-#: Spark's spark.sql.files.openCostInBytes default; at the ~100 MB/s a task decodes, 4 MiB
-#: is ~30-40 ms, about what a Spark task costs (docs/PERFORMANCE.md)
+#: Spark's spark.sql.files.openCostInBytes default: at the ~100 MB/s a task decodes, about
+#: the 30-40 ms a Spark task costs (bench/bench_many_partitions.py measures both)
 DEFAULT_OPEN_COST_BYTES = 4 * 1024 * 1024
 
 

@@ -93,12 +93,10 @@ def spark_read(root: str) -> pa.Table:
     """What a Spark batch read does, without a session: plan on the driver (one fresh
     LogDirs), then each task reads its slice with its own LogDirs."""
     from spark_kafkalog.spark.options import parse_read_options
-    from spark_kafkalog.spark.planning import plan
-    from spark_kafkalog.spark.reader import read_slice
+    from spark_kafkalog.spark.reader import KafkaLogReader
 
-    opts = parse_read_options({"path": root, "subscribe": "t"})
-    slices = plan(LogDirs(root), opts)
-    batches = [b for s in slices for b in read_slice(LogDirs(root), opts, s)]
+    reader = KafkaLogReader(parse_read_options({"path": root, "subscribe": "t"}))
+    batches = [b for task in reader.partitions() for b in reader.read(task)]
     return pa.Table.from_batches(batches) if batches else None
 
 

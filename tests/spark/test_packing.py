@@ -124,3 +124,35 @@ def test_packed_tasks_read_the_same_rows_in_offset_order(tmp_path):
         assert off > seen.get((t, p), -1)
         seen[(t, p)] = off
     assert LogDirs(path).topics() == ["x", "y"]
+
+
+def test_planning_reads_each_checkpoint_and_lists_each_root_once(tmp_path, monkeypatch):
+    """Cheap planning: checkpoint files once per log dir, each root listed once, one
+    listing per partition dir, however many partitions."""
+    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.log import fs as logfs
+    from spark_kafkalog.log import layout
+
+    roots = [tmp_path / "a", tmp_path / "b"]
+    make_sample_log(roots[0], records=2000, partitions=40, topic="x", codecs=("none",))
+    make_sample_log(roots[1], records=2000, partitions=40, topic="y", codecs=("none",))
+    ckpts, listed = [], []
+    real_ckpt, real_list = layout.read_checkpoint, layout.list_dir
+
+    def counting_ckpt(fs, path):
+        ckpts.append(path)
+        return real_ckpt(fs, path)
+
+    def counting_list(fs, path):
+        listed.append(path)
+        return real_list(fs, path)
+
+    monkeypatch.setattr(layout, "read_checkpoint", counting_ckpt)
+    monkeypatch.setattr(layout, "list_dir", counting_list)
+    path = ",".join(map(str, roots))
+    ts = plan(LogDirs(path), parse_read_options({"path": path, "subscribe": "x,y"}))
+    assert sum(t.est_records for t in ts) == 4000
+    assert len(ckpts) == len(set(ckpts)) and len(ckpts) <= 2 * 2   # hw + log start a root
+    assert sorted(listed) == sorted([str(r) for r in roots] + [
+        f"{r}/{t}-{p}" for r, t in zip(roots, "xy") for p in range(40)])
+    assert logfs.list_dir is real_list
