@@ -240,7 +240,9 @@ def topic_snapshot(logdirs, topic: str, *, as_of_commit=None,
         bounds = _latest_bounds(j, roots_of)
         commits = [c for root, st in j.states.items()
                    for c in _root_commits(root, st, j.decided[root])]
-        newest = max(commits, key=lambda c: (c.committed_ms or 0, c.seq)) if commits else None
+        # (a commit not yet recorded with its time is the newest of its journal)
+        newest = max(commits, key=lambda c: (float("inf") if c.committed_ms is None
+                                             else c.committed_ms, c.seq), default=None)
         j.latest = TopicSnapshot(topic, bounds, newest)
     if as_of_commit is None and as_of_timestamp is None:
         return j.latest
