@@ -79,8 +79,9 @@ class PartitionState:
     last_stable_offset_known: bool = False
 
 
-def _tail(logdirs, p, on_corruption, stats):
-    """(log end offset, max timestamp of the scanned tail batches)."""
+def _tail(logdirs, p, on_corruption, stats, end=None):
+    """(log end offset, max timestamp of the scanned tail batches); ``end``: the
+    snapshot's bound, where the scan may stop (bytes past it are a later write's)."""
     for i in range(len(p.segments) - 1, -1, -1):
         seg = p.segments[i]
         if seg.size == 0:
@@ -98,7 +99,8 @@ def _tail(logdirs, p, on_corruption, stats):
         max_ts = None
         for w in scan_windows(logdirs.filesystem, p, segment_index=i, position=pos,
                               seek_check=check, on_corruption=on_corruption, stats=stats,
-                              initial_window=_PROBE, prev_last_offset=prev):
+                              initial_window=_PROBE, prev_last_offset=prev,
+                              end_offset=end):
             h = w.headers
             last = int(h.column("last_offset")[-1].as_py())
             data = ~_np(h, "is_control")
@@ -190,7 +192,7 @@ def partition_state(logdirs, p, *, isolation_level: str = "read_uncommitted",
             # snapshot: leave them out, so bytes past it are a torn tail at worst
             p = replace(p, segments=tuple(s for s in p.segments
                                           if s.base_offset < end) or p.segments[:1])
-    leo, tail_max = _tail(logdirs, p, on_corruption, stats)
+    leo, tail_max = _tail(logdirs, p, on_corruption, stats, end)
     # a log start checkpointed past the data (everything deleted) leaves an empty log
     leo_eff = max(leo, start)
     if end is not None:
