@@ -63,21 +63,18 @@ def build_floor(logdir: str, ipc: Path) -> int:
     import pyarrow as pa
 
     from spark_kafkalog.spark.options import parse_read_options
-    from spark_kafkalog.spark.planning import plan
-    from spark_kafkalog.spark.reader import open_logdirs, read_slice
+    from spark_kafkalog.spark.reader import KafkaLogReader
 
-    opts = parse_read_options({"path": logdir, "subscribe": "bench"})
-    logdirs = open_logdirs(opts)
+    reader = KafkaLogReader(parse_read_options({"path": logdir, "subscribe": "bench"}))
     ipc.mkdir(parents=True, exist_ok=True)
-    tasks = plan(logdirs, opts)
-    for i, task in enumerate(tasks):
+    tasks = reader.partitions()
+    for i, task in enumerate(tasks):           # batch for batch what read() yields
         with pa.OSFile(str(ipc / f"{i:05d}.arrow"), "wb") as sink:
             writer = None
-            for s in getattr(task, "slices", (task,)):
-                for batch in read_slice(logdirs, opts, s):
-                    if writer is None:
-                        writer = pa.ipc.new_file(sink, batch.schema)
-                    writer.write_batch(batch)
+            for batch in reader.read(task):
+                if writer is None:
+                    writer = pa.ipc.new_file(sink, batch.schema)
+                writer.write_batch(batch)
             writer.close()
     return len(tasks)
 

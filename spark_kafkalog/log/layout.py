@@ -396,7 +396,7 @@ class LogDirs:
 
     def topic_states(self, topic: str, partitions: Iterable[int] | None = None, **kwargs):
         """``(snapshot, partition dirs, {partition: state})`` of a topic at one snapshot;
-        see :func:`spark_kafkalog.log.snapshot.topic_states`."""
+        see :func:`spark_kafkalog.log.state.topic_states`."""
         from spark_kafkalog.log.state import topic_states
 
         return topic_states(self, topic, partitions, **kwargs)

@@ -10,14 +10,15 @@ largest first, go into the current task until adding one would take it past the 
 
 Planning has already cut large partitions into slices of at most the target, and applied
 ``maxRecordsPerPartition`` / ``minPartitions``, which only ever split; packing keeps their
-meaning: a task never holds more than ``maxRecordsPerPartition`` rows, and with
-``minPartitions`` the target shrinks to the total over ``minPartitions`` (as Spark's file
-source does with its minimum partition number) and packing is skipped when it would still
-leave fewer tasks. Each slice keeps its rows in offset order; a packed task reads its
+meaning: a task never holds more than ``maxRecordsPerPartition`` rows, and the target
+shrinks to the total over ``minPartitions`` or the cores (as Spark's file source does
+with its minimum partition number and default parallelism); packing is skipped when it
+would still leave fewer than ``minPartitions`` tasks. Each slice keeps its rows in offset order; a packed task reads its
 slices one after another, ordered by (topic, partition, offset).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
@@ -49,16 +50,20 @@ def _order(s):
 
 
 def pack_slices(slices: list, *, target_bytes: int, open_cost: int,
-                max_records: int | None = None, min_partitions: int | None = None
-                ) -> list:
+                max_records: int | None = None, min_partitions: int | None = None,
+                parallelism: int | None = None) -> list:
     """The tasks for ``slices``: a :class:`LogSlice` alone when nothing joins it, else a
-    :class:`PackedSlices`; ordered by their first slice's (topic, partition, offset)."""
+    :class:`PackedSlices`; ordered by their first slice's (topic, partition, offset).
+    ``parallelism`` (default: this machine's cores, standing in for Spark's default
+    parallelism, which a Python data source cannot see) lowers the target to the total
+    over it, so a few mid-sized partitions still spread over the cores, as Spark's
+    ``bytesPerCore`` rule does."""
     if len(slices) <= 1:
         return list(slices)
     target = int(target_bytes)
-    if min_partitions is not None:
-        total = sum(s.est_bytes + open_cost for s in slices)
-        target = min(target, max(open_cost, total // min_partitions))
+    spread = max(min_partitions or 0, parallelism or os.cpu_count() or 1)
+    total = sum(s.est_bytes + open_cost for s in slices)
+    target = min(target, max(open_cost, total // spread))
     bins: list[list] = []
     cur: list = []
     cur_bytes = cur_rows = 0

@@ -63,6 +63,35 @@ def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NON
             yield batch
 
 
+#: a packed task's small batches are joined into batches of at least this many rows (or
+#: COALESCE_BYTES): Spark pays per Arrow batch it takes from a Python worker
+COALESCE_ROWS = 65_536
+COALESCE_BYTES = 8 * 1024 * 1024
+
+
+def coalesced(batches: Iterator, min_rows: int = COALESCE_ROWS,
+              max_bytes: int = COALESCE_BYTES) -> Iterator:
+    """``batches`` joined in order into batches of at least ``min_rows`` rows (the last
+    may be smaller), a joined batch ending early once it holds ``max_bytes``. Batches
+    already that large pass through uncopied. Memory: one joined batch."""
+    import pyarrow as pa
+
+    buf, rows, size = [], 0, 0
+    for b in batches:
+        if not buf and (b.num_rows >= min_rows or b.nbytes >= max_bytes):
+            yield b
+            continue
+        buf.append(b)
+        rows += b.num_rows
+        size += b.nbytes
+        if rows >= min_rows or size >= max_bytes:
+            yield pa.Table.from_batches(buf).combine_chunks().to_batches()[0]
+            buf, rows, size = [], 0, 0
+    if buf:
+        yield (buf[0] if len(buf) == 1
+               else pa.Table.from_batches(buf).combine_chunks().to_batches()[0])
+
+
 #: batches decoded ahead of the one Spark is consuming (see :func:`prefetched`); 0 reads
 #: in Spark's thread (no prefetch thread)
 PREFETCH_BATCHES = 1
@@ -160,8 +189,8 @@ class KafkaLogReader(DataSourceReader):
 
         def rows():
             logdirs = open_logdirs(opts)
-            for s in slices:
-                yield from read_slice(logdirs, opts, s, pushdown)
+            it = (b for s in slices for b in read_slice(logdirs, opts, s, pushdown))
+            yield from (coalesced(it) if len(slices) > 1 else it)
 
         if PREFETCH_BATCHES <= 0:
             return rows()

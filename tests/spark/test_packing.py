@@ -16,6 +16,12 @@ from tests.spark.fakes import FakeLogDirs, fake_split_points
 MB = 1 << 20
 
 
+@pytest.fixture(autouse=True)
+def _two_cores(monkeypatch):
+    """Packing spreads over the planning machine's cores: make it 2 (local[2])."""
+    monkeypatch.setattr("spark_kafkalog.spark.packing.os.cpu_count", lambda: 2)
+
+
 def many_small(n=40, size=100_000, records=1000):
     return FakeLogDirs({("a", p): [(0, records, size)] for p in range(n)})
 
@@ -156,3 +162,16 @@ def test_planning_reads_each_checkpoint_and_lists_each_root_once(tmp_path, monke
     assert sorted(listed) == sorted([str(r) for r in roots] + [
         f"{r}/{t}-{p}" for r, t in zip(roots, "xy") for p in range(40)])
     assert logfs.list_dir is real_list
+
+
+def test_coalesced_joins_small_batches_in_order():
+    from spark_kafkalog.spark.reader import coalesced
+
+    small = [pa.record_batch({"x": list(range(i * 10, i * 10 + 10))}) for i in range(25)]
+    out = list(coalesced(iter(small), min_rows=40, max_bytes=1 << 30))
+    assert [b.num_rows for b in out] == [40] * 6 + [10]
+    assert pa.Table.from_batches(out)["x"].to_pylist() == list(range(250))
+    big = pa.record_batch({"x": list(range(100))})
+    assert list(coalesced(iter([big]), min_rows=40))[0] is big
+    by_bytes = list(coalesced(iter(small), min_rows=10_000, max_bytes=small[0].nbytes * 3))
+    assert [b.num_rows for b in by_bytes][:2] == [30, 30]
