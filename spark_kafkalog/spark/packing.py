@@ -3,18 +3,19 @@
 A Spark task costs about 30 ms of Spark and Python-worker overhead whatever it reads, so
 a topic of many small partitions planned one task per partition is dominated by it.
 Spark's file sources pack small files into one task (``spark.sql.files.maxPartitionBytes``
-and ``openCostInBytes``); this is the same rule for log slices: slices sorted by size,
-largest first, go into the current task until adding one would take it past the target
-(``maxPartitionBytes``), each counting its estimated bytes plus ``openCostInBytes``
-(what opening a segment and starting a slice costs, in bytes of reading).
+and ``openCostInBytes``); this is the same rule for log slices, except that slices are
+taken in (topic, partition, offset) order rather than largest first, so the tasks read
+the topic in that order, as unpacked ones do: a slice goes into the current task unless
+it would take it past the target (``maxPartitionBytes``), each counting its estimated
+bytes plus ``openCostInBytes`` (what starting a slice costs, in bytes of reading).
 
 Planning has already cut large partitions into slices of at most the target, and applied
 ``maxRecordsPerPartition`` / ``minPartitions``, which only ever split; packing keeps their
 meaning: a task never holds more than ``maxRecordsPerPartition`` rows, and the target
 shrinks to the total over ``minPartitions`` or the cores (as Spark's file source does
 with its minimum partition number and default parallelism); packing is skipped when it
-would still leave fewer than ``minPartitions`` tasks. Each slice keeps its rows in offset order; a packed task reads its
-slices one after another, ordered by (topic, partition, offset).
+would still leave fewer than ``minPartitions`` tasks. A packed task reads its slices one
+after another, each in offset order, and joins their small Arrow batches (spark/reader.py).
 """
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def pack_slices(slices: list, *, target_bytes: int, open_cost: int,
     bins: list[list] = []
     cur: list = []
     cur_bytes = cur_rows = 0
-    for s in sorted(slices, key=lambda s: (-s.est_bytes, _order(s))):
+    for s in sorted(slices, key=_order):
         over = cur_bytes + s.est_bytes > target
         if max_records is not None and cur_rows + s.est_records > max_records:
             over = True
@@ -81,7 +82,4 @@ def pack_slices(slices: list, *, target_bytes: int, open_cost: int,
         bins.append(cur)
     if min_partitions is not None and len(bins) < min(min_partitions, len(slices)):
         return list(slices)
-    out = [b[0] if len(b) == 1 else PackedSlices(tuple(sorted(b, key=_order)))
-           for b in bins]
-    return sorted(out, key=lambda t: _order(t.slices[0] if isinstance(t, PackedSlices)
-                                            else t))
+    return [b[0] if len(b) == 1 else PackedSlices(tuple(b)) for b in bins]
