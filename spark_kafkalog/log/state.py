@@ -26,7 +26,7 @@ from typing import Iterable
 
 import numpy as np
 
-from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
 from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.log.isolation import last_stable_offset
 from spark_kafkalog.log.seek import locate, log_start_offset, offset_index, time_index_last
@@ -229,8 +229,9 @@ def topic_states(logdirs, topic: str, partitions: Iterable[int] | None = None, *
     the given partition numbers) at one snapshot. Keywords go to
     :func:`partition_state`. The partition dirs are those
     listed with the snapshot: read them, not dirs listed before. When a partition's
-    files end below what its journal committed (segments deleted under the read),
-    the snapshot is taken again, up to :data:`SNAPSHOT_ATTEMPTS` times."""
+    files end below what its journal committed, or a listed segment is gone (segments
+    deleted under the read), the snapshot is taken again, up to
+    :data:`SNAPSHOT_ATTEMPTS` times."""
     wanted = None if partitions is None else set(int(q) for q in partitions)
     for attempt in range(SNAPSHOT_ATTEMPTS):
         snap = topic_snapshot(logdirs, topic, as_of_commit=as_of_commit,
@@ -238,8 +239,16 @@ def topic_states(logdirs, topic: str, partitions: Iterable[int] | None = None, *
         latest = topic_snapshot(logdirs, topic) if snap.as_of else snap
         parts = [p for p in logdirs.partitions(topic)
                  if wanted is None or p.partition in wanted]
-        states = {p.partition: partition_state(logdirs, p, snapshot=snap, **state_kwargs)
-                  for p in parts}
+        try:
+            states = {p.partition: partition_state(logdirs, p, snapshot=snap,
+                                                   **state_kwargs) for p in parts}
+        except LogLayoutError as err:
+            # a segment listed with the snapshot is gone: deleted under the read
+            if (attempt == SNAPSHOT_ATTEMPTS - 1
+                    or not isinstance(err.__cause__, FileNotFoundError)):
+                raise
+            logdirs.forget(topic)
+            continue
         changed = any(moved(latest, p.partition, states[p.partition]) for p in parts)
         if not changed or attempt == SNAPSHOT_ATTEMPTS - 1:
             break

@@ -211,3 +211,18 @@ def test_a_listing_taken_mid_commit_never_shows_part_of_it(tmp_path):
     assert seen
     assert values(read_table(seen[0], "t")) == expected[-1]
     assert values(read_table(seen[0], "t", read_past_high_watermark=True)) == expected[-1]
+
+
+def test_segments_deleted_under_the_read_retake_the_snapshot(tmp_path):
+    """An overwrite that commits (and deletes the old segments) between the snapshot
+    and the reads: the files end below what the snapshot committed, so the snapshot is
+    taken again and the read is the overwrite, whole, not an empty or partial log."""
+    root = str(tmp_path)
+    build(root)
+    logdirs = LogDirs(root)
+    logdirs.partitions("t")                             # snapshot before the overwrite
+    write(FS, root, "batch:over", {p: [R(b"k", b"o%d" % p, 5)] for p in range(3)},
+          partitions=3, config=CFG, mode="overwrite")
+    snap, parts, states = topic_states(logdirs, "t")
+    assert snap.commit.write_id == "batch:over"
+    assert values(read_table(logdirs, "t")) == {p: [b"o%d" % p] for p in range(3)}
