@@ -54,10 +54,11 @@ def build_inputs(work: Path, codec: str, records: int, partitions: int) -> tuple
     ipc.mkdir()
     opts = parse_read_options({"path": str(logdir), "subscribe": "bench"})
     logdirs = open_logdirs(opts)
-    for i, s in enumerate(plan(logdirs, opts)):
+    for i, task in enumerate(plan(logdirs, opts)):
         with pa.OSFile(str(ipc / f"{i:05d}.arrow"), "wb") as sink:
             writer = None
-            for batch in read_slice(logdirs, opts, s):
+            for batch in (b for s in getattr(task, "slices", (task,))
+                          for b in read_slice(logdirs, opts, s)):
                 if writer is None:
                     writer = pa.ipc.new_file(sink, batch.schema)
                 writer.write_batch(batch)

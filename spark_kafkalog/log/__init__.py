@@ -3,8 +3,10 @@
 Sub-packages (see docs/ARCHITECTURE.md): ``model`` (partition dirs, segments, state,
 names; no I/O), ``io`` (the one file-access layer), ``files`` (index, txn index,
 snapshot and checkpoint files), ``read`` (discovery, scan, seek, isolation, state,
-reader), ``diagnose`` (inspect, verify). The names below are the public API the Spark
+reader, snapshot), ``write`` (the writer), ``diagnose`` (inspect, verify, dump). The names below are the public API the Spark
 layer and the CLI use. Nothing here knows about Spark; what crosses to executors pickles.
+A read of a topic takes one snapshot (:func:`topic_states`): every partition at the
+same committed write; :func:`list_commits` lists the versions a read can ask for.
 """
 from spark_kafkalog.log.diagnose.findings import Problem
 from spark_kafkalog.log.diagnose.inspect import (
@@ -38,7 +40,7 @@ from spark_kafkalog.log.model import (
     parse_partition_dir_name,
 )
 from spark_kafkalog.log.read.discovery import LogDirs, partition_of_segment
-from spark_kafkalog.log.read.reader import read_partition, read_table
+from spark_kafkalog.log.read.reader import list_commits, read_partition, read_table
 from spark_kafkalog.log.read.scan import (
     ReadStats,
     SkippedRange,
@@ -47,10 +49,16 @@ from spark_kafkalog.log.read.scan import (
     scan_windows,
 )
 from spark_kafkalog.log.read.seek import offset_for_timestamp, split_points
-from spark_kafkalog.log.read.state import partition_state
+from spark_kafkalog.log.read.snapshot import Commit, TopicSnapshot, topic_snapshot
+from spark_kafkalog.log.read.state import (
+    latest_offsets,
+    partition_state,
+    topic_states,
+)
 
 __all__ = [
-    "AbortedTxns", "LEADER_EPOCH_CHECKPOINT", "LOG_START_OFFSET_CHECKPOINT", "LogDirs",
+    "AbortedTxns", "Commit", "TopicSnapshot", "latest_offsets", "list_commits",
+    "topic_snapshot", "topic_states", "LEADER_EPOCH_CHECKPOINT", "LOG_START_OFFSET_CHECKPOINT", "LogDirs",
     "OffsetIndex", "PartitionDir", "PartitionInfo", "PartitionState", "Problem",
     "RECOVERY_POINT_CHECKPOINT", "REPLICATION_OFFSET_CHECKPOINT", "ReadStats", "Segment",
     "SegmentInfo", "SkippedRange", "TimeIndex", "TornTailWarning", "inspect_log_dirs",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Mapping, Union
@@ -141,6 +142,12 @@ class ReadOptions:
     # worker with SIGBUS, so only for logs nothing writes to (copies, backups).
     memory_map: bool = False
     max_partition_bytes: int = 128 * MiB
+    # several small slices per task (see planning/packing.py)
+    pack_partitions: bool = True
+    open_cost_bytes: int = 4 * MiB
+    # read as of a journal commit (write id or commit number) or commit time (ms)
+    as_of_commit: str | None = None
+    as_of_timestamp: int | None = None
     filesystem_options: Mapping[str, str] = field(default_factory=dict)
     # whether the batch reader offers Spark filter pushdown (pushFilters); None: as the
     # session's spark.sql.python.filterPushdown.enabled says (see spark/datasource.py)
@@ -195,6 +202,8 @@ _READ_NAMES = {
     "oncorruption": "onCorruption", "readpasthighwatermark": "readPastHighWatermark",
     "windowbytes": "windowBytes", "memorymap": "memoryMap", "maxpartitionbytes": "maxPartitionBytes",
     "pushfilters": "pushFilters",
+    "asofcommit": "asOfCommit", "asoftimestamp": "asOfTimestamp",
+    "packpartitions": "packPartitions", "opencostinbytes": "openCostInBytes",
 }
 
 # Options of Spark's Kafka source that only make sense with a broker: rejected with why.
@@ -634,6 +643,15 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
                                      "a live log is truncated and rolled under the reader, "
                                      "and a truncated mapped file kills the worker (SIGBUS)")
 
+    as_of_commit = opts.get("asofcommit", "").strip() or None
+    as_of_timestamp = (_int("asOfTimestamp", opts["asoftimestamp"], minimum=0)
+                       if "asoftimestamp" in opts else None)
+    if as_of_commit is not None and as_of_timestamp is not None:
+        raise InvalidOptionError("asOfCommit and asOfTimestamp: give only one")
+    if streaming and (as_of_commit is not None or as_of_timestamp is not None):
+        raise InvalidOptionError("asOfCommit/asOfTimestamp are not valid in streaming "
+                                 "queries")
+
     return ReadOptions(
         paths=paths,
         strategy=strategy,
@@ -660,6 +678,12 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
         max_partition_bytes=_bytes("maxPartitionBytes",
                                    opts.get("maxpartitionbytes", str(128 * MiB)),
                                    minimum=1024),
+        as_of_commit=as_of_commit, as_of_timestamp=as_of_timestamp,
+        # the environment variable sets the default (e.g. to run a test suite unpacked)
+        pack_partitions=_bool("packPartitions", opts.get(
+            "packpartitions", os.environ.get("SPARK_KAFKALOG_PACK", "true"))),
+        open_cost_bytes=_bytes("openCostInBytes", opts.get("opencostinbytes", str(4 * MiB)),
+                               minimum=0),
         filesystem_options=_filesystem_options(opts),
         max_bytes_per_trigger=max_bytes_per_trigger,
     )

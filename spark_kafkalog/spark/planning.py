@@ -52,6 +52,7 @@ from spark_kafkalog.errors import (
 from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.log.model import is_internal_topic
 from spark_kafkalog.spark.filters import NONE, Pushdown
+from spark_kafkalog.spark.packing import pack_slices
 from spark_kafkalog.spark.options import (
     EARLIEST,
     LATEST,
@@ -235,10 +236,7 @@ def resolve_ranges(logdirs, opts: ReadOptions, parts: list, *,
         _check_names_all(end_name, set(ending.as_dict()), all_parts)
 
     out = []
-    for p in parts:
-        state = logdirs.state(p, isolation_level=opts.isolation_level,
-                              read_past_high_watermark=opts.read_past_high_watermark,
-                              on_corruption=opts.on_corruption)
+    for p, state in _snapshot_states(logdirs, opts, parts):
         start = resolve_offset(starting, option=start_name, p=p, state=state, logdirs=logdirs,
                                starting=True, on_corruption=opts.on_corruption)
         end = resolve_offset(ending, option=end_name, p=p, state=state, logdirs=logdirs,
@@ -248,6 +246,24 @@ def resolve_ranges(logdirs, opts: ReadOptions, parts: list, *,
         out.append(PartitionRange(p.topic, p.partition, p, start, end, state.size_bytes,
                                   state.log_start_offset, state.log_end_offset))
     return out
+
+
+def _snapshot_states(logdirs, opts: ReadOptions, parts: list):
+    """``(partition dir, state)`` of each of ``parts``, every topic at one snapshot (its
+    journal read once, see :mod:`spark_kafkalog.log.read.snapshot`), as of a commit when the
+    options ask; the dirs are the ones listed with the snapshot."""
+    by_topic: dict = {}
+    for p in parts:
+        by_topic.setdefault(p.topic, []).append(p.partition)
+    got = {}
+    for topic, numbers in by_topic.items():
+        _, dirs, states = logdirs.topic_states(
+            topic, numbers, as_of_commit=opts.as_of_commit,
+            as_of_timestamp=opts.as_of_timestamp, isolation_level=opts.isolation_level,
+            read_past_high_watermark=opts.read_past_high_watermark,
+            on_corruption=opts.on_corruption, timestamps=False)
+        got.update({(d.topic, d.partition): (d, states[d.partition]) for d in dirs})
+    return [got[(p.topic, p.partition)] for p in parts]
 
 
 def _option_name(spec, starting: bool) -> str:
@@ -583,7 +599,8 @@ def limit_records(logdirs, slices: list[LogSlice], opts: ReadOptions, *,
 def plan(logdirs, opts: ReadOptions, pushdown: Pushdown = NONE, *,
          split_points: Callable | None = None, count: Callable | None = None
          ) -> list[LogSlice]:
-    """The input partitions of a batch read, in (topic, partition, offset) order.
+    """The input partitions of a batch read, in (topic, partition, offset) order: small
+    slices packed into one task (:mod:`.packing`) unless ``packPartitions=false``.
     ``split_points`` / ``count`` replace the log-reading steps in tests (see
     :func:`slice_range`, :func:`limit_records`)."""
     if split_points is None:
@@ -601,4 +618,10 @@ def plan(logdirs, opts: ReadOptions, pushdown: Pushdown = NONE, *,
     slices = [s for r in ranges for s in slice_range(logdirs, r, opts.max_partition_bytes,
                                                      split_points, keep_later=keep_later)]
     slices = limit_records(logdirs, slices, opts, count=count, keep_later=keep_later)
-    return split_for_limits(slices, opts.min_partitions, keep_later=keep_later)
+    slices = split_for_limits(slices, opts.min_partitions, keep_later=keep_later)
+    if not opts.pack_partitions:
+        return slices
+    return pack_slices(slices, target_bytes=opts.max_partition_bytes,
+                       open_cost=opts.open_cost_bytes,
+                       max_records=opts.max_records_per_partition,
+                       min_partitions=opts.min_partitions)

@@ -16,6 +16,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from spark_kafkalog.errors import CorruptRecordError
 from spark_kafkalog.spark.filters import NONE, Pushdown, push, row_mask
 from spark_kafkalog.spark.options import ReadOptions
+from spark_kafkalog.spark.packing import PackedSlices
 from spark_kafkalog.spark.planning import LogSlice, plan
 from spark_kafkalog.spark.worker import freeze_heap
 
@@ -73,6 +74,35 @@ def _with_fix(e: CorruptRecordError) -> CorruptRecordError:
     fix = ("; to read past damaged bytes set option onCorruption=skip (drop them) or "
            "onCorruption=stop (end the partition there)")
     return type(e)(e.reason + fix, path=e.path, position=e.position, offset=e.offset)
+
+
+#: a packed task's small batches are joined into batches of at least this many rows (or
+#: COALESCE_BYTES): Spark pays per Arrow batch it takes from a Python worker
+COALESCE_ROWS = 65_536
+COALESCE_BYTES = 8 * 1024 * 1024
+
+
+def coalesced(batches: Iterator, min_rows: int = COALESCE_ROWS,
+              max_bytes: int = COALESCE_BYTES) -> Iterator:
+    """``batches`` joined in order into batches of at least ``min_rows`` rows (the last
+    may be smaller), a joined batch ending early once it holds ``max_bytes``. Batches
+    already that large pass through uncopied. Memory: one joined batch."""
+    import pyarrow as pa
+
+    buf, rows, size = [], 0, 0
+    for b in batches:
+        if not buf and (b.num_rows >= min_rows or b.nbytes >= max_bytes):
+            yield b
+            continue
+        buf.append(b)
+        rows += b.num_rows
+        size += b.nbytes
+        if rows >= min_rows or size >= max_bytes:
+            yield pa.Table.from_batches(buf).combine_chunks().to_batches()[0]
+            buf, rows, size = [], 0, 0
+    if buf:
+        yield (buf[0] if len(buf) == 1
+               else pa.Table.from_batches(buf).combine_chunks().to_batches()[0])
 
 
 #: batches decoded ahead of the one Spark is consuming (see :func:`prefetched`); 0 reads
@@ -162,12 +192,22 @@ class KafkaLogReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator:
         freeze_heap()           # see spark/worker.py: Spark's gc.collect() after the task
         # Spark substitutes InputPartition(None) when partitions() is empty: no rows.
-        if not isinstance(partition, LogSlice):
+        if isinstance(partition, LogSlice):
+            slices = (partition,)
+        elif isinstance(partition, PackedSlices):
+            slices = partition.slices
+        else:
             return iter(())
         opts, pushdown = self.opts, self.pushdown
+
+        def rows():
+            logdirs = open_logdirs(opts)
+            it = (b for s in slices for b in read_slice(logdirs, opts, s, pushdown))
+            yield from (coalesced(it) if len(slices) > 1 else it)
+
         if PREFETCH_BATCHES <= 0:
-            return read_slice(open_logdirs(opts), opts, partition, pushdown)
-        return prefetched(lambda: read_slice(open_logdirs(opts), opts, partition, pushdown))
+            return rows()
+        return prefetched(rows)
 
 
 class KafkaLogPushdownReader(KafkaLogReader):

@@ -62,7 +62,7 @@ class FakeLogDirs:
         return self.layout[key][-1][1] if self.layout[key] else 0
 
     def state(self, p, *, isolation_level="read_uncommitted", read_past_high_watermark=False,
-              on_corruption="fail"):
+              on_corruption="fail", timestamps=True):
         key = (p.topic, p.partition)
         segs = self.layout[key]
         start = self.log_start.get(key, segs[0][0] if segs else 0)
@@ -73,6 +73,14 @@ class FakeLogDirs:
             lso if isolation_level == "read_committed" else hw)
         return FakeState(p.topic, p.partition, start, hw, end, lso, upper, None, None,
                          sum(s[2] for s in segs))
+
+    def topic_states(self, topic, partitions=None, *, as_of_commit=None,
+                     as_of_timestamp=None, **kwargs):
+        if as_of_commit is not None or as_of_timestamp is not None:
+            raise LogLayoutError("the fake log has no commits")
+        parts = [p for p in self.partitions(topic)
+                 if partitions is None or p.partition in set(partitions)]
+        return None, parts, {p.partition: self.state(p, **kwargs) for p in parts}
 
     def offset_for_timestamp(self, p, timestamp_ms, *, upper_bound=None, on_corruption="fail"):
         key = (p.topic, p.partition)

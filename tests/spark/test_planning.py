@@ -34,6 +34,13 @@ from tests.spark.fakes import FakeLogDirs, fake_split_points
 MB = 1 << 20
 
 
+@pytest.fixture(autouse=True)
+def _unpacked(monkeypatch):
+    """These tests check the split steps slice by slice; packing slices into tasks has
+    its own tests (test_packing.py)."""
+    monkeypatch.setenv("SPARK_KAFKALOG_PACK", "false")
+
+
 def two_topics():
     # a-0: 3 segments of 1000 offsets; a-1: one segment; b-0: empty-ish; internal topic
     return FakeLogDirs({

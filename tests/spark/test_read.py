@@ -178,10 +178,18 @@ def plan(path, **opts):
 def test_partition_counts_and_pickling(logs):
     from spark_kafkalog.log import split_points
 
-    _, parts = plan(logs["path"], subscribe=MULTI)
+    _, parts = plan(logs["path"], subscribe=MULTI, packPartitions="false")
     assert len(parts) == 3                      # one per partition: every one is small
     for p in parts:
         assert isinstance(p, LogSlice) and pickle.loads(pickle.dumps(p)) == p
+    # packed (the default): the three small slices share tasks (no more than the cores
+    # ask for: Spark's bytesPerCore rule)
+    _, packed = plan(logs["path"], subscribe=MULTI, packPartitions="true")
+    assert len(packed) < 3
+    flat = [s for t in packed for s in getattr(t, "slices", (t,))]
+    assert sorted(flat, key=lambda s: s.partition) == parts
+    for t in packed:
+        assert pickle.loads(pickle.dumps(t)) == t
     # byte cuts: exactly the ranges split_points finds through the .index files
     logdirs = LogDirs(logs["path"])
     cuts = {n: split_points(logdirs, logdirs.partition(MULTI, n), 0,
@@ -198,9 +206,15 @@ def test_partition_counts_and_pickling(logs):
     # maxRecordsPerPartition, exact counts cut at batch boundaries: each partition holds
     # 15 batches of 20 records and a tail of 5 (multi-1 also a gap of 7 offsets); two
     # batches fit in 50 -> 7 pieces of 40, then 20 + 5: 8 per partition
-    _, capped = plan(logs["path"], subscribe=MULTI, maxRecordsPerPartition="50")
+    _, capped = plan(logs["path"], subscribe=MULTI, maxRecordsPerPartition="50",
+                     packPartitions="false")
     assert len(capped) == 24
     assert [s.records for s in capped] == ([40] * 7 + [25]) * 3
+    # packed, a task still holds at most 50 rows
+    _, packed = plan(logs["path"], subscribe=MULTI, maxRecordsPerPartition="50",
+                     packPartitions="true")
+    assert len(packed) <= 24 and all(t.est_records <= 50 for t in packed)
+    assert sum(t.est_records for t in packed) == sum(s.records for s in capped)
     for s in parts + capped:
         assert pickle.loads(pickle.dumps(s)) == s
 

@@ -202,6 +202,7 @@ class LogDirs:
         self._dirs: dict[str, dict[int, tuple[str, str]]] | None = None
         self._partitions: dict[str, list[PartitionDir]] = {}
         self._checkpoints: dict[tuple[str, str], dict[tuple[str, int], int]] = {}
+        self._journals: dict = {}       # topic -> snapshot._Journals, read with the listing
 
     def __getstate__(self):
         return {"filesystem": self.filesystem, "roots": self.roots,
@@ -259,6 +260,11 @@ class LogDirs:
         if not dirs:
             raise LogLayoutError(f"topic {topic!r} not found in log dirs "
                                  f"{', '.join(self.roots)}")
+        from spark_kafkalog.log.read.snapshot import load_journals
+
+        # the journal before the segments: every byte it calls committed is then listed
+        self._journals[topic] = load_journals(self, topic, sorted({r for r, _ in
+                                                                   dirs.values()}))
         result = []
         for partition in sorted(dirs):
             root, path = dirs[partition]
@@ -266,6 +272,12 @@ class LogDirs:
             result.append(PartitionDir(topic, partition, root, path, segments, snapshots))
         self._partitions[topic] = result
         return result
+
+    def forget(self, topic: str) -> None:
+        """Drop the topic's cached listing and journal: the next read lists it again
+        (a new snapshot; see :mod:`spark_kafkalog.log.read.snapshot`)."""
+        self._partitions.pop(topic, None)
+        self._journals.pop(topic, None)
 
     def partition(self, topic: str, partition: int) -> PartitionDir:
         """One partition; LogLayoutError when absent."""
@@ -308,6 +320,13 @@ class LogDirs:
         return partition_state(self, p, isolation_level=isolation_level,
                                read_past_high_watermark=read_past_high_watermark,
                                on_corruption=on_corruption, timestamps=timestamps)
+
+    def topic_states(self, topic: str, partitions: Iterable[int] | None = None, **kwargs):
+        """``(snapshot, partition dirs, {partition: state})`` of a topic at one snapshot;
+        see :func:`spark_kafkalog.log.read.state.topic_states`."""
+        from spark_kafkalog.log.read.state import topic_states
+
+        return topic_states(self, topic, partitions, **kwargs)
 
     def offset_for_timestamp(self, p: PartitionDir, timestamp_ms: int, **kwargs) -> int | None:
         """Earliest offset whose record timestamp is >= ``timestamp_ms`` (Kafka's

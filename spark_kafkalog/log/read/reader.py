@@ -42,9 +42,10 @@ from spark_kafkalog.log.read.scan import (
     scan_windows,
 )
 from spark_kafkalog.log.read.seek import locate, offset_index
-from spark_kafkalog.log.read.state import check_isolation
+from spark_kafkalog.log.read.snapshot import Commit, list_commits as _commits_of
+from spark_kafkalog.log.read.state import check_isolation, topic_states
 
-__all__ = ["read_partition", "read_table", "EARLIEST", "LATEST"]
+__all__ = ["read_partition", "read_table", "list_commits", "EARLIEST", "LATEST"]
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +265,9 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
                on_corruption: str = "fail", filesystem_options: Mapping | None = None,
                read_past_high_watermark: bool = False,
                window_bytes: int = DEFAULT_WINDOW_BYTES, fail_on_data_loss: bool = True,
-               stats: ReadStats | None = None, txn_index: str = "auto") -> pa.Table:
+               stats: ReadStats | None = None, txn_index: str = "auto",
+               as_of_commit: str | int | None = None,
+               as_of_timestamp: int | None = None) -> pa.Table:
     """One topic (or some of its partitions) of a log dir as an Arrow table in Spark's
     Kafka schema, rows in partition then offset order.
 
@@ -279,7 +282,13 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
 
     A start below the log start offset raises DataLossError (or is moved up to it with
     ``fail_on_data_loss=False``); a start past the upper bound raises
-    OffsetOutOfRangeError; an end past it is lowered to it."""
+    OffsetOutOfRangeError; an end past it is lowered to it.
+
+    Every partition is read at one snapshot of the topic (its journal read once, see
+    :mod:`~spark_kafkalog.log.read.snapshot`). ``as_of_commit`` (a write id or a commit
+    number, see :func:`~spark_kafkalog.log.read.snapshot.list_commits`) or
+    ``as_of_timestamp`` (ms: the newest commit at or before it) read the topic as it was
+    right after that commit: "latest" is then that commit's end."""
     check_isolation(isolation_level)
     check_policy(on_corruption)
     logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options)
@@ -302,10 +311,13 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
                                      "not being read")
     stats = stats if stats is not None else ReadStats()
     batches: list[pa.RecordBatch] = []
+    _, parts, states = topic_states(logdirs, topic, numbers, as_of_commit=as_of_commit,
+                                    as_of_timestamp=as_of_timestamp,
+                                    isolation_level=isolation_level,
+                                    read_past_high_watermark=read_past_high_watermark,
+                                    on_corruption=on_corruption, timestamps=False)
     for p in parts:
-        state = logdirs.state(p, isolation_level=isolation_level,
-                              read_past_high_watermark=read_past_high_watermark,
-                              on_corruption=on_corruption, timestamps=False)
+        state = states[p.partition]
         lo, hi = state.log_start_offset, state.upper_bound
         where = f"{topic}-{p.partition}"
         if starting_timestamp is not None:
@@ -350,3 +362,13 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
                                       decision_limit=state.log_end_offset
                                       if read_past_high_watermark else state.high_watermark))
     return pa.Table.from_batches(batches, schema=record_schema(include_headers))
+
+
+def list_commits(path, topic: str, *, filesystem_options: Mapping | None = None
+                 ) -> list[Commit]:
+    """The commits of ``topic`` a read may ask for (``as_of_commit``): write id, commit
+    number, commit time and per-partition offset ranges, oldest first, from the topic's
+    journal (its last :data:`~spark_kafkalog.log.write.journal.RETAIN_COMMITS`). ``path``: as
+    in :func:`read_table`. Empty for a topic no kafkalog writer wrote."""
+    logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options)
+    return _commits_of(logdirs, topic)

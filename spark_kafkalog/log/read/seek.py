@@ -204,6 +204,8 @@ def split_points(logdirs: LogSource, p: PartitionDir, start_offset: int, end_off
         return [(start_offset, base, 0)]
     i0, pos0, _check = locate(logdirs, p, start_offset)
     out = [(start_offset, p.segments[i0].base_offset, pos0)]
+    if sum(s.size for s in p.segments[i0:]) - pos0 < target_bytes:
+        return out          # all of it fits one range: no index to read for cuts
     acc = 0                 # bytes since the last cut
     last_pos = pos0
     for i in range(i0, len(p.segments)):

@@ -10,10 +10,11 @@
 - last stable offset (read_committed only, see read/isolation.py);
 - upper bound: what a consumer may read up to (exclusive): the high watermark, the last
   stable offset under read_committed, the log end with ``read_past_high_watermark``;
-- our writer's journal (``<root>/.kafkalog.<topic>.journal``, read-only here): bytes of a
-  write that began but never committed (a writer killed mid-commit, not yet recovered)
-  are past the log end a reader sees, and a committed overwrite whose old segments are
-  still on disk starts at its new log start. A reader never returns an unfinished write.
+- our writer's journal (``<root>/.kafkalog.<topic>.journal``, read-only here), taken
+  once per topic with the listing (snapshot.py): bytes of a write that began but never
+  committed, or began after the snapshot, are past the log end a reader sees; a
+  committed overwrite whose old segments are still on disk starts at its new log start.
+  A reader never returns an unfinished write, nor one write in some partitions only.
 
 Damage in the log does not move these offsets under ``skip`` or ``stop`` (they are found
 by skipping over it); under ``fail`` it raises.
@@ -21,12 +22,12 @@ by skipping over it); under ``fail`` it raises.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Iterable
 
 import numpy as np
 
-from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
 from spark_kafkalog.format.npview import column as _np
-from spark_kafkalog.log.write.journal import committed_bounds
 from spark_kafkalog.log.model import LogSource, PartitionDir, PartitionState
 from spark_kafkalog.log.read.isolation import last_stable_offset
 from spark_kafkalog.log.read.scan import ReadStats, check_policy, scan_windows
@@ -36,9 +37,16 @@ from spark_kafkalog.log.read.seek import (
     offset_index,
     time_index_last,
 )
+from spark_kafkalog.log.read.snapshot import (
+    SNAPSHOT_ATTEMPTS,
+    TopicSnapshot,
+    check_as_of,
+    moved,
+    topic_snapshot,
+)
 
 __all__ = ["PartitionState", "partition_state", "ISOLATION_LEVELS", "check_isolation",
-           "log_end_offset"]
+           "log_end_offset", "topic_states", "latest_offsets"]
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 _PROBE = 1 << 16
@@ -51,9 +59,10 @@ def check_isolation(level: str) -> str:
     return level
 
 
-def _tail(logdirs: LogSource, p: PartitionDir, on_corruption: str, stats: ReadStats
-          ) -> tuple[int, int | None]:
-    """(log end offset, max timestamp of the scanned tail batches)."""
+def _tail(logdirs: LogSource, p: PartitionDir, on_corruption: str, stats: ReadStats,
+          end: int | None = None) -> tuple[int, int | None]:
+    """(log end offset, max timestamp of the scanned tail batches); ``end``: the
+    snapshot's bound, where the scan may stop (bytes past it are a later write's)."""
     for i in range(len(p.segments) - 1, -1, -1):
         seg = p.segments[i]
         if seg.size == 0:
@@ -71,7 +80,8 @@ def _tail(logdirs: LogSource, p: PartitionDir, on_corruption: str, stats: ReadSt
         max_ts = None
         for w in scan_windows(logdirs.filesystem, p, segment_index=i, position=pos,
                               seek_check=check, on_corruption=on_corruption, stats=stats,
-                              initial_window=_PROBE, prev_last_offset=prev):
+                              initial_window=_PROBE, prev_last_offset=prev,
+                              end_offset=end):
             h = w.headers
             last = int(h.column("last_offset")[-1].as_py())
             data = ~_np(h, "is_control")
@@ -136,34 +146,46 @@ def partition_state(logdirs: LogSource, p: PartitionDir, *,
                     isolation_level: str = "read_uncommitted",
                     read_past_high_watermark: bool = False, on_corruption: str = "fail",
                     window_bytes: int | None = None, stats: ReadStats | None = None,
-                    timestamps: bool = True) -> PartitionState:
+                    timestamps: bool = True, snapshot=None) -> PartitionState:
     """Offsets of partition ``p`` (see the module docstring). Reads the root
     checkpoints, the index files and a few windows of ``.log`` bytes (the last segment's
     tail, the first data batch); under read_committed also the producer snapshot and the
     batch headers from it to the high watermark (the whole log without a snapshot).
     ``timestamps=False`` skips ``first_timestamp``/``max_timestamp`` (None), which cost
-    a read of every segment's time index: planning does not need them."""
+    a read of every segment's time index: planning does not need them. ``snapshot``: the
+    :class:`~spark_kafkalog.log.read.snapshot.TopicSnapshot` bounding the partition (default:
+    the one ``logdirs`` took with its listing of the topic)."""
     check_isolation(isolation_level)
     # Offsets are those of the undamaged log: "stop" ends a read at damage, but where the
     # log ends and which transactions are decided is found by skipping over it.
     on_corruption = "fail" if check_policy(on_corruption) == "fail" else "skip"
     stats = stats if stats is not None else ReadStats()
     start = log_start_offset(logdirs, p)
-    journaled = (committed_bounds(logdirs.filesystem, p.root, p.topic) or {}).get(p.partition)
-    if journaled is not None:
-        start = max(start, journaled[0])
-        if journaled[1] is not None:
-            # segments an unfinished write created hold nothing committed: leave them
-            # out, so its torn bytes are the (normal) torn tail of the last segment kept
+    if snapshot is None:
+        snapshot = topic_snapshot(logdirs, p.topic)
+    bound = snapshot.bound(p.partition)
+    end = None
+    ckpt_hw = logdirs.checkpointed_high_watermark(p)
+    if bound is not None:
+        start = max(start, bound.log_start)
+        end = bound.end
+        if end is not None and not bound.hard and ckpt_hw is not None:
+            end = max(end, ckpt_hw)     # a broker appended after the last commit
+        if end is not None:
+            # segments a later (or unfinished) write created hold nothing of the
+            # snapshot: leave them out, so bytes past it are a torn tail at worst
             p = replace(p, segments=tuple(s for s in p.segments
-                                          if s.base_offset < journaled[1]) or p.segments[:1])
-    leo, tail_max = _tail(logdirs, p, on_corruption, stats)
+                                          if s.base_offset < end) or p.segments[:1])
+    leo, tail_max = _tail(logdirs, p, on_corruption, stats, end)
     # a log start checkpointed past the data (everything deleted) leaves an empty log
     leo_eff = max(leo, start)
-    if journaled is not None and journaled[1] is not None:
-        leo_eff = max(min(leo_eff, journaled[1]), start)
-    ckpt_hw = logdirs.checkpointed_high_watermark(p)
-    hw = leo_eff if ckpt_hw is None else max(min(ckpt_hw, leo_eff), start)
+    if end is not None:
+        leo_eff = max(min(leo_eff, end), start)
+    if end is not None or ckpt_hw is None:
+        # the journal's commit is the commit point: the checkpoint lags it
+        hw = leo_eff
+    else:
+        hw = max(min(ckpt_hw, leo_eff), start)
     limit = leo_eff if read_past_high_watermark else hw
     lso_known = isolation_level == "read_committed"
     if lso_known:
@@ -182,3 +204,58 @@ def partition_state(logdirs: LogSource, p: PartitionDir, *,
         max_timestamp=_max_timestamp(logdirs, p, tail_max, on_corruption, stats)
         if timestamps else None,
         size_bytes=p.size_bytes, segments=len(p.segments), last_stable_offset_known=lso_known)
+
+
+def topic_states(logdirs, topic: str, partitions: Iterable[int] | None = None, *,
+                 as_of_commit=None, as_of_timestamp: int | None = None, **state_kwargs
+                 ) -> tuple[TopicSnapshot, list, dict]:
+    """``(snapshot, partition dirs, {partition: PartitionState})`` of ``topic`` (or of
+    the given partition numbers) at one snapshot. Keywords go to
+    :func:`partition_state`. The partition dirs are those
+    listed with the snapshot: read them, not dirs listed before. When a partition's
+    files end below what its journal committed, or a listed segment is gone (segments
+    deleted under the read), the snapshot is taken again, up to
+    :data:`SNAPSHOT_ATTEMPTS` times."""
+    wanted = None if partitions is None else set(int(q) for q in partitions)
+    for attempt in range(SNAPSHOT_ATTEMPTS):
+        snap = topic_snapshot(logdirs, topic, as_of_commit=as_of_commit,
+                              as_of_timestamp=as_of_timestamp)
+        latest = topic_snapshot(logdirs, topic) if snap.as_of else snap
+        parts = [p for p in logdirs.partitions(topic)
+                 if wanted is None or p.partition in wanted]
+        try:
+            states = {p.partition: partition_state(logdirs, p, snapshot=snap,
+                                                   **state_kwargs) for p in parts}
+        except LogLayoutError as err:
+            # a segment listed with the snapshot is gone: deleted under the read
+            if (attempt == SNAPSHOT_ATTEMPTS - 1
+                    or not isinstance(err.__cause__, FileNotFoundError)):
+                raise
+            logdirs.forget(topic)
+            continue
+        changed = any(moved(latest, p.partition, states[p.partition]) for p in parts)
+        if not changed or attempt == SNAPSHOT_ATTEMPTS - 1:
+            break
+        logdirs.forget(topic)
+    if snap.as_of:
+        for p in parts:
+            check_as_of(snap, logdirs, p, states[p.partition])
+    return snap, parts, states
+
+
+def latest_offsets(logdirs, topics: Iterable[str], *,
+                   isolation_level: str = "read_uncommitted",
+                   read_past_high_watermark: bool = False, on_corruption: str = "fail"
+                   ) -> dict[str, dict[int, int]]:
+    """``{topic: {partition: upper bound}}`` (the next offset a consumer could read to:
+    high watermark, last stable offset under read_committed), each topic at one snapshot:
+    what a stream reader's ``latestOffset`` reports. Pass a fresh :class:`LogDirs` (or
+    call ``logdirs.forget(topic)``) for each poll: a ``LogDirs`` keeps its view."""
+    out = {}
+    for t in topics:
+        _, _, states = topic_states(logdirs, t, isolation_level=isolation_level,
+                                    read_past_high_watermark=read_past_high_watermark,
+                                    on_corruption=on_corruption, timestamps=False)
+        out[t] = {q: s.upper_bound for q, s in sorted(states.items())}
+    return out
+

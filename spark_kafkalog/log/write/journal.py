@@ -16,6 +16,8 @@ atomic journal write) is the commit point. The protocol is in :mod:`.commit`, un
 and finishing in :mod:`.recovery`; a read-only reader bounds what it returns with
 :func:`committed_bounds`. History is bounded (:data:`RETAIN_COMMITS`; streaming writes,
 ``stream:<query id>:<batch id>``, by their query's highest committed batch id).
+Each commit carries a ``seq`` (its number in the topic's history, kept when older
+commits are trimmed): the versions :mod:`spark_kafkalog.log.read.snapshot` reads as of.
 """
 from __future__ import annotations
 
@@ -201,6 +203,9 @@ class JournalState:
         return any(c.get("write_id") == write_id for c in self.commits)
 
     def record_commit(self, entry: dict) -> None:
+        # a number that survives trimming: readers name commits by it (asOfCommit)
+        last = self.commits[-1].get("seq", len(self.commits) - 1) if self.commits else -1
+        entry.setdefault("seq", int(last) + 1)
         self.commits.append(entry)
         del self.commits[:-RETAIN_COMMITS]
         stream = _parse_stream(entry["write_id"])
@@ -286,6 +291,12 @@ def pending_decided(fs: pafs.FileSystem, root: str, state: JournalState) -> bool
     if p.coordinator == state.topic:
         return False
     return load(fs, root, p.coordinator).is_committed(p.write_id)
+
+
+def pending_committed(fs: pafs.FileSystem, root: str, state: JournalState) -> bool:
+    """Whether the pending write of ``state`` committed (by itself or its coordinator
+    topic); False when there is none."""
+    return _pending_decided(fs, root, state)
 
 
 def committed_bounds(fs: pafs.FileSystem, root: str, topic: str
