@@ -106,7 +106,7 @@ def load_journals(logdirs, topic: str, roots: Iterable[str]) -> _Journals:
         st = jr.load(fs, root, topic)
         if st.exists:
             states[root] = st
-            decided[root] = jr.pending_committed(fs, root, st)
+            decided[root] = jr.pending_decided(fs, root, st)
     return _Journals(topic, states, decided)
 
 
@@ -124,11 +124,10 @@ def _root_commits(root: str, st, decided: bool) -> list[Commit]:
                           {int(p): (int(r["start"]), int(r["end"]))
                            for p, r in (c.get("partitions") or {}).items()}, root))
     p = st.pending
-    if p is not None and decided and not any(c.write_id == p["write_id"] for c in out):
+    if p is not None and decided and not any(c.write_id == p.write_id for c in out):
         # committed by its coordinator topic; this journal's record comes post-commit
-        out.append(Commit(p["write_id"], seq + 1, None, p.get("mode", "append"),
-                          {int(q): (int(r["start"]), int(r["end"]))
-                           for q, r in (p.get("partitions") or {}).items()}, root))
+        out.append(Commit(p.write_id, seq + 1, None, p.mode,
+                          {q: (u.start, u.end) for q, u in p.partitions.items()}, root))
     return out
 
 
@@ -156,9 +155,9 @@ def _latest_bounds(j: _Journals, roots_of: Mapping[int, str]) -> dict[int, Bound
                     if c.mode == "overwrite":
                         start = c.ranges[q][0]
             if st.pending is not None and not decided:
-                info = (st.pending.get("partitions") or {}).get(str(q))
+                info = st.pending.partitions.get(q)
                 if info is not None:
-                    out[q] = Bound(int(info["start"]), True, start, start)
+                    out[q] = Bound(info.start, True, start, start)
                     continue
             if end is not None or start:
                 out[q] = Bound(end, False, start, start)

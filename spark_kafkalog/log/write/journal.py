@@ -293,12 +293,6 @@ def pending_decided(fs: pafs.FileSystem, root: str, state: JournalState) -> bool
     return load(fs, root, p.coordinator).is_committed(p.write_id)
 
 
-def pending_committed(fs: pafs.FileSystem, root: str, state: JournalState) -> bool:
-    """Whether the pending write of ``state`` committed (by itself or its coordinator
-    topic); False when there is none."""
-    return _pending_decided(fs, root, state)
-
-
 def committed_bounds(fs: pafs.FileSystem, root: str, topic: str
                      ) -> dict[int, tuple[int, int | None]] | None:
     """Per partition ``(lowest visible offset, exclusive upper bound or None)`` that the
