@@ -8,8 +8,9 @@
 //   consume  BOOTSTRAP ISOLATION OUT TOPIC.. every record of every partition, from the log
 //                                           start to the end offsets (LSO under read_committed),
 //                                           as JSON lines; then {"end": {"topic-p": offset}}
-//   append   BOOTSTRAP TOPIC COUNT          COUNT records key k<i> value v<i>, acks=all, printing
-//                                           "acked N" every 1000 (the live-log test's producer)
+//   append   BOOTSTRAP TOPIC COUNT PAUSE    COUNT records key k<i> value v<i>, acks=all, printing
+//                                           "acked N" and pausing PAUSE ms every 1000 (the
+//                                           live-log test's producer)
 //
 // A record: {"key": base64|null, "value": base64|null, "headers": [[key, base64|null]],
 // "partition": int|null, "timestamp": ms|null}. Bytes are base64 so nothing is re-encoded.
@@ -54,7 +55,8 @@ public class KafkaTool {
             case "produce": produce(args[1], JSON.readTree(new File(args[2]))); break;
             case "consume": consume(args[1], args[2], args[3],
                                     java.util.Arrays.copyOfRange(args, 4, args.length)); break;
-            case "append": append(args[1], args[2], Integer.parseInt(args[3])); break;
+            case "append": append(args[1], args[2], Integer.parseInt(args[3]),
+                                  Integer.parseInt(args[4])); break;
             default: throw new IllegalArgumentException("unknown command " + args[0]);
         }
     }
@@ -187,7 +189,8 @@ public class KafkaTool {
         }
     }
 
-    static void append(String bootstrap, String topic, int count) throws Exception {
+    static void append(String bootstrap, String topic, int count, int pause)
+            throws Exception {
         Properties props = base(bootstrap);
         props.put("key.serializer", ByteArraySerializer.class.getName());
         props.put("value.serializer", ByteArraySerializer.class.getName());
@@ -203,6 +206,7 @@ public class KafkaTool {
                     f.get();
                     System.out.println("acked " + (i + 1));
                     System.out.flush();
+                    Thread.sleep(pause);
                 }
             }
             prod.flush();
