@@ -1,9 +1,16 @@
 """Rows of our reads (Arrow tables, Spark rows) in the form the Java consumer's records
-take in this tier, and a comparison that says exactly where two sequences differ."""
+take in this tier, and comparisons that say exactly where two record sequences, or our
+``kafkalog dump`` and Kafka's DumpLogSegments, differ."""
 from __future__ import annotations
+
+import contextlib
+import io
+import re
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from spark_kafkalog.cli import main as kafkalog
 
 FIELDS = ("topic", "partition", "offset", "key", "value", "timestamp", "timestampType",
           "headers")
@@ -67,3 +74,38 @@ def differences(ours: list[dict], kafka: list[dict], limit: int = 5) -> list[str
     if order != sorted(order):
         out.append("our rows are not in partition, offset order")
     return out
+
+
+def split_dump(text: str) -> dict[str, list[str]]:
+    """Kafka's (or our) dump output, per file: the lines under each ``Dumping FILE``."""
+    out, current = {}, None
+    for line in text.splitlines():
+        if line.startswith("Dumping "):
+            current = out.setdefault(line[len("Dumping "):].strip(), [])
+        elif current is not None:
+            current.append(line)
+    return out
+
+
+def compare_dumps(files, kafka_text: str) -> dict:
+    """Per file, where our ``kafkalog dump --records`` and Kafka's deep iteration differ
+    in the lines both print (batch and record lines, index and time index entries)."""
+    kafka = split_dump(kafka_text)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = kafkalog(["dump", "--records", *map(str, files)])
+    assert code == 0, out.getvalue()[-2000:]
+    ours = split_dump(out.getvalue())
+    assert set(ours) == set(kafka) == {str(f) for f in files}
+    keep = re.compile(r"^(baseOffset:|\| offset:|offset: \d+ position:|timestamp: \d+ offset:"
+                      r"|Log starting offset:|producerId:|version:)")
+    diffs = {}
+    for name in kafka:
+        a = [line for line in ours[name] if keep.match(line)]
+        b = [line for line in kafka[name] if keep.match(line)]
+        if a != b:
+            first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            diffs[name] = {"lines (ours, Kafka)": (len(a), len(b)), "first difference":
+                           (a[first] if first < len(a) else None,
+                            b[first] if first < len(b) else None)}
+    return diffs

@@ -12,8 +12,6 @@ Kafka's lines for them.
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 import shutil
 from collections import Counter
@@ -21,10 +19,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from spark_kafkalog.cli import main as kafkalog
 from spark_kafkalog.log import read_table
 from tests.kafka.broker import dump_log_segments
-from tests.kafka.compare import differences, from_arrow
+from tests.kafka.compare import compare_dumps, differences, from_arrow
 from tests.kafka.test_broker_written import ISOLATIONS, read_all_tables
 from tests.kafka.topics import BASE_TS, CODECS
 
@@ -71,11 +68,45 @@ def served(spark, kafka_broker, kafka_tool, broker_topics, tmp_path_factory):
     mark = kafka_broker.server_log.stat().st_size
     kafka_broker.start()
     consumed, ends = kafka_tool.consume(topics, "read_uncommitted")
+    rdkafka = consume_rdkafka(kafka_broker.bootstrap, ends)
     with open(kafka_broker.server_log, "rb") as fh:
         fh.seek(mark)
         restart_log = fh.read().decode(errors="replace")
     return SimpleNamespace(stage=stage, topics=topics, after_stop=after_stop,
-                           consumed=consumed, ends=ends, restart_log=restart_log)
+                           consumed=consumed, ends=ends, restart_log=restart_log,
+                           rdkafka=rdkafka)
+
+
+def consume_rdkafka(bootstrap: str, ends: dict) -> list[dict]:
+    """librdkafka's consumer (confluent-kafka, CRC checks on) over the same partitions,
+    up to the Java consumer's end offsets (bounded in time)."""
+    import time
+
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "tier-rdk",
+                  "enable.auto.commit": False, "check.crcs": True,
+                  "auto.offset.reset": "earliest", "enable.partition.eof": False})
+    c.assign([TopicPartition(t, p, 0) for (t, p) in ends])
+    left = {tp: end for tp, end in ends.items() if end > 0}
+    out, deadline = [], time.monotonic() + 120
+    try:
+        while left and time.monotonic() < deadline:
+            for m in c.consume(1000, 1.0):
+                if m.error():
+                    raise AssertionError(f"librdkafka: {m.error()}")
+                ts_type, ts = m.timestamp()
+                out.append({"topic": m.topic(), "partition": m.partition(),
+                            "offset": m.offset(), "key": m.key(), "value": m.value(),
+                            "timestamp": ts, "timestampType": ts_type - 1,
+                            "headers": [(k, v) for k, v in m.headers()] if m.headers()
+                            else None})
+                tp = (m.topic(), m.partition())
+                if tp in left and m.offset() + 1 >= left[tp]:
+                    del left[tp]
+    finally:
+        c.close()
+    assert not left, f"librdkafka did not reach the end of {sorted(left)}"
+    return out
 
 
 def test_broker_logs_after_clean_stop_equal_java_consumer(served):
@@ -96,6 +127,9 @@ def test_java_consumer_reads_our_logs(served):
         # what Kafka serves from our files is exactly what we read from them
         ours = from_arrow(read_table(str(served.stage), topic))
         assert differences(ours, got) == [], topic
+        rdk = sorted((r for r in served.rdkafka if r["topic"] == topic),
+                     key=lambda r: (r["partition"], r["offset"]))
+        assert differences(rdk, got) == [], topic
 
 
 def test_broker_loaded_our_logs_without_recovery_or_truncation(served):
@@ -113,17 +147,6 @@ def test_broker_loaded_our_logs_without_recovery_or_truncation(served):
 
 def our_files(stage, suffixes=(".log", ".index", ".timeindex")):
     return sorted(f for f in stage.glob("ours-*/*") if f.suffix in suffixes)
-
-
-def split_dump(text: str) -> dict[str, list[str]]:
-    """Kafka's (or our) dump output, per file: the lines under each ``Dumping FILE``."""
-    out, current = {}, None
-    for line in text.splitlines():
-        if line.startswith("Dumping "):
-            current = out.setdefault(line[len("Dumping "):].strip(), [])
-        elif current is not None:
-            current.append(line)
-    return out
 
 
 #: DumpLogSegments' deep iteration reports "-1 is followed by <base>" for every segment
@@ -164,20 +187,4 @@ def test_dump_log_segments_passes_on_every_file_we_wrote(served):
 
 def test_our_dump_prints_kafkas_lines(served):
     files = our_files(served.stage)
-    kafka = split_dump(dump_log_segments(files, "--deep-iteration"))
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = kafkalog(["dump", "--records", *map(str, files)])
-    assert code == 0
-    ours = split_dump(out.getvalue())
-    assert set(ours) == set(kafka) == {str(f) for f in files}
-    keep = re.compile(r"^(baseOffset:|\| offset:|offset: \d+ position:|timestamp: \d+ offset:"
-                      r"|Log starting offset:)")
-    diffs = {}
-    for name in kafka:
-        a = [line for line in ours[name] if keep.match(line)]
-        b = [line for line in kafka[name] if keep.match(line)]
-        if a != b:
-            first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-            diffs[name] = (len(a), len(b), a[first:first + 1], b[first:first + 1])
-    assert diffs == {}
+    assert compare_dumps(files, dump_log_segments(files, "--deep-iteration")) == {}
