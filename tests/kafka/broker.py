@@ -23,8 +23,10 @@ REPO = Path(__file__).resolve().parents[2]
 KAFKA_JARS = REPO / ".cache" / "kafka-jars"
 SPARK_KAFKA_JARS = REPO / ".cache" / "spark-kafka-jars"
 HERE = Path(__file__).resolve().parent
-JAVA = os.environ.get("JAVA_HOME", "") and str(Path(os.environ["JAVA_HOME"]) / "bin" / "java") \
-    or "java"
+#: the JDK's java and javac (Kafka 4 needs 17+): $JAVA_HOME's when set, else PATH's
+_JDK = Path(os.environ["JAVA_HOME"]) / "bin" if os.environ.get("JAVA_HOME") else None
+JAVA = str(_JDK / "java") if _JDK else "java"
+JAVAC = str(_JDK / "javac") if _JDK else "javac"
 #: short-lived client JVMs: small heap, no C2 (they run for seconds)
 CLIENT_JVM = ["-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
 STARTED = "Kafka Server started"
@@ -209,7 +211,7 @@ class KafkaTool:
         self.broker = broker
         self.build_dir = Path(build_dir)
         self.build_dir.mkdir(parents=True, exist_ok=True)
-        out = subprocess.run(["javac", "-nowarn", "-cp", classpath(), "-d",
+        out = subprocess.run([JAVAC, "-nowarn", "-cp", classpath(), "-d",
                               str(self.build_dir), str(HERE / "KafkaTool.java")],
                              capture_output=True, text=True, timeout=300)
         if out.returncode != 0:
