@@ -9,6 +9,7 @@ dir, metadata and own log (``server.log``) live in the directory it is given.
 """
 from __future__ import annotations
 
+import atexit
 import base64
 import json
 import os
@@ -153,8 +154,9 @@ class Broker:
             if self.server_log.exists() else 0
         self.proc = subprocess.Popen(
             self._jvm("-XX:+UseSerialGC", "kafka.Kafka", str(self.config)),
-            stdout=open(self.home / "stdout.log", "ab"), stderr=subprocess.STDOUT,
-            start_new_session=True)
+            stdout=open(self.home / "stdout.log", "ab"), stderr=subprocess.STDOUT)
+        # never outlive the test run, even when it ends without the fixture's teardown
+        atexit.register(self.kill)
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
