@@ -10,7 +10,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_CONF_DIR        := $(abspath conf)
 
-.PHONY: venv build test test-fast bench run clean
+.PHONY: venv build test test-fast bench run clean kafka-jars
 
 venv: $(STAMP)
 
@@ -24,11 +24,30 @@ $(STAMP): pyproject.toml setup.py
 build: $(STAMP)
 	flock .build.lock $(PY) setup.py -q build_ext --inplace -j 2
 
-test: build
+test: build kafka-jars
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: build
-	$(PY) -m pytest -q -m "not spark and not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not spark and not slow and not kafka" $(PYTEST_ARGS)
+
+# Apache Kafka (broker, tools, clients) and Spark's Kafka connector for the `kafka` test
+# tier, fetched from Maven Central by tests/kafka/pom.xml into .cache/ (once).
+KAFKA_JARS       := .cache/kafka-jars
+SPARK_KAFKA_JARS := .cache/spark-kafka-jars
+KAFKA_MVN        := mvn -q -B -f tests/kafka/pom.xml dependency:copy-dependencies
+kafka-jars: $(KAFKA_JARS)/.fetched $(SPARK_KAFKA_JARS)/.fetched
+
+$(KAFKA_JARS)/.fetched: tests/kafka/pom.xml
+	@command -v mvn >/dev/null || { echo "kafka-jars: mvn not found: the kafka test tier needs Maven to fetch Apache Kafka"; exit 1; }
+	@rm -rf $(KAFKA_JARS) && mkdir -p .cache
+	@$(KAFKA_MVN) -DoutputDirectory=$(abspath $(KAFKA_JARS)) >.cache/kafka-jars.log 2>&1 || { echo "kafka-jars: Maven could not fetch Apache Kafka's jars from Maven Central (see .cache/kafka-jars.log)"; exit 1; }
+	@touch $@
+
+$(SPARK_KAFKA_JARS)/.fetched: tests/kafka/pom.xml
+	@command -v mvn >/dev/null || { echo "kafka-jars: mvn not found: the kafka test tier needs Maven to fetch Spark's Kafka connector"; exit 1; }
+	@rm -rf $(SPARK_KAFKA_JARS) && mkdir -p .cache
+	@$(KAFKA_MVN) -P spark-connector,-broker -DoutputDirectory=$(abspath $(SPARK_KAFKA_JARS)) >.cache/spark-kafka-jars.log 2>&1 || { echo "kafka-jars: Maven could not fetch Spark's Kafka connector from Maven Central (see .cache/spark-kafka-jars.log)"; exit 1; }
+	@touch $@
 
 bench: build
 	$(PY) bench/bench_format.py $(BENCH_ARGS)
