@@ -82,7 +82,8 @@ cdef extern from *:
 
 from spark_kafkalog.errors import InternalError, InvalidOptionError
 from spark_kafkalog.format._wire cimport (
-    LOG_OVERHEAD, MAGIC_POS, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, OFFSET_POS,
+    LOG_OVERHEAD, MAGIC_POS, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP,
+    OFFSET_POS,
     SIZE_POS, V2_ATTRIBUTES_POS, V2_BASE_SEQUENCE_POS, V2_BASE_TIMESTAMP_POS, V2_CRC_POS,
     V2_HEADER_SIZE, V2_LAST_OFFSET_DELTA_POS, V2_MAX_TIMESTAMP_POS,
     V2_PARTITION_LEADER_EPOCH_POS, V2_PRODUCER_EPOCH_POS, V2_PRODUCER_ID_POS,
@@ -657,8 +658,8 @@ cdef class Encoder:
                              f"{err_row}; Kafka header keys are non-null strings")
         if err == ERR_TS_NEGATIVE:
             raise InvalidOptionError(f"column 'timestamp': negative (pre-1970) timestamp "
-                             f"{err_ms} ms at row {err_row}; Kafka rejects "
-                             f"negative timestamps")
+                             f"{err_ms} ms at row {err_row}; Kafka rejects negative "
+                             f"timestamps other than -1 ms (NO_TIMESTAMP)")
         if err == ERR_TS_RANGE:
             raise InvalidOptionError(f"column 'timestamp': value at row {err_row} does not fit "
                              f"epoch milliseconds in int64")
@@ -696,7 +697,7 @@ cdef class Encoder:
                         return ERR_TS_RANGE
                     ms = v * self.ts_mul
                 self.ts_ms[i] = ms
-                if ms < 0:
+                if ms < NO_TIMESTAMP:   # -1 ms is Kafka's NO_TIMESTAMP: what a read gives
                     err_row[0] = r
                     err_ms[0] = ms
                     return ERR_TS_NEGATIVE

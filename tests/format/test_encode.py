@@ -385,9 +385,17 @@ def test_absent_timestamps_use_one_now():
 
 def test_negative_timestamp_rejected():
     table = pa.table({"value": pa.array([b"a", b"b"]),
-                      "timestamp": pa.array([5, -1], pa.timestamp("ms"))})
+                      "timestamp": pa.array([5, -2], pa.timestamp("ms"))})
     with pytest.raises(InvalidOptionError, match="timestamp.*row 1"):
         encode(table)
+
+
+def test_no_timestamp_round_trips():
+    # -1 ms is Kafka's NO_TIMESTAMP, which a read returns for a record without one: written
+    # back it stays NO_TIMESTAMP (read by kafka-python as -1), nothing is invented
+    table = pa.table({"value": pa.array([b"a", b"b"]),
+                      "timestamp": pa.array([-1, 5], pa.timestamp("ms"))})
+    assert [r[1] for r in records_of(encode(table))] == [-1, 5]
 
 
 def test_timestamp_seconds_overflow_rejected():

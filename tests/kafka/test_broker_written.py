@@ -82,12 +82,6 @@ def test_our_dump_prints_kafkas_lines_for_broker_files(kafka_broker, broker_topi
     assert compare_dumps(files, dump_log_segments(files, "--deep-iteration")) == {}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kafkalog dump of a producer snapshot entry that holds no batch (lastOffset -1: a "
-    "transactional producer after its marker, Kafka 4's epoch bump) prints 'firstSequence: "
-    "-1 lastSequence: -1 lastOffset: -1 offsetDelta: 0 timestamp: T' after lastTimestamp; "
-    "Kafka's DumpLogSegments prints the entry's batch fields only when it has a batch, so "
-    "its line ends at 'lastTimestamp: T'"))
 def test_our_dump_prints_kafkas_lines_for_producer_snapshots(kafka_broker, broker_topics):
     files = _broker_files(kafka_broker, broker_topics.topics, (".snapshot",))
     assert compare_dumps(files, dump_log_segments(files, "--deep-iteration")) == {}

@@ -267,15 +267,22 @@ def _dump_snapshot(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
                                                  + k * SNAPSHOT_ENTRY.size)
         first_seq = -1 if last_seq < 0 else (last_seq - delta if last_seq >= delta
                                               else INT32_MAX - (delta - last_seq) + 1)
-        yield dump_line(f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coord} "
-               f"currentTxnFirstOffset: {txn_first if txn_first >= 0 else 'OptionalLong.empty'}"
-               f" lastTimestamp: {ts} firstSequence: {first_seq} lastSequence: {last_seq} "
-               f"lastOffset: {last_offset} offsetDelta: {delta} timestamp: {ts}",
-               {"type": "snapshot_entry", "producerId": pid, "producerEpoch": epoch,
-                "coordinatorEpoch": coord,
-                "currentTxnFirstOffset": txn_first if txn_first >= 0 else None,
-                "lastTimestamp": ts, "firstSequence": first_seq, "lastSequence": last_seq,
-                "lastOffset": last_offset, "offsetDelta": delta})
+        text = (f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coord} "
+                f"currentTxnFirstOffset: "
+                f"{txn_first if txn_first >= 0 else 'OptionalLong.empty'} lastTimestamp: {ts}")
+        obj = {"type": "snapshot_entry", "producerId": pid, "producerEpoch": epoch,
+               "coordinatorEpoch": coord,
+               "currentTxnFirstOffset": txn_first if txn_first >= 0 else None,
+               "lastTimestamp": ts}
+        if last_offset >= 0:
+            # an entry holds its last batch's metadata only when it has one (a producer
+            # whose last write was a transaction marker or an epoch bump has none), and
+            # Kafka's DumpLogSegments prints these fields only then
+            text += (f" firstSequence: {first_seq} lastSequence: {last_seq} "
+                     f"lastOffset: {last_offset} offsetDelta: {delta} timestamp: {ts}")
+            obj.update(firstSequence=first_seq, lastSequence=last_seq,
+                       lastOffset=last_offset, offsetDelta=delta)
+        yield dump_line(text, obj)
     if count == 0:
         yield dump_note(f"{path} holds no producer entries.")
 
