@@ -42,11 +42,11 @@ from spark_kafkalog.errors import (
     LogLayoutError,
 )
 from spark_kafkalog.spark.admission import TriggerDelay, byte_shares, rate_limit
+from spark_kafkalog.spark.option_values import duration_ms
 from spark_kafkalog.spark.options import (
     ReadOptions,
     SpecificOffsets,
     SpecificTimestamps,
-    duration_ms,
     parse_read_options,
 )
 
