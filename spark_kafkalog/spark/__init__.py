@@ -6,6 +6,7 @@ through ``log``).
 - :mod:`.option_values` the value parsers both use (booleans, sizes, durations, paths)
 - :mod:`.datasource` ``KafkaLogDataSource`` (``DefaultSource`` of ``pyspark_kafkalog``)
 - :mod:`.planning`   input partitions (``LogSlice``) from the log's metadata
+- :mod:`.offset_ranges` starting/ending options -> each partition's offset range
 - :mod:`.filters`    filter pushdown
 - :mod:`.reader`     the batch reader
 """
