@@ -12,7 +12,8 @@ Rules, in order (each step is a function below so tests can check it alone):
    Spark's Kafka source resolves them against a broker: -2 is the log start offset, -1 the
    upper bound a consumer may read to (high watermark, or last stable offset under
    ``read_committed``); a timestamp is the earliest offset whose record timestamp is at or
-   after it. Starting below the log start is data loss (``failOnDataLoss``).
+   after it. Starting below the log start is data loss (``failOnDataLoss``). This step
+   is :mod:`.offset_ranges` (shared with the stream reader).
 3. **Pushdown** narrows each range (offset bounds; a timestamp lower bound becomes a
    time-index seek).
 4. **Slices**: each partition's range is cut into consecutive slices of about
@@ -43,30 +44,13 @@ import numpy as np
 
 from pyspark.sql.datasource import InputPartition
 
-from spark_kafkalog.errors import (
-    DataLossError,
-    InvalidOptionError,
-    LogLayoutError,
-    OffsetOutOfRangeError,
-)
+from spark_kafkalog.errors import LogLayoutError
 from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.log.model import is_internal_topic
 from spark_kafkalog.spark.filters import NONE, Pushdown
+from spark_kafkalog.spark.offset_ranges import PartitionRange, resolve_ranges
+from spark_kafkalog.spark.options import ReadOptions, Subscribe, SubscribePattern
 from spark_kafkalog.spark.packing import pack_slices
-from spark_kafkalog.spark.options import (
-    EARLIEST,
-    LATEST,
-    Assign,
-    Earliest,
-    GlobalTimestamp,
-    Latest,
-    OffsetSpec,
-    ReadOptions,
-    SpecificOffsets,
-    SpecificTimestamps,
-    Subscribe,
-    SubscribePattern,
-)
 
 
 
@@ -97,19 +81,6 @@ class LogSlice(InputPartition):
         if self.records is not None:
             return self.records
         return self.end_offset - self.start_offset
-
-
-@dataclass(frozen=True)
-class PartitionRange:
-    """A topic-partition's resolved offsets, before slicing."""
-    topic: str
-    partition: int
-    partition_dir: object
-    start_offset: int
-    end_offset: int
-    size_bytes: int           # bytes of the partition's segments (for estimates)
-    log_start_offset: int
-    log_end_offset: int
 
 
 # -- 1. topic-partitions ---------------------------------------------------------------------
@@ -162,163 +133,6 @@ def _short_list(names: Sequence[str], limit: int = 20) -> str:
 def prune(parts: list, pushdown: Pushdown) -> list:
     return [p for p in parts
             if pushdown.topic_allowed(p.topic) and pushdown.partition_allowed(p.partition)]
-
-
-# -- 2. offsets ----------------------------------------------------------------------------------
-
-def _check_names_all(option: str, spec_tps: set, parts: list) -> None:
-    """Spark: "If startingOffsets contains specific offsets, you must specify all
-    TopicPartitions" (likewise for ...ByTimestamp)."""
-    assigned = {(p.topic, p.partition) for p in parts}
-    if spec_tps != assigned:
-        def fmt(s):
-            return "[" + ", ".join(f"{t}-{p}" for t, p in sorted(s)) + "]"
-        raise InvalidOptionError(
-            f"{option}: specific offsets must name every assigned topic-partition (use -2 "
-            f"for earliest, -1 for latest). Specified: {fmt(spec_tps)}; assigned: "
-            f"{fmt(assigned)}")
-
-
-def resolve_offset(spec: OffsetSpec, *, option: str, p, state, logdirs, starting: bool,
-                   on_corruption: str = "fail") -> int:
-    """One partition's offset for one side of the range. Returns an absolute offset, not
-    yet checked against the log bounds."""
-    tp = (p.topic, p.partition)
-    if isinstance(spec, Earliest):
-        return state.log_start_offset
-    if isinstance(spec, Latest):
-        return state.upper_bound
-    if isinstance(spec, SpecificOffsets):
-        off = spec.as_dict()[tp]
-        if off == EARLIEST:
-            return state.log_start_offset
-        if off == LATEST:
-            return state.upper_bound
-        return off
-    if isinstance(spec, (SpecificTimestamps, GlobalTimestamp)):
-        ts = spec.timestamp if isinstance(spec, GlobalTimestamp) else spec.as_dict()[tp]
-        if ts == EARLIEST:
-            return state.log_start_offset
-        if ts == LATEST:
-            return state.upper_bound
-        # A broker answers ListOffsets(timestamp) only below what the consumer may read.
-        found = logdirs.offset_for_timestamp(p, ts, upper_bound=state.upper_bound,
-                                             on_corruption=on_corruption)
-        if found is not None and found >= state.upper_bound:
-            found = None
-        if found is not None:
-            return max(found, state.log_start_offset)
-        if not starting or spec.strategy == "latest":
-            return state.upper_bound
-        raise OffsetOutOfRangeError(
-            f"{option}: no offset matched from request of topic-partition {p.topic}-"
-            f"{p.partition} and timestamp {ts} (no record at or after it below offset "
-            f"{state.upper_bound}); set startingOffsetsByTimestampStrategy=latest to start "
-            f"at the latest offset instead")
-    raise TypeError(f"unknown offset spec {spec!r}")   # parse_read_options makes only the above
-
-
-def resolve_ranges(logdirs, opts: ReadOptions, parts: list, *,
-                   all_parts: list | None = None) -> list[PartitionRange]:
-    """Offsets for each of ``parts`` (already pruned). ``all_parts`` is the unpruned
-    selection that specific offsets must name in full."""
-    all_parts = parts if all_parts is None else all_parts
-    starting, ending = opts.starting, opts.ending
-    start_name = _option_name(starting, True)
-    end_name = _option_name(ending, False)
-    if isinstance(starting, SpecificOffsets):
-        _check_names_all(start_name, set(starting.as_dict()), all_parts)
-    if isinstance(starting, SpecificTimestamps):
-        _check_names_all(start_name, set(starting.as_dict()), all_parts)
-    if isinstance(ending, SpecificOffsets):
-        _check_names_all(end_name, set(ending.as_dict()), all_parts)
-    if isinstance(ending, SpecificTimestamps):
-        _check_names_all(end_name, set(ending.as_dict()), all_parts)
-
-    out = []
-    for p, state in _snapshot_states(logdirs, opts, parts):
-        start = resolve_offset(starting, option=start_name, p=p, state=state, logdirs=logdirs,
-                               starting=True, on_corruption=opts.on_corruption)
-        end = resolve_offset(ending, option=end_name, p=p, state=state, logdirs=logdirs,
-                             starting=False, on_corruption=opts.on_corruption)
-        start, end = _check_bounds(p, state, start, end, opts.fail_on_data_loss,
-                                   start_name, end_name)
-        out.append(PartitionRange(p.topic, p.partition, p, start, end, state.size_bytes,
-                                  state.log_start_offset, state.log_end_offset))
-    return out
-
-
-def _snapshot_states(logdirs, opts: ReadOptions, parts: list):
-    """``(partition dir, state)`` of each of ``parts``, every topic at one snapshot (its
-    journal read once, see :mod:`spark_kafkalog.log.read.snapshot`), as of a commit when the
-    options ask; the dirs are the ones listed with the snapshot."""
-    by_topic: dict = {}
-    for p in parts:
-        by_topic.setdefault(p.topic, []).append(p.partition)
-    got = {}
-    for topic, numbers in by_topic.items():
-        _, dirs, states = logdirs.topic_states(
-            topic, numbers, as_of_commit=opts.as_of_commit,
-            as_of_timestamp=opts.as_of_timestamp, isolation_level=opts.isolation_level,
-            read_past_high_watermark=opts.read_past_high_watermark,
-            on_corruption=opts.on_corruption, timestamps=False)
-        got.update({(d.topic, d.partition): (d, states[d.partition]) for d in dirs})
-    return [got[(p.topic, p.partition)] for p in parts]
-
-
-def _option_name(spec, starting: bool) -> str:
-    side = "starting" if starting else "ending"
-    if isinstance(spec, GlobalTimestamp):
-        return f"{side}Timestamp"
-    if isinstance(spec, SpecificTimestamps):
-        return f"{side}OffsetsByTimestamp"
-    return f"{side}Offsets"
-
-
-def _check_bounds(p, state, start: int, end: int, fail_on_data_loss: bool,
-                  start_name: str, end_name: str) -> tuple[int, int]:
-    """Apply the log's bounds. Below the log start is data loss; past the upper bound is
-    out of range; both are errors with ``failOnDataLoss`` (Spark's consumer reports them as
-    data loss), otherwise the range is clamped (possibly to empty)."""
-    lo, hi = state.log_start_offset, state.upper_bound
-    tp = f"{p.topic}-{p.partition}"
-    if start < lo:
-        if fail_on_data_loss:
-            raise DataLossError(
-                f"{start_name}: offset {start} of {tp} is below the log start offset {lo}: "
-                f"those records are gone (deleted by retention, or the log was truncated). "
-                f"Set failOnDataLoss=false to start at the log start instead",
-                path=p.path, offset=start)
-        start = lo
-    if end < lo:
-        if fail_on_data_loss:
-            raise DataLossError(
-                f"{end_name}: offset {end} of {tp} is below the log start offset {lo}: "
-                f"the records before it are gone. Set failOnDataLoss=false to read "
-                f"nothing from this partition instead", path=p.path, offset=end)
-        end = lo
-    if start > hi:
-        if fail_on_data_loss:
-            raise OffsetOutOfRangeError(
-                f"{start_name}: offset {start} of {tp} is past the last readable offset "
-                f"(upper bound {hi}). Set failOnDataLoss=false to read nothing from this "
-                f"partition instead", path=p.path, offset=start)
-        start = hi
-    if end > hi:
-        if fail_on_data_loss:
-            raise OffsetOutOfRangeError(
-                f"{end_name}: offset {end} of {tp} is past the last readable offset "
-                f"(upper bound {hi}; the log end is {state.log_end_offset}). Set "
-                f"failOnDataLoss=false to read up to the upper bound instead",
-                path=p.path, offset=end)
-        end = hi
-    if start > end:
-        if fail_on_data_loss:
-            raise OffsetOutOfRangeError(
-                f"{start_name}: the starting offset {start} of {tp} is after the ending "
-                f"offset {end}", path=p.path, offset=start)
-        start = end
-    return start, end
 
 
 # -- 3. pushdown ---------------------------------------------------------------------------------

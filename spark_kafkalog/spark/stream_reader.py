@@ -42,11 +42,11 @@ from spark_kafkalog.errors import (
     LogLayoutError,
 )
 from spark_kafkalog.spark.admission import TriggerDelay, byte_shares, rate_limit
+from spark_kafkalog.spark.option_values import duration_ms
 from spark_kafkalog.spark.options import (
     ReadOptions,
     SpecificOffsets,
     SpecificTimestamps,
-    duration_ms,
     parse_read_options,
 )
 
@@ -186,22 +186,26 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._initial
 
     def _resolve_start(self, parts) -> dict[TP, int]:
-        from spark_kafkalog.spark.planning import _check_bounds, _check_names_all, \
-            _option_name, resolve_offset
+        from spark_kafkalog.spark.offset_ranges import (
+            check_bounds,
+            check_names_all,
+            option_name,
+            resolve_offset,
+        )
 
         opts = self.opts
         spec = opts.starting
-        name = _option_name(spec, True)
+        name = option_name(spec, True)
         dirs = [lp.partition_dir for lp in parts.values()]
         if isinstance(spec, (SpecificOffsets, SpecificTimestamps)):
-            _check_names_all(name, set(spec.as_dict()), dirs)
+            check_names_all(name, set(spec.as_dict()), dirs)
         out = {}
         for tp, lp in parts.items():
             off = resolve_offset(spec, option=name, p=lp.partition_dir, state=lp.state,
                                  logdirs=self._live.logdirs, starting=True,
                                  on_corruption=opts.on_corruption)
-            out[tp], _ = _check_bounds(lp.partition_dir, lp.state, off, lp.upper,
-                                       opts.fail_on_data_loss, name, name)
+            out[tp], _ = check_bounds(lp.partition_dir, lp.state, off, lp.upper,
+                                      opts.fail_on_data_loss, name, name)
         return out
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -288,8 +292,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         from spark_kafkalog.log import split_points
+        from spark_kafkalog.spark.offset_ranges import PartitionRange
         from spark_kafkalog.spark.planning import (
-            PartitionRange,
             limit_records,
             slice_range,
             split_for_limits,

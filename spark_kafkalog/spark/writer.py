@@ -79,7 +79,7 @@ from spark_kafkalog.log.write import (
     topic_partitions,
 )
 from spark_kafkalog.log.io import resolve_filesystem
-from spark_kafkalog.spark.options import WriteOptions, parse_write_options
+from spark_kafkalog.spark.write_options import WriteOptions, parse_write_options
 from spark_kafkalog.spark.worker import freeze_heap, keep_freed_heap
 
 #: rows are buffered per task up to about this many bytes before they are partitioned

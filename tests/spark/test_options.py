@@ -15,10 +15,9 @@ from spark_kafkalog.spark.options import (
     SpecificTimestamps,
     Subscribe,
     SubscribePattern,
-    WriteOptions,
     parse_read_options,
-    parse_write_options,
 )
+from spark_kafkalog.spark.write_options import WriteOptions, parse_write_options
 
 BASE = {"path": "/logs", "subscribe": "t"}
 

@@ -1,6 +1,6 @@
-"""The README's option tables against ``spark/options.py`` (no Spark session): an option
-added to the parser without a row in the README fails here, and so do documented
-defaults that are not the parser's."""
+"""The README's option tables against ``spark/options.py`` and ``spark/write_options.py``
+(no Spark session): an option added to a parser without a row in the README fails here,
+and so do documented defaults that are not the parser's."""
 from __future__ import annotations
 
 import re
@@ -8,6 +8,7 @@ import re
 import pytest
 
 from spark_kafkalog.spark import options as o
+from spark_kafkalog.spark import write_options as wo
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text()
@@ -41,8 +42,8 @@ def test_every_read_option_has_a_row():
 
 def test_every_write_option_and_alias_has_a_row():
     rows = _table("Write options")
-    assert set(rows) == set(o._WRITE_ALIASES) | {"fs.*"}
-    for canon, aliases in o._WRITE_ALIASES.items():
+    assert set(rows) == set(wo._WRITE_ALIASES) | {"fs.*"}
+    for canon, aliases in wo._WRITE_ALIASES.items():
         spelled = {n.lower() for n in rows[canon][0]}
         assert set(aliases) <= spelled, (canon, sorted(set(aliases) - spelled))
 
@@ -69,7 +70,7 @@ def test_documented_read_defaults_are_the_parsers():
 
 def test_documented_write_defaults_are_the_parsers():
     rows = _table("Write options")
-    w = o.parse_write_options({"path": "/l"})
+    w = wo.parse_write_options({"path": "/l"})
     assert rows["compression"][1] == f"`{w.compression}`"
     assert _size(rows["batchSize"][1]) == w.batch_size
     assert _size(rows["segmentBytes"][1]) == w.segment_bytes
