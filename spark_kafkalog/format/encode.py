@@ -29,12 +29,7 @@ from spark_kafkalog.format._encode import (
     varlong_size,
 )
 from spark_kafkalog.format.npview import to_numpy
-from spark_kafkalog.format.wire import (
-    CODEC_NONE,
-    V2_ATTRIBUTES_POS,
-    V2_CRC_POS,
-    V2_HEADER_SIZE,
-)
+from spark_kafkalog.format.wire import CODEC_NONE, V2_HEADER_SIZE
 
 __all__ = ["BATCH_INDEX_SCHEMA", "encode", "encode_batches", "encode_partitioned",
            "encode_varint",

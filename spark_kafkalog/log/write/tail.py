@@ -1,18 +1,16 @@
 """Where a partition ends, as the writer must know it: the active segment's size, its
 index files' state, and the next offset, from the last index entry and a *strict* walk
-of the batch headers after it. Unlike the reader's scan (which drops a torn tail with a
-warning), this walk refuses a torn or impossible batch: a partial tail is a broker crash
-that the broker's own recovery must truncate, not something a writer may append after."""
+of the batch headers after it (:func:`~spark_kafkalog.log.read.scan.walk_batches` with
+``strict``: unlike a read, which drops a torn tail with a warning, it refuses a torn or
+impossible batch; a partial tail is a broker crash that the broker's own recovery must
+truncate, not something a writer may append after)."""
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
-from typing import Callable
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import CorruptRecordError, LogLayoutError
-from spark_kafkalog.format import wire
+from spark_kafkalog.errors import LogLayoutError
 from spark_kafkalog.log.io import file_size, read_range
 from spark_kafkalog.log.files.index import (
     OFFSET_ENTRY_SIZE,
@@ -21,62 +19,9 @@ from spark_kafkalog.log.files.index import (
     build_indexes,
 )
 from spark_kafkalog.log.model import Segment
+from spark_kafkalog.log.read.scan import walk_batches
 from spark_kafkalog.log.write.config import AppendConfig, segment_file
 from spark_kafkalog.log.write.files import FileHandle, segments
-
-_MIN_LENGTH = {2: wire.V2_MIN_BATCH_LENGTH, 1: wire.LEGACY_V1_MIN_SIZE,
-               0: wire.LEGACY_V0_MIN_SIZE}
-
-
-def walk_batches(read: Callable[[int, int], bytes], start: int, end: int, path: str
-                 ) -> tuple[list[int], list[int], list[int]]:
-    """Headers of the batches in ``[start, end)`` of a segment: (positions, last offsets,
-    max timestamps). Every magic (0, 1, 2). Raises :class:`CorruptRecordError` naming
-    the position for a torn or impossible batch."""
-    positions: list[int] = []
-    lasts: list[int] = []
-    max_ts: list[int] = []
-    pos = start
-    while pos < end:
-        if end - pos < wire.HEADER_PEEK:
-            raise CorruptRecordError(f"torn batch at the end of the segment ({end - pos} "
-                                     "bytes)", path=path, position=pos)
-        head = read(pos, min(wire.V2_HEADER_SIZE, end - pos))
-        base, length = struct.unpack_from(">qi", head, 0)
-        magic = head[wire.MAGIC_POS]
-        size = wire.LOG_OVERHEAD + length
-        minimum = _MIN_LENGTH.get(magic)
-        if minimum is None:
-            raise CorruptRecordError(f"unknown magic {magic}", path=path, position=pos,
-                                     offset=base)
-        if length < minimum:
-            raise CorruptRecordError(f"batch length {length} is too small for magic {magic}",
-                                     path=path, position=pos, offset=base)
-        if pos + size > end:
-            raise CorruptRecordError(f"torn batch at the end of the segment: {size} bytes "
-                                     f"declared, {end - pos} present", path=path,
-                                     position=pos, offset=base)
-        if magic == 2:
-            (delta,) = struct.unpack_from(">i", head, wire.V2_LAST_OFFSET_DELTA_POS)
-            (ts,) = struct.unpack_from(">q", head, wire.V2_MAX_TIMESTAMP_POS)
-            last = base + delta
-        elif magic == 1:
-            # a legacy entry's offset is its (last inner) offset; the wrapper's timestamp
-            # is the batch's max timestamp
-            (ts,) = struct.unpack_from(">q", head, wire.LEGACY_V1_TIMESTAMP_POS)
-            last = base
-        else:
-            ts = wire.NO_TIMESTAMP
-            last = base
-        if lasts and last <= lasts[-1]:
-            raise CorruptRecordError(f"offsets go backwards ({last} after {lasts[-1]})",
-                                     path=path, position=pos, offset=base)
-        positions.append(pos)
-        lasts.append(last)
-        max_ts.append(ts)
-        pos += size
-    return positions, lasts, max_ts
-
 
 @dataclass
 class Active:
