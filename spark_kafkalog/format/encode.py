@@ -511,8 +511,10 @@ def encode(table, /, *, rows=None, compression="none", base_offset: int = 0,
     ``timestamp``  timestamp of any unit and time zone (stored as UTC epoch
                    milliseconds, rounded down), or an integer column of epoch
                    milliseconds; optional. Null or absent: the time of the call (one
-                   ``now`` for the whole call, or ``now_ms``). Negative (pre-1970)
-                   timestamps are rejected, as the Java producer rejects them.
+                   ``now`` for the whole call, or ``now_ms``). -1 ms is kept as Kafka's
+                   NO_TIMESTAMP (what a read returns for a record without one); other
+                   negative (pre-1970) timestamps are rejected, as the Java producer
+                   rejects them.
     ``headers``    list<struct<key: string, value: binary>> (list / large_list; string
                    or binary fields, any size); optional. A null list means no
                    headers; header keys must not be null, header values may be.

@@ -146,8 +146,8 @@ def test_bad_partitions_rejected(parts, n, match):
 
 def test_bad_row_names_the_table_row():
     table = pa.table({"value": [b"a", b"b", b"c"],
-                      "timestamp": pa.array([5, 6, -1], pa.int64())})
-    with pytest.raises(InvalidOptionError, match=r"timestamp.*-1 ms at row 2\b"):
+                      "timestamp": pa.array([5, 6, -2], pa.int64())})
+    with pytest.raises(InvalidOptionError, match=r"timestamp.*-2 ms at row 2\b"):
         encode_partitioned(table, np.array([1, 0, 1]), 2)
 
 
