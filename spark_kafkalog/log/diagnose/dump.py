@@ -269,7 +269,8 @@ def _dump_snapshot(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
                                               else INT32_MAX - (delta - last_seq) + 1)
         text = (f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coord} "
                 f"currentTxnFirstOffset: "
-                f"{txn_first if txn_first >= 0 else 'OptionalLong.empty'} lastTimestamp: {ts}")
+                f"{f'OptionalLong[{txn_first}]' if txn_first >= 0 else 'OptionalLong.empty'}"
+                f" lastTimestamp: {ts}")
         obj = {"type": "snapshot_entry", "producerId": pid, "producerEpoch": epoch,
                "coordinatorEpoch": coord,
                "currentTxnFirstOffset": txn_first if txn_first >= 0 else None,
