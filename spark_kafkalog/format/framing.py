@@ -180,6 +180,22 @@ _LZ4_MAGIC = 0x184D2204
 _LZ4_MAGIC_BYTES = struct.pack("<I", _LZ4_MAGIC)
 _SKIPPABLE_MASK = 0xFFFFFFF0
 _SKIPPABLE_MAGIC = 0x184D2A50          # 0x184D2A50 .. 0x184D2A5F, lz4 and zstd alike
+
+
+def _next_frame(payload, pos: int, end: int, codec: str) -> tuple[int, int | None]:
+    """The magic of the frame at ``pos`` and, for a skippable frame (lz4 and zstd share
+    the format: magic, little-endian length, bytes), the position after it, else None."""
+    if end - pos < 4:
+        raise CodecError(f"{end - pos} stray bytes after {codec} frame at payload byte {pos}")
+    (m,) = _LE_U32.unpack_from(payload, pos)
+    if m & _SKIPPABLE_MASK != _SKIPPABLE_MAGIC:
+        return m, None
+    if end - pos < 8:
+        raise CodecError(f"skippable {codec} frame truncated at payload byte {pos}")
+    (size,) = _LE_U32.unpack_from(payload, pos + 4)
+    if pos + 8 + size > end:
+        raise CodecError(f"skippable {codec} frame runs past the end of the payload")
+    return m, pos + 8 + size
 _LE_U32 = struct.Struct("<I")
 
 
@@ -275,16 +291,9 @@ def unlz4(lz4f, payload: memoryview, max_size: int, magic: int):
     produced = 0
     pos = 0
     while pos < end:
-        if end - pos < 4:
-            raise CodecError(f"{end - pos} stray bytes after lz4 frame at payload byte {pos}")
-        (m,) = _LE_U32.unpack_from(payload, pos)
-        if m & _SKIPPABLE_MASK == _SKIPPABLE_MAGIC:
-            if end - pos < 8:
-                raise CodecError(f"skippable lz4 frame truncated at payload byte {pos}")
-            (size,) = _LE_U32.unpack_from(payload, pos + 4)
-            pos += 8 + size
-            if pos > end:
-                raise CodecError("skippable lz4 frame runs past the end of the payload")
+        m, after = _next_frame(payload, pos, end, "lz4")
+        if after is not None:
+            pos = after
             continue
         if m != _LZ4_MAGIC:
             raise CodecError(f"not an lz4 frame at payload byte {pos} "
@@ -412,16 +421,9 @@ def unzstd(zstd, d, payload: memoryview, max_size: int):
     produced = 0
     pos = 0
     while pos < end:
-        if end - pos < 4:
-            raise CodecError(f"{end - pos} stray bytes after zstd frame at payload byte {pos}")
-        (m,) = _LE_U32.unpack_from(payload, pos)
-        if m & _SKIPPABLE_MASK == _SKIPPABLE_MAGIC:
-            if end - pos < 8:
-                raise CodecError(f"skippable zstd frame truncated at payload byte {pos}")
-            (size,) = _LE_U32.unpack_from(payload, pos + 4)
-            pos += 8 + size
-            if pos > end:
-                raise CodecError("skippable zstd frame runs past the end of the payload")
+        m, after = _next_frame(payload, pos, end, "zstd")
+        if after is not None:
+            pos = after
             continue
         if m != _ZSTD_MAGIC:
             raise CodecError(f"not a zstd frame at payload byte {pos} (magic {m:#010x})")
