@@ -115,3 +115,40 @@ def compare_dumps(files, kafka_text: str) -> dict:
                            (a[first] if first < len(a) else None,
                             b[first] if first < len(b) else None)}
     return diffs
+
+
+#: DumpLogSegments' deep iteration reports "-1 is followed by <base>" for every segment
+#: whose base offset is not 0 (its "last offset" starts at -1): Kafka says this of the
+#: broker's own segments too, so it is no finding.
+_FIRST_OFFSET = re.compile(r"^\s*-1 is followed by \d+$")
+
+
+def dump_log_segments_findings(files) -> list:
+    """What Kafka's DumpLogSegments finds wrong in ``files`` (segments and indexes) with
+    ``--deep-iteration`` and, for the indexes, ``--index-sanity-check``: empty when every
+    file passes."""
+    from tests.kafka.broker import dump_log_segments
+
+    text = dump_log_segments(files, "--deep-iteration")
+    lines = text.splitlines()
+    findings = [line for line in lines
+                if re.search(r"(?i)mismatch|invalid|corrupt|exception|isvalid: false|"
+                             r"not found|failed", line)]
+    # the non-consecutive header line is followed by its pairs; drop Kafka's own quirk
+    for i, line in enumerate(lines):
+        if line.startswith("Non-consecutive offsets"):
+            pairs = []
+            for nxt in lines[i + 1:]:
+                if not nxt.startswith("  "):
+                    break
+                pairs.append(nxt)
+            if not all(_FIRST_OFFSET.match(p) for p in pairs):
+                findings.append((line, pairs))
+    index_files = [f for f in files if str(f).endswith((".index", ".timeindex"))]
+    sanity = dump_log_segments(index_files, "--index-sanity-check")
+    passed = set(re.findall(r"^(\S+) passed sanity check\.$", sanity, re.M))
+    # Kafka says "FILE is empty." instead for an index with no entries
+    passed |= set(re.findall(r"^(\S+) is empty\.$", sanity, re.M))
+    if passed != {str(f) for f in index_files}:
+        findings.append(("index sanity check", sanity[-2000:]))
+    return findings
