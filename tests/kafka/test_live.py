@@ -45,8 +45,16 @@ def test_reads_of_a_live_log_are_consistent_prefixes(kafka_broker, kafka_tool):
     try:
         first = proc.stdout.readline()
         assert first.startswith("acked"), first + proc.stderr.read()[-3000:]
+        last = -1
         while proc.poll() is None and len(seen) < MAX_READS:
-            before = hw(kafka_broker)
+            # read again once the checkpointed high watermark moved (bounded polling of
+            # the broker's file): on a loaded machine the producer can stall for longer
+            # than MAX_READS back-to-back reads take
+            until = time.monotonic() + 10
+            while hw(kafka_broker) == last and proc.poll() is None \
+                    and time.monotonic() < until:
+                time.sleep(0.05)
+            before = last = hw(kafka_broker)
             n = check_prefix(read_table(str(kafka_broker.logdir), TOPIC))
             after = hw(kafka_broker)
             assert before <= n <= after, (before, n, after)
