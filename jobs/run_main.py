@@ -57,6 +57,24 @@ def spark_submit() -> str:
     return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
 
 
+
+#: what every Spark 4 JVM prints at start: Spark's launcher adds
+#: --add-modules=jdk.incubator.vector, and the JVM has no option to silence the notice
+JVM_INCUBATOR_NOTICE = "WARNING: Using incubator modules: jdk.incubator.vector"
+
+
+def run_quiet_jvm(cmd: list[str], env: dict) -> subprocess.CompletedProcess:
+    """Run ``cmd`` with its stdout as is and its stderr passed through line by line,
+    less the JVM's incubator-module notice (a plain ``make run`` prints no warning)."""
+    with subprocess.Popen(cmd, env=env, cwd=str(REPO), stderr=subprocess.PIPE) as proc:
+        for line in proc.stderr:
+            if line.rstrip(b"\r\n").decode("utf-8", "replace") != JVM_INCUBATOR_NOTICE:
+                sys.stderr.buffer.write(line)
+                sys.stderr.buffer.flush()
+        proc.wait()
+    return subprocess.CompletedProcess(cmd, proc.returncode)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--path", help="log dir to export (default: generate a sample)")
@@ -98,7 +116,7 @@ def main(argv=None) -> int:
                 "--output", str(Path(args.output).resolve()),
                 "--summary-json", str(summary_file)] + extra
         print("running:", " ".join(cmd), flush=True)
-        proc = subprocess.run(cmd, env=env, cwd=str(REPO))
+        proc = run_quiet_jvm(cmd, env)
         if proc.returncode != 0:
             print(f"export_parquet.py failed (exit status {proc.returncode})",
                   file=sys.stderr)

@@ -105,6 +105,9 @@ def test_run_main_through_spark_submit(tmp_path):
     assert "rows        20,000" in proc.stdout
     assert "2 topic-partitions in 1 topic(s)" in proc.stdout
     assert pq.read_table(str(out)).num_rows == 20_000
+    # a plain `make run` prints no warning (pandas' FutureWarning, the JVM's notice)
+    assert "Warning" not in proc.stdout + proc.stderr
+    assert "incubator" not in proc.stdout + proc.stderr
 
 
 def test_export_summary_counts_what_this_run_wrote(spark, tmp_path):
