@@ -53,7 +53,7 @@ def _run(cmd, cwd, env=None, timeout=900) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def sdist(tmp_path_factory) -> Path:
     if importlib.util.find_spec("build.__main__") is None:   # pypa's build, not ./build/
-        pytest.skip("needs pypa's build (pip install build; it is in the dev extra)")
+        pytest.fail("needs pypa's build (pip install build; it is in the dev extra)")
     out = tmp_path_factory.mktemp("sdist")
     _run([sys.executable, "-m", "build", "--sdist", "--outdir", out, REPO], cwd=out)
     (path,) = out.glob("spark_kafkalog-*.tar.gz")

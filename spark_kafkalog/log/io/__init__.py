@@ -11,6 +11,7 @@ from spark_kafkalog.log.io.fs import (
     delete_file,
     file_size,
     fsync_dir,
+    is_local,
     join,
     list_dir,
     read_range,
@@ -22,5 +23,5 @@ from spark_kafkalog.log.io.fs import (
 from spark_kafkalog.log.io.segment_file import SegmentFile
 
 __all__ = ["FILESYSTEM_OPTIONS", "WRITE_PIECE_BYTES", "SegmentFile", "delete_file",
-           "file_size", "fsync_dir", "join", "list_dir", "read_range", "read_small_file",
+           "file_size", "fsync_dir", "is_local", "join", "list_dir", "read_range", "read_small_file",
            "resolve_filesystem", "write_atomic", "write_fully"]

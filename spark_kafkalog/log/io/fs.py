@@ -322,10 +322,15 @@ def fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+def is_local(fs: pafs.FileSystem) -> bool:
+    """True when paths in ``fs`` are plain OS paths (POSIX locks, fsync, pread, append)."""
+    return isinstance(fs, pafs.LocalFileSystem)
+
+
 def delete_file(fs: pafs.FileSystem, path: str, *, missing_ok: bool = False) -> bool:
     """Delete one file; False when it did not exist and ``missing_ok``."""
     try:
-        if isinstance(fs, pafs.LocalFileSystem):
+        if is_local(fs):
             os.unlink(path)
         else:
             fs.delete_file(path)

@@ -23,7 +23,8 @@ from spark_kafkalog.format import wire
 from spark_kafkalog.log.io import write_fully
 from spark_kafkalog.log.write import config
 from spark_kafkalog.log.write.config import AppendConfig, Fault, segment_file
-from spark_kafkalog.log.write.files import FileHandle, is_local, make_dirs, write_new
+from spark_kafkalog.log.io import is_local
+from spark_kafkalog.log.write.files import FileHandle, make_dirs, write_new
 from spark_kafkalog.log.write.flush import Syncer, fsync_dir, will_need, will_need_paths
 from spark_kafkalog.log.write.plan import PartPlan, Run, SegPlan, TablesCache, WritePlan
 from spark_kafkalog.log.write.staging import StagedFile

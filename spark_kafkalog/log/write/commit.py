@@ -42,7 +42,8 @@ from spark_kafkalog.log.write.config import (
     no_fault,
     norm_root,
 )
-from spark_kafkalog.log.write.files import is_local, topic_partitions
+from spark_kafkalog.log.io import is_local
+from spark_kafkalog.log.write.files import topic_partitions
 from spark_kafkalog.log.write.flush import Syncer
 from spark_kafkalog.log.write.lock import BrokerDirGuard, TopicLock
 from spark_kafkalog.log.write.plan import WritePlan, plan_write

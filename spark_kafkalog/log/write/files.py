@@ -1,7 +1,7 @@
-"""The writer's file operations: delete, list, truncate, create, and a positional handle
-on a file it reads and patches (staging files, the active segment). Local paths go
-through ``os`` (pread/pwrite, ftruncate, fsync); other filesystems through ``pyarrow.fs``.
-Segment and partition discovery reuse the read side's rules (:mod:`..layout`)."""
+"""The writer's file operations beyond :mod:`spark_kafkalog.log.io`: list, truncate,
+create, and a positional handle on a file it reads and patches (staging files, the active
+segment). Segment and partition discovery reuse the read side's rules
+(:mod:`spark_kafkalog.log.read.discovery`)."""
 from __future__ import annotations
 
 import contextlib
@@ -11,33 +11,9 @@ import time
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import LogLayoutError
-from spark_kafkalog.log.io import write_fully
+from spark_kafkalog.log.io import is_local, write_fully
 from spark_kafkalog.log.model import Segment, parse_partition_dir_name
 from spark_kafkalog.log.read.discovery import list_segments
-
-
-def is_local(fs: pafs.FileSystem) -> bool:
-    """True when paths in ``fs`` are plain OS paths (POSIX locks, fsync, append)."""
-    return isinstance(fs, pafs.LocalFileSystem)
-
-
-def delete(fs: pafs.FileSystem, path: str) -> None:
-    if is_local(fs):
-        os.unlink(path)
-    else:
-        fs.delete_file(path)
-
-
-def delete_if_exists(fs: pafs.FileSystem, path: str) -> bool:
-    try:
-        delete(fs, path)
-        return True
-    except FileNotFoundError:
-        return False
-    except OSError as err:
-        if not is_local(fs) and "not found" in str(err).lower():
-            return False
-        raise
 
 
 def listdir(fs: pafs.FileSystem, path: str) -> list[tuple[str, bool, int, float]]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import LockError
-from spark_kafkalog.log.write.files import is_local
+from spark_kafkalog.log.io import is_local
 
 BROKER_LOCK_FILE = ".lock"
 CHECKPOINT_LOCK_FILE = ".kafkalog.lock"

@@ -34,7 +34,7 @@ from spark_kafkalog.log.write.config import (
     partition_dir,
     segment_file,
 )
-from spark_kafkalog.log.write.files import is_local
+from spark_kafkalog.log.io import is_local
 from spark_kafkalog.log.write.staging import BATCH_TABLE_DTYPE, StagedFile, StagedSection
 from spark_kafkalog.log.write.tail import Active, inspect_partition
 

@@ -26,9 +26,8 @@ from spark_kafkalog.log.write.config import (
     partition_dir,
     segment_file,
 )
+from spark_kafkalog.log.io import delete_file, is_local
 from spark_kafkalog.log.write.files import (
-    delete_if_exists,
-    is_local,
     listdir,
     remove_empty_dir,
     segments,
@@ -49,7 +48,7 @@ def delete_segment_files(fs: pafs.FileSystem, directory: str, base: int) -> None
     # and the log itself at the end (a crash leaves an indexless segment, which Kafka and
     # our reader both handle, never an index without its log).
     for suffix in (".index", ".timeindex", ".txnindex", ".log"):
-        delete_if_exists(fs, segment_file(directory, base, suffix))
+        delete_file(fs, segment_file(directory, base, suffix), missing_ok=True)
 
 
 def _restore_active(fs: pafs.FileSystem, directory: str, undo: jr.PartitionUndo) -> None:
@@ -145,14 +144,14 @@ def delete_staging(fs: pafs.FileSystem, root: str, write_id: str | None,
     """Delete ``paths``, every staging file of ``write_id`` (other task attempts') and
     any staging file older than :data:`~.config.STAGING_TTL_S` (a driver that died)."""
     for path in paths:
-        delete_if_exists(fs, path)
+        delete_file(fs, path, missing_ok=True)
     now = time.time()
     token = jr.STAGING_PREFIX + jr.write_token(write_id) + "." if write_id else None
     for name, is_dir, _, mtime in listdir(fs, root):
         if is_dir or not name.startswith(jr.STAGING_PREFIX):
             continue
         if (token and name.startswith(token)) or now - mtime > STAGING_TTL_S:
-            delete_if_exists(fs, f"{root.rstrip('/')}/{name}")
+            delete_file(fs, f"{root.rstrip('/')}/{name}", missing_ok=True)
 
 
 def recover_locked(fs: pafs.FileSystem, root: str, topic: str, fault: Fault) -> dict:

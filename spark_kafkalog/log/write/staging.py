@@ -19,7 +19,7 @@ from spark_kafkalog.format import wire
 from spark_kafkalog.format.npview import to_numpy
 from spark_kafkalog.log.io import write_fully
 from spark_kafkalog.log.write import journal as jr
-from spark_kafkalog.log.write.files import delete, is_local
+from spark_kafkalog.log.io import delete_file, is_local
 from spark_kafkalog.log.write.flush import BehindFlush
 
 #: one row per staged batch; position is relative to its section's first byte
@@ -253,5 +253,4 @@ class StagingWriter:
         for pf in self._parts.values():
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(pf.path)
-        with contextlib.suppress(FileNotFoundError):
-            delete(self.fs, self.path)
+        delete_file(self.fs, self.path, missing_ok=True)
