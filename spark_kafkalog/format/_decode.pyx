@@ -633,9 +633,15 @@ cdef extern from "_framing.h":
         KF_LZ4_HC, KF_LZ4_NO_END, KF_LZ4_BLOCK_BIG, KF_LZ4_BLOCK_PAST, KF_LZ4_CSUM_TRUNC,
         KF_LZ4_SIZE_CAP, KF_LZ4_BLOCK_SUM, KF_LZ4_BLOCK_BAD, KF_LZ4_BLOCK_OVER,
         KF_LZ4_SIZE_MISMATCH, KF_LZ4_CSUM, KF_SNAPPY_HEADER_TRUNC, KF_SNAPPY_LEN_TRUNC,
-        KF_SNAPPY_BLOCK_PAST, KF_SNAPPY_PREAMBLE, KF_SNAPPY_DECLARED, KF_SNAPPY_BLOCK_BAD
+        KF_SNAPPY_BLOCK_PAST, KF_SNAPPY_PREAMBLE, KF_SNAPPY_DECLARED, KF_SNAPPY_BLOCK_BAD,
+        KF_ZSTD_MAGIC, KF_ZSTD_HEADER_TRUNC, KF_ZSTD_RESERVED, KF_ZSTD_TRUNC,
+        KF_ZSTD_BLOCK_TYPE, KF_ZSTD_BLOCK_BIG, KF_ZSTD_BLOCK_PAST, KF_ZSTD_CSUM_TRUNC
     enum:
-        KL_LZ4_MAGIC, KL_XERIAL_HEADER_SIZE
+        KL_LZ4_MAGIC, KL_XERIAL_HEADER_SIZE, KL_ZSTD_MAGIC
+    ctypedef struct kl_zstd_frame:
+        size_t start, end
+        int has_size, dict
+        uint64_t content_size, bound
     const uint8_t kl_xerial_magic[8]
     int kl_lz4_walk(const uint8_t* src, size_t n, int magic, uint64_t* bound,
                     kl_ferr* e) noexcept nogil
@@ -644,6 +650,8 @@ cdef extern from "_framing.h":
     int kl_snappy_walk(const uint8_t* src, size_t n, uint64_t max_size, uint64_t* total,
                        kl_ferr* e) noexcept nogil
     int kl_snappy_decode(const uint8_t* src, size_t n, uint8_t* dst, kl_ferr* e) noexcept nogil
+    int kl_zstd_next(const uint8_t* src, size_t n, size_t* pos, kl_zstd_frame* f,
+                     kl_ferr* e) noexcept nogil
     int64_t kl_zstd_sized_frame(const uint8_t* src, size_t n) noexcept nogil
 
 # Arrow types, built once (constructing some, e.g. a timestamp with a time zone, costs
@@ -1587,6 +1595,22 @@ cdef str _framing_reason(int codec, kl_ferr* e, int64_t max_size):
                 f"bytes can hold")
     if c == KF_SNAPPY_BLOCK_BAD:
         return f"snappy block at payload byte {at} is corrupt (it declares {a} bytes)"
+    if c == KF_ZSTD_MAGIC:
+        return f"not a zstd frame at payload byte {at} (magic {a:#010x})"
+    if c == KF_ZSTD_HEADER_TRUNC:
+        return f"zstd frame header truncated at payload byte {at}"
+    if c == KF_ZSTD_RESERVED:
+        return f"zstd frame at payload byte {at} sets a reserved header bit"
+    if c == KF_ZSTD_TRUNC:
+        return f"zstd frame starting at payload byte {at} is truncated"
+    if c == KF_ZSTD_BLOCK_TYPE:
+        return f"zstd block with reserved type at payload byte {at}"
+    if c == KF_ZSTD_BLOCK_BIG:
+        return f"zstd block of {a} bytes at payload byte {at} exceeds the 128 KiB limit"
+    if c == KF_ZSTD_BLOCK_PAST:
+        return f"zstd block at payload byte {at} runs past the end of the payload"
+    if c == KF_ZSTD_CSUM_TRUNC:
+        return f"zstd frame starting at payload byte {at} is truncated (checksum)"
     raise InternalError(f"unknown framing error code {c}")
 
 
@@ -2261,9 +2285,33 @@ def decompress_framed(int codec, data, int64_t max_size, int magic=2):
     return out
 
 
+def zstd_frames(data):
+    """The zstd frames of a payload as _framing.h walks them (skippable frames left out):
+    a list of ``(start, end, content size or None, output bound)``; the bound comes from
+    the block headers. Raises CodecError naming the payload byte (no position: the caller
+    relocates it)."""
+    cdef const uint8_t[::1] mv = data
+    cdef const uint8_t* src = _ptr(mv)
+    cdef size_t n = mv.shape[0], pos = 0
+    cdef kl_zstd_frame f
+    cdef kl_ferr e
+    cdef int r
+    if n == 0:
+        e.code = KF_EMPTY
+        raise CodecError(_framing_reason(CODEC_ZSTD, &e, 0))
+    frames = []
+    while True:
+        r = kl_zstd_next(src, n, &pos, &f, &e)
+        if r == 0:
+            return frames
+        if r < 0:
+            raise CodecError(_framing_reason(CODEC_ZSTD, &e, 0))
+        frames.append((f.start, f.end, f.content_size if f.has_size else None, f.bound))
+
+
 def framing_constants():
     """The framing constants _framing.h was compiled with (the encoder writes xerial
     headers from these, a test checks the lz4 ones)."""
     return {"XERIAL_MAGIC": PyBytes_FromStringAndSize(<char*>kl_xerial_magic, 8),
             "XERIAL_HEADER_SIZE": KL_XERIAL_HEADER_SIZE,
-            "LZ4_MAGIC": <uint32_t>KL_LZ4_MAGIC}
+            "LZ4_MAGIC": <uint32_t>KL_LZ4_MAGIC, "ZSTD_MAGIC": <uint32_t>KL_ZSTD_MAGIC}

@@ -1,5 +1,5 @@
 /* Kafka's codec framings in C, one place per byte rule (included by _decode.pyx; the
-   codec registry reaches them through the kernel's decompress_framed):
+   codec registry reaches them through the kernel's decompress_framed and zstd_frames):
 
    lz4     LZ4 frames (frame format 1.6) back to back, skippable frames between them.
            Kafka's Lz4BlockOutputStream writes FLG = version 1 + independent blocks,
@@ -13,6 +13,8 @@
            (version, compatible version: not checked, some writers put them
            little-endian), then blocks of int32-BE length + raw snappy block. Without
            the magic: one raw snappy block (librdkafka, old clients).
+   zstd    frames back to back (zstd-jni writes one, with or without a content size),
+           skippable frames between them: walked here, decoded by zstandard.
    skippable frames (lz4 and zstd): magic 0x184D2A50..5F, uint32-LE length, bytes.
 
    Each format is walked first (structure and an upper bound of the output, reading
@@ -66,7 +68,15 @@ enum {
     KF_SNAPPY_BLOCK_PAST,   /* a = block size */
     KF_SNAPPY_PREAMBLE,     /* bad uncompressed-length varint */
     KF_SNAPPY_DECLARED,     /* a = declared, b = block bytes: more than they can hold */
-    KF_SNAPPY_BLOCK_BAD     /* a = declared */
+    KF_SNAPPY_BLOCK_BAD,    /* a = declared */
+    KF_ZSTD_MAGIC,          /* a = the magic found */
+    KF_ZSTD_HEADER_TRUNC,
+    KF_ZSTD_RESERVED,
+    KF_ZSTD_TRUNC,          /* frame (at pos) ends inside a block header */
+    KF_ZSTD_BLOCK_TYPE,     /* a block of the reserved type */
+    KF_ZSTD_BLOCK_BIG,      /* a = block size */
+    KF_ZSTD_BLOCK_PAST,
+    KF_ZSTD_CSUM_TRUNC      /* checksum cut short (frame at pos) */
 };
 
 static inline int kl_fail(kl_ferr* e, int code, uint64_t pos, uint64_t a, uint64_t b) {
@@ -465,48 +475,91 @@ static int kl_snappy_decode(const uint8_t* src, size_t n, uint8_t* dst, kl_ferr*
         return kl_fail(e, KF_SNAPPY_BLOCK_BAD, 0, len, 0);
     return 0;
 }
-/* ---- zstd: the frame walk the decode kernel needs ------------------------------------- */
-/* zstd (RFC 8878): when src[0:n] is exactly one frame that declares its content
-   size and needs no dictionary, that size; else -1 (several frames, skippable
-   frames, no size, anything malformed: the codec registry handles those). The walk
-   over the block headers is bounded by n. */
-static int64_t kl_zstd_sized_frame(const uint8_t* src, size_t n) {
+/* ---- zstd: the frame walk (zstandard decodes) ------------------------------------------
+   RFC 8878 section 3.1.1: magic, frame header descriptor FHD (bits 7-6 content size
+   flag, 5 single segment, 3 reserved, 2 content checksum, 1-0 dictionary id flag),
+   window descriptor unless single segment, dictionary id, content size (flag 0 means 1
+   byte when single segment; a 2-byte size is stored minus 256), then blocks of a 3-byte
+   header (bit 0 last, bits 1-2 type: raw, RLE, compressed, reserved; the rest the size,
+   at most 128 KiB), then the checksum if FHD says so. */
+#define KL_ZSTD_MAGIC 0xFD2FB528u
+#define KL_ZSTD_BLOCK_MAX (128u * 1024u)
+
+typedef struct {
+    size_t start, end;          /* the frame is src[start:end] */
+    int has_size, dict;
+    uint64_t content_size;
+    uint64_t bound;             /* upper bound of the output, from the block headers */
+} kl_zstd_frame;
+
+/* The next zstd frame at or after *pos, skipping skippable frames: 1 with *f filled and
+   *pos moved past the frame, 0 at the end of the payload, -1 with *e set. */
+static int kl_zstd_next(const uint8_t* src, size_t n, size_t* pos, kl_zstd_frame* f,
+                        kl_ferr* e) {
+    static const uint8_t dict_sizes[4] = {0, 1, 2, 4};
     static const uint8_t fcs_sizes[4] = {0, 2, 4, 8};
-    size_t pos, fcs, adv, bsize;
-    uint64_t cs = 0;
+    size_t p = *pos, after, fcs, bsize, i;
     uint32_t h;
     unsigned fhd, btype;
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-    return -1;
-#endif
-    if (n < 6 || kl_le32(src) != 0xFD2FB528u) return -1;
-    fhd = src[4];
-    if (fhd & 0x0Bu) return -1;                /* reserved bit, dictionary id */
-    fcs = fcs_sizes[fhd >> 6];
-    if (fcs == 0) fcs = (fhd & 0x20u) ? 1 : 0;
-    if (fcs == 0) return -1;
-    pos = 5 + ((fhd & 0x20u) ? 0 : 1);
-    if (n - pos < fcs) return -1;
-    memcpy(&cs, src + pos, fcs);
-    if (fcs == 2) cs += 256;
-    pos += fcs;
+    int r;
     for (;;) {
-        if (n - pos < 3) return -1;
-        h = (uint32_t)src[pos] | ((uint32_t)src[pos + 1] << 8) | ((uint32_t)src[pos + 2] << 16);
+        if (p >= n) return 0;
+        if (n - p < 4) return kl_fail(e, KF_STRAY, p, n - p, 0);
+        r = kl_skippable(src, n, p, &after, e);
+        if (r < 0) return -1;
+        if (!r) break;
+        p = after;
+    }
+    if (kl_le32(src + p) != KL_ZSTD_MAGIC) return kl_fail(e, KF_ZSTD_MAGIC, p, kl_le32(src + p), 0);
+    f->start = p;
+    if (n - p < 6) return kl_fail(e, KF_ZSTD_HEADER_TRUNC, p, 0, 0);
+    fhd = src[p + 4];
+    if (fhd & 0x08u) return kl_fail(e, KF_ZSTD_RESERVED, p, 0, 0);
+    f->dict = (fhd & 0x03u) != 0;
+    fcs = fcs_sizes[fhd >> 6];
+    if (fcs == 0 && (fhd & 0x20u)) fcs = 1;
+    p += 5 + ((fhd & 0x20u) ? 0 : 1) + dict_sizes[fhd & 0x03u];
+    if (p > n || n - p < fcs) return kl_fail(e, KF_ZSTD_HEADER_TRUNC, f->start, 0, 0);
+    f->has_size = fcs != 0;
+    f->content_size = 0;
+    for (i = 0; i < fcs; i++) f->content_size |= (uint64_t)src[p + i] << (8 * i);
+    if (fcs == 2) f->content_size += 256;
+    p += fcs;
+    f->bound = 0;
+    for (;;) {
+        if (n - p < 3) return kl_fail(e, KF_ZSTD_TRUNC, f->start, 0, 0);
+        h = (uint32_t)src[p] | ((uint32_t)src[p + 1] << 8) | ((uint32_t)src[p + 2] << 16);
         btype = (h >> 1) & 3u;
         bsize = h >> 3;
-        if (btype == 3 || bsize > 128 * 1024) return -1;
-        pos += 3;
-        adv = btype == 1 ? 1 : bsize;
-        if (adv > n - pos) return -1;
-        pos += adv;
+        if (btype == 3) return kl_fail(e, KF_ZSTD_BLOCK_TYPE, p, 0, 0);
+        if (bsize > KL_ZSTD_BLOCK_MAX) return kl_fail(e, KF_ZSTD_BLOCK_BIG, p, bsize, 0);
+        /* RLE: one byte repeated bsize times; raw: bsize bytes; compressed: bsize bytes
+           in, at most one full block out */
+        f->bound += btype == 2 ? KL_ZSTD_BLOCK_MAX : bsize;
+        bsize = btype == 1 ? 1 : bsize;
+        if (bsize > n - p - 3) return kl_fail(e, KF_ZSTD_BLOCK_PAST, p, 0, 0);
+        p += 3 + bsize;
         if (h & 1u) break;
     }
     if (fhd & 0x04u) {
-        if (n - pos < 4) return -1;
-        pos += 4;
+        if (n - p < 4) return kl_fail(e, KF_ZSTD_CSUM_TRUNC, f->start, 0, 0);
+        p += 4;
     }
-    if (pos != n || cs > (uint64_t)INT64_MAX) return -1;
-    return (int64_t)cs;
+    f->end = p;
+    *pos = p;
+    return 1;
+}
+
+/* When src[0:n] is exactly one zstd frame that declares its content size and needs no
+   dictionary, that size; else -1 (the codec registry takes the payload). */
+static int64_t kl_zstd_sized_frame(const uint8_t* src, size_t n) {
+    size_t pos = 0;
+    kl_zstd_frame f;
+    kl_ferr e;
+    if (n < 4 || kl_le32(src) != KL_ZSTD_MAGIC) return -1;
+    if (kl_zstd_next(src, n, &pos, &f, &e) != 1 || pos != n || f.dict || !f.has_size
+            || f.content_size > (uint64_t)INT64_MAX)
+        return -1;
+    return (int64_t)f.content_size;
 }
 #endif

@@ -1,16 +1,17 @@
-"""Kafka's framing of the codecs decoded in Python, walked with bounds, decompressed
-within a budget: gzip members and zstd frames; and the xerial framing snappy is
-written in. LZ4 frames and snappy (xerial or raw) are read in C: ``_framing.h``, through
-the decode kernel's ``decompress_framed`` (the registry calls it too). ``xxh32`` is the
-kernel's (``_checksums.h``), the package's one xxHash32.
+"""Decompression of gzip and zstd within a budget, and the xerial framing snappy is
+written in. Every framing is *walked* in C, in ``_framing.h``: lz4 frames and snappy
+(xerial or raw) are also decoded there (the decode kernel's ``decompress_framed``, which
+the registry calls), zstd frames are walked there (``zstd_frames``) and decoded here by
+zstandard frame by frame. ``xxh32`` is the kernel's (``_checksums.h``), the package's
+one xxHash32.
 
 * gzip   -- ``java.util.zip.GZIPOutputStream``: one gzip member (RFC 1952). The reader
   (``GZIPInputStream``) also reads several concatenated members and ignores trailing
-  bytes that do not start a new member; so do we.
+  bytes that do not start a new member; so do we (zlib walks the members).
 * snappy -- written as snappy-java's ``SnappyOutputStream`` does: the header
-  (``\x82SNAPPY\x00``, int32 version 1, int32 compatible version 1; the constants are
-  ``_framing.h``'s) then blocks of ``int32-BE compressed length + raw snappy block``,
-  each holding at most 32 KiB of input.
+  (``\x82SNAPPY\x00``, from ``_framing.h``; int32 version 1, int32 compatible version
+  1) then blocks of ``int32-BE compressed length + raw snappy block``, each holding at
+  most 32 KiB of input.
 * zstd   -- zstd-jni's ``ZstdOutputStream``: one zstd frame, default level 3. The reader
   handles frames with and without a content size, skippable frames, and several frames
   back to back (zstd-jni's input stream reads them all).
@@ -25,7 +26,10 @@ from spark_kafkalog.format import _decode
 from spark_kafkalog.format._decode import xxh32
 
 __all__ = ["XERIAL_BLOCK_SIZE", "XERIAL_MAGIC", "gunzip", "too_large", "unzstd",
-           "xerial_compress", "xxh32", "zstd_frame_end"]
+           "xerial_compress", "xxh32"]
+
+#: magics and header sizes as _framing.h has them
+_FRAMING = _decode.framing_constants()
 
 
 def too_large(codec: str, max_size: int, what: str = "") -> CodecError:
@@ -66,7 +70,6 @@ def gunzip(payload: memoryview, max_size: int):
 
 
 # ---- snappy (xerial framing, written) -----------------------------------------------------
-_FRAMING = _decode.framing_constants()
 #: snappy-java's stream magic; followed by int32 version and int32 compatible-version
 XERIAL_MAGIC = _FRAMING["XERIAL_MAGIC"]
 _XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)     # what snappy-java writes
@@ -86,102 +89,15 @@ def xerial_compress(cramjam, data) -> bytes:
     return b"".join(parts)
 
 
-# ---- skippable frames (zstd; lz4's are read in _framing.h) ---------------------------------
-_LE_U32 = struct.Struct("<I")
-_SKIPPABLE_MASK = 0xFFFFFFF0
-_SKIPPABLE_MAGIC = 0x184D2A50          # 0x184D2A50 .. 0x184D2A5F
-
-
-def _next_frame(payload, pos: int, end: int, codec: str) -> tuple[int, int | None]:
-    """The magic of the frame at ``pos`` and, for a skippable frame (magic, little-endian
-    length, bytes), the position after it, else None."""
-    if end - pos < 4:
-        raise CodecError(f"{end - pos} stray bytes after {codec} frame at payload byte {pos}")
-    (m,) = _LE_U32.unpack_from(payload, pos)
-    if m & _SKIPPABLE_MASK != _SKIPPABLE_MAGIC:
-        return m, None
-    if end - pos < 8:
-        raise CodecError(f"skippable {codec} frame truncated at payload byte {pos}")
-    (size,) = _LE_U32.unpack_from(payload, pos + 4)
-    if pos + 8 + size > end:
-        raise CodecError(f"skippable {codec} frame runs past the end of the payload")
-    return m, pos + 8 + size
-
-
 # ---- zstd ------------------------------------------------------------------------------
-_ZSTD_MAGIC = 0xFD2FB528
-_ZSTD_BLOCK_MAX = 128 * 1024
 _ZSTD_UNKNOWN_SIZE = 2 ** 64 - 1
 _ZSTD_STREAM_CHUNK = 1 << 20
-_ZSTD_MAGIC_BYTES = struct.pack("<I", _ZSTD_MAGIC)
-_ZSTD_DICT_ID_SIZE = (0, 1, 2, 4)
-_ZSTD_FCS_SIZE = (0, 2, 4, 8)       # flag 0 means 1 byte when single-segment
-
-
-def zstd_frame_end(payload: memoryview, pos: int):
-    """Walk one zstd frame at ``pos`` (RFC 8878 section 3.1.1): returns ``(end,
-    content_size or None, bound)`` where bound is an upper bound of the decompressed
-    size from the block headers. Every step advances ``pos``: bounded by the payload."""
-    end = len(payload)
-    start = pos
-    if end - pos < 6:
-        raise CodecError(f"zstd frame header truncated at payload byte {pos}")
-    fhd = payload[pos + 4]
-    if fhd & 0x08:
-        raise CodecError(f"zstd frame at payload byte {pos} sets a reserved header bit")
-    single_segment = fhd & 0x20
-    fcs_flag = fhd >> 6
-    fcs_size = _ZSTD_FCS_SIZE[fcs_flag] or (1 if single_segment else 0)
-    pos += 5 + (0 if single_segment else 1) + _ZSTD_DICT_ID_SIZE[fhd & 0x03]
-    if pos + fcs_size > end:
-        raise CodecError(f"zstd frame header truncated at payload byte {start}")
-    content_size = None
-    if fcs_size:
-        content_size = int.from_bytes(payload[pos:pos + fcs_size], "little")
-        if fcs_size == 2:
-            content_size += 256
-    pos += fcs_size
-    bound = 0
-    block_max = _ZSTD_BLOCK_MAX
-    while True:
-        if end - pos < 3:
-            raise CodecError(f"zstd frame starting at payload byte {start} is truncated")
-        h = payload[pos] | (payload[pos + 1] << 8) | (payload[pos + 2] << 16)
-        btype = (h >> 1) & 3
-        size = h >> 3
-        if btype == 3:
-            raise CodecError(f"zstd block with reserved type at payload byte {pos}")
-        if size > block_max:
-            raise CodecError(f"zstd block of {size} bytes at payload byte {pos} exceeds "
-                             f"the 128 KiB limit")
-        pos += 3
-        if btype == 1:               # RLE: one byte repeated `size` times
-            pos += 1
-            bound += size
-        elif btype == 0:             # raw
-            pos += size
-            bound += size
-        else:                        # compressed: at most one full block out
-            pos += size
-            bound += block_max
-        if pos > end:
-            raise CodecError("zstd block runs past the end of the payload")
-        if h & 1:
-            break
-    if fhd & 0x04:                   # content checksum
-        pos += 4
-        if pos > end:
-            raise CodecError(f"zstd frame starting at payload byte {start} is truncated "
-                             f"(checksum)")
-    return pos, content_size, bound
+_ZSTD_MAGIC_BYTES = struct.pack("<I", _FRAMING["ZSTD_MAGIC"])
 
 
 def unzstd(zstd, d, payload: memoryview, max_size: int):
     """zstd frames with ``d``, the calling thread's ``zstd.ZstdDecompressor``."""
-    end = len(payload)
-    if end == 0:
-        raise CodecError("zstd payload is empty")
-    if end >= 6 and payload[:4] == _ZSTD_MAGIC_BYTES:
+    if len(payload) >= 6 and payload[:4] == _ZSTD_MAGIC_BYTES:
         # Fast path: one frame that declares its size (librdkafka, most non-Java
         # clients, our own encoder). The library checks the output against the
         # declared size and refuses trailing bytes; several frames (or any other
@@ -199,16 +115,9 @@ def unzstd(zstd, d, payload: memoryview, max_size: int):
                 pass
     out: list = []
     produced = 0
-    pos = 0
-    while pos < end:
-        m, after = _next_frame(payload, pos, end, "zstd")
-        if after is not None:
-            pos = after
-            continue
-        if m != _ZSTD_MAGIC:
-            raise CodecError(f"not a zstd frame at payload byte {pos} (magic {m:#010x})")
-        frame_end, content_size, bound = zstd_frame_end(payload, pos)
-        frame = payload[pos:frame_end]
+    # the frames as _framing.h walks them (skippable ones left out)
+    for start, frame_end, content_size, bound in _decode.zstd_frames(payload):
+        frame = payload[start:frame_end]
         remaining = max_size - produced
         try:
             if content_size is not None:
@@ -225,7 +134,6 @@ def unzstd(zstd, d, payload: memoryview, max_size: int):
         if produced > max_size:
             raise too_large("zstd", max_size)
         out.append(chunk)
-        pos = frame_end
     if not out:
         return b""
     return out[0] if len(out) == 1 else b"".join(out)

@@ -342,3 +342,46 @@ def test_output_room_is_bounded_by_the_input():
     finally:
         tracemalloc.stop()
     assert peak < MiB
+
+
+# ---- zstd: walked in C, decoded by zstandard -------------------------------------------------------
+
+def test_zstd_frames_walk_agrees_with_zstandard():
+    import zstandard
+    from spark_kafkalog.format import _decode
+    a, b = _sample(1000, 11), _sample(300_000, 12)
+    sized = zstandard.ZstdCompressor().compress(a)
+    c = zstandard.ZstdCompressor(write_checksum=True).compressobj()
+    streamed = c.compress(b) + c.flush()
+    skip = _skippable(0xE, b"meta")
+    payload = sized + skip + streamed
+    frames = _decode.zstd_frames(payload)
+    assert [(s, e) for s, e, _, _ in frames] == [
+        (0, len(sized)), (len(sized) + len(skip), len(payload))]
+    assert frames[0][2] == zstandard.get_frame_parameters(sized).content_size == len(a)
+    assert frames[1][2] is None
+    assert frames[0][3] >= len(a) and frames[1][3] >= len(b)
+    assert bytes(decompress(4, payload)) == a + b
+
+
+def test_zstd_damage_names_the_byte():
+    import zstandard
+    good = zstandard.ZstdCompressor().compress(_sample(1000, 13))
+    second = zstandard.ZstdCompressor(write_checksum=True).compress(_sample(200_000, 14))
+    at = len(good)
+    reserved = bytearray(second)
+    reserved[4] |= 0x08
+    cases = [(good + second[:5], f"zstd frame header truncated at payload byte {at}"),
+             (good + second[:-5], r"zstd block at payload byte \d+ runs past the end"),
+             (good + second[:9], f"zstd frame starting at payload byte {at} is truncated"),
+             (good + second[:-2], f"zstd frame starting at payload byte {at} is truncated "
+                                  r"\(checksum\)"),
+             (good + bytes(reserved), f"zstd frame at payload byte {at} sets a reserved "
+                                      f"header bit"),
+             (good + b"\x00\x01", f"2 stray bytes after the zstd frame ending at payload "
+                                  f"byte {at}"),
+             (good + struct.pack("<I", 0xFD2FB529) + b"\0" * 4,
+              f"not a zstd frame at payload byte {at}")]
+    for payload, match in cases:
+        with pytest.raises(CodecError, match=match):
+            decompress(4, payload)
