@@ -2298,6 +2298,7 @@ def zstd_frames(data):
     cdef int r
     if n == 0:
         e.code = KF_EMPTY
+        e.pos = e.a = e.b = 0
         raise CodecError(_framing_reason(CODEC_ZSTD, &e, 0))
     frames = []
     while True:

@@ -284,14 +284,16 @@ static int64_t kl_lz4_decode(const uint8_t* src, size_t n, int magic, uint8_t* d
     size_t pos = 0, start, after, sz, room, lim;
     uint32_t word;
     int64_t got;
-    int linked, bsum;
+    int linked, bsum, r;
     uint8_t* op = dst;
     uint8_t* fstart;
     kl_lz4_frame f;
     while (pos < n) {
-        if (kl_skippable(src, n, pos, &after, e)) { pos = after; continue; }
+        r = kl_skippable(src, n, pos, &after, e);         /* the walk checked both */
+        if (r < 0) return -1;
+        if (r) { pos = after; continue; }
         start = pos;
-        if (kl_lz4_header(src, n, pos, magic, &f, e)) return -1;   /* not reached */
+        if (kl_lz4_header(src, n, pos, magic, &f, e)) return -1;
         linked = !(f.flg & KL_LZ4_FLG_INDEPENDENT);
         bsum = (f.flg & KL_LZ4_FLG_BLOCK_SUM) != 0;
         room = (size_t)(dst + cap - op);
