@@ -2,7 +2,8 @@
 """The compiled decode kernel: runs of Kafka record batches -> Arrow buffers.
 
 Use it through :mod:`spark_kafkalog.format.decode`; the names here are the kernel's
-entry points and a few test hooks. Every read is bounded by the batch it belongs to and
+entry points (the codec registry also calls ``decompress_framed`` and ``zstd_frames``,
+the C framings of ``_framing.h``) and a few test hooks. Every read is bounded by the batch it belongs to and
 every allocation by the input size or ``max_decompressed``; errors carry the batch's
 byte position (``position_base`` added) and base offset. How it is fast (one pass, the
 block cache, the C codec paths) and the measurements: docs/PERFORMANCE.md.
@@ -1100,8 +1101,8 @@ cdef class _Sink:
     cdef _Growable g_hk_off, g_hk_data, g_hv_off, g_hv_valid, g_hv_data
     # where the batch being decoded is, for error messages
     cdef int64_t where_pos, where_off
-    # decompressed payload of the batch being decoded (fast codec path); reused per batch,
-    # at most max_decompressed + KL_SLACK bytes
+    # decompressed payload of the batch being decoded (lz4 and snappy, by _framing.h);
+    # reused per batch, at most max_decompressed + KL_SLACK bytes
     cdef uint8_t* scratch
     cdef int64_t scratch_cap
     # this thread's zstandard decompress function (looked up once per call), or False
