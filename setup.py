@@ -44,8 +44,9 @@ def kernel_extensions():
                 "spark_kafkalog: building the kernels needs Cython>=3.0 "
                 "(pip install 'Cython>=3.0', or let pip's build isolation install it)"
             )
-        # the kernels' shared core: checksums (C) and the batch layout (Cython)
-        shared = [os.path.join(KERNEL_DIR, f) for f in ("_checksums.h", "_wire.pxd")]
+        # the kernels' shared core: checksums and codec framings (C), the batch layout
+        shared = [os.path.join(KERNEL_DIR, f)
+                  for f in ("_checksums.h", "_framing.h", "_wire.pxd")]
         exts = [
             Extension(_module(p), [p], include_dirs=[KERNEL_DIR], depends=shared,
                       extra_compile_args=COMPILE_ARGS)

@@ -2,7 +2,8 @@
 """The compiled decode kernel: runs of Kafka record batches -> Arrow buffers.
 
 Use it through :mod:`spark_kafkalog.format.decode`; the names here are the kernel's
-entry points and a few test hooks. Every read is bounded by the batch it belongs to and
+entry points (the codec registry also calls ``decompress_framed`` and ``zstd_frames``,
+the C framings of ``_framing.h``) and a few test hooks. Every read is bounded by the batch it belongs to and
 every allocation by the input size or ``max_decompressed``; errors carry the batch's
 byte position (``position_base`` added) and base offset. How it is fast (one pass, the
 block cache, the C codec paths) and the measurements: docs/PERFORMANCE.md.
@@ -12,6 +13,9 @@ from libc.stdint cimport (
 )
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBUF_READ
+from cpython.bytearray cimport (
+    PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize,
+)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.memoryview cimport PyMemoryView_FromMemory
@@ -618,338 +622,37 @@ cdef extern from *:
 kl_crc32_init()
 kl_crc32c_init()
 
-# ---- C: the LZ4 / snappy decoders of the fast codec path -----------------------------------
-cdef extern from *:
-    """
-    /* ---- decompression into a scratch buffer ----------------------------------------
-       Output is written to dst[0:cap) where cap is checked before every copy (a length
-       from the input never moves a pointer before it is compared with what is left);
-       copies may write up to KL_SLACK bytes past cap (whole words), so the caller's
-       buffer has KL_SLACK spare bytes. Match offsets are checked against the start of
-       the window they may reference. Any malformed input returns -1 (the caller then
-       takes the general path, whose error says what is wrong). */
-    #define KL_SLACK 32
-
-
-    /* copy a match of `len` bytes from `off` bytes back; op + len <= cap is checked */
-    static inline void kl_match(uint8_t* op, size_t off, size_t len) {
-        const uint8_t* m = op - off;
-        uint8_t* e = op + len;
-        if (off >= 16) {
-            do { memcpy(op, m, 16); op += 16; m += 16; } while (op < e);
-        } else if (off >= 8) {
-            do { memcpy(op, m, 8); op += 8; m += 8; } while (op < e);
-        } else {
-            /* a pattern of period off < 8: copy bytewise until the source can stay a whole
-               number of periods (>= 8 bytes) behind, then by words */
-            size_t d = off * ((8 + off - 1) / off), t = d - off;
-            if (t > len) t = len;
-            while (t--) { *op = *m; op++; m++; }
-            m = op - d;
-            while (op < e) { memcpy(op, m, 8); op += 8; m += 8; }
-        }
-    }
-
-    /* One LZ4 block (src[0:n]) to dst; matches may reach back to `lo`. Returns the number
-       of bytes written or -1. */
-    static int64_t kl_lz4_block(const uint8_t* src, size_t n, uint8_t* dst, size_t cap,
-                                const uint8_t* lo) {
-        const uint8_t* ip = src;
-        const uint8_t* const iend = src + n;
-        uint8_t* op = dst;
-        uint8_t* const oend = dst + cap;
-        size_t lit, ml, off;
-        unsigned token, b;
-        if (n == 0) return -1;
-        for (;;) {
-            token = *ip++;
-            lit = token >> 4;
-            if (lit == 15) {
-                do { if (ip >= iend) return -1; b = *ip++; lit += b; } while (b == 255);
-            }
-            if (lit > (size_t)(iend - ip) || lit > (size_t)(oend - op)) return -1;
-            if (lit <= 16 && iend - ip >= 16) memcpy(op, ip, 16);
-            else memcpy(op, ip, lit);
-            op += lit; ip += lit;
-            if (ip == iend) break;                 /* the last sequence: literals only */
-            if (iend - ip < 3) return -1;          /* offset, and then another token */
-            off = (size_t)ip[0] | ((size_t)ip[1] << 8);
-            ip += 2;
-            if (off == 0 || off > (size_t)(op - lo)) return -1;
-            ml = token & 15u;
-            if (ml == 15) {
-                do { if (ip >= iend) return -1; b = *ip++; ml += b; } while (b == 255);
-            }
-            ml += 4;
-            if (ml > (size_t)(oend - op)) return -1;
-            kl_match(op, off, ml);
-            op += ml;
-            if (ip >= iend) return -1;             /* a block ends with literals */
-        }
-        return (int64_t)(op - dst);
-    }
-
-    /* Walk the LZ4 frames of src[0:n] without decoding: the exact or maximum output size
-       into *bound. Returns 0, or -1 when the payload is not one the fast path decodes
-       (dictionary, skippable frames, a header checksum that does not match -- including
-       Kafka's pre-0.10 one -- or anything malformed). */
-    static int kl_lz4_bound(const uint8_t* src, size_t n, uint64_t* bound) {
-        size_t pos = 0, dlen, bsize, bsum;
-        uint64_t total = 0;
-        unsigned flg, bd;
-        uint32_t word;
-    #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-        return -1;                                 /* the decoders read words LE */
-    #endif
-        if (n == 0) return -1;
-        while (pos < n) {
-            if (n - pos < 7 || kl_le32(src + pos) != 0x184D2204u) return -1;
-            flg = src[pos + 4]; bd = src[pos + 5];
-            if ((flg & 0xC0u) != 0x40u || (flg & 0x03u) || (bd & 0x8Fu) || (bd >> 4) < 4)
-                return -1;
-            bsum = (flg & 0x10u) ? 4 : 0;
-            bsize = (size_t)1 << (2 * (bd >> 4) + 8);
-            dlen = (flg & 0x08u) ? 10 : 2;
-            if (n - pos < 4 + dlen + 1) return -1;
-            if (((kl_xxh32(src + pos + 4, dlen, 0) >> 8) & 0xFFu) != src[pos + 4 + dlen])
-                return -1;
-            pos += 4 + dlen + 1;
-            for (;;) {
-                if (n - pos < 4) return -1;
-                word = kl_le32(src + pos);
-                pos += 4;
-                if (word == 0) break;
-                if ((word & 0x7FFFFFFFu) > bsize || (word & 0x7FFFFFFFu) + bsum > n - pos)
-                    return -1;
-                pos += (word & 0x7FFFFFFFu) + bsum;
-                total += (word & 0x80000000u) ? (word & 0x7FFFFFFFu) : bsize;
-            }
-            if (flg & 0x04u) {                     /* content checksum */
-                if (n - pos < 4) return -1;
-                pos += 4;
-            }
-        }
-        *bound = total;
-        return 0;
-    }
-
-    /* Decode the LZ4 frames of src[0:n] (kl_lz4_bound accepted them) into dst[0:cap).
-       Returns the output size or -1. A declared content size must match; block and
-       content checksums (xxHash32) are verified, as the lz4 library does. */
-    static int64_t kl_lz4_frames(const uint8_t* src, size_t n, uint8_t* dst, size_t cap) {
-        size_t pos = 0, dlen, sz, room, bsize;
-        uint64_t declared;
-        unsigned flg;
-        int has_size, linked, bsum;
-        uint32_t word;
-        int64_t got;
-        uint8_t* op = dst;
-        uint8_t* fstart;
-        while (pos < n) {
-            flg = src[pos + 4];
-            has_size = (flg & 0x08u) != 0;
-            linked = !(flg & 0x20u);
-            bsum = (flg & 0x10u) != 0;
-            bsize = (size_t)1 << (2 * (src[pos + 5] >> 4) + 8);
-            declared = 0;
-            if (has_size) memcpy(&declared, src + pos + 6, 8);
-            dlen = has_size ? 10 : 2;
-            pos += 4 + dlen + 1;
-            fstart = op;
-            for (;;) {
-                word = kl_le32(src + pos);
-                pos += 4;
-                if (word == 0) break;
-                sz = word & 0x7FFFFFFFu;
-                if (bsum && kl_xxh32(src + pos, sz, 0) != kl_le32(src + pos + sz)) return -1;
-                if (word & 0x80000000u) {
-                    if (sz > (size_t)(dst + cap - op)) return -1;
-                    memcpy(op, src + pos, sz);
-                    got = (int64_t)sz;
-                } else {
-                    /* linked blocks may reference the frame's earlier output, independent
-                       ones only their own */
-                    /* a block holds at most the frame's block size */
-                    room = (size_t)(dst + cap - op);
-                    got = kl_lz4_block(src + pos, sz, op, room < bsize ? room : bsize,
-                                       linked ? fstart : op);
-                    if (got < 0) return -1;
-                }
-                op += got;
-                pos += sz + (bsum ? 4 : 0);
-            }
-            if (has_size && (uint64_t)(op - fstart) != declared) return -1;
-            if (flg & 0x04u) {
-                if (kl_xxh32(fstart, (size_t)(op - fstart), 0) != kl_le32(src + pos)) return -1;
-                pos += 4;
-            }
-        }
-        return (int64_t)(op - dst);
-    }
-
-    /* zstd (RFC 8878): when src[0:n] is exactly one frame that declares its content
-       size and needs no dictionary, that size; else -1 (several frames, skippable
-       frames, no size, anything malformed: the codec registry handles those). The walk
-       over the block headers is bounded by n. */
-    static int64_t kl_zstd_sized_frame(const uint8_t* src, size_t n) {
-        static const uint8_t fcs_sizes[4] = {0, 2, 4, 8};
-        size_t pos, fcs, adv, bsize;
-        uint64_t cs = 0;
-        uint32_t h;
-        unsigned fhd, btype;
-    #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-        return -1;
-    #endif
-        if (n < 6 || kl_le32(src) != 0xFD2FB528u) return -1;
-        fhd = src[4];
-        if (fhd & 0x0Bu) return -1;                /* reserved bit, dictionary id */
-        fcs = fcs_sizes[fhd >> 6];
-        if (fcs == 0) fcs = (fhd & 0x20u) ? 1 : 0;
-        if (fcs == 0) return -1;
-        pos = 5 + ((fhd & 0x20u) ? 0 : 1);
-        if (n - pos < fcs) return -1;
-        memcpy(&cs, src + pos, fcs);
-        if (fcs == 2) cs += 256;
-        pos += fcs;
-        for (;;) {
-            if (n - pos < 3) return -1;
-            h = (uint32_t)src[pos] | ((uint32_t)src[pos + 1] << 8) | ((uint32_t)src[pos + 2] << 16);
-            btype = (h >> 1) & 3u;
-            bsize = h >> 3;
-            if (btype == 3 || bsize > 128 * 1024) return -1;
-            pos += 3;
-            adv = btype == 1 ? 1 : bsize;
-            if (adv > n - pos) return -1;
-            pos += adv;
-            if (h & 1u) break;
-        }
-        if (fhd & 0x04u) {
-            if (n - pos < 4) return -1;
-            pos += 4;
-        }
-        if (pos != n || cs > (uint64_t)INT64_MAX) return -1;
-        return (int64_t)cs;
-    }
-
-    /* The uncompressed length a raw snappy block declares: its varint preamble (at most
-       5 bytes, < 2**32). Returns the preamble length, or 0 when malformed. */
-    static size_t kl_snappy_len(const uint8_t* p, size_t n, uint64_t* out) {
-        uint64_t v = 0;
-        size_t i;
-        for (i = 0; i < n && i < 5; i++) {
-            v |= (uint64_t)(p[i] & 0x7Fu) << (7 * i);
-            if (!(p[i] & 0x80u)) {
-                if (v > 0xFFFFFFFFu) return 0;
-                *out = v;
-                return i + 1;
-            }
-        }
-        return 0;
-    }
-
-    /* One raw snappy block src[0:n] whose preamble is `hdr` bytes and declares `len`, into
-       dst (room for len + KL_SLACK). Returns 0 when exactly len bytes came out, or -1. */
-    static int kl_snappy_block(const uint8_t* src, size_t n, size_t hdr, size_t len,
-                               uint8_t* dst) {
-        const uint8_t* ip = src + hdr;
-        const uint8_t* const iend = src + n;
-        uint8_t* op = dst;
-        uint8_t* const oend = dst + len;
-        size_t l, off, k;
-        unsigned tag;
-        while (ip < iend) {
-            tag = *ip++;
-            switch (tag & 3u) {
-            case 0:
-                l = tag >> 2;
-                if (l >= 60) {
-                    k = l - 59;                    /* 1..4 length bytes */
-                    if ((size_t)(iend - ip) < k) return -1;
-                    l = 0;
-                    memcpy(&l, ip, k);             /* little-endian */
-                    ip += k;
-                }
-                l += 1;
-                if (l > (size_t)(iend - ip) || l > (size_t)(oend - op)) return -1;
-                if (l <= 16 && iend - ip >= 16) memcpy(op, ip, 16);
-                else memcpy(op, ip, l);
-                op += l; ip += l;
-                continue;
-            case 1:
-                if (ip >= iend) return -1;
-                l = 4 + ((tag >> 2) & 7u);
-                off = ((size_t)(tag & 0xE0u) << 3) | *ip++;
-                break;
-            case 2:
-                if ((size_t)(iend - ip) < 2) return -1;
-                l = 1 + (tag >> 2);
-                off = (size_t)ip[0] | ((size_t)ip[1] << 8);
-                ip += 2;
-                break;
-            default:
-                if ((size_t)(iend - ip) < 4) return -1;
-                l = 1 + (tag >> 2);
-                off = kl_le32(ip);
-                ip += 4;
-                break;
-            }
-            if (off == 0 || off > (size_t)(op - dst) || l > (size_t)(oend - op)) return -1;
-            kl_match(op, off, l);
-            op += l;
-        }
-        return op == oend ? 0 : -1;
-    }
-
-    /* Walk a snappy payload (xerial-framed or one raw block) without decoding; the exact
-       output size into *total. Returns 0, or -1 for anything malformed. */
-    static int kl_snappy_size(const uint8_t* src, size_t n, uint64_t* total) {
-        static const uint8_t magic[8] = {0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0};
-        size_t pos, bsz;
-        uint64_t len, t = 0;
-    #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-        return -1;                                 /* the decoders read words LE */
-    #endif
-        if (n >= 8 && memcmp(src, magic, 8) == 0) {
-            if (n < 16) return -1;
-            for (pos = 16; pos < n; pos += bsz) {
-                if (n - pos < 4) return -1;
-                bsz = kl_be32(src + pos);
-                pos += 4;
-                if (bsz > n - pos || kl_snappy_len(src + pos, bsz, &len) == 0) return -1;
-                t += len;
-            }
-        } else {
-            if (kl_snappy_len(src, n, &t) == 0) return -1;
-        }
-        *total = t;
-        return 0;
-    }
-
-    /* Decode a payload kl_snappy_size accepted into dst (room for its size + KL_SLACK). */
-    static int kl_snappy(const uint8_t* src, size_t n, uint8_t* dst) {
-        size_t pos, bsz, hdr;
-        uint64_t len = 0;
-        if (n >= 16 && src[0] == 0x82u && memcmp(src + 1, "SNAPPY", 7) == 0) {
-            for (pos = 16; pos < n; pos += bsz) {
-                bsz = kl_be32(src + pos);
-                pos += 4;
-                hdr = kl_snappy_len(src + pos, bsz, &len);
-                if (kl_snappy_block(src + pos, bsz, hdr, (size_t)len, dst)) return -1;
-                dst += len;
-            }
-            return 0;
-        }
-        hdr = kl_snappy_len(src, n, &len);
-        return kl_snappy_block(src, n, hdr, (size_t)len, dst);
-    }
-    """
-    enum: KL_SLACK
-    int kl_lz4_bound(const uint8_t* src, size_t n, uint64_t* bound) noexcept nogil
-    int64_t kl_lz4_block(const uint8_t* src, size_t n, uint8_t* dst, size_t cap,
-                         const uint8_t* lo) noexcept nogil
-    int64_t kl_lz4_frames(const uint8_t* src, size_t n, uint8_t* dst, size_t cap) noexcept nogil
-    int kl_snappy_size(const uint8_t* src, size_t n, uint64_t* total) noexcept nogil
-    int kl_snappy(const uint8_t* src, size_t n, uint8_t* dst) noexcept nogil
+# ---- C: the codec framings (lz4, snappy, the zstd frame walk) ------------------------------
+cdef extern from "_framing.h":
+    ctypedef struct kl_ferr:
+        int code
+        uint64_t pos, a, b
+    enum:
+        KL_SLACK
+        KF_OK, KF_TOO_LARGE, KF_EMPTY, KF_STRAY, KF_SKIP_TRUNC, KF_SKIP_PAST, KF_LZ4_MAGIC,
+        KF_LZ4_HEADER_TRUNC, KF_LZ4_VERSION, KF_LZ4_RESERVED, KF_LZ4_DICT, KF_LZ4_BLOCK_ID,
+        KF_LZ4_HC, KF_LZ4_NO_END, KF_LZ4_BLOCK_BIG, KF_LZ4_BLOCK_PAST, KF_LZ4_CSUM_TRUNC,
+        KF_LZ4_SIZE_CAP, KF_LZ4_BLOCK_SUM, KF_LZ4_BLOCK_BAD, KF_LZ4_BLOCK_OVER,
+        KF_LZ4_SIZE_MISMATCH, KF_LZ4_CSUM, KF_SNAPPY_HEADER_TRUNC, KF_SNAPPY_LEN_TRUNC,
+        KF_SNAPPY_BLOCK_PAST, KF_SNAPPY_PREAMBLE, KF_SNAPPY_DECLARED, KF_SNAPPY_BLOCK_BAD,
+        KF_ZSTD_MAGIC, KF_ZSTD_HEADER_TRUNC, KF_ZSTD_RESERVED, KF_ZSTD_TRUNC,
+        KF_ZSTD_BLOCK_TYPE, KF_ZSTD_BLOCK_BIG, KF_ZSTD_BLOCK_PAST, KF_ZSTD_CSUM_TRUNC
+    enum:
+        KL_LZ4_MAGIC, KL_XERIAL_HEADER_SIZE, KL_ZSTD_MAGIC
+    ctypedef struct kl_zstd_frame:
+        size_t start, end
+        int has_size, dict
+        uint64_t content_size, bound
+    const uint8_t kl_xerial_magic[8]
+    int kl_lz4_walk(const uint8_t* src, size_t n, int magic, uint64_t* bound,
+                    kl_ferr* e) noexcept nogil
+    int64_t kl_lz4_decode(const uint8_t* src, size_t n, int magic, uint8_t* dst, size_t cap,
+                          kl_ferr* e) noexcept nogil
+    int kl_snappy_walk(const uint8_t* src, size_t n, uint64_t max_size, uint64_t* total,
+                       kl_ferr* e) noexcept nogil
+    int kl_snappy_decode(const uint8_t* src, size_t n, uint8_t* dst, kl_ferr* e) noexcept nogil
+    int kl_zstd_next(const uint8_t* src, size_t n, size_t* pos, kl_zstd_frame* f,
+                     kl_ferr* e) noexcept nogil
     int64_t kl_zstd_sized_frame(const uint8_t* src, size_t n) noexcept nogil
 
 # Arrow types, built once (constructing some, e.g. a timestamp with a time zone, costs
@@ -1398,8 +1101,8 @@ cdef class _Sink:
     cdef _Growable g_hk_off, g_hk_data, g_hv_off, g_hv_valid, g_hv_data
     # where the batch being decoded is, for error messages
     cdef int64_t where_pos, where_off
-    # decompressed payload of the batch being decoded (fast codec path); reused per batch,
-    # at most max_decompressed + KL_SLACK bytes
+    # decompressed payload of the batch being decoded (lz4 and snappy, by _framing.h);
+    # reused per batch, at most max_decompressed + KL_SLACK bytes
     cdef uint8_t* scratch
     cdef int64_t scratch_cap
     # this thread's zstandard decompress function (looked up once per call), or False
@@ -1818,34 +1521,150 @@ cdef inline uint32_t _crc32c_at(const uint8_t* p, int64_t n,
     return _crc32c(PyMemoryView_FromMemory(<char*>p, n, PyBUF_READ), value)
 
 
-cdef int _fast_decompress(_Sink s, int codec, const uint8_t* src, int64_t n,
-                          int64_t max_size, const uint8_t** out, int64_t* out_len) except -1:
-    """Decompress an lz4 (frame) or snappy (raw or xerial) payload in C into the sink's
-    scratch buffer: no Python call, no allocation per batch. Returns 1 when done, 0 when
-    the payload needs the codec registry: another codec, a frame feature this path does
-    not read (dictionaries, skippable frames, Kafka's pre-0.10 lz4 header checksum), an output bound past ``max_size``, or anything malformed -- the registry
-    then decodes it or raises the error that says what is wrong."""
+cdef str _framing_reason(int codec, kl_ferr* e, int64_t max_size):
+    """What a _framing.h error code says, as text (the caller adds where)."""
+    cdef int c = e.code
+    cdef uint64_t at = e.pos, a = e.a, b = e.b
+    name = CODEC_NAMES[codec]
+    if c == KF_TOO_LARGE:
+        what = (f" (frame at payload byte {at} declares {a})" if codec == CODEC_LZ4 and a
+                else f" (declared: at least {a} bytes)" if a else "")
+        return f"{name} payload decompresses to more than the limit of {max_size} bytes{what}"
+    if c == KF_EMPTY:
+        return f"{name} payload is empty"
+    if c == KF_STRAY:
+        return (f"{name} payload of {a} bytes is too short for a frame" if at == 0 else
+                f"{a} stray bytes after the {name} frame ending at payload byte {at}")
+    if c == KF_SKIP_TRUNC:
+        return f"skippable {name} frame truncated at payload byte {at}"
+    if c == KF_SKIP_PAST:
+        return (f"skippable {name} frame of {a} bytes at payload byte {at} runs past the "
+                f"end of the payload")
+    if c == KF_LZ4_MAGIC:
+        return (f"not an lz4 frame at payload byte {at} (magic {a:#010x}, expected "
+                f"{<uint32_t>KL_LZ4_MAGIC:#010x})")
+    if c == KF_LZ4_HEADER_TRUNC:
+        return f"lz4 frame header truncated at payload byte {at}"
+    if c == KF_LZ4_VERSION:
+        return f"lz4 frame at payload byte {at} has unsupported version {a}"
+    if c == KF_LZ4_RESERVED:
+        return f"lz4 frame at payload byte {at} sets reserved bits (FLG {a:#04x}, BD {b:#04x})"
+    if c == KF_LZ4_DICT:
+        return (f"lz4 frame at payload byte {at} needs a dictionary (dictionary id set; "
+                f"Kafka never writes one)")
+    if c == KF_LZ4_BLOCK_ID:
+        return f"lz4 frame at payload byte {at} has invalid block size id {a}"
+    if c == KF_LZ4_HC:
+        return (f"lz4 frame at payload byte {at} has a bad header checksum (stored {a:#04x}, "
+                f"computed {b:#04x})")
+    if c == KF_LZ4_NO_END:
+        return f"lz4 frame starting at payload byte {at} is truncated (no end mark)"
+    if c == KF_LZ4_BLOCK_BIG:
+        return (f"lz4 block of {a} bytes at payload byte {at} exceeds the frame's block "
+                f"size {b}")
+    if c == KF_LZ4_BLOCK_PAST:
+        return f"lz4 block of {a} bytes at payload byte {at} runs past the end of the payload"
+    if c == KF_LZ4_CSUM_TRUNC:
+        return f"lz4 frame starting at payload byte {at} is truncated (content checksum)"
+    if c == KF_LZ4_SIZE_CAP:
+        return (f"lz4 frame at payload byte {at} declares a content size of {a} bytes, more "
+                f"than its blocks can hold ({b})")
+    if c == KF_LZ4_BLOCK_SUM:
+        return f"lz4 block at payload byte {at} does not match its checksum (xxHash32)"
+    if c == KF_LZ4_BLOCK_BAD:
+        return f"lz4 block at payload byte {at} is corrupt"
+    if c == KF_LZ4_BLOCK_OVER:
+        return (f"lz4 block at payload byte {at} decompresses to more than the frame's "
+                f"block size {b}")
+    if c == KF_LZ4_SIZE_MISMATCH:
+        held = "more" if b == <uint64_t>-1 else str(b)
+        return (f"lz4 frame at payload byte {at} declares a content size of {a} bytes but "
+                f"holds {held}")
+    if c == KF_LZ4_CSUM:
+        return f"lz4 frame at payload byte {at} does not match its content checksum (xxHash32)"
+    if c == KF_SNAPPY_HEADER_TRUNC:
+        return f"snappy (xerial) payload is truncated in its {KL_XERIAL_HEADER_SIZE}-byte header"
+    if c == KF_SNAPPY_LEN_TRUNC:
+        return f"snappy (xerial) block length truncated at payload byte {at}"
+    if c == KF_SNAPPY_BLOCK_PAST:
+        return (f"snappy (xerial) block of {a} bytes at payload byte {at} runs past the end "
+                f"of the payload")
+    if c == KF_SNAPPY_PREAMBLE:
+        return f"snappy block at payload byte {at} has a bad uncompressed-length header"
+    if c == KF_SNAPPY_DECLARED:
+        return (f"snappy block at payload byte {at} declares {a} bytes, more than its {b} "
+                f"bytes can hold")
+    if c == KF_SNAPPY_BLOCK_BAD:
+        return f"snappy block at payload byte {at} is corrupt (it declares {a} bytes)"
+    if c == KF_ZSTD_MAGIC:
+        return f"not a zstd frame at payload byte {at} (magic {a:#010x})"
+    if c == KF_ZSTD_HEADER_TRUNC:
+        return f"zstd frame header truncated at payload byte {at}"
+    if c == KF_ZSTD_RESERVED:
+        return f"zstd frame at payload byte {at} sets a reserved header bit"
+    if c == KF_ZSTD_TRUNC:
+        return f"zstd frame starting at payload byte {at} is truncated"
+    if c == KF_ZSTD_BLOCK_TYPE:
+        return f"zstd block with reserved type at payload byte {at}"
+    if c == KF_ZSTD_BLOCK_BIG:
+        return f"zstd block of {a} bytes at payload byte {at} exceeds the 128 KiB limit"
+    if c == KF_ZSTD_BLOCK_PAST:
+        return f"zstd block at payload byte {at} runs past the end of the payload"
+    if c == KF_ZSTD_CSUM_TRUNC:
+        return f"zstd frame starting at payload byte {at} is truncated (checksum)"
+    raise InternalError(f"unknown framing error code {c}")
+
+
+cdef inline bint _is_framed(int codec) noexcept nogil:
+    """Is ``codec``'s framing walked and decoded in C (_framing.h)?"""
+    return codec == CODEC_LZ4 or codec == CODEC_SNAPPY
+
+
+cdef int64_t _framed_room(int codec, const uint8_t* src, int64_t n, int magic,
+                          int64_t max_size, kl_ferr* e) noexcept nogil:
+    """The output room (bytes, <= max_size) to decode an lz4 / snappy payload into, or -1
+    with ``e`` set (malformed, or the sizes it declares past the budget)."""
     cdef uint64_t bound = 0
-    cdef int64_t got
     if codec == CODEC_LZ4:
-        if kl_lz4_bound(src, <size_t>n, &bound) or bound > <uint64_t>max_size:
-            return 0
-        s.ensure_scratch(<int64_t>bound + KL_SLACK)
-        got = kl_lz4_frames(src, <size_t>n, s.scratch, <size_t>bound)
-        if got < 0:
-            return 0
-    elif codec == CODEC_SNAPPY:
-        if kl_snappy_size(src, <size_t>n, &bound) or bound > <uint64_t>max_size:
-            return 0
-        s.ensure_scratch(<int64_t>bound + KL_SLACK)
-        if kl_snappy(src, <size_t>n, s.scratch):
-            return 0
-        got = <int64_t>bound
-    else:
+        if kl_lz4_walk(src, <size_t>n, magic, &bound, e):
+            return -1
+        # past the budget, decoding stops with KF_TOO_LARGE once the output passes it
+        return <int64_t>bound if bound < <uint64_t>max_size else max_size
+    if kl_snappy_walk(src, <size_t>n, <uint64_t>max_size, &bound, e):
+        return -1
+    return <int64_t>bound
+
+
+cdef int64_t _framed_decode(int codec, const uint8_t* src, int64_t n, int magic,
+                            uint8_t* dst, int64_t room, kl_ferr* e) noexcept nogil:
+    """Decode a payload _framed_room accepted into dst (room + KL_SLACK bytes): the output
+    size, or -1 with ``e`` set."""
+    if codec == CODEC_LZ4:
+        return kl_lz4_decode(src, <size_t>n, magic, dst, <size_t>room, e)
+    if kl_snappy_decode(src, <size_t>n, dst, e):
+        return -1
+    return room
+
+
+cdef int _framed(_Sink s, int codec, const uint8_t* src, int64_t n, int magic,
+                 int64_t max_size, const uint8_t** out, int64_t* out_len) except -1:
+    """Decompress an lz4 (frames) or snappy (xerial or raw) payload in C into the sink's
+    scratch buffer: no Python call, no allocation per batch. Returns 1 when done, 0 for
+    another codec; a payload that does not decode raises CodecError at the batch."""
+    cdef kl_ferr e
+    cdef int64_t room, got
+    if not _is_framed(codec):
         return 0
-    out[0] = s.scratch
-    out_len[0] = got
-    return 1
+    room = _framed_room(codec, src, n, magic, max_size, &e)
+    if room >= 0:
+        s.ensure_scratch(room + KL_SLACK)
+        got = _framed_decode(codec, src, n, magic, s.scratch, room, &e)
+        if got >= 0:
+            out[0] = s.scratch
+            out_len[0] = got
+            return 1
+    raise s.error(f"magic {magic} {CODEC_NAMES[codec]} batch: "
+                  f"{_framing_reason(codec, &e, max_size)}", CodecError)
 
 
 cdef object _fast_zstd(_Sink s, const uint8_t* src, int64_t n, int64_t max_size):
@@ -1957,8 +1776,7 @@ cdef int _do_v2(_Sink s, object view, const uint8_t* p, Hdr* h, Params* prm,
         s.reserve_rows(h.count)
         s.reserve_kv(plen, 0)
         return s.v2_records(p + V2_HEADER_SIZE, plen, h, prm)
-    if not _fast_decompress(s, codec, p + V2_HEADER_SIZE, plen, prm.max_decompressed,
-                            &rp, &dlen):
+    if not _framed(s, codec, p + V2_HEADER_SIZE, plen, 2, prm.max_decompressed, &rp, &dlen):
         raw = None
         if codec == CODEC_ZSTD:
             raw = _fast_zstd(s, p + V2_HEADER_SIZE, plen, prm.max_decompressed)
@@ -2022,8 +1840,8 @@ cdef int _do_legacy(_Sink s, object view, const uint8_t* p, int64_t avail, Param
     if m.value_len < 0:
         raise s.error(f"compressed magic {m.magic} message with a null value")
     vstart = <int64_t>(m.value - p)
-    if not _fast_decompress(s, codec, m.value, m.value_len, prm.max_decompressed,
-                            &rp, &dlen):
+    if not _framed(s, codec, m.value, m.value_len, m.magic, prm.max_decompressed, &rp,
+                   &dlen):
         raw = _decompress(codec, view[pos + vstart:pos + vstart + m.value_len], m.magic,
                           prm.max_decompressed, s.where_pos, s.where_off)
         rmv = raw
@@ -2438,14 +2256,64 @@ def xxh32(data, uint32_t seed=0):
     return kl_xxh32(_ptr(mv), <size_t>mv.shape[0], seed)
 
 
-def fast_decompress(int codec, data, int64_t max_size):
-    """The kernel's C decompression of one lz4 or snappy payload (test hook): the bytes,
-    or None when the payload is left to the codec registry."""
+def decompress_framed(int codec, data, int64_t max_size, int magic=2):
+    """An lz4 (frames) or snappy (xerial or raw block) payload decompressed by the C
+    framing (_framing.h; the codec registry's decoder for both): a bytearray of at most
+    ``max_size`` bytes. ``magic`` is the message format the payload came in (0 admits
+    Kafka's pre-0.10 lz4 header checksum). Raises CodecError with no position (the
+    caller relocates it)."""
     cdef const uint8_t[::1] mv = data
-    cdef const uint8_t* out
-    cdef int64_t n
-    s = _Sink(False)
-    if not _fast_decompress(s, codec, _ptr(mv), mv.shape[0], max_size, &out, &n):
-        return None
-    return PyBytes_FromStringAndSize(<char*>out, n)
+    cdef const uint8_t* src = _ptr(mv)
+    cdef int64_t n = mv.shape[0], room, got
+    cdef kl_ferr e
+    cdef bytearray out
+    cdef uint8_t* dst
+    if not _is_framed(codec):
+        raise UnsupportedFormatError(f"codec {codec} has no C framing (lz4 and snappy do)")
+    if max_size < 0:
+        raise InvalidOptionError(f"max_size must be non-negative, got {max_size}")
+    with nogil:
+        room = _framed_room(codec, src, n, magic, max_size, &e)
+    if room < 0:
+        raise CodecError(_framing_reason(codec, &e, max_size))
+    out = PyByteArray_FromStringAndSize(NULL, room + KL_SLACK)
+    dst = <uint8_t*>PyByteArray_AS_STRING(out)
+    with nogil:
+        got = _framed_decode(codec, src, n, magic, dst, room, &e)
+    if got < 0:
+        raise CodecError(_framing_reason(codec, &e, max_size))
+    PyByteArray_Resize(out, got)
+    return out
 
+
+def zstd_frames(data):
+    """The zstd frames of a payload as _framing.h walks them (skippable frames left out):
+    a list of ``(start, end, content size or None, output bound)``; the bound comes from
+    the block headers. Raises CodecError naming the payload byte (no position: the caller
+    relocates it)."""
+    cdef const uint8_t[::1] mv = data
+    cdef const uint8_t* src = _ptr(mv)
+    cdef size_t n = mv.shape[0], pos = 0
+    cdef kl_zstd_frame f
+    cdef kl_ferr e
+    cdef int r
+    if n == 0:
+        e.code = KF_EMPTY
+        e.pos = e.a = e.b = 0
+        raise CodecError(_framing_reason(CODEC_ZSTD, &e, 0))
+    frames = []
+    while True:
+        r = kl_zstd_next(src, n, &pos, &f, &e)
+        if r == 0:
+            return frames
+        if r < 0:
+            raise CodecError(_framing_reason(CODEC_ZSTD, &e, 0))
+        frames.append((f.start, f.end, f.content_size if f.has_size else None, f.bound))
+
+
+def framing_constants():
+    """The framing constants _framing.h was compiled with (the encoder writes xerial
+    headers from these, a test checks the lz4 ones)."""
+    return {"XERIAL_MAGIC": PyBytes_FromStringAndSize(<char*>kl_xerial_magic, 8),
+            "XERIAL_HEADER_SIZE": KL_XERIAL_HEADER_SIZE,
+            "LZ4_MAGIC": <uint32_t>KL_LZ4_MAGIC, "ZSTD_MAGIC": <uint32_t>KL_ZSTD_MAGIC}

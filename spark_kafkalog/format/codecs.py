@@ -12,7 +12,7 @@ Codec ids are the ones Kafka stores in a batch's attributes (bits 0-2)::
     known to be crossed (usually before any decompression). Raises :class:`CodecError`
     for a corrupt, truncated or oversized payload, :class:`UnsupportedFormatError` for an
     unknown codec id and :class:`MissingCodecError` when the codec's library is not
-    installed. Positions/offsets are not known here: the caller relocates the error
+    installed (reading lz4 and snappy needs none). Positions/offsets are not known here: the caller relocates the error
     (``err.at(...)`` or by re-raising with its own position).
 
 ``compress(codec_id, data, *, level=None)``
@@ -21,9 +21,11 @@ Codec ids are the ones Kafka stores in a batch's attributes (bits 0-2)::
 
 ``codec_id(name)``  "none" | "gzip" | "snappy" | "lz4" | "zstd" -> int.
 
-Each codec's framing (how Kafka wraps the compressed bytes) is walked in
-:mod:`spark_kafkalog.format.framing`; this module owns the ids, the lazy imports and the
-levels.
+Each codec's framing (how Kafka wraps the compressed bytes) has one owner: lz4 frames
+and snappy (xerial or raw) are walked and decoded in C (``_framing.h``, reached through
+the decode kernel's ``decompress_framed``; no library needed to read them), gzip and
+zstd in :mod:`spark_kafkalog.format.framing`. This module owns the ids, the lazy
+imports and the levels.
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ from spark_kafkalog.errors import (
     MissingCodecError,
     UnsupportedFormatError,
 )
-from spark_kafkalog.format import framing
+from spark_kafkalog.format import _decode, framing
 from spark_kafkalog.format.framing import (  # re-exported: part of the registry's API
     XERIAL_BLOCK_SIZE,
     XERIAL_MAGIC,
@@ -188,8 +190,8 @@ def _zstd(level: int | None) -> Callable:
 # ---------------------------------------------------------------------------------------
 _DECOMPRESSORS: dict[int, Callable] = {
     CODEC_GZIP: lambda p, m, magic: framing.gunzip(p, m),
-    CODEC_SNAPPY: lambda p, m, magic: framing.unsnappy(_require("cramjam", "snappy"), p, m),
-    CODEC_LZ4: lambda p, m, magic: framing.unlz4(_require("lz4.frame", "lz4"), p, m, magic),
+    CODEC_SNAPPY: lambda p, m, magic: _decode.decompress_framed(CODEC_SNAPPY, p, m, magic),
+    CODEC_LZ4: lambda p, m, magic: _decode.decompress_framed(CODEC_LZ4, p, m, magic),
     CODEC_ZSTD: lambda p, m, magic: framing.unzstd(
         _require("zstandard", "zstd"), _zstd_decompressor(_require("zstandard", "zstd")),
         p, m),

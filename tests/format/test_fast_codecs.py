@@ -1,14 +1,16 @@
-"""The kernel's own C paths: CRC-32C (SSE4.2) and the LZ4-frame / snappy decoders that
-decompress straight into a scratch buffer. Oracles: the crc32c package and the lz4 /
-cramjam libraries, on random data of many sizes and on hostile (mutated) payloads."""
+"""The kernel's own C paths: CRC-32C (SSE4.2) and the LZ4-frame / snappy framings
+(``_framing.h``, the only decoder of both) that decompress straight into a scratch
+buffer. Oracles: the crc32c package and the lz4 / cramjam libraries, on random data of
+many sizes and on hostile (mutated) payloads."""
 from __future__ import annotations
 
 import random
+import re
 import struct
 
 import pytest
 
-from spark_kafkalog.errors import CodecError
+from spark_kafkalog.errors import CodecError, UnsupportedFormatError
 from spark_kafkalog.format import _decode as kernel
 from spark_kafkalog.format.codecs import compress, decompress
 
@@ -81,41 +83,69 @@ def _snappy_payloads(d: bytes):
 def test_lz4_matches_library(n):
     for d in _datasets(n, n):
         for frame in _lz4_frames(d):
-            assert kernel.fast_decompress(3, frame, BIG) == lz4_decode_all(frame)
+            assert kernel.decompress_framed(3, frame, BIG) == lz4_decode_all(frame)
 
 
 @pytest.mark.parametrize("n", SIZES)
 def test_snappy_matches_library(n):
     for d in _datasets(n, n):
         for payload in _snappy_payloads(d):
-            assert kernel.fast_decompress(2, payload, BIG) == d
+            assert kernel.decompress_framed(2, payload, BIG) == d
 
 
 def lz4_decode_all(payload: bytes) -> bytes:
+    """The lz4 library's reading of a payload of frames (skippable ones included);
+    raises RuntimeError (the library's error) when a frame is incomplete."""
     out = b""
     while payload:
         d = lz4f.LZ4FrameDecompressor()
         out += d.decompress(payload)
+        if not d.eof:
+            raise RuntimeError("lz4 frame is incomplete")
         payload = d.unused_data
     return out
 
 
-def test_left_to_the_registry():
+def snappy_decode_library(payload: bytes) -> bytes:
+    """cramjam's reading of a snappy payload, the xerial framing cut with struct."""
+    if payload[:8] != b"\x82SNAPPY\x00":
+        return bytes(cramjam.snappy.decompress_raw(payload))
+    if len(payload) < 16:
+        raise ValueError("xerial header truncated")
+    out, pos = b"", 16
+    while pos < len(payload):
+        (n,) = struct.unpack_from(">i", payload, pos)
+        if n < 0 or pos + 4 + n > len(payload):
+            raise ValueError("xerial block past the end")
+        out += bytes(cramjam.snappy.decompress_raw(payload[pos + 4:pos + 4 + n]))
+        pos += 4 + n
+    return out
+
+
+def test_every_frame_feature_is_read_in_c():
     d = _sample(5000, random.Random(3))
     frame = bytearray(compress("lz4", d))
-    # Kafka's pre-0.10 header checksum: the registry patches it
+    # Kafka's pre-0.10 header checksum, admitted for magic 0 only
     from spark_kafkalog.format.codecs import xxh32
     frame[6] = (xxh32(bytes(frame[:6])) >> 8) & 0xFF
-    assert kernel.fast_decompress(3, bytes(frame), BIG) is None
-    assert bytes(decompress(3, bytes(frame), magic=0)) == d
-    # skippable frame, and an output bound past the budget
+    assert kernel.decompress_framed(3, bytes(frame), BIG, 0) == d
+    with pytest.raises(CodecError, match="bad header checksum"):
+        kernel.decompress_framed(3, bytes(frame), BIG, 1)
+    # skippable frames, before, between and after
     skippable = struct.pack("<II", 0x184D2A50, 0)
-    assert kernel.fast_decompress(3, skippable + compress("lz4", d), BIG) is None
-    assert kernel.fast_decompress(3, compress("lz4", d), 4999) is None
-    assert kernel.fast_decompress(2, compress("snappy", d), 4999) is None
-    assert kernel.fast_decompress(2, compress("snappy", d), 5000) == d
-    # other codecs
-    assert kernel.fast_decompress(1, compress("gzip", d), BIG) is None
+    payload = skippable + compress("lz4", d) + struct.pack("<II", 0x184D2A5F, 2) + b"xy" \
+        + compress("lz4", d) + skippable
+    assert kernel.decompress_framed(3, payload, BIG) == d + d == lz4_decode_all(payload)
+    # the budget: an lz4 output bound past it decodes until the output passes it
+    assert kernel.decompress_framed(3, compress("lz4", d), 5000) == d
+    with pytest.raises(CodecError, match="more than the limit of 4999"):
+        kernel.decompress_framed(3, compress("lz4", d), 4999)
+    with pytest.raises(CodecError, match="more than the limit of 4999"):
+        kernel.decompress_framed(2, compress("snappy", d), 4999)
+    assert kernel.decompress_framed(2, compress("snappy", d), 5000) == d
+    # other codecs are not framed in C
+    with pytest.raises(UnsupportedFormatError):
+        kernel.decompress_framed(1, compress("gzip", d), BIG)
 
 
 def _mutants(payload: bytes, rng: random.Random, count: int):
@@ -137,27 +167,80 @@ def _mutants(payload: bytes, rng: random.Random, count: int):
 
 @pytest.mark.parametrize("codec", [2, 3])
 def test_hostile_payloads_never_disagree_with_the_library(codec):
-    """A mutated payload is either decoded by the C path to exactly what the library
-    gives, or left to the registry (None), which then decodes it or raises CodecError."""
+    """A mutated payload is either decoded by the C framing to exactly what the library
+    gives, or refused with CodecError (never another error, never past the budget); the
+    library must refuse it too, except where the C reader is stricter (the LZ4
+    dictionary-id and reserved bits, which Kafka's reader refuses as well)."""
     rng = random.Random(codec)
+    oracle = lz4_decode_all if codec == 3 else snappy_decode_library
     bases = []
     for n in (0, 40, 300, 5000, 70_000):
         d = _sample(n, rng)
         bases += list(_lz4_frames(d) if codec == 3 else _snappy_payloads(d))
-    seen_fast = seen_slow = 0
+    seen_ok = seen_refused = 0
     for base in bases:
         for m in _mutants(base, rng, 400):
-            fast = kernel.fast_decompress(codec, m, 1 << 20)
             try:
-                slow = bytes(decompress(codec, m, max_size=1 << 20))
-            except CodecError:
-                slow = None
-            if fast is not None:
-                seen_fast += 1
-                assert fast == slow
+                expected = oracle(m)
+            except Exception:                  # the library's own error types
+                expected = None
+            try:
+                got = bytes(kernel.decompress_framed(codec, m, 1 << 20))
+            except CodecError as err:
+                got = None
+                reason = err.reason
+            if got is not None:
+                seen_ok += 1
+                assert got == expected
             else:
-                seen_slow += 1
-    assert seen_fast and seen_slow
+                seen_refused += 1
+                if expected is not None and len(expected) <= 1 << 20:
+                    assert _stricter_than_the_library(m, reason), (reason, m)
+    assert seen_ok and seen_refused
+
+
+def _stricter_than_the_library(payload: bytes, reason: str) -> bool:
+    """Where the C reader refuses what the lz4 library reads: an empty payload, reserved
+    bits and dictionary ids (Kafka's reader refuses both), and a match offset of 0 (the
+    block format calls it corrupt; the library copies from its own output position)."""
+    if reason in ("lz4 payload is empty",) or "reserved bits" in reason \
+            or "dictionary" in reason:
+        return True
+    found = re.fullmatch(r"lz4 block at payload byte (\d+) is corrupt", reason)
+    if not found:
+        return False
+    at = int(found.group(1))
+    (word,) = struct.unpack_from("<I", payload, at)
+    return _has_zero_offset(payload[at + 4:at + 4 + (word & 0x7FFFFFFF)])
+
+
+def _has_zero_offset(block: bytes) -> bool:
+    """Does this LZ4 block's sequence walk reach a match offset of 0 (a reading of the
+    block format, independent of the kernel)?"""
+    ip = 0
+    try:
+        while True:
+            token = block[ip]
+            ip += 1
+            lit = token >> 4
+            if lit == 15:
+                while True:
+                    lit += block[ip]
+                    ip += 1
+                    if block[ip - 1] != 255:
+                        break
+            ip += lit
+            if ip >= len(block):
+                return False
+            if block[ip] | block[ip + 1] << 8 == 0:
+                return True
+            ip += 2
+            if token & 15 == 15:
+                while block[ip] == 255:
+                    ip += 1
+                ip += 1
+    except IndexError:
+        return False
 
 
 # ---- through decode(): the kernel's codec paths end to end ----------------------------------
