@@ -143,9 +143,9 @@ class _State:
                 for (t, n), c in sorted(self._other.items())]
         return pa.Table.from_pylist(rows, schema=OTHER_SCHEMA)
 
-    def add(self, batch) -> None:
+    def add(self, batch) -> "_State":
         """Decode a RecordBatch/Table of the topic's records (offset order within each
-        partition)."""
+        partition); returns self."""
         for key, value, part, off, ts in zip(*_columns(batch)):
             if self.as_of is not None and ts > self.as_of:
                 continue
@@ -155,6 +155,7 @@ class _State:
             except CoordinatorRecordError as e:
                 raise CoordinatorRecordError(f"{self.topic}-{part}: {e.reason}",
                                              offset=off) from e
+        return self
 
     def add_all(self, batches: Iterable) -> "_State":
         for b in batches:
