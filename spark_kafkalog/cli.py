@@ -480,11 +480,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--verify-crc", action="store_true",
                    help="fail (exit 1) on checksum mismatches, inner legacy messages "
                         "included with --records")
-    p.add_argument("--offsets-decoder", dest="decoder", action="store_const",
-                   const="offsets", help="decode __consumer_offsets keys and values "
-                   "(Kafka's --offsets-decoder; implies --print-data)")
-    p.add_argument("--transaction-log-decoder", dest="decoder", action="store_const",
-                   const="transaction-log", help="decode __transaction_state records")
+    dec = p.add_mutually_exclusive_group()
+    dec.add_argument("--offsets-decoder", dest="decoder", action="store_const",
+                     const="offsets", help="decode __consumer_offsets keys and values "
+                     "(Kafka's --offsets-decoder; implies --print-data)")
+    dec.add_argument("--transaction-log-decoder", dest="decoder", action="store_const",
+                     const="transaction-log", help="decode __transaction_state records")
     p.add_argument("--window-bytes", type=int, default=DEFAULT_WINDOW_BYTES,
                    help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_dump)

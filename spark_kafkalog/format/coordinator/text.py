@@ -14,7 +14,6 @@ from spark_kafkalog.errors import CoordinatorRecordError
 from spark_kafkalog.format.coordinator.records import (
     GROUP_METADATA,
     GROUP_RECORD_TYPES,
-    UnknownVersion,
     decode_assignment,
     decode_group_key,
     decode_group_value,
@@ -130,7 +129,5 @@ def transaction_log_text(key: bytes | None, value: bytes | None, offset: int
             return _key_text(rtype, kdata), "<DELETE>"
         version, vdata = decode_txn_value(value)
         return _key_text(rtype, kdata), _value_text(version, _txn_value_json(version, vdata))
-    except UnknownVersion as e:
-        return f"Error at offset {offset}, skipping. {e.reason}", None
-    except CoordinatorRecordError as e:
+    except CoordinatorRecordError as e:         # UnknownVersion included
         return f"Error at offset {offset}, skipping. {e.reason}", None
