@@ -288,7 +288,13 @@ def main(argv=None) -> int:
         commits = commits.filter(pc.is_in(commits["group"], value_set=pa.array(args.group)))
     other = state.other_records()
     summary = {"path": args.path, "out": args.out, "as_of": args.as_of,
-               "records": state.records, "commits": commits.num_rows,
+               "records": state.records, "partitions": len(state.partitions),
+               "bytes": state.bytes_read,
+               "first_timestamp": jobkit.iso_ms(state.first_timestamp)
+               if state.first_timestamp is not None else None,
+               "last_timestamp": jobkit.iso_ms(state.last_timestamp)
+               if state.last_timestamp is not None else None,
+               "commits": commits.num_rows,
                "groups": len(set(commits["group"].to_pylist())),
                "other_record_types": {r["name"]: r["records"] for r in other.to_pylist()}}
     if args.translate:
@@ -333,6 +339,11 @@ def main(argv=None) -> int:
         skipped = sum(summary["other_record_types"].values())
         if skipped:
             line += f"; {jobkit.plural(skipped, 'record')} of other types counted"
+    summary["records_per_second"] = jobkit.rate(state.records, summary["seconds"])
+    line += (f" (read {jobkit.plural(summary['partitions'], 'partition')}, "
+             f"{jobkit.human_bytes(state.bytes_read)}, {summary['first_timestamp']} .. "
+             f"{summary['last_timestamp']}, {summary['records_per_second'] or 0:,} "
+             "records/s)")
     jobkit.emit(summary, line, args.summary_json)
     return 0
 

@@ -143,7 +143,45 @@ def decode_group_value(rtype: int, value: bytes) -> tuple[int, dict]:
     raise UnknownVersion(f"record type {rtype} is not decoded")
 
 
+_I32_I16 = struct.Struct(">ih")
+_I64 = struct.Struct(">q")
+_I64_I16 = struct.Struct(">qh")
+
+
+def _offset_commit_classic(data: bytes, v: int) -> dict | None:
+    """The non-flexible OffsetCommitValue (v0..v3, nearly every commit ever written)
+    without a Reader; None when anything is off (the Reader then says what)."""
+    try:
+        if v >= 3:
+            offset = _I64.unpack_from(data, 2)[0]
+            epoch, n = _I32_I16.unpack_from(data, 10)
+            pos = 16
+        else:
+            offset, n = _I64_I16.unpack_from(data, 2)
+            epoch, pos = -1, 12
+        if n < 0 or pos + n + 8 > len(data):
+            return None
+        meta = data[pos:pos + n].decode("utf-8")
+        pos += n
+        out = {"offset": offset}
+        if v >= 3:
+            out["leaderEpoch"] = epoch
+        out["metadata"] = meta
+        out["commitTimestamp"] = _I64.unpack_from(data, pos)[0]
+        if v == 1:
+            if pos + 16 > len(data):
+                return None
+            out["expireTimestamp"] = _I64.unpack_from(data, pos + 8)[0]
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
 def _offset_commit_value(r: Reader, v: int) -> dict:
+    if v < _OFFSET_COMMIT_FLEXIBLE:
+        fast = _offset_commit_classic(r.data, v)
+        if fast is not None:
+            return fast
     flex = v >= _OFFSET_COMMIT_FLEXIBLE
     out = {"offset": r.int64("offset")}
     if v >= 3:

@@ -131,7 +131,13 @@ class _State:
     def __init__(self, *, latest: bool = True, as_of: int | None = None):
         self.latest = latest
         self.as_of = as_of
+        #: records decoded, the partitions they came from, their time range (ms)
         self.records = 0
+        self.partitions: set[int] = set()
+        self.first_timestamp: int | None = None
+        self.last_timestamp: int | None = None
+        #: bytes of log read, when the caller counts them (the log layer does)
+        self.bytes_read = 0
         self._other: dict[tuple[int, str], int] = {}
 
     def _count_other(self, rtype: int, name: str) -> None:
@@ -150,6 +156,12 @@ class _State:
             if self.as_of is not None and ts > self.as_of:
                 continue
             self.records += 1
+            self.partitions.add(part)
+            if ts >= 0:
+                self.first_timestamp = ts if self.first_timestamp is None else \
+                    min(self.first_timestamp, ts)
+                self.last_timestamp = ts if self.last_timestamp is None else \
+                    max(self.last_timestamp, ts)
             try:
                 self._add(key, value, part, off, ts)
             except CoordinatorRecordError as e:
@@ -214,11 +226,16 @@ class GroupState(_State):
         super().__init__(latest=latest, as_of=as_of)
         self._commits: dict | list = {} if latest else []
         self._groups: dict | list = {} if latest else []
+        # keys repeat (one per group/partition, committed again and again): decoded once
+        self._keys: dict[bytes, tuple[int, dict | None]] = {}
 
     def _add(self, key, value, part, off, ts) -> None:
         if key is None:
             raise CoordinatorRecordError("a record without a key")
-        rtype, k = decode_group_key(key)
+        known = self._keys.get(key)
+        if known is None:
+            known = self._keys[key] = decode_group_key(key)
+        rtype, k = known
         if k is None:
             self._count_other(rtype, GROUP_RECORD_TYPES.get(rtype, f"unknown type {rtype}"))
             return
@@ -241,7 +258,7 @@ class GroupState(_State):
                        members=[_member(m, consumer) for m in v["members"]] if v else None)
             _keep(self._groups, k["group"], row, self.latest)
             return
-        row.update(k)
+        row.update(group=k["group"], topic=k["topic"], partition=k["partition"])
         v = v or {}
         row.update(offset=v.get("offset"), leader_epoch=v.get("leaderEpoch", -1) if v else None,
                    metadata=v.get("metadata"), commit_timestamp=v.get("commitTimestamp"),

@@ -14,6 +14,7 @@ from spark_kafkalog.errors import KafkaLogError
 from spark_kafkalog.format.coordinator import GroupState, TransactionState
 from spark_kafkalog.log.read.discovery import LogDirs
 from spark_kafkalog.log.read.reader import read_partition
+from spark_kafkalog.log.read.scan import ReadStats
 
 __all__ = ["CONSUMER_OFFSETS", "TRANSACTION_STATE", "read_group_state",
            "read_transaction_state"]
@@ -25,6 +26,7 @@ TRANSACTION_STATE = "__transaction_state"
 def _feed(state, path, topic: str, isolation_level: str, filesystem_options,
           progress: Callable[[str], None] | None):
     logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options)
+    stats = ReadStats()
     for p in logdirs.partitions(topic):
         st = logdirs.state(p, isolation_level=isolation_level, timestamps=False)
         before = state.records
@@ -32,8 +34,9 @@ def _feed(state, path, topic: str, isolation_level: str, filesystem_options,
             for rb in read_partition(logdirs, p, start_offset=st.log_start_offset,
                                      end_offset=st.upper_bound,
                                      isolation_level=isolation_level,
-                                     include_headers=False):
+                                     include_headers=False, stats=stats):
                 state.add(rb)
+                state.bytes_read = stats.bytes_read
         except KafkaLogError as e:
             raise e.at(path=e.path or p.path) from e
         if progress is not None:
