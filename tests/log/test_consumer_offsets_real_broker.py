@@ -136,3 +136,30 @@ def test_every_record_of_the_fixtures_is_kept_with_all_records():
     assert commits.num_rows + state.groups().num_rows == state.records == 856
     offsets = commits["record_offset"].to_pylist()
     assert offsets == sorted(offsets)
+
+
+def test_aborted_transactional_offset_commits_are_left_out(tmp_path):
+    """Offsets a transactional producer committed (sendOffsetsToTransaction) count only
+    when its transaction committed, as the group coordinator applies them."""
+    from tests.format import coordinator_builders as cb
+    from tests.log.logbuilder import LogDirBuilder, rec
+
+    b = LogDirBuilder(tmp_path / "logs")
+    p = b.partition("__consumer_offsets", 0, base_timestamp=1_700_000_000_000)
+    key = cb.commit_key("eos", "orders", 0)
+    p.append([rec(key, cb.commit_value(3, 10, "", 1))])
+    txn = p.begin_txn(producer_id=7)
+    p.append([rec(key, cb.commit_value(3, 20, "", 2))], txn=txn)
+    p.end_txn(txn, commit=False)
+    txn = p.begin_txn(producer_id=7, producer_epoch=1)
+    p.append([rec(cb.commit_key("eos", "orders", 1), cb.commit_value(3, 30, "", 3))],
+             txn=txn)
+    p.end_txn(txn, commit=True)
+    p.high_watermark = p.log_end_offset
+    b.write()
+    committed = {(r["partition"], r["offset"])
+                 for r in read_group_state(b.uris()).commits().to_pylist()}
+    assert committed == {(0, 10), (1, 30)}
+    uncommitted = {(r["partition"], r["offset"]) for r in read_group_state(
+        b.uris(), isolation_level="read_uncommitted").commits().to_pylist()}
+    assert uncommitted == {(0, 20), (1, 30)}
