@@ -191,6 +191,29 @@ class _Translation:
                 cur[2] = max(cur[2], hi)
                 cur[3] = f if cur[3] is None else (cur[3] if f is None else min(cur[3], f))
 
+    def redelivered(self, batch: pa.Table, positions: dict[str, dict[tuple[str, int], int]],
+                    counts: dict[str, int]) -> None:
+        """Add to ``counts[group]`` the records the group had consumed that sit at or
+        after its new position (re-partitioning interleaves old partitions, so a group
+        resuming at its first unconsumed record reads them again)."""
+        for g, (topics, committed) in self.tables.items():
+            pos = positions.get(g)
+            if not pos:
+                continue
+            sub = batch.filter(pc.is_in(batch["topic"], value_set=pa.array(topics)))
+            if sub.num_rows == 0:
+                continue
+            sub = sub.join(committed, keys=["topic", "partition"], join_type="left outer")
+            items = sorted(pos.items())
+            at = pa.table({"new_topic": pa.array([t for (t, _p), _o in items], pa.string()),
+                           "new_partition": pa.array([p for (_t, p), _o in items],
+                                                     pa.int32()),
+                           "position": pa.array([o for _k, o in items], pa.int64())})
+            sub = sub.join(at, keys=["new_topic", "new_partition"], join_type="inner")
+            again = pc.and_(pc.fill_null(pc.less(sub["offset"], sub["committed"]), False),
+                            pc.greater_equal(sub["new_offset"], sub["position"]))
+            counts[g] = counts.get(g, 0) + pc.sum(pc.cast(again, pa.int64())).as_py() or 0
+
     def result(self, group: str) -> tuple[list[tuple[str, int, int]], list[str]]:
         """``([(new_topic, new_partition, offset)], notes)`` of one group."""
         rows = []
@@ -254,9 +277,18 @@ def translate(commits: pa.Table, mapping: str, out: str, progress) -> dict:
     for table in read_mapping(mapping, progress):
         rows += table.num_rows
         tr.add(table)
+    results = {g: tr.result(g) for g in sorted(by_group)}
+    positions = {g: {(t, p): o for t, p, o in rows} for g, (rows, _n) in results.items()}
+    again: dict[str, int] = {}
+    if any(tr.new[g] for g in by_group):
+        for table in read_mapping(mapping, None):     # second pass: what is read again
+            tr.redelivered(table, positions, again)
     groups, notes, partitions = {}, [], 0
-    for g in sorted(by_group):
-        result, group_notes = tr.result(g)
+    for g, (result, group_notes) in results.items():
+        if again.get(g):
+            group_notes = group_notes + [
+                f"group {g}: {again[g]} records it had consumed come after its new "
+                "positions (the copy interleaved old partitions) and will be read again"]
         for line in group_notes:
             print(f"consumer_offsets: {line}", file=sys.stderr, flush=True)
         notes.extend(group_notes)
@@ -265,7 +297,8 @@ def translate(commits: pa.Table, mapping: str, out: str, progress) -> dict:
         path = os.path.join(out, group_file_name(g))
         text = "".join(f"{t},{p},{o}\n" for t, p, o in result)
         _replace(path, lambda tmp: open(tmp, "w", encoding="utf-8").write(text))
-        groups[g] = {"file": path, "partitions": len(result)}
+        groups[g] = {"file": path, "partitions": len(result),
+                     "redelivered": again.get(g, 0)}
         partitions += len(result)
     return {"groups": groups, "notes": notes, "mapping_rows": rows,
             "partitions": partitions}

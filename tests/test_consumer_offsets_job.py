@@ -103,6 +103,7 @@ def test_translation_on_a_repartitioned_copy_record_by_record(tmp_path, capsys):
                     "--out", str(out), "--summary-json", str(tmp_path / "s.json")]) == 0
     summary = json.loads((tmp_path / "s.json").read_text())
     assert set(summary["translated"]["groups"]) == set(GROUPS)      # not other-topic
+    again = {}
     for g, committed in GROUPS.items():
         new = read_csv(out / f"{g}.csv")
         assert set(new) == {("orders2", 0), ("orders2", 1)}
@@ -117,9 +118,15 @@ def test_translation_on_a_repartitioned_copy_record_by_record(tmp_path, capsys):
                 assert not consumed[pos], (g, q, pos)
             else:
                 assert pos == len(mine)            # all consumed: the partition's end
+            again[g] = again.get(g, 0) + sum(consumed[pos:])
+    # consumed records after the new position (interleaved) are counted and reported
+    for g in GROUPS:
+        assert summary["translated"]["groups"][g]["redelivered"] == again[g]
+    assert again["mid"] > 0 and again["done"] == 0 and again["fresh"] == 0
     # the gap at old orders-2 offset 3 is a record the copy does not hold: said so
     err = capsys.readouterr().err
     assert "group mid: orders-2 committed 3, a record the copy left out" in err
+    assert f"group mid: {again['mid']} records it had consumed come after" in err
     assert summary["translated"]["notes"] == [
         line.removeprefix("consumer_offsets: ") for line in err.splitlines()
         if line.startswith("consumer_offsets: group ")]
