@@ -244,7 +244,8 @@ def read_mapping(path: str, progress) -> Iterable[pa.Table]:
     import pyarrow.dataset as ds
 
     try:
-        dataset = ds.dataset(path, format="parquet")
+        # Spark writes _SUCCESS/.crc files (ignored) and may partition by column dirs
+        dataset = ds.dataset(path, format="parquet", partitioning="hive")
     except (FileNotFoundError, pa.ArrowInvalid) as err:
         raise jobkit.JobInputError(f"--translate {path}: not a Parquet offset map "
                                    f"({err})") from None

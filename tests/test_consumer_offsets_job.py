@@ -194,6 +194,25 @@ def test_tables_latest_as_of_and_all_records(tmp_path):
                                                             (None, True), (4, False)]
 
 
+def test_a_spark_written_map_partitioned_by_topic(tmp_path):
+    """A map as Spark writes it: partitionBy("topic") directories, _SUCCESS and .crc."""
+    logdir = tmp_path / "old"
+    write_consumer_offsets(logdir, commits("g", {0: 3}))
+    m = tmp_path / "map"
+    (m / "topic=orders").mkdir(parents=True)
+    pq.write_table(pa.table({"partition": pa.array([0] * 5, pa.int32()),
+                             "offset": pa.array(range(5), pa.int64()),
+                             "new_topic": ["orders"] * 5,
+                             "new_partition": pa.array([0] * 5, pa.int32()),
+                             "new_offset": pa.array(range(100, 105), pa.int64())}),
+                   m / "topic=orders" / "part-0.parquet")
+    (m / "_SUCCESS").write_text("")
+    (m / "topic=orders" / ".part-0.parquet.crc").write_bytes(b"\x00")
+    assert run_job(["--path", str(logdir), "--translate", str(m),
+                    "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "g.csv").read_text() == "orders,0,103\n"
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     logdir = tmp_path / "old"
     write_consumer_offsets(logdir, commits("g", {0: 1}))
