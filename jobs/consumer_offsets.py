@@ -240,6 +240,12 @@ class _Translation:
         return rows, notes
 
 
+def _write_csv(path: str, rows) -> None:
+    """``topic,partition,offset`` lines, as kafka-consumer-groups.sh --from-file reads."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.writelines(f"{t},{p},{o}\n" for t, p, o in rows)
+
+
 def read_mapping(path: str, progress) -> Iterable[pa.Table]:
     import pyarrow.dataset as ds
 
@@ -296,8 +302,7 @@ def translate(commits: pa.Table, mapping: str, out: str, progress) -> dict:
         if not result:
             continue
         path = os.path.join(out, group_file_name(g))
-        text = "".join(f"{t},{p},{o}\n" for t, p, o in result)
-        _replace(path, lambda tmp: open(tmp, "w", encoding="utf-8").write(text))
+        _replace(path, lambda tmp, rows=result: _write_csv(tmp, rows))
         groups[g] = {"file": path, "partitions": len(result),
                      "redelivered": again.get(g, 0)}
         partitions += len(result)
