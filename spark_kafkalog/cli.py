@@ -350,7 +350,7 @@ def _cmd_dump(args, out: TextIO, err: TextIO) -> int:
     fs_options = _fs_options(args.fs_option)
     opts = DumpOptions(records=args.records, print_data=args.print_data,
                        verify_crc=args.verify_crc, max_bytes=args.max_bytes,
-                       window_bytes=args.window_bytes)
+                       window_bytes=args.window_bytes, decoder=args.decoder)
     dumped = problems = 0
     for raw in args.files:
         fs, path = resolve_filesystem(_plain_uri(raw), fs_options)
@@ -480,6 +480,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--verify-crc", action="store_true",
                    help="fail (exit 1) on checksum mismatches, inner legacy messages "
                         "included with --records")
+    dec = p.add_mutually_exclusive_group()
+    dec.add_argument("--offsets-decoder", dest="decoder", action="store_const",
+                     const="offsets", help="decode __consumer_offsets keys and values "
+                     "(Kafka's --offsets-decoder; implies --print-data)")
+    dec.add_argument("--transaction-log-decoder", dest="decoder", action="store_const",
+                     const="transaction-log", help="decode __transaction_state records")
     p.add_argument("--window-bytes", type=int, default=DEFAULT_WINDOW_BYTES,
                    help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_dump)

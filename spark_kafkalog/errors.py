@@ -66,6 +66,11 @@ class UnsupportedFormatError(KafkaLogError):
     """Valid-looking data using a feature this build cannot decode (unknown codec id)."""
 
 
+class CoordinatorRecordError(CorruptRecordError):
+    """A ``__consumer_offsets`` / ``__transaction_state`` key or value that does not decode
+    under the coordinator schema its version names (cut off, bad length, invalid UTF-8)."""
+
+
 class CodecError(CorruptRecordError):
     """A compressed payload that does not decompress, or decompresses past the limit."""
 

@@ -4,6 +4,7 @@ The public API (the log layer and the tests use only these names): ``decode``,
 ``decode_run``, ``scan_headers``, ``read_batch_header`` (:mod:`.decode`); ``encode``,
 ``encode_batches``, ``encode_partitioned`` (:mod:`.encode`); ``compress``,
 ``decompress`` (the codec registry, :mod:`.codecs`). Byte layouts: :mod:`.wire`.
+The records of ``__consumer_offsets`` and ``__transaction_state``: :mod:`.coordinator`.
 """
 from spark_kafkalog.errors import (
     CodecError,

@@ -19,8 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import KafkaLogError, LogLayoutError
+from spark_kafkalog.errors import InvalidOptionError, KafkaLogError, LogLayoutError
 from spark_kafkalog.format import decode_run, decompress
+from spark_kafkalog.format.coordinator import offsets_text, transaction_log_text
 from spark_kafkalog.format.decode import decode_varint, decode_varlong
 from spark_kafkalog.format.wire import (
     ATTR_DELETE_HORIZON,
@@ -46,6 +47,8 @@ __all__ = ["DumpLine", "DumpOptions", "dump_segment", "dump_line", "dump_note", 
            "base_offset_of", "file_size", "INT32_MAX"]
 
 INT32_MAX = 0x7FFFFFFF
+#: DumpOptions.decoder -> (key, value, offset) -> (key text, payload text)
+DECODERS = {"offsets": offsets_text, "transaction-log": transaction_log_text}
 
 
 @dataclass(frozen=True)
@@ -53,15 +56,24 @@ class DumpOptions:
     """``records``: every record of every batch (Kafka's ``--deep-iteration``);
     ``print_data``: keys and values too (implies ``records``, as in Kafka);
     ``verify_crc``: a checksum mismatch is a problem; ``max_bytes``: only the batches
-    that end within the first ``max_bytes`` bytes of a segment (Kafka's ``--max-bytes``)."""
+    that end within the first ``max_bytes`` bytes of a segment (Kafka's ``--max-bytes``);
+    ``decoder``: ``"offsets"`` or ``"transaction-log"`` prints keys and values decoded
+    as ``__consumer_offsets`` / ``__transaction_state`` records (Kafka's
+    ``--offsets-decoder`` / ``--transaction-log-decoder``; implies ``print_data``)."""
 
     records: bool = False
     print_data: bool = False
     verify_crc: bool = False
     max_bytes: int | None = None
     window_bytes: int = DEFAULT_WINDOW_BYTES
+    decoder: str | None = None
 
     def __post_init__(self):
+        if self.decoder is not None and self.decoder not in DECODERS:
+            raise InvalidOptionError(f"decoder {self.decoder!r}: expected one of "
+                                     f"{', '.join(sorted(DECODERS))}")
+        if self.decoder is not None:
+            object.__setattr__(self, "print_data", True)
         if self.print_data and not self.records:
             object.__setattr__(self, "records", True)
 
@@ -235,7 +247,8 @@ def _decode_rows(view: memoryview, *, verify_crc: bool, position: int, print_dat
                             position_base=position), print_data)
 
 
-def _print_rows(h: dict, valid: bool, rows: _Rows, idx: range, opts: DumpOptions) -> Iterator[DumpLine]:
+def _print_rows(path: str, h: dict, valid: bool, rows: _Rows, idx: range,
+                opts: DumpOptions) -> Iterator[DumpLine]:
     magic, base = h["magic"], h["base_offset"]
     ttype = _timestamp_type(magic, h["attributes"])
     legacy_crc = magic < 2 and h["codec"] == 0      # the batch is the message itself
@@ -259,7 +272,20 @@ def _print_rows(h: dict, valid: bool, rows: _Rows, idx: range, opts: DumpOptions
         elif legacy_crc:
             text += f" isValid: {str(valid).lower()} crc: {h['crc']}"
             obj.update(isValid=valid, crc=h["crc"])
-        if opts.print_data:
+        if opts.decoder is not None:
+            key, value = rows.keys[i], rows.values[i]
+            try:
+                ktext, ptext = DECODERS[opts.decoder](key, value, off)
+            except KafkaLogError as e:
+                yield dump_line(text, obj)
+                yield dump_problem(path, h["position"], off, e.reason)
+                continue
+            if ktext is not None:
+                text += f" key: {ktext}"
+            if ptext is not None:
+                text += f" payload: {ptext}"
+            obj.update(key=key, payload=value, decodedKey=ktext, decodedPayload=ptext)
+        elif opts.print_data:
             key, value = rows.keys[i], rows.values[i]
             if key is not None:
                 text += f" key: {_text(key)}"
@@ -285,7 +311,7 @@ def _dump_batch_records(path: str, view: memoryview, h: dict, valid: bool,
                   e.offset if e.offset is not None else h["base_offset"],
                   f"records do not decode: {e.reason}")
         return
-    yield from _print_rows(h, valid, rows, range(len(rows.offsets)), opts)
+    yield from _print_rows(path, h, valid, rows, range(len(rows.offsets)), opts)
 
 
 _HEADER_COLUMNS = ("position", "size", "magic", "attributes", "codec", "base_offset",
@@ -374,7 +400,7 @@ def _dump_group(path: str, w, hs: list[dict], opts: DumpOptions) -> Iterator[Dum
         if h["magic"] == 2 and h["is_control"]:
             yield from _dump_control_records(path, view, h)
         elif rows is not None:
-            yield from _print_rows(h, ok, rows, rows.take(h["last_offset"]), opts)
+            yield from _print_rows(path, h, ok, rows, rows.take(h["last_offset"]), opts)
         else:
             yield from _dump_batch_records(path, view, h, ok, opts)
 
