@@ -4,8 +4,10 @@
    lz4     LZ4 frames (frame format 1.6) back to back, skippable frames between them.
            Kafka's Lz4BlockOutputStream writes FLG = version 1 + independent blocks,
            BD = 64 KiB, no checksums, no content size; other writers add content size,
-           block / content checksums (xxHash32) or linked blocks: all are read. A
-           dictionary id (which Kafka's reader refuses) and reserved bits are errors.
+           block / content checksums (xxHash32) or linked blocks: all are read (Kafka's
+           Lz4BlockInputStream refuses linked blocks and reads one frame, ignoring what
+           follows; we read them, as the lz4 library does, and every frame, refusing
+           stray bytes). A dictionary id and reserved bits are errors, as in Kafka.
            KAFKA-1493: Kafka before 0.10 computed the header checksum HC over the 4
            magic bytes too; Kafka reads magic 0 data ignoring HC. For magic 0 we accept
            the correct HC or that broken one, nothing else.
