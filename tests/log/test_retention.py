@@ -188,8 +188,21 @@ def hw_of(root, p):
     return read_checkpoint(FS, f"{root}/replication-offset-checkpoint")[("t", p)]
 
 
-def live_records(root) -> dict[int, list[bytes]]:
-    t = read_table(root, "t", include_headers=False)
+def spark_table(root):
+    """What a Spark batch read does, without a session: plan on the driver, then each
+    task reads its slice with its own LogDirs."""
+    import pyarrow as pa
+
+    from spark_kafkalog.spark.options import parse_read_options
+    from spark_kafkalog.spark.reader import KafkaLogReader
+
+    reader = KafkaLogReader(parse_read_options({"path": root, "subscribe": "t"}))
+    return pa.Table.from_batches([b for task in reader.partitions()
+                                  for b in reader.read(task)])
+
+
+def live_records(root, spark: bool = False) -> dict[int, list[bytes]]:
+    t = spark_table(root) if spark else read_table(root, "t", include_headers=False)
     return {p: t.filter(pc.equal(t["partition"], p))["value"].to_pylist()
             for p in range(PARTS)}
 
@@ -293,7 +306,8 @@ def test_refuses_a_dir_a_broker_holds(tmp_path):
 
 
 # ---- a reader racing retention --------------------------------------------------------------
-def test_reader_racing_retention_sees_whole_suffixes(tmp_path):
+@pytest.mark.parametrize("spark", [False, True], ids=["read_table", "spark"])
+def test_reader_racing_retention_sees_whole_suffixes(tmp_path, spark):
     """A process applies retention step by step (each step one segment more, by
     retention.bytes) and purges renamed files after a delay; readers loop meanwhile.
     Every read must succeed and be, per partition, all records from some kept
@@ -321,7 +335,7 @@ def test_reader_racing_retention_sees_whole_suffixes(tmp_path):
     reads, problems, shrunk = 0, [], set()
     try:
         while os.waitpid(pid, os.WNOHANG)[0] == 0 or reads < 5:
-            got = live_records(root)
+            got = live_records(root, spark)
             reads += 1
             for p in range(PARTS):
                 n = len(got[p])
