@@ -253,7 +253,7 @@ def test_real_log_deletes_what_kafka_would(tmp_path, settings):
     deleted = [n for n in os.listdir(f"{root}/t-0") if n.endswith(".deleted")]
     assert len(deleted) >= len(want[0])
     assert_verify_clean(root)
-    files, _ = purge_deleted(LogDirs(root), "t", delay_ms=0)
+    files, _, left = purge_deleted(LogDirs(root), "t", delay_ms=0)
     assert files >= len(want[0])
     assert not [n for n in os.listdir(f"{root}/t-0") if n.endswith(".deleted")]
     assert set(os.listdir(f"{root}/t-0")) <= set(files_before)

@@ -313,12 +313,14 @@ def apply_retention(logdirs: LogDirs, topic: str, config: RetentionConfig, *,
 
 
 def purge_deleted(logdirs: LogDirs, topic: str, *, delay_ms: int,
-                  now_ms: int | None = None) -> tuple[int, int]:
+                  now_ms: int | None = None) -> tuple[int, int, int]:
     """Remove the topic's ``.deleted`` segment files renamed at least ``delay_ms`` ago
-    (by their modification time, which the rename set). Returns ``(files, bytes)``."""
+    (by their modification time, which the rename set). Returns ``(files removed, bytes
+    removed, files left for later)``."""
     fs = logdirs.filesystem
     now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
-    files = nbytes = 0
+    files = nbytes = left = 0
+    logdirs.forget(topic)
     for p in logdirs.partitions(topic):
         for info in list_dir(fs, p.path):
             if info.type != pafs.FileType.File or not info.base_name.endswith(DELETED_SUFFIX):
@@ -331,4 +333,6 @@ def purge_deleted(logdirs: LogDirs, topic: str, *, delay_ms: int,
                     continue
                 files += 1
                 nbytes += int(info.size or 0)
-    return files, nbytes
+            else:
+                left += 1
+    return files, nbytes, left
