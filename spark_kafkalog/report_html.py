@@ -6,7 +6,9 @@ Charts, per topic: records per hour and bytes per hour (per day when a topic spa
 than :data:`MAX_BARS` hours), records and bytes per partition (skew, with the mean drawn);
 and bytes by codec over every topic. Every bar is an SVG ``rect`` of class ``bar`` with
 ``data-chart``, ``data-topic``, ``data-key`` and ``data-value`` (the exact number it
-draws), and a ``title`` a browser shows on hover.
+draws), and a ``title`` a browser shows on hover; once the page has loaded, its script
+records each bar's drawn size (``data-drawn``: width and height in CSS pixels) and sets
+``data-ready`` on the root element.
 """
 from __future__ import annotations
 
@@ -171,8 +173,10 @@ _JS = """
       rows.sort(function(a,b){var x=val(a.cells[col]),y=val(b.cells[col]);
         return (x<y?-1:x>y?1:0)*(asc?1:-1);});
       rows.forEach(function(r){body.appendChild(r);});});});
-  document.documentElement.setAttribute('data-bars',
-    String(document.querySelectorAll('rect.bar').length));
+  var bars=document.querySelectorAll('rect.bar');
+  bars.forEach(function(r){var b=r.getBoundingClientRect();
+    r.setAttribute('data-drawn',b.width.toFixed(2)+' '+b.height.toFixed(2));});
+  document.documentElement.setAttribute('data-bars',String(bars.length));
   document.documentElement.setAttribute('data-ready','1');
 })();
 """
