@@ -385,6 +385,12 @@ def _run_killed(fn, kill_at: int) -> bool:
     return False
 
 
+def retain(root, cfg, now, fault):
+    """The job's two phases: apply (checkpoint, renames), then purge the renamed files."""
+    apply_retention(LogDirs(root), "t", cfg, now_ms=now, fault=fault)
+    purge_deleted(LogDirs(root), "t", delay_ms=cfg.file_delete_delay_ms, fault=fault)
+
+
 KILL_SCENARIOS = {
     "by-time": RetentionConfig(retention_ms=4 * HOUR + 500, retention_bytes=-1,
                                file_delete_delay_ms=0),
@@ -405,17 +411,16 @@ def test_sigkill_at_every_step(tmp_path, name):
     ref = str(tmp_path / "ref")
     shutil.copytree(base, ref)
     counter = _Killer()
-    apply_retention(LogDirs(ref), "t", cfg, now_ms=now, fault=counter)
+    retain(ref, cfg, now, counter)
     new = live_records(ref)
     assert new != old
     points = counter.points
-    assert len(points) >= 6, points
+    assert len(points) >= 6 and any(p.startswith("purged:") for p in points), points
     kills = 0
     for k in range(1, len(points) + 1):
         root = str(tmp_path / f"kill{k}")
         shutil.copytree(base, root)
-        killed = _run_killed(lambda fault: apply_retention(LogDirs(root), "t", cfg,
-                                                            now_ms=now, fault=fault), k)
+        killed = _run_killed(lambda fault: retain(root, cfg, now, fault), k)
         assert killed
         kills += 1
         got = live_records(root)

@@ -313,12 +313,14 @@ def apply_retention(logdirs: LogDirs, topic: str, config: RetentionConfig, *,
 
 
 def purge_deleted(logdirs: LogDirs, topic: str, *, delay_ms: int,
-                  now_ms: int | None = None) -> tuple[int, int, int]:
+                  now_ms: int | None = None, fault: Fault | None = None
+                  ) -> tuple[int, int, int]:
     """Remove the topic's ``.deleted`` segment files renamed at least ``delay_ms`` ago
     (by their modification time, which the rename set). Returns ``(files removed, bytes
     removed, files left for later)``."""
     fs = logdirs.filesystem
     now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    fault = fault or no_fault
     files = nbytes = left = 0
     logdirs.forget(topic)
     for p in logdirs.partitions(topic):
@@ -333,6 +335,7 @@ def purge_deleted(logdirs: LogDirs, topic: str, *, delay_ms: int,
                     continue
                 files += 1
                 nbytes += int(info.size or 0)
+                fault(f"purged:{info.base_name}")
             else:
                 left += 1
     return files, nbytes, left
