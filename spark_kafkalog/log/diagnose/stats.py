@@ -8,7 +8,9 @@ From the decoded records (``decode=True``, the default): records, records per ho
 each record's timestamp), keyed and null-key records, distinct keys estimated with a
 HyperLogLog sketch (:mod:`.distinct`) and the compaction ratio, the estimated distinct
 keys over the keyed records (the share of keyed records a compaction would keep; 1.0:
-nothing to compact). With ``verify=True`` every finding of ``kafkalog verify`` for the
+nothing to compact). Without decoding, records and records per hour come from the
+headers' record counts (a legacy compressed wrapper, whose header has none, counts 0).
+With ``verify=True`` every finding of ``kafkalog verify`` for the
 partition is included (verify reads the partition again: its own checks).
 """
 from __future__ import annotations
