@@ -10,7 +10,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_CONF_DIR        := $(abspath conf)
 
-.PHONY: venv build test test-fast bench run clean kafka-jars
+.PHONY: venv build test test-fast bench run clean kafka-jars browser
 
 venv: $(STAMP)
 
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml setup.py
 build: $(STAMP)
 	flock .build.lock $(PY) setup.py -q build_ext --inplace -j 2
 
-test: build kafka-jars
+test: build kafka-jars browser
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: build
@@ -48,6 +48,18 @@ $(SPARK_KAFKA_JARS)/.fetched: tests/kafka/pom.xml
 	@rm -rf $(SPARK_KAFKA_JARS) && mkdir -p .cache
 	@$(KAFKA_MVN) -P spark-connector,-broker -DoutputDirectory=$(abspath $(SPARK_KAFKA_JARS)) >.cache/spark-kafka-jars.log 2>&1 || { echo "kafka-jars: Maven could not fetch Spark's Kafka connector from Maven Central (see .cache/spark-kafka-jars.log)"; exit 1; }
 	@touch $@
+
+# Headless Chromium (Debian's package) for the report page's browser test
+# (tests/test_report_browser.py); installed once, only when missing.
+CHROMIUM := /usr/bin/chromium
+SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser: $(CHROMIUM)
+
+$(CHROMIUM):
+	@command -v apt-get >/dev/null || { echo "browser: apt-get not found: install Chromium so that $(CHROMIUM) exists (the report's browser test needs it)"; exit 1; }
+	@echo "browser: installing Debian's chromium package (once)"
+	@$(SUDO) apt-get update -qq >.cache-chromium.log 2>&1 && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >>.cache-chromium.log 2>&1 || { echo "browser: apt-get could not install chromium (see .cache-chromium.log)"; exit 1; }
+	@rm -f .cache-chromium.log
 
 bench: build
 	$(PY) bench/bench_format.py $(BENCH_ARGS)

@@ -7,6 +7,7 @@
                                producer snapshots, checkpoints); unknown files are skipped
     kafkalog verify PATH...    CRCs, offset order, indexes against the log, checkpoints
     kafkalog cat PATH -t T     a topic's records, like ``kcat -C`` (offset/time, count, -f)
+    kafkalog report PATH...    stats, charts (--html) and problems of a whole log dir
 
 ``PATH`` is a broker log dir (a ``log.dirs`` entry) or one partition directory; several
 paths are the JBOD dirs of one broker; any ``pyarrow.fs`` URI works, with
@@ -35,7 +36,7 @@ from typing import Iterable, Sequence, TextIO
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog import __version__, kcat
+from spark_kafkalog import __version__, kcat, report
 from spark_kafkalog._console import Progress, format_table, human_bytes, iso_ms, plural
 from spark_kafkalog.errors import InvalidOptionError, KafkaLogError, LogLayoutError
 from spark_kafkalog.log import (
@@ -530,6 +531,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
                    default="read_uncommitted")
     p.set_defaults(func=_cmd_cat)
+
+    p = sub.add_parser("report", parents=[common, bar, sel], help="stats, charts, problems",
+                       description=report.DESCRIPTION)
+    report.add_arguments(p)
+    p.set_defaults(func=lambda a, out, err: report.run_cli(
+        a, *_select(a.paths, _fs_options(a.fs_option), a.topic), out, err))
     return parser
 
 

@@ -57,7 +57,7 @@ def test_python_examples_run(spark, data):
 def test_command_examples_run(data):
     (block,) = [b for b in _blocks("sh") if "kafkalog inspect" in b]
     lines = [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
-    assert len(lines) == 5
+    assert len(lines) == 6
     for line in lines:
         argv = []
         for word in shlex.split(_localize(line, data))[1:]:
@@ -65,5 +65,7 @@ def test_command_examples_run(data):
         out, err = io.StringIO(), io.StringIO()
         code = main(argv, stdout=out, stderr=err)
         assert code == 0, (line, err.getvalue())
+        if argv[0] == "report":
+            assert (data / "report.html").read_text().startswith("<!doctype html>")
         if argv[0] == "cat":
             assert out.getvalue() == "".join(f'{i} k{i} {{"id": {i}}}\n' for i in (2, 3, 4))

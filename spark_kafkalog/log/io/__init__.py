@@ -6,6 +6,7 @@ and fsync a directory; ranged segment reads (pread or memory maps) are in
 :mod:`.segment_file`.
 """
 from spark_kafkalog.log.io.fs import (
+    DELETED_SUFFIX,
     FILESYSTEM_OPTIONS,
     WRITE_PIECE_BYTES,
     delete_file,
@@ -14,6 +15,7 @@ from spark_kafkalog.log.io.fs import (
     is_local,
     join,
     list_dir,
+    open_segment_file,
     read_range,
     read_small_file,
     resolve_filesystem,
@@ -22,6 +24,6 @@ from spark_kafkalog.log.io.fs import (
 )
 from spark_kafkalog.log.io.segment_file import SegmentFile
 
-__all__ = ["FILESYSTEM_OPTIONS", "WRITE_PIECE_BYTES", "SegmentFile", "delete_file",
+__all__ = ["DELETED_SUFFIX", "FILESYSTEM_OPTIONS", "open_segment_file", "WRITE_PIECE_BYTES", "SegmentFile", "delete_file",
            "file_size", "fsync_dir", "is_local", "join", "list_dir", "read_range", "read_small_file",
            "resolve_filesystem", "write_atomic", "write_fully"]

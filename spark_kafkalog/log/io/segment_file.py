@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import LogLayoutError
+from spark_kafkalog.log.io.fs import DELETED_SUFFIX, open_segment_file
 
 __all__ = ["SegmentFile"]
 
@@ -64,9 +65,13 @@ class SegmentFile:
         self._pool: list[np.ndarray] = []   # window buffers, reused once nothing views them
         try:
             if memory_map and isinstance(fs, pafs.LocalFileSystem) and _PAGE:
-                self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+                try:
+                    self._fd = os.open(path, flags)
+                except FileNotFoundError:       # renamed for delayed deletion
+                    self._fd = os.open(path + DELETED_SUFFIX, flags)
             else:
-                self._f = fs.open_input_file(path)
+                self._f = open_segment_file(fs, path)
         except OSError as err:
             raise LogLayoutError(f"cannot open segment: {err}", path=path) from err
 
