@@ -1,0 +1,13 @@
+"""Log maintenance a broker's log manager and cleaner do, offline over a log dir at rest:
+compaction (:mod:`.compact`, decisions in :mod:`.cleaner`), landed whole through the
+writer's journal (:mod:`spark_kafkalog.log.write.replace`)."""
+from spark_kafkalog.log.maintain.compact import (
+    Compaction,
+    CompactSettings,
+    PartitionCompaction,
+    compact_partition,
+    compact_topic,
+)
+
+__all__ = ["Compaction", "CompactSettings", "PartitionCompaction", "compact_partition",
+           "compact_topic"]
