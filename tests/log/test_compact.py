@@ -41,12 +41,14 @@ RETENTION = 3_600_000
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
-def build(root: Path, seed: int):
-    """A topic ``c`` with one partition: 5 segments of random appends plus an active
-    segment; every transaction decided before the active segment."""
+def build(root: Path, seed: int, partition: int = 0, b: LogDirBuilder | None = None):
+    """A topic ``c`` with a partition: 5 segments of random appends plus an active
+    segment; every transaction decided before the active segment. Written unless ``b``
+    (a builder the caller writes) is given."""
     rng = random.Random(seed)
-    b = LogDirBuilder(root)
-    p = b.partition("c", 0, index_interval_bytes=400)
+    write = b is None
+    b = b or LogDirBuilder(root)
+    p = b.partition("c", partition, index_interval_bytes=400)
     keys = [b"key-%d" % i for i in range(15)]
     open_txns = {}
     for seg in range(5):
@@ -83,7 +85,8 @@ def build(root: Path, seed: int):
         p.roll()
     p.append([rec(b"key-1", b"active", ts=T0)])
     p.high_watermark = p.log_end_offset
-    b.write()
+    if write:
+        b.write()
     return p
 
 
