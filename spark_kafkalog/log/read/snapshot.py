@@ -34,11 +34,13 @@ from spark_kafkalog.log.files.checkpoint import (
 )
 
 __all__ = ["Commit", "Bound", "TopicSnapshot", "list_commits", "topic_snapshot",
-           "check_as_of", "moved", "SNAPSHOT_ATTEMPTS"]
+           "check_as_of", "moved", "listing_settled", "SNAPSHOT_ATTEMPTS", "SETTLE_TRIES"]
 
 #: takes of a snapshot when a partition's files changed under the read; the last take
 #: is accepted as it is (a stable state, such as segments deleted by hand, not a race)
 SNAPSHOT_ATTEMPTS = 3
+#: listings taken again while a compaction swaps segment files (renames take a few ms)
+SETTLE_TRIES = 40
 
 
 @dataclass(frozen=True)
@@ -278,3 +280,32 @@ def moved(snap: TopicSnapshot, partition: int, state) -> bool:
     b = snap.bound(partition)
     return (b is not None and b.end is not None and state.log_end_offset < b.end
             and state.log_start_offset < b.end)
+
+
+def _swapping(st) -> bool:
+    p = st.pending if st is not None else None
+    return p is not None and p.mode == "replace" and p.committed
+
+
+def _replace_marks(st) -> tuple:
+    if st is None:
+        return (0, None)
+    replaces = [c.get("seq") for c in st.commits if c.get("mode") == "replace"]
+    return (len(replaces), replaces[-1] if replaces else None)
+
+
+def listing_settled(logdirs, topic: str, parts) -> bool:
+    """Whether the listing of ``topic`` (``parts``, taken after its journals) can be
+    trusted: no compaction was swapping segment files before or after it. Renames
+    under a directory listing can hide both a file's old and new name, so a compaction
+    committed but not finished, or one that finished in between (a new ``replace``
+    commit in the journal), means: list again. Reads the journals once more."""
+    j = _journals(logdirs, topic)
+    fs = logdirs.filesystem
+    for root in set(j.states) | {p.root for p in parts}:
+        before = j.states.get(root)
+        now = jr.load(fs, root, topic)
+        if _swapping(before) or _swapping(now) or \
+                _replace_marks(before) != _replace_marks(now):
+            return False
+    return True

@@ -178,8 +178,9 @@ class PendingWrite:
                 "begun_ms": self.begun_ms,
                 "partitions": {str(p): u.to_json() for p, u in self.partitions.items()},
                 "log_start": {str(p): s for p, s in self.log_start.items()},
-                "replace": {str(p): g for p, g in self.replace.items()},
-                "cleaned_to": {str(p): o for p, o in self.cleaned_to.items()}}
+                **({"replace": {str(p): g for p, g in self.replace.items()},
+                    "cleaned_to": {str(p): o for p, o in self.cleaned_to.items()}}
+                   if self.mode == "replace" else {})}
 
     @classmethod
     def from_json(cls, doc: dict, topic: str) -> "PendingWrite":

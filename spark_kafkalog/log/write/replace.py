@@ -14,8 +14,9 @@ by the group's first base offset. The protocol (journal mode ``"replace"``):
    smallest ``.cleaned`` offset is ignored by readers and brokers alike
    (:mod:`spark_kafkalog.log.read.discovery`), so the partition reads all old until the
    lowest group's ``.log.swap`` appears, and all new from then on; the old segments are
-   renamed to ``.deleted`` (kept :data:`FILE_DELETE_DELAY_MS`, Kafka's
-   ``file.delete.delay.ms``, for readers that listed them); ``.swap`` -> final names,
+   renamed to ``<name>.<token>.deleted`` (kept :data:`FILE_DELETE_DELAY_MS`, Kafka's
+   ``file.delete.delay.ms``, for readers that listed them:
+   :mod:`spark_kafkalog.log.read.pin`); ``.swap`` -> final names,
    ``.log`` first; the root's ``cleaner-offset-checkpoint`` moves to the cleaned offset.
 
 Not committed at recovery: every ``.cleaned`` file of the topic's partitions is deleted
@@ -43,8 +44,8 @@ from spark_kafkalog.log.write.flush import fsync_dir
 from spark_kafkalog.log.write.lock import CheckpointLock
 
 __all__ = ["SEGMENT_SUFFIXES", "FILE_DELETE_DELAY_MS", "cleaned_path", "check_replace_fs",
-           "begin_replace", "commit_replace", "discard_cleaned", "finish_replace",
-           "post_replace", "expire_deleted"]
+           "deleted_name", "begin_replace", "commit_replace", "discard_cleaned",
+           "finish_replace", "post_replace", "expire_deleted"]
 
 #: a segment's files; renames go in this order (its ``.log`` last: while the ``.log`` is
 #: not there under the new name, the indexes under it mean nothing to a reader)
@@ -115,7 +116,8 @@ def discard_cleaned(fs: pafs.FileSystem, root: str, topic: str) -> None:
 
 
 def expire_deleted(directory: str, delay_ms: int = FILE_DELETE_DELAY_MS) -> None:
-    """Delete ``.deleted`` files older than ``delay_ms`` (Kafka's delayed deletion)."""
+    """Delete ``.deleted`` files renamed more than ``delay_ms`` ago (Kafka's delayed
+    deletion; a rename sets a file's ctime)."""
     now = time.time()
     try:
         entries = list(os.scandir(directory))
@@ -124,13 +126,19 @@ def expire_deleted(directory: str, delay_ms: int = FILE_DELETE_DELAY_MS) -> None
     for e in entries:
         if e.name.endswith(DELETED) and e.is_file():
             try:
-                if (now - e.stat().st_mtime) * 1000 >= delay_ms:
+                if (now - e.stat().st_ctime) * 1000 >= delay_ms:
                     os.unlink(e.path)
             except FileNotFoundError:
                 pass
 
 
-def finish_replace(directory: str, groups: list, fault: Fault) -> None:
+def deleted_name(path: str, write_id: str) -> str:
+    """Where a replaced file goes: ``<name>.<token>.deleted``, one name per compaction
+    (a reader that listed the file finds it there by its inode)."""
+    return f"{path}.{jr.write_token(write_id)[:8]}{DELETED}"
+
+
+def finish_replace(directory: str, groups: list, write_id: str, fault: Fault) -> None:
     """Step 4 for one partition dir; idempotent (see the module doc)."""
     ordered = sorted(groups, key=lambda g: -int(g[0]))
     for base, _old in ordered:
@@ -147,8 +155,7 @@ def finish_replace(directory: str, groups: list, fault: Fault) -> None:
             for suffix in SEGMENT_SUFFIXES:
                 path = segment_file(directory, b, suffix)
                 if os.path.exists(path):
-                    os.replace(path, path + DELETED)
-                    os.utime(path + DELETED)     # the delay counts from now
+                    os.replace(path, deleted_name(path, write_id))
                     fault("delete-old")
     fsync_dir(directory)
     for base, _old in ordered:
@@ -166,7 +173,7 @@ def post_replace(fs: pafs.FileSystem, root: str, topic: str, pending: jr.Pending
     section starts)."""
     for q, groups in sorted(pending.replace.items()):
         directory = partition_dir(root, topic, q)
-        finish_replace(directory, groups, fault)
+        finish_replace(directory, groups, pending.write_id, fault)
         expire_deleted(directory)
     if pending.cleaned_to:
         with CheckpointLock(fs, root):
