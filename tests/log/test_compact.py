@@ -223,10 +223,17 @@ def test_dirty_ratio_lag_and_upto(tmp_path):
                         now_ms=T0)
     assert r.skipped and "dirty ratio" in r.skipped
     # min.compaction.lag.ms: segments newer than now - lag stay
+    files = sorted(os.listdir(tmp_path / "c-0"))
+    mid = read_all(tmp_path, "c")
     [r] = compact_topic(str(tmp_path), "c", CompactSettings(min_compaction_lag_ms=10 ** 12),
                         now_ms=T0)
-    assert r.skipped
-    assert read_all(tmp_path, "c") == read_all(tmp_path, "c")
+    assert r.skipped and r.groups == []
+    assert read_all(tmp_path, "c") == mid and sorted(os.listdir(tmp_path / "c-0")) == files
+    # a lag that the first three segments' records are older than: those are cleaned
+    seg3_max = max(x.timestamp for x in p.rows if segs[2] <= x.offset < segs[3])
+    [r] = compact_topic(str(tmp_path), "c", CompactSettings(
+        min_compaction_lag_ms=1000, force=True), now_ms=seg3_max + 1000)
+    assert r.cleaned_to == segs[3]
 
 
 def test_dry_run_changes_nothing(tmp_path):

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 

@@ -22,8 +22,11 @@ overwrite removed is refused (:class:`~spark_kafkalog.errors.DataLossError`).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
+
+import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import DataLossError, InvalidOptionError
 from spark_kafkalog.log.write import journal as jr
@@ -93,6 +96,8 @@ class _Journals:
     states: dict                    # root -> JournalState
     decided: dict                   # root -> bool (pending write committed)
     latest: TopicSnapshot | None = None
+    #: root -> the journal file's identity when it was read (see listing_settled)
+    ids: dict = field(default_factory=dict)
 
 
 def load_journals(logdirs, topic: str, roots: Iterable[str]) -> _Journals:
@@ -104,12 +109,28 @@ def load_journals(logdirs, topic: str, roots: Iterable[str]) -> _Journals:
     for root in roots:
         for name in (REPLICATION_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
             logdirs.checkpoint(root, name)
+    ids = {}
     for root in roots:
+        ids[root] = _file_id(fs, jr.journal_path(root, topic))
         st = jr.load(fs, root, topic)
         if st.exists:
             states[root] = st
             decided[root] = jr.pending_decided(fs, root, st)
-    return _Journals(topic, states, decided)
+    return _Journals(topic, states, decided, ids=ids)
+
+
+def _file_id(fs, path: str):
+    """What changes when a file is replaced (inode, mtime, size), None when absent."""
+    if isinstance(fs, pafs.LocalFileSystem):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        return None
+    return (info.mtime_ns, info.size)
 
 
 def _journals(logdirs, topic: str) -> _Journals:
@@ -299,13 +320,17 @@ def listing_settled(logdirs, topic: str, parts) -> bool:
     trusted: no compaction was swapping segment files before or after it. Renames
     under a directory listing can hide both a file's old and new name, so a compaction
     committed but not finished, or one that finished in between (a new ``replace``
-    commit in the journal), means: list again. Reads the journals once more."""
+    commit in the journal), means: list again. A journal is read again only when its
+    file changed since the snapshot read it."""
     j = _journals(logdirs, topic)
     fs = logdirs.filesystem
     for root in set(j.states) | {p.root for p in parts}:
         before = j.states.get(root)
+        if _swapping(before):
+            return False
+        if root in j.ids and _file_id(fs, jr.journal_path(root, topic)) == j.ids[root]:
+            continue
         now = jr.load(fs, root, topic)
-        if _swapping(before) or _swapping(now) or \
-                _replace_marks(before) != _replace_marks(now):
+        if _swapping(now) or _replace_marks(before) != _replace_marks(now):
             return False
     return True
