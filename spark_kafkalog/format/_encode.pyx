@@ -500,6 +500,10 @@ cdef class Encoder:
     cdef int64_t* ts_ms      # per record, epoch ms
     cdef int32_t* fixed      # per record body size minus the two deltas' varints
     cdef object _keep
+    # given layout (set_batches): per record offsetDelta, per batch-start baseTimestamp
+    cdef const int64_t* odelta   # NULL: position in the batch
+    cdef const int64_t* bts      # NULL: the batch's first record's timestamp
+    cdef object _keep_layout
     # plan
     cdef int64_t nbatches
     cdef int64_t* starts     # nbatches + 1 record indices
@@ -523,6 +527,8 @@ cdef class Encoder:
         self.idx = NULL
         self.chunks = NULL
         self.nchunks = 0
+        self.odelta = NULL
+        self.bts = NULL
 
     def __dealloc__(self):
         free(self.chunks)
@@ -751,11 +757,56 @@ cdef class Encoder:
 
     # ---- pass 2 ---------------------------------------------------------------------
     @cython.final
+    cdef inline int64_t _od(self, int64_t i, int64_t batch_start) noexcept nogil:
+        """offsetDelta of record ``i`` in the batch starting at ``batch_start``."""
+        return self.odelta[i] if self.odelta != NULL else i - batch_start
+
+    @cython.final
+    cdef inline int64_t _bt(self, int64_t batch_start) noexcept nogil:
+        """baseTimestamp of the batch starting at record ``batch_start``."""
+        return self.bts[batch_start] if self.bts != NULL else self.ts_ms[batch_start]
+
+    @cython.final
     cdef inline int64_t _record_size(self, int64_t i, int64_t base_ts,
                                      int64_t batch_start) noexcept nogil:
         cdef int64_t body = (self.fixed[i] + _varlong_size(self.ts_ms[i] - base_ts)
-                             + _varint_size(i - batch_start))
+                             + _varint_size(self._od(i, batch_start)))
         return _varint_size(body) + body
+
+    def set_batches(self, starts, odelta, bts):
+        """A given layout instead of :meth:`plan`: ``starts`` (int64, nbatches + 1
+        record positions, increasing, ending at the record count), ``odelta`` (int64 per
+        record: its offsetDelta) and ``bts`` (int64 per record: at each batch's first
+        record, that batch's baseTimestamp), each C-contiguous and checked by the caller.
+        Used to rebuild batches as a log cleaner does (offsets and timestamps kept).
+        Returns the number of batches."""
+        cdef const int64_t[::1] st = starts
+        cdef const int64_t[::1] od = odelta
+        cdef const int64_t[::1] bt = bts
+        cdef int64_t b, nb = st.shape[0] - 1, size
+        if nb < 0 or od.shape[0] != self.n or bt.shape[0] != self.n or st[nb] != self.n:
+            raise InternalError("set_batches: layout does not match the records")
+        free(self.starts)
+        free(self.rec_bytes)
+        self.starts = <int64_t*>malloc((nb + 1) * sizeof(int64_t))
+        self.rec_bytes = <int64_t*>malloc(max(nb, 1) * sizeof(int64_t))
+        if self.starts == NULL or self.rec_bytes == NULL:
+            raise MemoryError()
+        self.odelta = &od[0] if self.n > 0 else NULL
+        self.bts = &bt[0] if self.n > 0 else NULL
+        self._keep_layout = (starts, odelta, bts)
+        self._max_rec = 0
+        for b in range(nb + 1):
+            self.starts[b] = st[b]
+        for b in range(nb):
+            if st[b + 1] <= st[b]:
+                raise InternalError("set_batches: empty or decreasing batch")
+            size = self._range_size(st[b], st[b + 1])
+            self.rec_bytes[b] = size
+            if size > self._max_rec:
+                self._max_rec = size
+        self.nbatches = nb
+        return nb
 
     def plan(self, int64_t max_batch_bytes):
         """Cut the records into batches: a batch takes records while its uncompressed
@@ -867,7 +918,7 @@ cdef class Encoder:
         cdef int64_t i, r, ts
         cdef int64_t cur = 0
         cdef const int64_t* idx = self.idx
-        cdef int64_t base_ts = self.ts_ms[start]
+        cdef int64_t base_ts = self._bt(start)
         cdef int64_t best = self.ts_ms[start]
         cdef int64_t best_row = start
         for i in range(start, end):
@@ -876,7 +927,7 @@ cdef class Encoder:
                 best = ts
                 best_row = i
             r = idx[i] if idx != NULL else i     # the row output position i writes
-            p = self._put_record(p, i, r, ts - base_ts, i - start, &cur)
+            p = self._put_record(p, i, r, ts - base_ts, self._od(i, start), &cur)
         max_ts[0] = best
         max_ts_row[0] = best_row
         return p
@@ -902,7 +953,7 @@ cdef class Encoder:
     @cython.final
     cdef int64_t _range_size(self, int64_t start, int64_t end) noexcept nogil:
         cdef int64_t i, size = 0
-        cdef int64_t base_ts = self.ts_ms[start]
+        cdef int64_t base_ts = self._bt(start)
         for i in range(start, end):
             size += self._record_size(i, base_ts, start)
         return size
@@ -976,7 +1027,7 @@ cdef class Encoder:
         if plen:
             memcpy(h + V2_HEADER_SIZE, &v[0], plen)
         self._write_header(h, base_offset + start, V2_HEADER_SIZE - LOG_OVERHEAD + plen,
-                           leader_epoch, attributes, end - start, self.ts_ms[start], max_ts)
+                           leader_epoch, attributes, end - start, self._bt(start), max_ts)
         # the output is private to this range until finish(): filling in the CRC is
         # safe (the views are released before anything can resize it)
         if _HWCRC:
@@ -986,7 +1037,7 @@ cdef class Encoder:
             with memoryview(out.buf) as whole:
                 with whole[at + V2_ATTRIBUTES_POS:at + V2_HEADER_SIZE + plen] as part:
                     _be32(h + V2_CRC_POS, crc_fn(part))
-        out.index.append((at, V2_HEADER_SIZE + plen, start, end, self.ts_ms[start], max_ts,
+        out.index.append((at, V2_HEADER_SIZE + plen, start, end, self._bt(start), max_ts,
                           max_row))
 
     def layout_uncompressed(self):
@@ -1057,7 +1108,7 @@ cdef class Encoder:
         if q - (self.out_base + p) != size:
             return False
         self._write_header(self.out_base + p, base_offset + start, size - LOG_OVERHEAD,
-                           leader_epoch, 0, end - start, self.ts_ms[start], self.max_ts[b])
+                           leader_epoch, 0, end - start, self._bt(start), self.max_ts[b])
         return True
 
     def uncompressed_index(self, int64_t base_offset):

@@ -45,7 +45,7 @@ from typing import Callable, Iterable
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import KafkaLogError
-from spark_kafkalog.format.wire import CONTROL_ABORT
+from spark_kafkalog.format.wire import ATTR_DELETE_HORIZON, CONTROL_ABORT
 from spark_kafkalog.log.diagnose.findings import ERROR, WARNING, Finding
 from spark_kafkalog.log.diagnose.inspect import PartitionInfo, SegmentInfo, inspect_partition
 from spark_kafkalog.log.files.checkpoint import (
@@ -346,8 +346,10 @@ def _abort_marker_checks(logdirs: LogDirs, p: PartitionDir, info: PartitionInfo,
     """Every ABORT marker must have its ``.txnindex`` entry in its segment: a broker
     answers read_committed fetches from the txn indexes only, so an aborted transaction
     missing there is served to consumers as if committed. (inspect checks the converse:
-    every entry has its marker.) Only segments holding control batches are read again,
-    headers only."""
+    every entry has its marker.) A marker with a delete horizon (attribute bit 6) is
+    exempt: Kafka's cleaner sets one only on the marker of a transaction whose records
+    are all gone, and drops its entry then. Only segments holding control batches are
+    read again, headers only."""
     fs = logdirs.filesystem
     for i, (seg, sinfo) in enumerate(zip(p.segments, info.segments)):
         if not sinfo.control_batches:
@@ -376,7 +378,10 @@ def _abort_marker_checks(logdirs: LogDirs, p: PartitionDir, info: PartitionInfo,
                 pid = h.column("producer_id").to_pylist()
                 base = h.column("base_offset").to_pylist()
                 pos = h.column("position").to_pylist()
+                attrs = h.column("attributes").to_pylist()
                 for r in range(h.num_rows):
+                    if attrs[r] & ATTR_DELETE_HORIZON:
+                        continue
                     if ctrl[r] and ctype[r] == CONTROL_ABORT and (pid[r], base[r]) not in entries:
                         missing.append((pos[r], base[r], pid[r]))
         for position, offset, producer in missing:

@@ -1,2 +1,14 @@
-"""Log maintenance offline: what a broker's log manager and cleaner do, on a log dir at
-rest (retention in :mod:`.retention`)."""
+"""Log maintenance a broker's log manager and cleaner do, offline over a log dir at rest
+and under the writer's lock: compaction (:mod:`.compact`, decisions in :mod:`.cleaner`),
+landed whole through the writer's journal (:mod:`spark_kafkalog.log.write.replace`), and
+retention (:mod:`.retention`)."""
+from spark_kafkalog.log.maintain.compact import (
+    Compaction,
+    CompactSettings,
+    PartitionCompaction,
+    compact_partition,
+    compact_topic,
+)
+
+__all__ = ["Compaction", "CompactSettings", "PartitionCompaction", "compact_partition",
+           "compact_topic"]

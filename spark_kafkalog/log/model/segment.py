@@ -16,6 +16,9 @@ class Segment:
     timeindex_path: str | None
     txnindex_path: str | None
     swap: bool = False              # a .swap file completing an interrupted compaction
+    #: (st_dev, st_ino) of the .log when listed on a local filesystem: which file this
+    #: is, whatever it is renamed to (a compaction renames, never rewrites in place)
+    file_id: tuple | None = None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ Rules (LogManager.loadLogs, LocalLog.parseTopicPartitionName, LogLoader):
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 from typing import Iterable, Mapping, Sequence
 
@@ -98,10 +99,20 @@ def list_segments(fs: pafs.FileSystem, path: str, *, resolve_swaps: bool = True
         else:
             (swap_indexes if swap else indexes)[(base, kind)] = info.path
 
+    local = isinstance(fs, pafs.LocalFileSystem)
+
     def make(base: int, info: pafs.FileInfo, idx: Mapping[tuple[int, str], str],
              swap: bool) -> Segment:
+        file_id = None
+        if local:
+            try:
+                st = os.stat(info.path)
+                file_id = (st.st_dev, st.st_ino)
+            except FileNotFoundError:
+                pass
         return Segment(base, info.path, int(info.size or 0), idx.get((base, "index")),
-                       idx.get((base, "timeindex")), idx.get((base, "txnindex")), swap)
+                       idx.get((base, "timeindex")), idx.get((base, "txnindex")), swap,
+                       file_id)
 
     segments = {base: make(base, info, indexes, False) for base, info in logs.items()}
     if swap_logs and resolve_swaps:

@@ -32,6 +32,7 @@ from spark_kafkalog.format.wire import DEFAULT_MAX_DECOMPRESSED
 from spark_kafkalog.log.model import LogSource, PartitionDir
 from spark_kafkalog.log.read.discovery import LogDirs
 from spark_kafkalog.log.read.isolation import aborted_resolver
+from spark_kafkalog.log.read.pin import pin_segments
 from spark_kafkalog.log.read.scan import (
     DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_WINDOW_BYTES,
@@ -193,6 +194,8 @@ def read_partition(logdirs: LogSource, p: PartitionDir, *, start_offset: int, en
     stats = stats if stats is not None else ReadStats()
     if start_offset >= end_offset or not p.segments:
         return
+    # the files this read's listing saw, even if a compaction has replaced them since
+    p = pin_segments(logdirs.filesystem, p, start_offset, end_offset)
     seg_i, pos, check = locate(logdirs, p, start_offset, start_position)
     resolver = None
     if isolation_level == "read_committed":

@@ -53,6 +53,7 @@ from spark_kafkalog.format.wire import (
     V2_MIN_BATCH_LENGTH,
 )
 from spark_kafkalog.log.io import SegmentFile
+from spark_kafkalog.log.read.pin import open_segment
 from spark_kafkalog.log.model import PartitionDir, Segment
 
 __all__ = ["ReadStats", "SkippedRange", "Window", "scan_windows", "POLICIES",
@@ -268,7 +269,8 @@ class _Scan:
         segments = self.p.segments
         while seg_i < len(segments):
             seg = segments[seg_i]
-            f = SegmentFile(self.fs, seg.path, seg.size, self.stats, self.memory_map)
+            f = open_segment(self.fs, seg, seg_i == len(segments) - 1, self.stats,
+                             self.memory_map)
             limit = read_limit(seg_i) if callable(read_limit) else read_limit
             try:
                 result = yield from self._segment(f, seg_i, position, end_offset,

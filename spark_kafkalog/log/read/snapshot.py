@@ -22,8 +22,11 @@ overwrite removed is refused (:class:`~spark_kafkalog.errors.DataLossError`).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
+
+import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import DataLossError, InvalidOptionError
 from spark_kafkalog.log.write import journal as jr
@@ -34,11 +37,13 @@ from spark_kafkalog.log.files.checkpoint import (
 )
 
 __all__ = ["Commit", "Bound", "TopicSnapshot", "list_commits", "topic_snapshot",
-           "check_as_of", "moved", "SNAPSHOT_ATTEMPTS"]
+           "check_as_of", "moved", "listing_settled", "SNAPSHOT_ATTEMPTS", "SETTLE_TRIES"]
 
 #: takes of a snapshot when a partition's files changed under the read; the last take
 #: is accepted as it is (a stable state, such as segments deleted by hand, not a race)
 SNAPSHOT_ATTEMPTS = 3
+#: listings taken again while a compaction swaps segment files (renames take a few ms)
+SETTLE_TRIES = 40
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,8 @@ class _Journals:
     states: dict                    # root -> JournalState
     decided: dict                   # root -> bool (pending write committed)
     latest: TopicSnapshot | None = None
+    #: root -> the journal file's identity when it was read (see listing_settled)
+    ids: dict = field(default_factory=dict)
 
 
 def load_journals(logdirs, topic: str, roots: Iterable[str]) -> _Journals:
@@ -102,12 +109,28 @@ def load_journals(logdirs, topic: str, roots: Iterable[str]) -> _Journals:
     for root in roots:
         for name in (REPLICATION_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
             logdirs.checkpoint(root, name)
+    ids = {}
     for root in roots:
+        ids[root] = _file_id(fs, jr.journal_path(root, topic))
         st = jr.load(fs, root, topic)
         if st.exists:
             states[root] = st
             decided[root] = jr.pending_decided(fs, root, st)
-    return _Journals(topic, states, decided)
+    return _Journals(topic, states, decided, ids=ids)
+
+
+def _file_id(fs, path: str):
+    """What changes when a file is replaced (inode, mtime, size), None when absent."""
+    if isinstance(fs, pafs.LocalFileSystem):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        return None
+    return (info.mtime_ns, info.size)
 
 
 def _journals(logdirs, topic: str) -> _Journals:
@@ -278,3 +301,36 @@ def moved(snap: TopicSnapshot, partition: int, state) -> bool:
     b = snap.bound(partition)
     return (b is not None and b.end is not None and state.log_end_offset < b.end
             and state.log_start_offset < b.end)
+
+
+def _swapping(st) -> bool:
+    p = st.pending if st is not None else None
+    return p is not None and p.mode == "replace" and p.committed
+
+
+def _replace_marks(st) -> tuple:
+    if st is None:
+        return (0, None)
+    replaces = [c.get("seq") for c in st.commits if c.get("mode") == "replace"]
+    return (len(replaces), replaces[-1] if replaces else None)
+
+
+def listing_settled(logdirs, topic: str, parts) -> bool:
+    """Whether the listing of ``topic`` (``parts``, taken after its journals) can be
+    trusted: no compaction was swapping segment files before or after it. Renames
+    under a directory listing can hide both a file's old and new name, so a compaction
+    committed but not finished, or one that finished in between (a new ``replace``
+    commit in the journal), means: list again. A journal is read again only when its
+    file changed since the snapshot read it."""
+    j = _journals(logdirs, topic)
+    fs = logdirs.filesystem
+    for root in set(j.states) | {p.root for p in parts}:
+        before = j.states.get(root)
+        if _swapping(before):
+            return False
+        if root in j.ids and _file_id(fs, jr.journal_path(root, topic)) == j.ids[root]:
+            continue
+        now = jr.load(fs, root, topic)
+        if _swapping(now) or _replace_marks(before) != _replace_marks(now):
+            return False
+    return True

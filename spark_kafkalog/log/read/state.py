@@ -21,6 +21,7 @@ by skipping over it); under ``fail`` it raises.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Iterable
 
@@ -38,9 +39,11 @@ from spark_kafkalog.log.read.seek import (
     time_index_last,
 )
 from spark_kafkalog.log.read.snapshot import (
+    SETTLE_TRIES,
     SNAPSHOT_ATTEMPTS,
     TopicSnapshot,
     check_as_of,
+    listing_settled,
     moved,
     topic_snapshot,
 )
@@ -217,12 +220,22 @@ def topic_states(logdirs, topic: str, partitions: Iterable[int] | None = None, *
     deleted under the read), the snapshot is taken again, up to
     :data:`SNAPSHOT_ATTEMPTS` times."""
     wanted = None if partitions is None else set(int(q) for q in partitions)
-    for attempt in range(SNAPSHOT_ATTEMPTS):
+    settle = 0
+    attempt = -1
+    while attempt < SNAPSHOT_ATTEMPTS - 1:
+        attempt += 1
         snap = topic_snapshot(logdirs, topic, as_of_commit=as_of_commit,
                               as_of_timestamp=as_of_timestamp)
         latest = topic_snapshot(logdirs, topic) if snap.as_of else snap
         parts = [p for p in logdirs.partitions(topic)
                  if wanted is None or p.partition in wanted]
+        if settle < SETTLE_TRIES and not listing_settled(logdirs, topic, parts):
+            # a compaction renamed segment files while they were listed: list again
+            settle += 1
+            attempt -= 1
+            logdirs.forget(topic)
+            time.sleep(0.002 * settle)
+            continue
         try:
             states = {p.partition: partition_state(logdirs, p, snapshot=snap,
                                                    **state_kwargs) for p in parts}

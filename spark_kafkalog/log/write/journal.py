@@ -141,8 +141,11 @@ class PartitionUndo:
 @dataclass
 class PendingWrite:
     """The journal's record of the one write in flight in a topic (see the module doc).
-    ``mode`` is ``"append"`` or ``"overwrite"``; ``state`` ``"begun"`` or ``"committed"``;
-    ``log_start`` holds an overwrite's new log start offset per partition."""
+    ``mode`` is ``"append"``, ``"overwrite"`` or ``"replace"`` (segments replaced by
+    compaction, :mod:`.replace`); ``state`` ``"begun"`` or ``"committed"``;
+    ``log_start`` holds an overwrite's new log start offset per partition; ``replace``
+    a replace's groups per partition (``[[new base, [old bases]], ...]``) and
+    ``cleaned_to`` the offset each partition was cleaned up to."""
 
     write_id: str
     mode: str
@@ -152,6 +155,8 @@ class PendingWrite:
     log_start: dict[int, int] = field(default_factory=dict)
     state: str = "begun"
     begun_ms: int = 0
+    replace: dict = field(default_factory=dict)
+    cleaned_to: dict = field(default_factory=dict)
 
     @property
     def committed(self) -> bool:
@@ -159,17 +164,23 @@ class PendingWrite:
 
     def commit_entry(self) -> dict:
         """The ``commits`` entry this write becomes."""
-        return {"write_id": self.write_id, "mode": self.mode, "committed_ms": now_ms(),
-                "partitions": {str(p): {"start": u.start, "end": u.end,
-                                        "segments": u.segments}
-                               for p, u in self.partitions.items()}}
+        entry = {"write_id": self.write_id, "mode": self.mode, "committed_ms": now_ms(),
+                 "partitions": {str(p): {"start": u.start, "end": u.end,
+                                         "segments": u.segments}
+                                for p, u in self.partitions.items()}}
+        if self.mode == "replace":
+            entry["cleaned_to"] = {str(p): o for p, o in self.cleaned_to.items()}
+        return entry
 
     def to_json(self) -> dict:
         return {"write_id": self.write_id, "mode": self.mode, "state": self.state,
                 "coordinator": self.coordinator, "topics": list(self.topics),
                 "begun_ms": self.begun_ms,
                 "partitions": {str(p): u.to_json() for p, u in self.partitions.items()},
-                "log_start": {str(p): s for p, s in self.log_start.items()}}
+                "log_start": {str(p): s for p, s in self.log_start.items()},
+                **({"replace": {str(p): g for p, g in self.replace.items()},
+                    "cleaned_to": {str(p): o for p, o in self.cleaned_to.items()}}
+                   if self.mode == "replace" else {})}
 
     @classmethod
     def from_json(cls, doc: dict, topic: str) -> "PendingWrite":
@@ -179,7 +190,11 @@ class PendingWrite:
                    partitions={int(p): PartitionUndo.from_json(u)
                                for p, u in (doc.get("partitions") or {}).items()},
                    log_start={int(p): int(s) for p, s in (doc.get("log_start") or {}).items()},
-                   state=doc.get("state", "begun"), begun_ms=int(doc.get("begun_ms", 0)))
+                   state=doc.get("state", "begun"), begun_ms=int(doc.get("begun_ms", 0)),
+                   replace={int(p): [[int(g[0]), [int(b) for b in g[1]]] for g in gs]
+                            for p, gs in (doc.get("replace") or {}).items()},
+                   cleaned_to={int(p): int(o)
+                               for p, o in (doc.get("cleaned_to") or {}).items()})
 
 
 # ---- state --------------------------------------------------------------------------------

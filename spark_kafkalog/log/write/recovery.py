@@ -35,6 +35,7 @@ from spark_kafkalog.log.write.files import (
     write_new,
 )
 from spark_kafkalog.log.write.flush import fsync_dir
+from spark_kafkalog.log.write.replace import discard_cleaned, post_replace
 from spark_kafkalog.log.write.lock import (
     DEFAULT_LOCK_TIMEOUT_S,
     BrokerDirGuard,
@@ -162,6 +163,8 @@ def recover_locked(fs: pafs.FileSystem, root: str, topic: str, fault: Fault) -> 
         return {"rolled_back": None, "rolled_forward": None}
     write_id = pending.write_id
     decided = jr.pending_decided(fs, root, state)
+    if pending.mode == "replace":
+        return _recover_replace(fs, root, topic, state, decided, fault)
     if not decided:
         for p, undo in sorted(pending.partitions.items()):
             _rollback_partition(fs, root, topic, p, undo)
@@ -182,6 +185,24 @@ def recover_locked(fs: pafs.FileSystem, root: str, topic: str, fault: Fault) -> 
     state.pending = None
     jr.save(fs, root, state)
     return {"rolled_back": None, "rolled_forward": write_id}
+
+
+def _recover_replace(fs: pafs.FileSystem, root: str, topic: str, state: jr.JournalState,
+                     decided: bool, fault: Fault) -> dict:
+    """A compaction's replace (:mod:`.replace`): undone by deleting its ``.cleaned``
+    files, or finished (swaps, deletions, cleaner checkpoint)."""
+    pending = state.pending
+    if not decided:
+        discard_cleaned(fs, root, topic)
+        fault("rolled-back")
+        state.pending = None
+        state.record_rollback(pending.write_id)
+        jr.save(fs, root, state)
+        return {"rolled_back": pending.write_id, "rolled_forward": None}
+    post_replace(fs, root, topic, pending, fault)
+    state.pending = None
+    jr.save(fs, root, state)
+    return {"rolled_back": None, "rolled_forward": pending.write_id}
 
 
 def recover_topic(fs: pafs.FileSystem, root: str, topic: str, *,

@@ -1,0 +1,584 @@
+"""Offline log compaction: Kafka's cleaner over a partition at rest, landed through the
+journal (:mod:`spark_kafkalog.log.write.replace`).
+
+:func:`compact_partition` (what one Spark task runs) reads a partition in three passes
+of bounded windows -- batch headers (transactions, producers, what may be cleaned), the
+offset map (:class:`~.cleaner.OffsetMap`), then each group of segments rewritten into
+``<base>.log.cleaned`` with its indexes -- and returns a small picklable
+:class:`PartitionCompaction`. :class:`Compaction` is the driver side: locks, recovery,
+the journal's begin and commit, the swap. :func:`compact_topic` runs both in-process.
+
+What is cleaned (``LogCleanerManager.cleanableOffsets``): whole segments below the
+first uncleanable offset -- the active segment's base, the first unstable offset (an
+open transaction), the checkpointed high watermark, ``upto``, and the first segment
+whose largest timestamp is newer than ``now - min_compaction_lag_ms``; only when the
+dirty ratio (bytes past the ``cleaner-offset-checkpoint`` over all cleanable bytes)
+exceeds ``min_cleanable_dirty_ratio`` (or ``force``). Segments are regrouped as
+``Cleaner.groupSegmentsBySize`` does. The offset map covers the whole cleanable range
+(Kafka's covers the dirty part; on a log a broker cleaned the results are equal).
+Legacy (v0/v1) batches in the cleanable range are refused.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from spark_kafkalog.errors import InvalidOptionError, LogLayoutError, UnsupportedFormatError
+from spark_kafkalog.format import decode_run
+from spark_kafkalog.format.npview import column as _np
+from spark_kafkalog.format.rebuild import empty_batch, rebase_control_batch, rebuild_batches
+from spark_kafkalog.format.wire import ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TYPE
+from spark_kafkalog.log.files.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_checkpoint
+from spark_kafkalog.log.files.index import DEFAULT_MAX_INDEX_BYTES, build_indexes
+from spark_kafkalog.log.files.txn import encode_txn_index
+from spark_kafkalog.log.io import file_size, write_fully
+from spark_kafkalog.log.maintain.cleaner import (
+    RETAIN_EMPTY,
+    OffsetMap,
+    batch_decisions,
+    scan_transactions,
+)
+from spark_kafkalog.log.model import PartitionDir
+from spark_kafkalog.log.read.discovery import list_segments
+from spark_kafkalog.log.read.scan import scan_windows
+from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.write.config import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    DEFAULT_SEGMENT_BYTES,
+    HIGH_WATERMARK_FILE,
+    LOG_START_FILE,
+    Fault,
+    no_fault,
+    norm_root,
+    partition_dir,
+)
+from spark_kafkalog.log.write.files import listdir, topic_partitions, write_new
+from spark_kafkalog.log.write.flush import fsync_dir
+from spark_kafkalog.log.write.lock import DEFAULT_LOCK_TIMEOUT_S, BrokerDirGuard, TopicLock
+from spark_kafkalog.log.write.recovery import recover_locked
+from spark_kafkalog.log.write.replace import (
+    begin_replace,
+    check_replace_fs,
+    cleaned_path,
+    commit_replace,
+    discard_cleaned,
+    post_replace,
+)
+
+__all__ = ["CompactSettings", "PartitionCompaction", "Compaction", "compact_partition",
+           "compact_topic"]
+
+_WINDOW_BYTES = 16 << 20
+_HEADER_COLS = ("position", "size", "magic", "attributes", "base_offset", "last_offset",
+                "first_timestamp", "max_timestamp", "producer_id", "producer_epoch",
+                "base_sequence", "record_count", "partition_leader_epoch",
+                "is_transactional", "is_control", "control_type")
+
+
+@dataclass(frozen=True)
+class CompactSettings:
+    """A topic's cleaner settings, named as Kafka's topic configs (ms, bytes)."""
+    delete_retention_ms: int = 86_400_000               # delete.retention.ms
+    min_cleanable_dirty_ratio: float = 0.5              # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0                      # min.compaction.lag.ms
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES          # segment.bytes
+    max_index_bytes: int = DEFAULT_MAX_INDEX_BYTES      # segment.index.bytes
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES  # index.interval.bytes
+    upto: int | None = None           # clean no segment reaching this offset
+    force: bool = False               # clean whatever the dirty ratio
+
+    def __post_init__(self):
+        for name in ("delete_retention_ms", "min_compaction_lag_ms"):
+            if getattr(self, name) < 0:
+                raise InvalidOptionError(f"{name} must be >= 0")
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise InvalidOptionError("min_cleanable_dirty_ratio must be in [0, 1]")
+        if self.segment_bytes < 14 or self.max_index_bytes < 8:
+            raise InvalidOptionError("segment_bytes / max_index_bytes are too small")
+        if self.upto is not None and self.upto < 0:
+            raise InvalidOptionError("upto must be a non-negative offset")
+
+
+@dataclass
+class PartitionCompaction:
+    """What compacting one partition did (or would do). ``groups``: ``[[new base, [old
+    bases]], ...]`` whose ``.cleaned`` files were written; ``skipped``: why nothing was
+    cleaned (None when something was)."""
+    topic: str
+    partition: int
+    skipped: str | None = None
+    cleaned_to: int | None = None
+    dirty_ratio: float = 0.0
+    groups: list = field(default_factory=list)
+    records_before: int = 0
+    records_after: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    batches_before: int = 0
+    batches_after: int = 0
+    keys: int = 0
+    tombstones_removed: int = 0
+    aborted_removed: int = 0
+    keyless_removed: int = 0
+    markers_removed: int = 0
+
+
+# ---- pass 1: headers ------------------------------------------------------------------------
+def _headers(fs: pafs.FileSystem, p: PartitionDir) -> dict:
+    cols: dict[str, list] = {c: [] for c in _HEADER_COLS}
+    seg = []
+    for w in scan_windows(fs, p, on_corruption="fail", window_bytes=_WINDOW_BYTES):
+        for c in _HEADER_COLS:
+            cols[c].append(_np(w.headers, c))
+        seg.append(np.full(w.headers.num_rows, w.segment_index, dtype=np.int64))
+    out = {c: (np.concatenate(v) if v else np.zeros(0, dtype=np.int64))
+           for c, v in cols.items()}
+    out["segment"] = np.concatenate(seg) if seg else np.zeros(0, dtype=np.int64)
+    for c in ("is_transactional", "is_control"):
+        out[c] = out[c].astype(bool)
+    for c in ("attributes", "record_count", "control_type", "magic", "producer_epoch"):
+        out[c] = out[c].astype(np.int64)
+    return out
+
+
+def _root_checkpoint(fs, root: str, name: str, topic: str, partition: int) -> int | None:
+    path = f"{root}/{name}"
+    if file_size(fs, path) is None:
+        return None
+    return read_checkpoint(fs, path).get((topic, partition))
+
+
+def _groups(p: PartitionDir, k: int, settings: CompactSettings, upto: int) -> list:
+    """``Cleaner.groupSegmentsBySize`` over the first ``k`` segments: ``[(i0, i1)]``."""
+    def isize(path):
+        return (os.stat(path).st_size if path and os.path.exists(path) else 0)
+
+    segs = p.segments[:k]
+    out = []
+    i = 0
+    while i < k:
+        j = i + 1
+        log_size, idx, tidx = segs[i].size, isize(segs[i].index_path), \
+            isize(segs[i].timeindex_path)
+        while j < k:
+            s = segs[j]
+            last = segs[j + 1].base_offset - 1 if j + 1 < k else upto - 1
+            if not (log_size + s.size <= settings.segment_bytes
+                    and idx + isize(s.index_path) <= settings.max_index_bytes
+                    and tidx + isize(s.timeindex_path) <= settings.max_index_bytes
+                    and (s.size == 0 or last - segs[i].base_offset <= 2 ** 31 - 1)):
+                break
+            log_size += s.size
+            idx += isize(s.index_path)
+            tidx += isize(s.timeindex_path)
+            j += 1
+        out.append((i, j))
+        i = j
+    return out
+
+
+# ---- pass 3: one group ------------------------------------------------------------------------
+class _GroupWriter:
+    """The new segment of one group, written as ``.cleaned`` files."""
+
+    def __init__(self, directory: str, base: int, dry_run: bool):
+        self.directory, self.base, self.dry_run = directory, base, dry_run
+        self.fd = None if dry_run else os.open(cleaned_path(directory, base, ".log"),
+                                               os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.size = 0
+        self.positions: list[int] = []
+        self.lasts: list[int] = []
+        self.max_ts: list[int] = []
+        self.txn_entries: list[tuple] = []
+        self.raw = 0            # batches copied unchanged
+
+    def add(self, data: bytes, last: int, max_ts: int) -> None:
+        if self.fd is not None:
+            write_fully(self.fd, data)
+        self.positions.append(self.size)
+        self.lasts.append(last)
+        self.max_ts.append(max_ts)
+        self.size += len(data)
+
+    def finish(self, interval: int) -> None:
+        if self.fd is None:
+            return
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = None
+        index, timeindex = build_indexes(self.base, interval, self.positions, self.lasts,
+                                         self.max_ts)
+        write_new(pafs.LocalFileSystem(), cleaned_path(self.directory, self.base, ".index"),
+                  index, fsync=True)
+        write_new(pafs.LocalFileSystem(),
+                  cleaned_path(self.directory, self.base, ".timeindex"), timeindex,
+                  fsync=True)
+        if self.txn_entries:
+            write_new(pafs.LocalFileSystem(),
+                      cleaned_path(self.directory, self.base, ".txnindex"),
+                      encode_txn_index(self.txn_entries), fsync=True)
+
+    def drop(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if not self.dry_run:
+            for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+                try:
+                    os.unlink(cleaned_path(self.directory, self.base, suffix))
+                except FileNotFoundError:
+                    pass
+
+
+def _fields(h: dict, idx: np.ndarray, base_ts: np.ndarray) -> dict:
+    return {"base_offset": h["base_offset"][idx], "last_offset": h["last_offset"][idx],
+            "attributes": h["attributes"][idx], "base_timestamp": base_ts,
+            "max_timestamp": h["max_timestamp"][idx], "producer_id": h["producer_id"][idx],
+            "producer_epoch": h["producer_epoch"][idx],
+            "base_sequence": h["base_sequence"][idx],
+            "leader_epoch": h["partition_leader_epoch"][idx]}
+
+
+def _empty_of(h: dict, b: int) -> bytes:
+    return empty_batch(base_offset=int(h["base_offset"][b]),
+                       last_offset=int(h["last_offset"][b]),
+                       attributes=int(h["attributes"][b]),
+                       timestamp=int(h["max_timestamp"][b]),
+                       producer_id=int(h["producer_id"][b]),
+                       producer_epoch=int(h["producer_epoch"][b]),
+                       base_sequence=int(h["base_sequence"][b]),
+                       leader_epoch=int(h["partition_leader_epoch"][b]))
+
+
+def _clean_window(w, h: dict, b0: int, dec: dict, latest: np.ndarray, out: _GroupWriter,
+                  res: PartitionCompaction, settings: CompactSettings, now: int) -> None:
+    """Rewrite the batches of window ``w`` (global batch numbers from ``b0``) into
+    ``out``; returns nothing, counts into ``res``."""
+    nb = w.headers.num_rows
+    bs = np.arange(b0, b0 + nb)
+    if not np.array_equal(_np(w.headers, "position"), h["position"][bs]):
+        raise LogLayoutError("segment changed while it was being compacted", path=w.path,
+                             position=w.position)
+    rel = h["position"][bs] - w.position
+    ctrl = h["is_control"][bs]
+    discard = dec["discard"][bs]
+    skip = rel[discard & ~ctrl]
+    data_b = bs[~ctrl & ~discard]
+    rows = decode_run(w.data, include_headers=True, position_base=w.position,
+                      skip_positions=np.ascontiguousarray(skip, dtype=np.int64)
+                      if len(skip) else None)
+    offsets = rows.column("offset").to_numpy()
+    # each row's batch: the decoded batches in order, by base offset
+    row_b = data_b[np.searchsorted(h["base_offset"][data_b], offsets, side="right") - 1] \
+        if len(data_b) else np.zeros(0, dtype=np.int64)
+    keyed = pc.is_valid(rows.column("key")).to_numpy(zero_copy_only=False)
+    has_value = pc.is_valid(rows.column("value")).to_numpy(zero_copy_only=False)
+    horizon = dec["horizon"][row_b]
+    retain_deletes = (horizon < 0) | (now < horizon)
+    pos = np.searchsorted(latest, offsets)
+    is_latest = (pos < len(latest)) & (latest[np.minimum(pos, len(latest) - 1)] == offsets) \
+        if len(latest) else np.zeros(len(offsets), dtype=bool)
+    keep = keyed & is_latest & (has_value | retain_deletes)
+    res.keyless_removed += int((~keyed).sum())
+    res.tombstones_removed += int((keyed & is_latest & ~has_value & ~retain_deletes).sum())
+    k_of = np.bincount(row_b - b0, weights=keep, minlength=nb).astype(np.int64)
+    n_of = np.bincount(row_b - b0, minlength=nb).astype(np.int64)
+    tomb_of = np.bincount(row_b - b0, weights=keep & ~has_value, minlength=nb)
+    new_horizon = now + settings.delete_retention_ms
+    has_h = (h["attributes"][bs] & ATTR_DELETE_HORIZON) != 0
+    # batches to rebuild: some records dropped, or a first delete horizon to set
+    set_h = (~ctrl) & (tomb_of > 0) & ~has_h
+    rebuild = (~ctrl) & ~discard & (k_of > 0) & ((k_of < n_of) | set_h)
+    built: dict[int, bytes] = {}
+    rb = np.flatnonzero(rebuild)
+    if len(rb):
+        row_sel = np.flatnonzero(keep & np.isin(row_b - b0, rb))
+        counts = k_of[rb]
+        starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        gb = bs[rb]
+        base_ts = np.where(set_h[rb], new_horizon, h["first_timestamp"][gb])
+        attrs = h["attributes"][gb] | np.where(set_h[rb] | has_h[rb], ATTR_DELETE_HORIZON, 0)
+        f = _fields(h, gb, base_ts)
+        f["attributes"] = attrs
+        deltas = offsets[row_sel] - h["base_offset"][row_b[row_sel]]
+        for j, data in zip(rb, rebuild_batches(rows, row_sel, starts, deltas, f, now_ms=now)):
+            built[int(j)] = data
+    for j in range(nb):
+        b = b0 + j
+        last, mts = int(h["last_offset"][b]), int(h["max_timestamp"][b])
+        raw = w.data[int(rel[j]):int(rel[j]) + int(h["size"][b])]
+        if ctrl[j]:
+            if discard[j]:
+                res.markers_removed += 1
+                if dec["retention"][b] == RETAIN_EMPTY:
+                    out.add(_empty_of(h, b), last, mts)
+                continue
+            if b in dec["index_entries"]:
+                out.txn_entries.append(dec["index_entries"][b])
+            if dec["empty_marker"][b] and not has_h[j]:
+                out.add(rebase_control_batch(raw, new_horizon, position=int(h["position"][b])),
+                        last, mts)
+            else:
+                out.add(bytes(raw), last, mts)
+                out.raw += 1
+            continue
+        if discard[j]:
+            res.aborted_removed += int(h["record_count"][b])
+        if j in built:
+            data = built[j]
+            ts = mts if h["attributes"][b] & ATTR_TIMESTAMP_TYPE else int.from_bytes(
+                data[35:43], "big", signed=True)
+            out.add(data, last, ts)
+        elif k_of[j] == n_of[j] and n_of[j] > 0 and not discard[j]:
+            out.add(bytes(raw), last, mts)
+            out.raw += 1
+        elif dec["retention"][b] == RETAIN_EMPTY:
+            out.add(_empty_of(h, b), last, mts)
+    res.records_after += int(keep.sum())
+
+
+def compact_partition(root: str, topic: str, partition: int, settings: CompactSettings, *,
+                      now_ms: int | None = None, dry_run: bool = False,
+                      fault: Fault | None = None) -> PartitionCompaction:
+    """Clean one partition of a log dir on the local filesystem into ``.cleaned`` files
+    (none with ``dry_run``) and say what it did. The caller (:class:`Compaction`) holds
+    the topic's lock and commits the groups. Raises :class:`UnsupportedFormatError` for
+    legacy batches in the cleanable range, :class:`CorruptRecordError` /
+    :class:`LogLayoutError` for a damaged log (nothing is written then)."""
+    fault = fault or no_fault
+    root = norm_root(root)
+    now = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    fs = pafs.LocalFileSystem()
+    directory = partition_dir(root, topic, partition)
+    res = PartitionCompaction(topic, partition)
+    if any(n.endswith(".swap") for n, _, _, _ in listdir(fs, directory)):
+        raise LogLayoutError("partition has .swap files (a broker's interrupted "
+                             "compaction): start the broker once to finish it, then "
+                             "compact", path=directory)
+    segs = list_segments(fs, directory, resolve_swaps=False)[0]
+    p = PartitionDir(topic, partition, root, directory, segs)
+    if len(segs) < 2:
+        res.skipped = "only the active segment"
+        return res
+    h = _headers(fs, p)
+    h["now"] = now
+    txns = scan_transactions(h)
+    seg_of = h["segment"]
+    bounds = [segs[-1].base_offset]
+    if txns.first_unstable is not None:
+        bounds.append(txns.first_unstable)
+    hw = _root_checkpoint(fs, root, HIGH_WATERMARK_FILE, topic, partition)
+    if hw is not None:
+        bounds.append(hw)
+    if settings.upto is not None:
+        bounds.append(settings.upto)
+    log_start = max(segs[0].base_offset,
+                    _root_checkpoint(fs, root, LOG_START_FILE, topic, partition) or 0)
+    dirty_from = _root_checkpoint(fs, root, CLEANER_OFFSET_CHECKPOINT, topic, partition)
+    if dirty_from is None or not log_start <= dirty_from <= bounds[0]:
+        dirty_from = log_start
+    if settings.min_compaction_lag_ms > 0:
+        for i in range(len(segs) - 1):
+            sel = seg_of == i
+            if segs[i + 1].base_offset > dirty_from and sel.any() and \
+                    int(h["max_timestamp"][sel].max()) > now - settings.min_compaction_lag_ms:
+                bounds.append(segs[i].base_offset)
+                break
+    limit = min(bounds)
+    k = 0
+    while k < len(segs) - 1 and segs[k + 1].base_offset <= limit:
+        k += 1
+    if k == 0:
+        res.skipped = f"no whole segment below the first uncleanable offset {limit}"
+        return res
+    upto = segs[k].base_offset
+    clean = sum(s.size for s in segs[:k] if s.base_offset < dirty_from)
+    dirty = sum(segs[i].size for i in range(k) if segs[i + 1].base_offset > dirty_from)
+    res.dirty_ratio = dirty / (clean + dirty) if clean + dirty else 0.0
+    n = int(np.searchsorted(seg_of, k))       # batches in the cleaned segments
+    legacy = np.flatnonzero(h["magic"][:n] < 2)
+    if len(legacy):
+        b = int(legacy[0])
+        raise UnsupportedFormatError(
+            f"compaction of legacy (magic {int(h['magic'][b])}) message sets is not "
+            "supported; copy the topic to v2 batches first", path=segs[int(seg_of[b])].path,
+            position=int(h["position"][b]), offset=int(h["base_offset"][b]))
+    res.bytes_before = sum(s.size for s in segs[:k])
+    res.batches_before = n
+    data = ~h["is_control"][:n]
+    res.records_before = int(h["record_count"][:n][data].sum())
+    if not settings.force and res.dirty_ratio <= settings.min_cleanable_dirty_ratio:
+        res.skipped = (f"dirty ratio {res.dirty_ratio:.3f} is not above "
+                       f"min.cleanable.dirty.ratio {settings.min_cleanable_dirty_ratio}")
+        return res
+    h["horizon"] = np.where((h["attributes"] & ATTR_DELETE_HORIZON) != 0,
+                            h["first_timestamp"], -1)
+    discard, retention, empty_marker, entries = batch_decisions(h, n, txns, upto)
+    dec = {"discard": discard, "retention": retention, "empty_marker": empty_marker,
+           "index_entries": entries, "horizon": h["horizon"]}
+    # pass 2: the offset map, from data batches that are not aborted
+    cleanable = replace(p, segments=segs[:k])
+    omap = OffsetMap()
+    b0 = 0
+    for w in scan_windows(fs, cleanable, on_corruption="fail", window_bytes=_WINDOW_BYTES):
+        nb = w.headers.num_rows
+        bs = np.arange(b0, b0 + nb)
+        skip = h["position"][bs][discard[bs] & ~h["is_control"][bs]] - w.position
+        rows = decode_run(w.data, include_headers=False, position_base=w.position,
+                          skip_positions=np.ascontiguousarray(skip, dtype=np.int64)
+                          if len(skip) else None)
+        omap.add(rows.column("key"), rows.column("offset"))
+        b0 += nb
+    latest = omap.latest_offsets()
+    res.keys = len(omap)
+    del omap
+    # pass 3: each group into its new segment
+    res.cleaned_to = upto
+    seg_first = np.searchsorted(seg_of, np.arange(len(segs) + 1))
+    for i0, i1 in _groups(p, k, settings, upto):
+        gb = np.arange(seg_first[i0], seg_first[i1])
+        if not len(gb):
+            continue
+        out = _GroupWriter(directory, segs[i0].base_offset, dry_run)
+        try:
+            for w in scan_windows(fs, replace(p, segments=segs[i0:i1]), on_corruption="fail",
+                                  window_bytes=_WINDOW_BYTES):
+                s = i0 + w.segment_index
+                lo, hi = int(seg_first[s]), int(seg_first[s + 1])
+                b_first = lo + int(np.searchsorted(h["position"][lo:hi], w.position))
+                _clean_window(w, h, b_first, dec, latest, out, res, settings, now)
+            b = int(gb[-1])
+            if (not out.lasts or out.lasts[-1] < segs[i1 - 1].base_offset) and (
+                    not out.lasts or out.lasts[-1] < int(h["last_offset"][b])):
+                # a swap must reach into the group's last old segment to replace it
+                out.add(_empty_of(h, b), int(h["last_offset"][b]), int(h["max_timestamp"][b]))
+            unchanged = i1 - i0 == 1 and out.raw == len(gb) == len(out.lasts)
+            if unchanged:
+                out.drop()
+                res.bytes_after += segs[i0].size
+                res.batches_after += len(gb)
+                continue
+            out.finish(settings.index_interval_bytes)
+        except BaseException:
+            out.drop()
+            raise
+        res.bytes_after += out.size
+        res.batches_after += len(out.lasts)
+        res.groups.append([segs[i0].base_offset, [s.base_offset for s in segs[i0:i1]]])
+        fault("cleaned")
+    if res.groups and not dry_run:
+        fsync_dir(directory)
+    return res
+
+
+# ---- the driver -------------------------------------------------------------------------------
+class Compaction:
+    """The driver side of compacting a topic (a context manager): takes the broker dir
+    guard and the topic's lock, finishes or undoes what a dead writer left, records the
+    compaction in the journal (:meth:`begin`), and on :meth:`commit` lands every
+    partition's groups whole (the journal write is the commit point), then swaps them
+    in. Leaving without a commit deletes the ``.cleaned`` files (nothing else changed).
+    Tasks run :func:`compact_partition` between begin and commit, without the lock."""
+
+    def __init__(self, root: str, topic: str, *, lock_timeout: float | None = None,
+                 fault: Fault | None = None, dry_run: bool = False):
+        jr.validate_topic(topic)
+        self.root = norm_root(root)
+        self.topic = topic
+        self.fs = pafs.LocalFileSystem()
+        self.fault = fault or no_fault
+        self.dry_run = dry_run
+        self.write_id = f"compact:{jr.batch_write_id().split(':', 1)[1]}"
+        self._lock_timeout = DEFAULT_LOCK_TIMEOUT_S if lock_timeout is None else lock_timeout
+        self._stack = contextlib.ExitStack()
+        self._state = None
+        self.committed = False
+
+    def __enter__(self) -> "Compaction":
+        check_replace_fs(self.fs)
+        if not os.path.isdir(self.root):
+            raise LogLayoutError("log dir does not exist", path=self.root)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(BrokerDirGuard(self.fs, self.root))
+            stack.enter_context(TopicLock(self.fs, self.root, self.topic,
+                                          write_id=self.write_id,
+                                          timeout=self._lock_timeout))
+            self.fault("locked")
+            recover_locked(self.fs, self.root, self.topic, self.fault)
+            discard_cleaned(self.fs, self.root, self.topic)
+            self._state = jr.load(self.fs, self.root, self.topic)
+            self._stack = stack.pop_all()
+        return self
+
+    def partitions(self) -> list[int]:
+        return topic_partitions(self.fs, self.root, self.topic)
+
+    def begin(self) -> None:
+        if not self.dry_run:
+            begin_replace(self.fs, self.root, self._state, self.write_id)
+            self.fault("begun")
+
+    def commit(self, results: Iterable[PartitionCompaction]) -> None:
+        results = list(results)
+        if self.dry_run:
+            return
+        groups = {r.partition: r.groups for r in results if r.groups}
+        cleaned = {r.partition: r.cleaned_to for r in results
+                   if r.groups and r.cleaned_to is not None}
+        commit_replace(self.fs, self.root, self._state, groups, cleaned)
+        self.committed = True
+        self.fault("committed")
+        post_replace(self.fs, self.root, self.topic, self._state.pending, self.fault)
+        self._state.pending = None
+        jr.save(self.fs, self.root, self._state)
+        self.fault("done")
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if not self.committed and not self.dry_run and self._state is not None \
+                    and self._state.pending is not None:
+                recover_locked(self.fs, self.root, self.topic, no_fault)
+        finally:
+            self._stack.close()
+
+
+def compact_topic(root: str, topic: str, settings: CompactSettings | None = None, *,
+                  partitions: Iterable[int] | None = None, now_ms: int | None = None,
+                  dry_run: bool = False, lock_timeout: float | None = None,
+                  fault: Fault | None = None,
+                  run: Callable[[Callable, list], list] | None = None
+                  ) -> list[PartitionCompaction]:
+    """Compact ``topic`` in log dir ``root`` (see the module doc). ``run(fn, items)`` maps
+    ``fn`` over the partition numbers (default: in this process, in order; the Spark job
+    passes one task per partition). Returns each partition's
+    :class:`PartitionCompaction`."""
+    settings = settings or CompactSettings()
+    now = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    with Compaction(root, topic, lock_timeout=lock_timeout, fault=fault,
+                    dry_run=dry_run) as c:
+        parts = c.partitions()
+        if partitions is not None:
+            wanted = sorted(set(int(q) for q in partitions))
+            missing = sorted(set(wanted) - set(parts))
+            if missing:
+                raise InvalidOptionError(f"partitions {missing} of topic {topic!r} are not in "
+                                         f"{root}")
+            parts = wanted
+        if not parts:
+            raise InvalidOptionError(f"topic {topic!r} has no partitions in {root}")
+        c.begin()
+
+        def one(q: int) -> PartitionCompaction:
+            return compact_partition(c.root, topic, q, settings, now_ms=now,
+                                     dry_run=dry_run, fault=fault)
+
+        results = run(one, parts) if run is not None else [one(q) for q in parts]
+        c.commit(results)
+        return results

@@ -1,0 +1,187 @@
+"""Replacing segments by cleaned ones through the journal, as Kafka's cleaner swaps them
+(``LocalLog.replaceSegments``), so a kill at any point leaves the old log or the new one.
+
+Per partition, a compaction turns groups of old segments into one new segment each, named
+by the group's first base offset. The protocol (journal mode ``"replace"``):
+
+1. begin: the topic's journal records a replace in flight (before any file is written);
+2. each group's files are written as ``<base>.log.cleaned`` (and ``.index``,
+   ``.timeindex``, ``.txnindex`` ``.cleaned``), fsynced — a reader and a broker ignore
+   ``.cleaned`` files;
+3. commit: one atomic journal write records every partition's groups (the commit point);
+4. finish (idempotent, redone by recovery): ``.cleaned`` -> ``.swap`` for the groups in
+   *decreasing* base order, indexes before the ``.log`` — a ``.swap`` at or above the
+   smallest ``.cleaned`` offset is ignored by readers and brokers alike
+   (:mod:`spark_kafkalog.log.read.discovery`), so the partition reads all old until the
+   lowest group's ``.log.swap`` appears, and all new from then on; the old segments are
+   renamed to ``<name>.<token>.deleted`` (kept :data:`FILE_DELETE_DELAY_MS`, Kafka's
+   ``file.delete.delay.ms``, for readers that listed them:
+   :mod:`spark_kafkalog.log.read.pin`); ``.swap`` -> final names,
+   ``.log`` first; the root's ``cleaner-offset-checkpoint`` moves to the cleaned offset.
+
+Not committed at recovery: every ``.cleaned`` file of the topic's partitions is deleted
+(what a broker does with them on startup); nothing else was touched. Local filesystems
+only (the protocol needs atomic rename).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import pyarrow.fs as pafs
+
+from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.log.files.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    read_checkpoint,
+    write_checkpoint,
+)
+from spark_kafkalog.log.io import file_size, is_local
+from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.write.config import Fault, partition_dir, segment_file
+from spark_kafkalog.log.write.files import listdir, topic_partitions
+from spark_kafkalog.log.write.flush import fsync_dir
+from spark_kafkalog.log.write.lock import CheckpointLock
+
+__all__ = ["SEGMENT_SUFFIXES", "FILE_DELETE_DELAY_MS", "cleaned_path", "check_replace_fs",
+           "deleted_name", "begin_replace", "commit_replace", "discard_cleaned",
+           "finish_replace", "post_replace", "expire_deleted"]
+
+#: a segment's files; renames go in this order (its ``.log`` last: while the ``.log`` is
+#: not there under the new name, the indexes under it mean nothing to a reader)
+SEGMENT_SUFFIXES = (".index", ".timeindex", ".txnindex", ".log")
+CLEANED = ".cleaned"
+SWAP = ".swap"
+DELETED = ".deleted"
+#: Kafka's file.delete.delay.ms default: replaced files stay as ``.deleted`` this long
+FILE_DELETE_DELAY_MS = 60_000
+
+
+def cleaned_path(directory: str, base: int, suffix: str) -> str:
+    """Where a new segment file is written before it is swapped in."""
+    return segment_file(directory, base, suffix + CLEANED)
+
+
+def check_replace_fs(fs: pafs.FileSystem) -> None:
+    if not is_local(fs):
+        raise InvalidOptionError(f"replacing segments (compaction) needs a local filesystem "
+                                 f"with atomic rename, not {fs.type_name!r}: copy the log "
+                                 "dir to local disk, compact it, copy it back")
+
+
+def _rename(src: str, dst: str) -> bool:
+    try:
+        os.replace(src, dst)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def begin_replace(fs: pafs.FileSystem, root: str, state: jr.JournalState,
+                  write_id: str) -> None:
+    """Record a replace in flight in ``state``'s journal (step 1); the caller holds the
+    topic's lock and has recovered it."""
+    state.pending = jr.PendingWrite(write_id=write_id, mode="replace",
+                                    coordinator=state.topic, topics=[state.topic],
+                                    partitions={}, begun_ms=jr.now_ms())
+    jr.save(fs, root, state)
+
+
+def commit_replace(fs: pafs.FileSystem, root: str, state: jr.JournalState,
+                   groups: dict[int, list], cleaned_to: dict[int, int]) -> None:
+    """The commit point (step 3): ``groups[p] = [[new base, [old bases]], ...]``."""
+    p = state.pending
+    p.replace = {int(q): [[int(g[0]), [int(b) for b in g[1]]] for g in gs]
+                 for q, gs in groups.items() if gs}
+    p.cleaned_to = {int(q): int(o) for q, o in cleaned_to.items()}
+    state.commit_pending()
+    jr.save(fs, root, state)
+
+
+def discard_cleaned(fs: pafs.FileSystem, root: str, topic: str) -> None:
+    """Delete every ``.cleaned`` file in the topic's partition dirs (an uncommitted
+    replace, or a broker's leftovers: Kafka deletes them on startup too)."""
+    for q in topic_partitions(fs, root, topic):
+        directory = partition_dir(root, topic, q)
+        gone = False
+        for name, is_dir, _, _ in listdir(fs, directory):
+            if not is_dir and name.endswith(CLEANED):
+                try:
+                    os.unlink(f"{directory}/{name}")
+                    gone = True
+                except FileNotFoundError:
+                    pass
+        if gone:
+            fsync_dir(directory)
+
+
+def expire_deleted(directory: str, delay_ms: int = FILE_DELETE_DELAY_MS) -> None:
+    """Delete ``.deleted`` files renamed more than ``delay_ms`` ago (Kafka's delayed
+    deletion; a rename sets a file's ctime)."""
+    now = time.time()
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return
+    for e in entries:
+        if e.name.endswith(DELETED) and e.is_file():
+            try:
+                if (now - e.stat().st_ctime) * 1000 >= delay_ms:
+                    os.unlink(e.path)
+            except FileNotFoundError:
+                pass
+
+
+def deleted_name(path: str, write_id: str) -> str:
+    """Where a replaced file goes: ``<name>.<token>.deleted``, one name per compaction
+    (a reader that listed the file finds it there by its inode)."""
+    return f"{path}.{jr.write_token(write_id)[:8]}{DELETED}"
+
+
+def finish_replace(directory: str, groups: list, write_id: str, fault: Fault) -> None:
+    """Step 4 for one partition dir; idempotent (see the module doc)."""
+    ordered = sorted(groups, key=lambda g: -int(g[0]))
+    for base, _old in ordered:
+        if os.path.exists(cleaned_path(directory, base, ".log")):
+            for suffix in SEGMENT_SUFFIXES:
+                if _rename(cleaned_path(directory, base, suffix),
+                           segment_file(directory, base, suffix + SWAP)):
+                    fault("swap")
+    fsync_dir(directory)
+    for base, old in ordered:
+        if not os.path.exists(segment_file(directory, base, ".log" + SWAP)):
+            continue
+        for b in old:
+            for suffix in SEGMENT_SUFFIXES:
+                path = segment_file(directory, b, suffix)
+                if os.path.exists(path):
+                    os.replace(path, deleted_name(path, write_id))
+                    fault("delete-old")
+    fsync_dir(directory)
+    for base, _old in ordered:
+        for suffix in (".log",) + SEGMENT_SUFFIXES[:-1]:
+            if _rename(segment_file(directory, base, suffix + SWAP),
+                       segment_file(directory, base, suffix)):
+                fault("swapped")
+    fsync_dir(directory)
+
+
+def post_replace(fs: pafs.FileSystem, root: str, topic: str, pending: jr.PendingWrite,
+                 fault: Fault) -> None:
+    """Everything after the commit point: each partition's swap, then the cleaner
+    checkpoint (Kafka's ``cleaner-offset-checkpoint``: where the next cleaning's dirty
+    section starts)."""
+    for q, groups in sorted(pending.replace.items()):
+        directory = partition_dir(root, topic, q)
+        finish_replace(directory, groups, pending.write_id, fault)
+        expire_deleted(directory)
+    if pending.cleaned_to:
+        with CheckpointLock(fs, root):
+            path = f"{root.rstrip('/')}/{CLEANER_OFFSET_CHECKPOINT}"
+            current = read_checkpoint(fs, path) if file_size(fs, path) is not None else {}
+            merged = dict(current)
+            for q, off in pending.cleaned_to.items():
+                merged[(topic, q)] = max(int(current.get((topic, q), -1)), off)
+            if merged != current:
+                write_checkpoint(fs, path, merged)
+            fault("checkpoint:cleaner")
