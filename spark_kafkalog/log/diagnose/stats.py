@@ -37,6 +37,8 @@ __all__ = ["partition_stats", "HOUR_MS", "TOP_PRODUCERS"]
 HOUR_MS = 3_600_000
 #: producers listed by name in a partition's stats (the count covers all)
 TOP_PRODUCERS = 10
+#: bytes of batches decoded at a time (their records, values included, are held at once)
+WINDOW_BYTES = 4 << 20
 
 
 class _Acc:
@@ -131,7 +133,7 @@ def partition_stats(logdirs: LogDirs, p: PartitionDir, *, decode: bool = True,
         warnings.simplefilter("ignore", TornTailWarning)
         try:
             for w in scan_windows(logdirs.filesystem, p, on_corruption="skip", stats=stats,
-                                  quiet=True):
+                                  quiet=True, window_bytes=WINDOW_BYTES):
                 acc.headers(w.headers, decode)
                 if decode:
                     try:
