@@ -1,7 +1,8 @@
 """``df.write.format("kafkalog").option("offsets", "preserve")``: a read written back
-keeps every record's offset, timestamp, timestamp type, key, value and headers. Sources:
+keeps every record's offset, timestamp, timestamp type, key, value and headers. Source:
 logs built by kafka-python/aiokafka (tests/log/logbuilder.py: every codec, headers,
-compaction gaps, transactions with aborts, LogAppendTime) and real broker log dirs.
+compaction gaps, transactions with aborts, LogAppendTime); the real broker log dirs go
+through export and import in tests/spark/test_import_files.py.
 
 What preserve does with transactions: a DataFrame holds data records only (control
 batches are never rows), so the written log has no transaction markers and its records
@@ -15,7 +16,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from spark_kafkalog.errors import InvalidOptionError
-from spark_kafkalog.log import LogDirs, read_table
+from spark_kafkalog.log import LogDirs
 from spark_kafkalog.log.files.checkpoint import read_checkpoint
 from spark_kafkalog.spark.writer import make_stream_writer
 from tests.log.logbuilder import build_rich_partition, rec
@@ -169,30 +170,3 @@ def test_stream_preserves_offsets(spark, tmp_path, rich):
     want = ordered(pa.concat_tables([p.expected_table("read_uncommitted"),
                                      q.expected_table("read_uncommitted")]))
     assert got.equals(want.cast(got.schema))
-
-
-def test_real_broker_logs_round_trip(spark, tmp_path, real_broker):
-    """Every topic of the broker-written log dirs (v2, magic 1 and 0, compressed legacy
-    wrappers) read and written back: the same records. A magic-0 record (timestamp type
-    -1, no timestamp) becomes CreateTime with NO_TIMESTAMP (-1), as a broker's
-    up-conversion to v2 makes it."""
-    n = 0
-    for d in sorted(x for x in real_broker.iterdir() if x.is_dir()):
-        root = str(d)
-        for topic in LogDirs(root, include_internal=True).topics():
-            if "invalid_crc" in topic:
-                continue
-            src = load(spark, root, topic)
-            want = ordered(read_table(root, topic))
-            if want.num_rows == 0:
-                continue
-            dst = str(tmp_path / d.name)
-            nparts = max(want.column("partition").to_pylist()) + 1
-            save(src, dst, topic, partitions=str(nparts))
-            got = ordered(load(spark, dst, topic).toArrow())
-            tt = want.column("timestampType")
-            want = want.set_column(want.column_names.index("timestampType"),
-                                   "timestampType", pc.max_element_wise(tt, 0))
-            assert got.equals(want.cast(got.schema)), (d.name, topic)
-            n += want.num_rows
-    assert n > 50_000
