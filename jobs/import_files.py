@@ -59,8 +59,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--compression-level", type=int, help="codec level")
     ap.add_argument("--batch-size", help="bytes per record batch (default 1m)")
     ap.add_argument("--partitions", type=int,
-                    help="partition count of a new topic (default: largest partition "
-                         "written + 1, or 1)")
+                    help="partition count of a new topic (default: the largest "
+                         "partition written + 1, which costs one more pass over the "
+                         "input; 1 without a partition column)")
     ap.add_argument("--preserve-offsets", action="store_true",
                     help="keep each record's 'offset' (and 'timestampType') column")
     ap.add_argument("--offset", dest="offset_expr", metavar="EXPR",
@@ -191,19 +192,18 @@ def _metrics(df):
             F.min(ts).alias("first"), F.max(ts).alias("last"))
 
 
-def _input_bytes(spark, df) -> int | None:
-    """Bytes of the files the input was read from (None when Spark cannot say)."""
+def _input_bytes(df) -> int | None:
+    """Bytes of the files the input was read from (None when they cannot be listed)."""
+    import pyarrow.fs as pafs
+
     try:
-        files = df.inputFiles()
-    except Exception:         # a source without files (not from this job's readers)
+        total = 0
+        for uri in df.inputFiles():
+            fs, path = pafs.FileSystem.from_uri(uri)
+            total += fs.get_file_info(path).size or 0
+        return total
+    except Exception:     # a filesystem pyarrow cannot open here: the summary says "?"
         return None
-    jvm = spark.sparkContext._jvm
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    total = 0
-    for f in files:
-        path = jvm.org.apache.hadoop.fs.Path(f)
-        total += path.getFileSystem(conf).getFileStatus(path).getLen()
-    return total
 
 
 def _reason(err: BaseException) -> str | None:
@@ -245,7 +245,7 @@ def run_import(spark, args: argparse.Namespace) -> dict:
         "topics": len({t for t, _ in pairs}), "partitions": len(pairs),
         "first_timestamp": jobkit.iso_ms(m["first"]) if m["first"] is not None else None,
         "last_timestamp": jobkit.iso_ms(m["last"]) if m["last"] is not None else None,
-        "input_bytes": _input_bytes(spark, src),
+        "input_bytes": _input_bytes(src),
         "offsets": "preserved" if args.preserve_offsets else "assigned",
         "codec": args.codec, "seconds": round(seconds, 3),
         "rows_per_second": jobkit.rate(rows, seconds),
