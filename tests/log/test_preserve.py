@@ -205,3 +205,17 @@ def test_write_table_round_trip(tmp_path):
         write_table(r2, "t", back, offsets="preserve", partitions=2, compression=codec,
                     config=CFG)
         assert read_table(r2, "t").equals(back)
+
+
+def test_no_append_writes_new_segments_at_the_kept_offsets(tmp_path):
+    """As on an object store: every commit writes new segment files, each named by its
+    first kept offset."""
+    root = str(tmp_path)
+    cfg = AppendConfig(segment_bytes=4000, index_interval_bytes=500, fsync=False,
+                       no_append=True)
+    a, b = gappy(5, 20), gappy(400, 15)
+    commit(root, "batch:1", [{0: (recs(1, 20), a)}], config=cfg)
+    commit(root, "batch:2", [{0: (recs(2, 15), b)}], config=cfg)
+    assert offsets_of(f"{root}/t-0") == a + b
+    assert segments(f"{root}/t-0")[0] == 5 and 400 in segments(f"{root}/t-0")
+    assert_indexes_like_broker(f"{root}/t-0", cfg.index_interval_bytes)
