@@ -147,8 +147,9 @@ def _check_schema(schema: StructType, topic_option: str | None,
                 and names[1][0] == "value" and names[1][1] in (BinaryType, StringType))
 
     check("headers", headers_ok, "array<struct<key:string,value:binary>>")
-    check("offset", lambda t: isinstance(t, (LongType, IntegerType)), "long")
-    check("timestamptype", lambda t: isinstance(t, IntegerType), "int")
+    if preserve:        # otherwise these columns are ignored, whatever their types
+        check("offset", lambda t: isinstance(t, (LongType, IntegerType)), "long")
+        check("timestamptype", lambda t: isinstance(t, IntegerType), "int")
     if preserve and "offset" not in fields:
         raise InvalidOptionError("offsets=preserve: the DataFrame needs an 'offset' column "
                                  "(long), the offset each record keeps")
@@ -216,6 +217,14 @@ def _make_plan(options, schema: StructType, overwrite: bool, *, streaming: bool)
 
 
 # ---- the task side ------------------------------------------------------------------------
+_ORDER_HINT = (" (with offsets=preserve give each partition's rows in offset order: "
+               "sortWithinPartitions('offset'))")
+
+
+def _order_hint(err: BadRowError) -> str:
+    return _ORDER_HINT if "increase strictly" in str(err) else ""
+
+
 def _task_context():
     from pyspark import TaskContext
     return TaskContext.get()
@@ -329,9 +338,7 @@ class _TaskWriter:
                 compression_level=wo.compression_level, max_batch_bytes=wo.batch_size,
                 offsets=wo.offsets)
         except BadRowError as err:
-            raise BadRowError(f"topic {topic!r} {err} (with offsets=preserve give each "
-                              "partition's rows in offset order: "
-                              "sortWithinPartitions('offset'))") from err
+            raise BadRowError(f"topic {topic!r} {err}{_order_hint(err)}") from err
         view = memoryview(data)
         for p, start, end, index in sections:
             self._add(topic, p, view[start:end], index)
@@ -346,8 +353,7 @@ class _TaskWriter:
                 raise BadRowError(
                     f"topic {topic!r} partition {partition}: offsets must increase "
                     f"strictly, but offset {first} comes after offset {before} in the same "
-                    "task (with offsets=preserve give each partition's rows in offset "
-                    "order: sortWithinPartitions('offset'))")
+                    f"task{_ORDER_HINT}")
             self._last[(topic, partition)] = index.column("last_offset")[-1].as_py()
         self.staging.add(topic, partition, data, index)
 
@@ -371,9 +377,8 @@ class _TaskWriter:
                                        max_batch_bytes=wo.batch_size, threads=1,
                                        offsets=wo.offsets)
         except BadRowError as err:
-            raise BadRowError(f"topic {topic!r} partition {partition}: {err} (with "
-                              "offsets=preserve give each partition's rows in offset order: "
-                              "sortWithinPartitions('offset'))") from err
+            raise BadRowError(f"topic {topic!r} partition {partition}: {err}"
+                              f"{_order_hint(err)}") from err
         self._add(topic, partition, data, index)
 
     def finish(self) -> tuple[StagedFile | None, dict]:

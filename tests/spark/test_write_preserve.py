@@ -170,3 +170,14 @@ def test_stream_preserves_offsets(spark, tmp_path, rich):
     want = ordered(pa.concat_tables([p.expected_table("read_uncommitted"),
                                      q.expected_table("read_uncommitted")]))
     assert got.equals(want.cast(got.schema))
+
+
+def test_offset_columns_are_ignored_when_offsets_are_assigned(spark, tmp_path):
+    """Without offsets=preserve an 'offset' or 'timestampType' column of any type is
+    ignored, as before (a DataFrame may carry unrelated columns of those names)."""
+    dst = str(tmp_path / "dst")
+    df = spark.createDataFrame([(b"v", "x", "y")], "value binary, offset string, "
+                                                   "timestampType string")
+    df.write.format("kafkalog").option("path", dst).option("topic", "t").mode("append") \
+        .save()
+    assert load(spark, dst, "t").select("offset").collect()[0][0] == 0
