@@ -143,9 +143,11 @@ class PendingWrite:
     """The journal's record of the one write in flight in a topic (see the module doc).
     ``mode`` is ``"append"``, ``"overwrite"`` or ``"replace"`` (segments replaced by
     compaction, :mod:`.replace`); ``state`` ``"begun"`` or ``"committed"``;
-    ``log_start`` holds an overwrite's new log start offset per partition; ``replace``
-    a replace's groups per partition (``[[new base, [old bases]], ...]``) and
-    ``cleaned_to`` the offset each partition was cleaned up to."""
+    ``log_start`` holds the new log start offset of the partitions whose log start the
+    write moves (every partition of an overwrite; a partition with no record yet that an
+    offset-preserving write starts at its first offset); ``replace`` a replace's groups
+    per partition (``[[new base, [old bases]], ...]``) and ``cleaned_to`` the offset each
+    partition was cleaned up to."""
 
     write_id: str
     mode: str
