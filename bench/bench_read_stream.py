@@ -11,6 +11,11 @@ machine load hits all alike), all into the noop sink:
   micro-batch holding the whole log (a fresh checkpoint each run);
 - ``stream-10``: the same with ``maxOffsetsPerTrigger`` = records / 10: ten micro-batches.
 
+- ``floor-1`` / ``floor-10``: the same queries over a Python streaming source that does
+  nothing (no rows, no I/O) in 1 and 10 micro-batches: what pyspark's Python-source
+  machinery (a source-runner process per query, offset/commit logs, triggers) costs by
+  itself. ``batch / (batch + floor)`` is the ratio no Python stream source can beat.
+
 Ratios are batch time / stream time per round (target: >= 0.9 for one micro-batch,
 >= 0.75 for ten), reported as the median over rounds. Then the idle poll: the driver-side
 cost of one ``latestOffset`` over a ``--poll-partitions``-partition log where nothing
@@ -59,6 +64,48 @@ def idle_poll_ms(work: Path, partitions: int, polls: int = 200) -> tuple[float, 
     return statistics.median(times), times[int(len(times) * 0.9)]
 
 
+def register_floor_source(spark) -> None:
+    """A streaming source with the same pyspark interfaces as ours that reads nothing:
+    ``batches`` micro-batches of no rows under AvailableNow, one per trigger."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
+
+    class FloorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        def __init__(self, batches):
+            self.batches = batches
+
+        def initialOffset(self):
+            return {"n": 0}
+
+        def prepareForTriggerAvailableNow(self):
+            pass
+
+        def getDefaultReadLimit(self):
+            return ReadAllAvailable()
+
+        def latestOffset(self, start, limit):
+            return {"n": min(start["n"] + 1, self.batches)}
+
+        def partitions(self, start, end):
+            return []
+
+        def read(self, partition):
+            return iter(())
+
+    class FloorSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "kafkalog_bench_floor"
+
+        def schema(self):
+            return "value binary"
+
+        def streamReader(self, schema):
+            return FloorReader(int(self.options.get("batches", "1")))
+
+    spark.dataSource.register(FloorSource)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=2_000_000)
@@ -92,6 +139,7 @@ def main(argv=None) -> int:
              .config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.driver.host", "127.0.0.1").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    register_floor_source(spark)
     runs = [0]
     in_triggers = {1: [], 10: []}     # seconds inside triggers, per timed run
 
@@ -120,12 +168,25 @@ def main(argv=None) -> int:
             return batches
         return go
 
+    def floor(micro_batches):
+        def go():
+            runs[0] += 1
+            ckpt = work / f"ckpt-{runs[0]}"
+            q = spark.readStream.format("kafkalog_bench_floor") \
+                .option("batches", str(micro_batches)).load() \
+                .writeStream.format("noop").option("checkpointLocation", str(ckpt)) \
+                .trigger(availableNow=True).start()
+            q.awaitTermination()
+            shutil.rmtree(ckpt, ignore_errors=True)
+        return go
+
     def timed(fn) -> float:
         t0 = time.perf_counter()
         fn()
         return time.perf_counter() - t0
 
-    queries = {"batch": batch, "stream-1": stream(1), "stream-10": stream(10)}
+    queries = {"batch": batch, "stream-1": stream(1), "stream-10": stream(10),
+               "floor-1": floor(1), "floor-10": floor(10)}
     times = {k: [] for k in queries}
     try:
         for fn in queries.values():          # warm-up: workers, imports, page cache
@@ -134,7 +195,7 @@ def main(argv=None) -> int:
             v.clear()
         names = list(queries)
         for i in range(args.repeat):
-            order = names[i % 3:] + names[:i % 3]
+            order = names[i % len(names):] + names[:i % len(names)]
             for name in order:
                 times[name].append(timed(queries[name]))
     finally:
@@ -148,8 +209,11 @@ def main(argv=None) -> int:
               f"({args.records / min(ts):,.0f} rows/s best)")
     for name, target in (("stream-1", 0.9), ("stream-10", 0.75)):
         ratios = [b / s for b, s in zip(times["batch"], times[name])]
+        bound = [b / (b + f) for b, f in zip(times["batch"], times[name.replace("stream", "floor")])]
         print(f"  {name} / batch throughput: median {statistics.median(ratios):.2f} "
-              f"(rounds {', '.join(f'{r:.2f}' for r in ratios)}; target >= {target})")
+              f"(rounds {', '.join(f'{r:.2f}' for r in ratios)}; target >= {target}); "
+              f"bound of any Python stream source batch / (batch + floor): median "
+              f"{statistics.median(bound):.2f}")
     # what the query costs before its first trigger (pyspark starts a fresh Python
     # process for the source runner of every query) vs the micro-batches themselves
     for name, mb in (("stream-1", 1), ("stream-10", 10)):

@@ -19,10 +19,11 @@ run wrote (counted as it was written) and, with ``--summary-json``, writes it as
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from datetime import datetime, timezone
+
+from spark_kafkalog import jobkit
 
 #: how a row with no date (no timestamp) is counted; Spark writes it under
 #: ``date=__HIVE_DEFAULT_PARTITION__``
@@ -30,12 +31,11 @@ NO_DATE = "__HIVE_DEFAULT_PARTITION__"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        prog="export_parquet.py", description=__doc__.split("\n\n")[0],
-        epilog="Example: spark-submit jobs/export_parquet.py --path sample/kafka-logs "
-               "--subscribe events --output out/export --value-schema "
-               "'user_id long, event string, amount double'",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = jobkit.parser(
+        "export_parquet.py", __doc__,
+        example="spark-submit jobs/export_parquet.py --path sample/kafka-logs "
+                "--subscribe events --output out/export --value-schema "
+                "'user_id long, event string, amount double'")
     ap.add_argument("--path", required=True,
                     help="log dir(s) to read: a broker's log.dirs entry or a copy of it "
                          "(comma-separated; local path or any pyarrow.fs URI)")
@@ -66,7 +66,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="any other kafkalog read option (repeatable), e.g. "
                          "--option minPartitions=8")
-    ap.add_argument("--summary-json", help="also write the summary to this JSON file")
     return ap.parse_args(argv)
 
 
@@ -90,11 +89,7 @@ def reader_options(args: argparse.Namespace) -> dict[str, str]:
             opts[name] = getattr(args, flag)
     if args.include_headers:
         opts["includeHeaders"] = "true"
-    for item in args.option:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise SystemExit(f"export_parquet: --option expects KEY=VALUE, got {item!r}")
-        opts[key.strip()] = value
+    opts.update(jobkit.parse_kv(args.option, "--option"))
     return opts
 
 
@@ -109,14 +104,14 @@ def build_frame(spark, args: argparse.Namespace):
         try:
             schema = _parse_datatype_string(args.value_schema)
         except Exception as err:   # Spark's parser raises its own exception types
-            raise SystemExit(f"export_parquet: --value-schema is not a Spark DDL schema: "
+            raise jobkit.JobInputError(f"--value-schema is not a Spark DDL schema: "
                              f"{err}") from None
         if not isinstance(schema, StructType):
-            raise SystemExit("export_parquet: --value-schema must be a struct of fields, "
+            raise jobkit.JobInputError("--value-schema must be a struct of fields, "
                              "e.g. 'id long, name string'")
         clash = sorted(set(schema.fieldNames()) & set(df.columns + ["date"]))
         if clash:
-            raise SystemExit(f"export_parquet: --value-schema fields {clash} clash with the "
+            raise jobkit.JobInputError(f"--value-schema fields {clash} clash with the "
                              f"Kafka columns; rename them in the schema")
         parsed = F.from_json(F.col("value").cast("string"), schema,
                              {"mode": "PERMISSIVE"})
@@ -201,26 +196,18 @@ def summary_line(s: dict) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.builder.appName("kafkalog-export-parquet").getOrCreate()
-    try:
-        # Day boundaries in UTC whatever the cluster's default zone.
-        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    # Day boundaries in UTC whatever the cluster's default zone (jobkit sets it).
+    with jobkit.spark_session("kafkalog-export-parquet") as spark, \
+            jobkit.SparkProgress(spark, "export_parquet", enabled=args.progress):
         df, observation = observe(build_frame(spark, args))
         t0 = time.perf_counter()
         (df.write.mode(args.mode).partitionBy("topic", "date")
          .option("compression", args.compression).parquet(args.output))
         seconds = time.perf_counter() - t0
         summary = summary_of(observation.get, args.output, seconds)
-    finally:
-        spark.stop()
-    print(summary_line(summary))
-    if args.summary_json:
-        with open(args.summary_json, "w") as fh:
-            json.dump(summary, fh, indent=1)
+    jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(jobkit.run("export_parquet", main))

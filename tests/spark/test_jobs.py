@@ -8,6 +8,8 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
+from spark_kafkalog.jobkit import JobInputError
+
 from jobs import export_parquet
 from jobs.make_sample_log import make_sample_log
 from spark_kafkalog.log import LogDirs, read_offset_index, read_table, read_time_index
@@ -79,7 +81,7 @@ def test_export_options_map_to_kafkalog_options():
     default = export_parquet.reader_options(export_parquet.parse_args(
         ["--path", "/l", "--output", "/o"]))
     assert default["subscribePattern"] == ".*"
-    with pytest.raises(SystemExit):
+    with pytest.raises(JobInputError, match="--option expects KEY=VALUE"):
         export_parquet.reader_options(export_parquet.parse_args(
             ["--path", "/l", "--output", "/o", "--option", "novalue"]))
 

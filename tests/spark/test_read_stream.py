@@ -417,6 +417,52 @@ def test_exactly_once_across_appends_and_restarts(spark, tmp_path):
     assert sorted(os.listdir(ckpt / "offsets")) == offsets
 
 
+def test_twenty_idle_triggers_add_no_offset_log_entry(spark, tmp_path):
+    """A running query over a log that does not change: each idle trigger calls
+    latestOffset, gets its start back, and Spark writes no offset-log entry. Counted with
+    the listener's idle events (one per idle trigger with the no-data interval at 0)."""
+    import threading
+
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    root, ckpt, sink = tmp_path / "log", tmp_path / "ckpt", tmp_path / "sink"
+    _write(spark, root, 30, "a")
+    idle, enough = [], threading.Event()
+
+    class Idle(StreamingQueryListener):
+        def onQueryStarted(self, event): pass
+        def onQueryProgress(self, event): pass
+        def onQueryTerminated(self, event): enough.set()
+
+        def onQueryIdle(self, event):
+            idle.append(event)
+            if len(idle) >= 20:
+                enough.set()
+
+    listener = Idle()
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
+    spark.streams.addListener(listener)
+    q = spark.readStream.format("kafkalog").option("path", str(root)) \
+        .option("subscribe", "t").option("startingOffsets", "earliest").load() \
+        .writeStream.format("parquet").option("path", str(sink)) \
+        .option("checkpointLocation", str(ckpt)).trigger(processingTime="10 milliseconds") \
+        .start()
+    try:
+        q.processAllAvailable()
+        offsets = sorted(os.listdir(ckpt / "offsets"))
+        idle.clear()
+        enough.clear()
+        assert enough.wait(180), f"only {len(idle)} idle triggers"
+        assert q.exception() is None
+        assert sorted(os.listdir(ckpt / "offsets")) == offsets
+    finally:
+        q.stop()
+        spark.streams.removeListener(listener)
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
+    assert len(idle) >= 20
+    assert len(_check_exactly_once(spark, root, sink)) == 30
+
+
 def _active_base(d: Path) -> int:
     return max(int(f.name.split(".")[0]) for f in d.glob("*.log"))
 
