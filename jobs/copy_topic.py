@@ -40,13 +40,15 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+
+from spark_kafkalog import jobkit
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 MAP_COLUMNS = ("topic", "partition", "offset", "new_topic", "new_partition", "new_offset")
 
 
-class BadInput(Exception):
+class BadInput(jobkit.JobInputError):
     """A problem with the job's arguments or the log dirs, found before copying."""
 
 
@@ -62,13 +64,11 @@ class TopicPlan:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        prog="copy_topic.py", description=__doc__.split("\n\n")[0],
-        epilog="Example (restore one day of 'orders' under a new name, lz4-compressed):\n"
-               "  spark-submit jobs/copy_topic.py --path sample/kafka-logs --output "
-               "out/restored --topic events --rename events=events-restored \\\n"
-               "      --from 2024-01-01T00:00:00Z --to 2024-01-02T00:00:00Z --codec lz4",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = jobkit.parser(
+        "copy_topic.py", __doc__,
+        example="spark-submit jobs/copy_topic.py --path sample/kafka-logs --output "
+                "out/restored --topic events \\\n      --rename events=events-restored "
+                "--from 2024-01-01T00:00:00Z --to 2024-01-02T00:00:00Z --codec lz4")
     ap.add_argument("--path", required=True,
                     help="source log dir(s): a broker's log.dirs entry or a copy of it "
                          "(comma-separated; local path or any pyarrow.fs URI)")
@@ -119,8 +119,6 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "(Parquet; replaced)")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="any other kafkalog read option (repeatable)")
-    ap.add_argument("--summary-json", metavar="FILE",
-                    help="also write the summary to this JSON file")
     args = ap.parse_args(argv)
     if not args.topic and not args.topic_pattern:
         ap.error("give --topic or --topic-pattern")
@@ -134,25 +132,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 # ---- argument values -----------------------------------------------------------------------
-def parse_time(text: str, flag: str) -> int:
-    """``text`` as epoch milliseconds: an integer, or ISO-8601 (naive means UTC)."""
-    t = text.strip()
-    if re.fullmatch(r"-?\d+", t):
-        return int(t)
-    try:
-        dt = datetime.fromisoformat(t.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise BadInput(f"{flag}: {text!r} is neither ISO-8601 time nor epoch "
-                       "milliseconds") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return round(dt.timestamp() * 1000)
-
-
 def time_window(args: argparse.Namespace) -> tuple[int | None, int | None]:
     """``[--from, --to)`` in epoch milliseconds (None: unbounded)."""
-    return (None if args.time_from is None else parse_time(args.time_from, "--from"),
-            None if args.time_to is None else parse_time(args.time_to, "--to"))
+    lo, hi = args.time_from, args.time_to
+    return (None if lo is None else jobkit.parse_time_ms(lo, "--from"),
+            None if hi is None else jobkit.parse_time_ms(hi, "--to"))
 
 
 def parse_partition_list(text: str) -> list[int]:
@@ -302,11 +286,7 @@ def reader_options(args: argparse.Namespace, plan: TopicPlan) -> dict[str, str]:
     if start:
         opts["startingOffsets"] = json.dumps(
             {plan.source: {str(p): o for p, o in start.items() if p in plan.ending}})
-    for item in args.option:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise BadInput(f"--option expects KEY=VALUE, got {item!r}")
-        opts[key.strip()] = value
+    opts.update(jobkit.parse_kv(args.option, "--option"))
     return opts
 
 
@@ -346,8 +326,6 @@ def source_frame(spark, args: argparse.Namespace, plan: TopicPlan):
 
 def _utc(ms: int) -> datetime:
     """A timestamp literal Spark pushes down as it is (exact to the microsecond)."""
-    from datetime import timedelta
-
     return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms)
 
 
@@ -430,11 +408,8 @@ def _metrics():
             F.collect_set(F.col("partition")).alias("partitions"))
 
 
-def _iso_ms(ms) -> str | None:
-    if ms is None:
-        return None
-    dt = datetime.fromtimestamp(ms // 1000, tz=timezone.utc)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+def _iso(ms) -> str | None:
+    return None if ms is None else jobkit.iso_ms(ms)
 
 
 def _log_bytes(output: str, topic: str) -> int:
@@ -485,54 +460,44 @@ def run(spark, args: argparse.Namespace, progress=None, plans=None) -> dict:
     return {
         "output": args.output, "rows": rows, "topics": len(topics),
         "partitions": sum(t["partitions_with_rows"] for t in topics),
-        "first_timestamp": _iso_ms(min(firsts)) if firsts else None,
-        "last_timestamp": _iso_ms(max(lasts)) if lasts else None,
+        "first_timestamp": _iso(min(firsts)) if firsts else None,
+        "last_timestamp": _iso(max(lasts)) if lasts else None,
         "bytes": sum(t["bytes"] for t in topics),
         "seconds": round(seconds, 3),
-        "rows_per_second": round(rows / seconds) if seconds > 0 else None,
+        "rows_per_second": jobkit.rate(rows, seconds),
         "offset_map": args.offset_map,
         "per_topic": [{k: v for k, v in t.items() if k not in ("first", "last")}
-                      | {"first_timestamp": _iso_ms(t["first"]),
-                         "last_timestamp": _iso_ms(t["last"])} for t in topics],
+                      | {"first_timestamp": _iso(t["first"]),
+                         "last_timestamp": _iso(t["last"])} for t in topics],
     }
 
 
 def summary_line(s: dict) -> str:
-    def n(k, noun):
-        return f"{k:,} {noun}{'' if k == 1 else 's'}"
-
     kept = [t for t in s["per_topic"] if t["offsets"] == "preserved"]
     how = ("offsets kept" if len(kept) == len(s["per_topic"]) else
            "re-partitioned, new offsets" if not kept else "some re-partitioned")
-    return (f"copied {n(s['rows'], 'row')} from {n(s['partitions'], 'partition')} "
-            f"({n(s['topics'], 'topic')}, {s['first_timestamp']} .. {s['last_timestamp']}, "
-            f"{how}) to {s['output']}: {s['bytes'] / 1e6:,.1f} MB in {s['seconds']:.1f}s "
+    return (f"copied {jobkit.plural(s['rows'], 'row')} from "
+            f"{jobkit.plural(s['partitions'], 'partition')} "
+            f"({jobkit.plural(s['topics'], 'topic')}, {s['first_timestamp']} .. "
+            f"{s['last_timestamp']}, {how}) to {s['output']}: "
+            f"{jobkit.human_bytes(s['bytes'])} in {s['seconds']:.1f}s "
             f"({s['rows_per_second'] or 0:,} rows/s)")
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from pyspark.sql import SparkSession
+    plans = plan_topics(args)           # no Spark needed: bad input fails fast
 
     def say(msg):
-        print(f"copy_topic: {msg}", file=sys.stderr, flush=True)
+        if args.progress:
+            print(f"copy_topic: {msg}", file=sys.stderr, flush=True)
 
-    try:
-        plans = plan_topics(args)       # no Spark needed: bad input fails fast
-    except BadInput as err:
-        print(f"copy_topic: {err}", file=sys.stderr)
-        return 2
-    spark = SparkSession.builder.appName("kafkalog-copy-topic").getOrCreate()
-    try:
+    with jobkit.spark_session("kafkalog-copy-topic") as spark, \
+            jobkit.SparkProgress(spark, "copy_topic", enabled=args.progress):
         summary = run(spark, args, say, plans)
-    finally:
-        spark.stop()
-    print(summary_line(summary))
-    if args.summary_json:
-        with open(args.summary_json, "w") as fh:
-            json.dump(summary, fh, indent=1)
+    jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(jobkit.run("copy_topic", main))

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs import copy_topic
+from spark_kafkalog import jobkit
 from spark_kafkalog.cli import main as kafkalog_main
 from spark_kafkalog.log import LogDirs, read_checkpoint
 from tests.conftest import REPO
@@ -112,7 +113,7 @@ def test_time_window_is_exact_and_keeps_offsets(spark, tmp_path):
     out = str(tmp_path / "out")
     summary = _copy(spark, "--path", str(tmp_path / "src"), "--output", out,
                     "--topic", "clicks", "--from", "2023-11-14T22:13:33Z", "--to", str(hi))
-    assert copy_topic.parse_time("2023-11-14T22:13:33Z", "--from") == lo
+    assert jobkit.parse_time_ms("2023-11-14T22:13:33Z", "--from") == lo
     expected = sorted(
         (r for p in parts for r in _rows(p.expected_table().select(COLUMNS))
          if lo <= round(r[4].timestamp() * 1000) < hi), key=lambda r: (r[2], r[3]))
