@@ -9,7 +9,7 @@ What is copied: the selected topics (``--topic``, repeatable, or ``--topic-patte
 regex matched against whole names like Spark's ``subscribePattern``; internal topics only
 by name), partitions (``--partition``), an offset range (``--start-offset``/``--end-offset``
 or Kafka's offsets JSON) and a time window ``[--from, --to)``: exactly the records with
-``from <= timestamp < to`` (records without a timestamp are outside every window).
+``from <= timestamp < to`` (records without a timestamp, -1, are in no window).
 Transactions are resolved as a ``read_committed`` consumer sees them (aborted records and
 markers are left out, their offsets stay gaps) unless ``--isolation-level
 read_uncommitted``; the copy holds plain, non-transactional batches.
@@ -317,8 +317,10 @@ def source_frame(spark, args: argparse.Namespace, plan: TopicPlan):
     if args.end_offset is not None:
         df = df.where(F.col("offset") < F.lit(args.end_offset))
     lo, hi = time_window(args)
+    if hi is not None and lo is None:
+        lo = 0          # a record without a timestamp (-1, NO_TIMESTAMP) is in no window
     if lo is not None:
-        df = df.where(F.col("timestamp") >= F.lit(_utc(lo)))
+        df = df.where(F.col("timestamp") >= F.lit(_utc(max(lo, 0))))
     if hi is not None:
         df = df.where(F.col("timestamp") < F.lit(_utc(hi)))
     return df
@@ -403,6 +405,7 @@ def _metrics():
     from pyspark.sql import functions as F
 
     ts = F.unix_millis(F.col("timestamp"))
+    ts = F.when(ts >= 0, ts)                    # -1: the record has no timestamp
     return (F.count(F.lit(1)).alias("rows"), F.min(ts).alias("first"),
             F.max(ts).alias("last"),
             F.collect_set(F.col("partition")).alias("partitions"))

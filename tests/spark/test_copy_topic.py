@@ -212,7 +212,7 @@ def test_repartitioned_copy_and_its_offset_map(spark, keyed, tmp_path):
     out, mapping = str(tmp_path / "out"), str(tmp_path / "map")
     summary = _copy(spark, "--path", src, "--output", out, "--topic", "orders",
                     "--rename", "orders=orders5", "--partitions", "5", "--codec", "zstd",
-                    "--offset-map", mapping, "--summary-json", str(tmp_path / "s.json"))
+                    "--offset-map", mapping)
     src_rows = {(r[2], r[3]): r for p in truth.values() for r in _expected(p)}
     assert summary["rows"] == len(src_rows) and summary["partitions"] == 5
     got = _rows(_read(spark, out, "orders5"))
@@ -268,6 +268,28 @@ def test_existing_destination_topic_is_refused(rich, tmp_path):
     with pytest.raises(copy_topic.BadInput, match="already exists"):
         copy_topic.plan_topics(copy_topic.parse_args(
             ["--path", src, "--output", src, "--topic", p.topic]))
+
+
+def test_job_prints_its_summary_and_writes_it_as_json(rich, tmp_path):
+    src, p = rich
+    out, js = tmp_path / "out", tmp_path / "summary.json"
+    proc = subprocess.run([sys.executable, str(REPO / "jobs" / "copy_topic.py"),
+                           "--path", src, "--output", str(out), "--topic", p.topic,
+                           "--codec", "gzip", "--summary-json", str(js)],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rows = len(_expected(p))
+    (line,) = proc.stdout.splitlines()
+    assert line.startswith(f"copied {rows} rows from 1 partition (1 topic, ") and \
+        "offsets kept" in line and "rows/s" in line
+    s = json.loads(js.read_text())
+    assert s["rows"] == rows and s["partitions"] == 1 and s["topics"] == 1
+    assert s["bytes"] == sum(f.stat().st_size for f in out.rglob("*.log"))
+    ts = [t for t in (r[4].timestamp() * 1000 for r in _expected(p)) if t >= 0]
+    assert s["first_timestamp"] == jobkit.iso_ms(round(min(ts)))
+    assert s["last_timestamp"] == jobkit.iso_ms(round(max(ts)))
+    assert s["rows_per_second"] > 0 and s["per_topic"][0]["offsets"] == "preserved"
+    assert "copy_topic: [1/1]" in proc.stderr
 
 
 def test_help_has_an_example_and_needs_no_spark():
