@@ -27,7 +27,9 @@ records keep their order (so every key's records do, when the key lived in one s
 partition, as Kafka's partitioner puts it), and partitions are interleaved by time.
 
 ``--rename old=new`` gives a topic a new name; ``--codec``/``--level``/``--batch-size``
-recompress and rebatch. A destination topic must not exist yet. Each topic lands whole or
+recompress and rebatch. ``partition.metadata`` (the topic id) is written only when asked
+(``--topic-id``, ``--keep-topic-id``): a broker writes it itself when it takes the
+partition, and refuses one that names another id than its cluster's topic. A destination topic must not exist yet. Each topic lands whole or
 not at all (the writer's journal). ``--offset-map DIR`` writes Parquet, one row per copied
 record: ``topic, partition, offset, new_topic, new_partition, new_offset`` (what
 ``jobs/consumer_offsets.py --translate`` reads); DIR is replaced.
@@ -61,6 +63,7 @@ class TopicPlan:
     partition_count: int             # of the source topic (highest partition + 1)
     repartition: int | None          # new partition count, None: partitions kept
     ending: dict = field(default_factory=dict)     # partition -> pinned ending offset
+    topic_id: str | None = None      # written to partition.metadata, None: not written
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -112,6 +115,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "1 MiB)")
     ap.add_argument("--segment-bytes", metavar="BYTES",
                     help="segment size (Kafka's segment.bytes; default 1 GiB)")
+    ids = ap.add_mutually_exclusive_group()
+    ids.add_argument("--topic-id", metavar="UUID",
+                     help="write partition.metadata with this topic id (Kafka's base64 "
+                          "form, as kafka-topics.sh --describe shows it) into every "
+                          "partition of the copy; one topic only")
+    ids.add_argument("--keep-topic-id", action="store_true",
+                     help="give each copied topic the topic id of its source's "
+                          "partition.metadata (restoring into the same cluster)")
     ap.add_argument("--no-fsync", action="store_true",
                     help="do not fsync the copy before it is committed")
     ap.add_argument("--offset-map", metavar="DIR",
@@ -253,8 +264,58 @@ def plan_topics(args: argparse.Namespace) -> list[TopicPlan]:
             if p in ending and off >= 0:
                 ending[p] = min(ending[p], off)
         repartition = args.partitions if args.partitions not in (None, count) else None
-        plans.append(TopicPlan(topic, target, parts, count, repartition, ending))
+        plans.append(TopicPlan(topic, target, parts, count, repartition, ending,
+                               _topic_id(args, src, topic, target)))
+    if args.topic_id and len(plans) > 1:
+        raise BadInput("--topic-id names the id of one topic; this copy writes "
+                       f"{len(plans)} topics")
     return plans
+
+
+def _topic_id(args: argparse.Namespace, src, topic: str, target: str) -> str | None:
+    """The topic id the copy's partition.metadata gets (see --topic-id/--keep-topic-id)."""
+    if args.topic_id:
+        return check_topic_id(args.topic_id, "--topic-id")
+    if not args.keep_topic_id:
+        return None
+    if target != topic:
+        raise BadInput(f"--keep-topic-id: {topic} is renamed to {target}, which Kafka "
+                       "knows as another topic with its own id")
+    found = set()
+    for p in src.partitions(topic):
+        path = f"{p.path}/partition.metadata"
+        try:
+            with src.filesystem.open_input_stream(path) as fh:
+                text = fh.read(4096).decode("utf-8", "replace")
+        except FileNotFoundError:
+            continue
+        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        if fields.get("version") != "0" or "topic_id" not in fields:
+            raise BadInput(f"--keep-topic-id: {path} is not a version 0 partition.metadata")
+        found.add(check_topic_id(fields["topic_id"], path))
+    if len(found) > 1:
+        raise BadInput(f"--keep-topic-id: the partitions of {topic} name several topic ids "
+                       f"{sorted(found)}")
+    return found.pop() if found else None
+
+
+def check_topic_id(text: str, where: str) -> str:
+    """A Kafka topic id as ``Uuid.toString`` writes it: 16 bytes in URL-safe base64
+    without padding, not the reserved all-zero or metadata-topic ids."""
+    import base64
+
+    try:
+        raw = base64.urlsafe_b64decode(text + "==")
+    except ValueError:
+        raw = b""
+    if len(text) != 22 or len(raw) != 16 or \
+            base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != text:
+        raise BadInput(f"{where}: {text!r} is not a Kafka topic id (22 characters of "
+                       "URL-safe base64, e.g. vqSmEBIuSwm33bh8npzjMw)")
+    if raw in (bytes(16), bytes(15) + b"\x01"):
+        raise BadInput(f"{where}: {text!r} is a reserved topic id")
+    return text
 
 
 def _existing_topics(output: str) -> set[str]:
@@ -415,6 +476,21 @@ def _iso(ms) -> str | None:
     return None if ms is None else jobkit.iso_ms(ms)
 
 
+def write_partition_metadata(output: str, topic: str, topic_id: str) -> None:
+    """``partition.metadata`` (Kafka's ``PartitionMetadataFile``: version 0 and the topic
+    id) in every partition dir of ``topic``, each written whole (temp file, rename)."""
+    from spark_kafkalog.log import LogDirs
+
+    logdirs = LogDirs(output, include_internal=True)
+    fs = logdirs.filesystem
+    data = f"version: 0\ntopic_id: {topic_id}".encode()
+    for p in logdirs.partitions(topic):
+        tmp = f"{p.path}/partition.metadata.tmp"
+        with fs.open_output_stream(tmp) as fh:
+            fh.write(data)
+        fs.move(tmp, f"{p.path}/partition.metadata")
+
+
 def _log_bytes(output: str, topic: str) -> int:
     from spark_kafkalog.log import LogDirs
 
@@ -429,6 +505,8 @@ def copy_topic(spark, args: argparse.Namespace, plan: TopicPlan) -> dict:
     df = copy_frame(spark, args, plan).observe(obs, *_metrics())
     df.write.format("kafkalog").options(**writer_options(args, plan)).mode("append").save()
     m = obs.get
+    if plan.topic_id:
+        write_partition_metadata(args.output, plan.target, plan.topic_id)
     return {"topic": plan.source, "new_topic": plan.target,
             "offsets": "preserved" if plan.repartition is None else "assigned",
             "partitions": plan.repartition or plan.partition_count,

@@ -243,6 +243,29 @@ def test_real_broker_topic_copied_with_offsets_equals_its_read(spark, real_broke
     _verify_clean(out)
 
 
+def test_topic_id_kept_or_given_in_partition_metadata(spark, real_broker, tmp_path):
+    src = real_broker / "seanorth-kafka-server"
+    out = tmp_path / "out"
+    _copy(spark, "--path", str(src), "--output", str(out), "--topic", "some-topic",
+          "--keep-topic-id")
+    assert (out / "some-topic-0" / "partition.metadata").read_bytes() == \
+        (src / "some-topic-0" / "partition.metadata").read_bytes()
+    _copy(spark, "--path", str(src), "--output", str(out), "--topic", "some-topic",
+          "--rename", "some-topic=other", "--topic-id", "B3_HiNPgSQ6oxG9ZZ6ED5A",
+          "--partitions", "2")
+    for q in (0, 1):
+        assert (out / f"other-{q}" / "partition.metadata").read_text() == \
+            "version: 0\ntopic_id: B3_HiNPgSQ6oxG9ZZ6ED5A"
+    assert not (out / "other-0" / "partition.metadata.tmp").exists()
+    for argv, words in [(["--keep-topic-id", "--rename", "some-topic=x"], "renamed"),
+                        (["--topic-id", "AAAAAAAAAAAAAAAAAAAAAA"], "reserved"),
+                        (["--topic-id", "not-an-id"], "not a Kafka topic id")]:
+        with pytest.raises(copy_topic.BadInput, match=words):
+            copy_topic.plan_topics(copy_topic.parse_args(
+                ["--path", str(src), "--output", str(tmp_path / "o2"),
+                 "--topic", "some-topic", *argv]))
+
+
 # ---- bad input ----------------------------------------------------------------------------
 
 def test_bad_input_is_one_line_and_exit_2(rich, tmp_path):
