@@ -557,10 +557,11 @@ def summary_line(s: dict) -> str:
     kept = [t for t in s["per_topic"] if t["offsets"] == "preserved"]
     how = ("offsets kept" if len(kept) == len(s["per_topic"]) else
            "re-partitioned, new offsets" if not kept else "some re-partitioned")
+    span = (f"{s['first_timestamp']} .. {s['last_timestamp']}" if s["first_timestamp"]
+            else "no timestamps")
     return (f"copied {jobkit.plural(s['rows'], 'row')} from "
             f"{jobkit.plural(s['partitions'], 'partition')} "
-            f"({jobkit.plural(s['topics'], 'topic')}, {s['first_timestamp']} .. "
-            f"{s['last_timestamp']}, {how}) to {s['output']}: "
+            f"({jobkit.plural(s['topics'], 'topic')}, {span}, {how}) to {s['output']}: "
             f"{jobkit.human_bytes(s['bytes'])} in {s['seconds']:.1f}s "
             f"({s['rows_per_second'] or 0:,} rows/s)")
 
