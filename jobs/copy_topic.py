@@ -106,7 +106,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="write topic OLD as NEW (repeatable)")
     ap.add_argument("--partitions", type=int, metavar="N",
                     help="re-partition every copied topic to N partitions by key "
-                         "(new offsets); default: keep partitions and offsets")
+                         "(new offsets); a topic that has N partitions already keeps its "
+                         "partitions and offsets (the default for all)")
     ap.add_argument("--codec", default="none", choices=CODECS,
                     help="compression of the copy (default none)")
     ap.add_argument("--level", type=int, help="compression level (gzip, lz4, zstd)")
@@ -246,6 +247,13 @@ def plan_topics(args: argparse.Namespace) -> list[TopicPlan]:
                        "copy into a new topic (--rename) or remove it first")
     wanted = parse_partition_list(args.partition) if args.partition else None
     user_end = _offsets_json(args.ending_offsets, "--ending-offsets")
+    for flag, given in (("--starting-offsets",
+                         _offsets_json(args.starting_offsets, "--starting-offsets")),
+                        ("--ending-offsets", user_end)):
+        stray = sorted(set(given) - set(topics))
+        if stray:
+            raise BadInput(f"{flag} names {', '.join(stray)}, which this copy does not "
+                           f"copy (it copies {', '.join(topics)})")
     try:
         latest = latest_offsets(src, topics, isolation_level=args.isolation_level)
     except KafkaLogError as err:
@@ -345,8 +353,9 @@ def reader_options(args: argparse.Namespace, plan: TopicPlan) -> dict[str, str]:
                                                        in plan.ending.items()}})}
     start = _offsets_json(args.starting_offsets, "--starting-offsets").get(plan.source)
     if start:
+        # every copied partition named: the ones the user left out start at the earliest
         opts["startingOffsets"] = json.dumps(
-            {plan.source: {str(p): o for p, o in start.items() if p in plan.ending}})
+            {plan.source: {str(p): start.get(p, -2) for p in plan.ending}})
     opts.update(jobkit.parse_kv(args.option, "--option"))
     return opts
 

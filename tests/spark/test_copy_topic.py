@@ -124,6 +124,23 @@ def test_time_window_is_exact_and_keeps_offsets(spark, tmp_path):
     _verify_clean(out)
 
 
+def test_partitions_and_offset_ranges_select_exactly(spark, keyed, tmp_path):
+    src, truth = keyed
+    rows = {n: _expected(p) for n, p in truth.items()}
+    out = str(tmp_path / "a")
+    _copy(spark, "--path", src, "--output", out, "--topic", "orders", "--partition", "0,2",
+          "--start-offset", "100", "--end-offset", "300")
+    assert _rows(_read(spark, out, "orders")) == \
+        [r for n in (0, 2) for r in rows[n] if 100 <= r[3] < 300]
+    out = str(tmp_path / "b")
+    _copy(spark, "--path", src, "--output", out, "--topic", "orders",
+          "--starting-offsets", '{"orders":{"1":250}}', "--ending-offsets",
+          '{"orders":{"0":10,"1":-1}}')
+    assert _rows(_read(spark, out, "orders")) == \
+        [r for r in rows[0] if r[3] < 10] + [r for r in rows[1] if r[3] >= 250] + rows[2]
+    _verify_clean(out)
+
+
 # ---- re-partitioning ----------------------------------------------------------------------
 
 def java_partition(key: bytes, n: int) -> int:
@@ -276,6 +293,8 @@ def test_bad_input_is_one_line_and_exit_2(rich, tmp_path):
         (["--topic", p.topic, "--rename", "other=x"], "--rename"),
         (["--topic", p.topic, "--rename", f"{p.topic}=bad name"], "legal Kafka topic"),
         (["--topic", p.topic, "--partition", "7"], "--partition"),
+        (["--topic", p.topic, "--ending-offsets", '{"other":{"0":5}}'], "does not copy"),
+        (["--topic", p.topic, "--from", "2024-01-02", "--to", "2024-01-01"], "is empty"),
     ]
     for extra, words in cases:
         proc = subprocess.run([sys.executable, str(REPO / "jobs" / "copy_topic.py"),
