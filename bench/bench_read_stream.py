@@ -66,13 +66,15 @@ def idle_poll_ms(work: Path, partitions: int, polls: int = 200) -> tuple[float, 
 
 def register_floor_source(spark) -> None:
     """A streaming source with the same pyspark interfaces as ours that reads nothing:
-    ``batches`` micro-batches of no rows under AvailableNow, one per trigger."""
-    from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+    ``batches`` micro-batches under AvailableNow, one per trigger, each of ``tasks``
+    input partitions that yield no rows (so each trigger runs a Spark job of as many
+    Python tasks as ours)."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
     from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
     class FloorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-        def __init__(self, batches):
-            self.batches = batches
+        def __init__(self, batches, tasks):
+            self.batches, self.tasks = batches, tasks
 
         def initialOffset(self):
             return {"n": 0}
@@ -87,7 +89,7 @@ def register_floor_source(spark) -> None:
             return {"n": min(start["n"] + 1, self.batches)}
 
         def partitions(self, start, end):
-            return []
+            return [InputPartition(i) for i in range(self.tasks)]
 
         def read(self, partition):
             return iter(())
@@ -101,7 +103,8 @@ def register_floor_source(spark) -> None:
             return "value binary"
 
         def streamReader(self, schema):
-            return FloorReader(int(self.options.get("batches", "1")))
+            return FloorReader(int(self.options.get("batches", "1")),
+                               int(self.options.get("tasks", "1")))
 
     spark.dataSource.register(FloorSource)
 
@@ -173,7 +176,8 @@ def main(argv=None) -> int:
             runs[0] += 1
             ckpt = work / f"ckpt-{runs[0]}"
             q = spark.readStream.format("kafkalog_bench_floor") \
-                .option("batches", str(micro_batches)).load() \
+                .option("batches", str(micro_batches)) \
+                .option("tasks", str(args.partitions)).load() \
                 .writeStream.format("noop").option("checkpointLocation", str(ckpt)) \
                 .trigger(availableNow=True).start()
             q.awaitTermination()

@@ -80,8 +80,9 @@ cdef extern from *:
     void kl_copy_field(uint8_t* d, const uint8_t* s, size_t n) nogil
     int kl_bytes_reset_hash(PyObject* o)
 
-from spark_kafkalog.errors import InternalError, InvalidOptionError
+from spark_kafkalog.errors import BadRowError, InternalError, InvalidOptionError
 from spark_kafkalog.format._wire cimport (
+    ATTR_TIMESTAMP_TYPE,
     LOG_OVERHEAD, MAGIC_POS, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP,
     OFFSET_POS,
     SIZE_POS, V2_ATTRIBUTES_POS, V2_BASE_SEQUENCE_POS, V2_BASE_TIMESTAMP_POS, V2_CRC_POS,
@@ -500,6 +501,11 @@ cdef class Encoder:
     cdef int64_t* ts_ms      # per record, epoch ms
     cdef int32_t* fixed      # per record body size minus the two deltas' varints
     cdef object _keep
+    # given offsets (offsets="preserve" in encode.py): per row, then per record
+    cdef const int64_t* row_off      # NULL: offsets are assigned (0, 1, 2, ...)
+    cdef const uint8_t* row_lat      # NULL: every record CreateTime; else 1 = LogAppendTime
+    cdef int64_t* rec_off            # per record (output position)
+    cdef uint8_t* lat                # per record, or NULL
     # plan
     cdef int64_t nbatches
     cdef int64_t* starts     # nbatches + 1 record indices
@@ -523,9 +529,15 @@ cdef class Encoder:
         self.idx = NULL
         self.chunks = NULL
         self.nchunks = 0
+        self.row_off = NULL
+        self.row_lat = NULL
+        self.rec_off = NULL
+        self.lat = NULL
 
     def __dealloc__(self):
         free(self.chunks)
+        free(self.rec_off)
+        free(self.lat)
         free(self.ts_ms)
         free(self.fixed)
         free(self.starts)
@@ -536,7 +548,7 @@ cdef class Encoder:
 
     def __init__(self, list chunks, bint value64, bint key64, bint ts_int32,
                  int64_t ts_mul, int64_t ts_div, bint headers64, bint hkey64, bint hval64,
-                 rows=None):
+                 rows=None, row_offsets=None, row_lat=None):
         """``chunks``: the columns as runs of rows, a list of ``(value, key, timestamps,
         headers, hkey, hval)`` tuples of equally long arrays, already normalised by
         encode.py: value/key binary or large_binary (or None), timestamps int64/int32
@@ -548,8 +560,17 @@ cdef class Encoder:
         ``rows``: None (write every row, in order) or a C-contiguous int64 numpy array
         of row numbers, each already checked to be in [0, rows in all chunks): the
         records written are those rows, in that order (output position ``i`` reads row
-        ``rows[i]``)."""
+        ``rows[i]``).
+
+        ``row_offsets``: None (offsets are assigned in output order) or a C-contiguous
+        int64 array, the offset of every row (checked >= 0 by the caller): records keep
+        those offsets (a batch's records carry offset deltas from its first; the
+        offsets must increase strictly, which ``plan`` checks). ``row_lat``: None or a
+        uint8 array, 1 for a row whose timestamp type is LogAppendTime (its batch gets
+        the attribute and holds only records of that one timestamp)."""
         cdef const int64_t[::1] ix
+        cdef const int64_t[::1] ov
+        cdef const uint8_t[::1] lv
         cdef int64_t k, total = 0, m
         cdef Chunk* ch
         self.nchunks = len(chunks)
@@ -606,7 +627,19 @@ cdef class Encoder:
             ix = rows
             self.n = ix.shape[0]
             self.idx = &ix[0] if ix.shape[0] > 0 else NULL
-        self._keep = (chunks, rows)
+        if row_offsets is not None:
+            ov = row_offsets
+            if ov.shape[0] != total:
+                raise InternalError("row_offsets and the columns differ in length")
+            self.row_off = &ov[0] if total else NULL
+        if row_lat is not None:
+            if row_offsets is None:
+                raise InternalError("row_lat needs row_offsets")
+            lv = row_lat
+            if lv.shape[0] != total:
+                raise InternalError("row_lat and the columns differ in length")
+            self.row_lat = &lv[0] if total else NULL
+        self._keep = (chunks, rows, row_offsets, row_lat)
 
     @cython.final
     cdef inline const Chunk* _chunk(self, int64_t r, int64_t* cur) noexcept nogil:
@@ -645,6 +678,14 @@ cdef class Encoder:
             self.fixed = <int32_t*>malloc(self.n * sizeof(int32_t))
             if self.ts_ms == NULL or self.fixed == NULL:
                 raise MemoryError()
+            if self.row_off != NULL:
+                self.rec_off = <int64_t*>malloc(self.n * sizeof(int64_t))
+                if self.rec_off == NULL:
+                    raise MemoryError()
+            if self.row_lat != NULL:
+                self.lat = <uint8_t*>malloc(self.n)
+                if self.lat == NULL:
+                    raise MemoryError()
             if self.n * sizeof(int64_t) >= (4 << 20):
                 kl_hint_hugepages(self.ts_ms, self.n * sizeof(int64_t))
                 kl_hint_hugepages(self.fixed, self.n * sizeof(int32_t))
@@ -682,6 +723,10 @@ cdef class Encoder:
             ch = self._chunk(r, &cur)
             l = r - ch.row0          # row within the chunk
             hl = &ch.headers
+            if self.rec_off != NULL:
+                self.rec_off[i] = self.row_off[r]
+            if self.lat != NULL:
+                self.lat[i] = self.row_lat[r]
             # timestamp
             if ch.ts_present and _valid(ch.ts_validity, ch.ts_offset + l):
                 if self.ts_int32:
@@ -751,17 +796,53 @@ cdef class Encoder:
 
     # ---- pass 2 ---------------------------------------------------------------------
     @cython.final
+    cdef inline int64_t _ord(self, int64_t i) noexcept nogil:
+        """Record ``i``'s offset relative to the call's base offset: its given offset,
+        or its position when offsets are assigned."""
+        return self.rec_off[i] if self.rec_off != NULL else i
+
+    @cython.final
+    cdef inline int _attr(self, int64_t i) noexcept nogil:
+        """The timestamp-type attribute bit of the batch starting with record ``i``."""
+        return ATTR_TIMESTAMP_TYPE if self.lat != NULL and self.lat[i] else 0
+
+    @cython.final
+    cdef inline bint _must_cut(self, int64_t first, int64_t i, int64_t first_ord,
+                               int64_t ord_i) noexcept nogil:
+        """Whether record ``i`` cannot join the batch whose first record is ``first``:
+        its offset delta would overflow an int32, or its timestamp type differs, or both
+        are LogAppendTime with different timestamps (a LogAppendTime batch gives every
+        record its maxTimestamp)."""
+        if ord_i - first_ord > INT32_MAX_:
+            return True
+        if self.lat != NULL and (self.lat[i] != self.lat[first] or (
+                self.lat[i] and self.ts_ms[i] != self.ts_ms[first])):
+            return True
+        return False
+
+    @cython.final
     cdef inline int64_t _record_size(self, int64_t i, int64_t base_ts,
                                      int64_t batch_start) noexcept nogil:
         cdef int64_t body = (self.fixed[i] + _varlong_size(self.ts_ms[i] - base_ts)
-                             + _varint_size(i - batch_start))
+                             + _varint_size(self._ord(i) - self._ord(batch_start)))
         return _varint_size(body) + body
+
+    cdef _order_error(self, int64_t i, int64_t prev, int64_t part=-1):
+        """BadRowError: record ``i``'s offset does not exceed record ``prev``'s (of
+        partition ``part``, when the encoder partitions)."""
+        r = self.idx[i] if self.idx != NULL else i
+        q = self.idx[prev] if self.idx != NULL else prev
+        where = f"partition {part}: " if part >= 0 else ""
+        return BadRowError(f"{where}offsets must increase strictly, but offset "
+                           f"{self.rec_off[i]} (row {r}) comes after offset "
+                           f"{self.rec_off[prev]} (row {q}) (column 'offset', rows in the "
+                           f"order written)")
 
     def plan(self, int64_t max_batch_bytes):
         """Cut the records into batches: a batch takes records while its uncompressed
         size (61-byte header + records) stays within ``max_batch_bytes``; a record that
         alone exceeds it gets a batch of its own. Returns the number of batches."""
-        cdef int64_t i, start, base_ts, size, rec, nb, cap
+        cdef int64_t i, start, base_ts, size, rec, nb, cap, bad = -1
         free(self.starts)
         free(self.rec_bytes)
         cap = 16
@@ -776,10 +857,15 @@ cdef class Encoder:
             base_ts = 0
             size = 0
             for i in range(self.n):
+                if self.rec_off != NULL and i > 0 and self.rec_off[i] <= self.rec_off[i - 1]:
+                    bad = i
+                    break
                 if i == start:
                     base_ts = self.ts_ms[i]
                 rec = self._record_size(i, base_ts, start)
-                if i > start and V2_HEADER_SIZE + size + rec > max_batch_bytes:
+                if i > start and (V2_HEADER_SIZE + size + rec > max_batch_bytes
+                                  or self._must_cut(start, i, self._ord(start),
+                                                    self._ord(i))):
                     if self._close_batch(&nb, &cap, start, size):
                         break
                     start = i
@@ -787,10 +873,12 @@ cdef class Encoder:
                     size = 0
                     rec = self._record_size(i, base_ts, start)
                 size += rec
-            if self.n > 0 and nb >= 0:
+            if self.n > 0 and nb >= 0 and bad < 0:
                 self._close_batch(&nb, &cap, start, size)
         if nb < 0:
             raise MemoryError()
+        if bad >= 0:
+            raise self._order_error(bad, bad - 1)
         self.starts[nb] = self.n
         self.nbatches = nb
         return nb
@@ -876,7 +964,8 @@ cdef class Encoder:
                 best = ts
                 best_row = i
             r = idx[i] if idx != NULL else i     # the row output position i writes
-            p = self._put_record(p, i, r, ts - base_ts, i - start, &cur)
+            p = self._put_record(p, i, r, ts - base_ts, self._ord(i) - self._ord(start),
+                                 &cur)
         max_ts[0] = best
         max_ts_row[0] = best_row
         return p
@@ -884,14 +973,15 @@ cdef class Encoder:
     @cython.final
     cdef void _write_header(self, uint8_t* p, int64_t base_offset, int64_t batch_length,
                             int32_t leader_epoch, int attributes, int64_t count,
-                            int64_t base_ts, int64_t max_ts) noexcept nogil:
+                            int64_t last_delta, int64_t base_ts,
+                            int64_t max_ts) noexcept nogil:
         _be64(p + OFFSET_POS, base_offset)
         _be32(p + SIZE_POS, batch_length)
         _be32(p + V2_PARTITION_LEADER_EPOCH_POS, leader_epoch)
         p[MAGIC_POS] = 2
         _be32(p + V2_CRC_POS, 0)     # filled in once the records are there
         _be16(p + V2_ATTRIBUTES_POS, attributes)
-        _be32(p + V2_LAST_OFFSET_DELTA_POS, count - 1)
+        _be32(p + V2_LAST_OFFSET_DELTA_POS, last_delta)
         _be64(p + V2_BASE_TIMESTAMP_POS, base_ts)
         _be64(p + V2_MAX_TIMESTAMP_POS, max_ts)
         _be64(p + V2_PRODUCER_ID_POS, NO_PRODUCER_ID)
@@ -975,8 +1065,10 @@ cdef class Encoder:
         h = out.base + at
         if plen:
             memcpy(h + V2_HEADER_SIZE, &v[0], plen)
-        self._write_header(h, base_offset + start, V2_HEADER_SIZE - LOG_OVERHEAD + plen,
-                           leader_epoch, attributes, end - start, self.ts_ms[start], max_ts)
+        self._write_header(h, base_offset + self._ord(start),
+                           V2_HEADER_SIZE - LOG_OVERHEAD + plen, leader_epoch,
+                           attributes | self._attr(start), end - start,
+                           self._ord(end - 1) - self._ord(start), self.ts_ms[start], max_ts)
         # the output is private to this range until finish(): filling in the CRC is
         # safe (the views are released before anything can resize it)
         if _HWCRC:
@@ -1056,8 +1148,10 @@ cdef class Encoder:
                                               &self.max_ts[b], &self.max_row[b])
         if q - (self.out_base + p) != size:
             return False
-        self._write_header(self.out_base + p, base_offset + start, size - LOG_OVERHEAD,
-                           leader_epoch, 0, end - start, self.ts_ms[start], self.max_ts[b])
+        self._write_header(self.out_base + p, base_offset + self._ord(start),
+                           size - LOG_OVERHEAD, leader_epoch, self._attr(start), end - start,
+                           self._ord(end - 1) - self._ord(start), self.ts_ms[start],
+                           self.max_ts[b])
         return True
 
     def uncompressed_index(self, int64_t base_offset):
@@ -1072,11 +1166,11 @@ cdef class Encoder:
         for b in range(nb):
             c[b] = self.pos[b]
             c[nb + b] = self.pos[b + 1] - self.pos[b]
-            c[2 * nb + b] = base_offset + self.starts[b]
-            c[3 * nb + b] = base_offset + self.starts[b + 1] - 1
+            c[2 * nb + b] = base_offset + self._ord(self.starts[b])
+            c[3 * nb + b] = base_offset + self._ord(self.starts[b + 1] - 1)
             c[4 * nb + b] = self.ts_ms[self.starts[b]]
             c[5 * nb + b] = self.max_ts[b]
-            c[6 * nb + b] = base_offset + self.max_row[b]
+            c[6 * nb + b] = base_offset + self._ord(self.max_row[b])
             k[b] = <int32_t>(self.starts[b + 1] - self.starts[b])
         view = memoryview(cols)
         return [bytes(view[i * nb * 8:(i + 1) * nb * 8]) for i in range(7)] + [bytes(counts)]
@@ -1103,9 +1197,11 @@ cdef class PartitionedEncoder(Encoder):
     cdef int64_t bcap
     cdef int64_t* b_part
     cdef int64_t* b_count
-    cdef int64_t* b_first    # its first record's ordinal in the partition
+    cdef int64_t* b_first    # its first record's ordinal in the partition (given offset)
     cdef int64_t* b_bytes    # bytes of its records
     cdef int64_t* b_ts       # its first record's timestamp (the batch's base)
+    cdef int64_t* b_span     # its lastOffsetDelta
+    cdef int64_t* b_attr     # its timestamp-type attribute bit
     cdef int64_t* lay        # laid-out position -> batch
     cdef int64_t* sec        # nparts + 1: partition p's batches are lay[sec[p]:sec[p + 1]]
     cdef int64_t* lpos       # nb + 1 byte positions, laid-out order
@@ -1122,6 +1218,8 @@ cdef class PartitionedEncoder(Encoder):
         self.b_first = NULL
         self.b_bytes = NULL
         self.b_ts = NULL
+        self.b_span = NULL
+        self.b_attr = NULL
         self.lay = NULL
         self.sec = NULL
         self.lpos = NULL
@@ -1134,6 +1232,8 @@ cdef class PartitionedEncoder(Encoder):
         free(self.b_first)
         free(self.b_bytes)
         free(self.b_ts)
+        free(self.b_span)
+        free(self.b_attr)
         free(self.lay)
         free(self.sec)
         free(self.lpos)
@@ -1169,9 +1269,9 @@ cdef class PartitionedEncoder(Encoder):
         return _varint_size(body) + body
 
     cdef int _close(self, int64_t part, int64_t first, int64_t count, int64_t size,
-                    int64_t base_ts) noexcept nogil:
+                    int64_t base_ts, int64_t span, int64_t attr) noexcept nogil:
         cdef int64_t cap
-        cdef int64_t* arrays[5]
+        cdef int64_t* arrays[7]
         cdef int k
         if self.nb == self.bcap:
             cap = self.bcap * 2 if self.bcap else 64
@@ -1190,7 +1290,13 @@ cdef class PartitionedEncoder(Encoder):
             arrays[4] = <int64_t*>realloc(self.b_ts, cap * sizeof(int64_t))
             if arrays[4] != NULL:
                 self.b_ts = arrays[4]
-            for k in range(5):
+            arrays[5] = <int64_t*>realloc(self.b_span, cap * sizeof(int64_t))
+            if arrays[5] != NULL:
+                self.b_span = arrays[5]
+            arrays[6] = <int64_t*>realloc(self.b_attr, cap * sizeof(int64_t))
+            if arrays[6] != NULL:
+                self.b_attr = arrays[6]
+            for k in range(7):
                 if arrays[k] == NULL:
                     return 1
             self.bcap = cap
@@ -1199,16 +1305,19 @@ cdef class PartitionedEncoder(Encoder):
         self.b_first[self.nb] = first
         self.b_bytes[self.nb] = size
         self.b_ts[self.nb] = base_ts
+        self.b_span[self.nb] = span
+        self.b_attr[self.nb] = attr
         if size > self._max_rec:
             self._max_rec = size
         self.nb += 1
         return 0
 
     def plan_partitioned(self, int64_t max_batch_bytes):
-        """Cut each partition's records into batches as :meth:`Encoder.plan` does.
-        Returns the number of batches."""
+        """Cut each partition's records into batches as :meth:`Encoder.plan` does (given
+        offsets must increase strictly within each partition). Returns the number of
+        batches."""
         cdef int64_t np_ = self.nparts
-        cdef int64_t i, p, rec
+        cdef int64_t i, p, rec, o, bad = -1, bad_prev = -1
         cdef int failed = 0
         if self.parts == NULL and self.n:
             raise InternalError("set_partitions first")
@@ -1217,45 +1326,70 @@ cdef class PartitionedEncoder(Encoder):
         cdef int64_t* bts = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
         cdef int64_t* first = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
         cdef int64_t* cnt = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
+        cdef int64_t* brow = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))
+        cdef int64_t* last = <int64_t*>calloc(max(np_, 1), sizeof(int64_t))   # its record
         try:
-            if k == NULL or size == NULL or bts == NULL or first == NULL or cnt == NULL:
+            if (k == NULL or size == NULL or bts == NULL or first == NULL or cnt == NULL
+                    or brow == NULL or last == NULL):
                 raise MemoryError()
             self.nb = 0
             self._max_rec = 0
             with nogil:
                 for i in range(self.n):
                     p = self.parts[i]
+                    o = self.rec_off[i] if self.rec_off != NULL else cnt[p]
+                    if self.rec_off != NULL and cnt[p] > 0 and o <= self.rec_off[last[p]]:
+                        bad = i
+                        bad_prev = last[p]
+                        break
                     if k[p] == 0:
                         bts[p] = self.ts_ms[i]
-                        first[p] = cnt[p]
-                    rec = self._rec_size(i, bts[p], k[p])
-                    if k[p] > 0 and V2_HEADER_SIZE + size[p] + rec > max_batch_bytes:
-                        if self._close(p, first[p], k[p], size[p], bts[p]):
+                        first[p] = o
+                        brow[p] = i
+                    rec = self._rec_size(i, bts[p], o - first[p])
+                    if k[p] > 0 and (V2_HEADER_SIZE + size[p] + rec > max_batch_bytes
+                                     or self._must_cut(brow[p], i, first[p], o)):
+                        if self._close(p, first[p], k[p], size[p], bts[p],
+                                       self._ord_p(last[p], cnt[p] - 1) - first[p],
+                                       self._attr(brow[p])):
                             failed = 1
                             break
                         k[p] = 0
                         size[p] = 0
                         bts[p] = self.ts_ms[i]
-                        first[p] = cnt[p]
+                        first[p] = o
+                        brow[p] = i
                         rec = self._rec_size(i, bts[p], 0)
                     size[p] += rec
                     k[p] += 1
                     cnt[p] += 1
-                if not failed:
+                    last[p] = i
+                if not failed and bad < 0:
                     for p in range(np_):
-                        if k[p] > 0 and self._close(p, first[p], k[p], size[p], bts[p]):
+                        if k[p] > 0 and self._close(p, first[p], k[p], size[p], bts[p],
+                                                    self._ord_p(last[p], cnt[p] - 1)
+                                                    - first[p], self._attr(brow[p])):
                             failed = 1
                             break
             if failed:
                 raise MemoryError()
+            if bad >= 0:
+                raise self._order_error(bad, bad_prev, self.parts[bad])
         finally:
             free(k)
             free(size)
             free(bts)
             free(first)
             free(cnt)
+            free(brow)
+            free(last)
         self.nbatches = self.nb
         return self.nb
+
+    cdef inline int64_t _ord_p(self, int64_t i, int64_t ordinal) noexcept nogil:
+        """Record ``i``'s offset (relative to the base) when it is the partition's
+        ``ordinal``-th record."""
+        return self.rec_off[i] if self.rec_off != NULL else ordinal
 
     def layout_partitioned(self):
         """Allocate the output (a ``bytes`` object that ``fill_partitioned`` fills) with
@@ -1329,8 +1463,9 @@ cdef class PartitionedEncoder(Encoder):
                     ts = self.ts_ms[i]
                     if k[p] == 0 or ts > best[p]:
                         best[p] = ts
-                        best_ord[p] = ordn[p]
-                    q = self._put_record(wp[p], i, i, ts - self.b_ts[b], k[p], &cur)
+                        best_ord[p] = self._ord_p(i, ordn[p])
+                    q = self._put_record(wp[p], i, i, ts - self.b_ts[b],
+                                         self._ord_p(i, ordn[p]) - self.b_first[b], &cur)
                     wp[p] = q
                     k[p] += 1
                     ordn[p] += 1
@@ -1342,7 +1477,8 @@ cdef class PartitionedEncoder(Encoder):
                             bad = 1
                             break
                         self._write_header(start, base_offset + self.b_first[b],
-                                           size - LOG_OVERHEAD, leader_epoch, 0, k[p],
+                                           size - LOG_OVERHEAD, leader_epoch,
+                                           <int>self.b_attr[b], k[p], self.b_span[b],
                                            self.b_ts[b], best[p])
                         self.lmax_ts[jj] = best[p]
                         self.lmax_ord[jj] = best_ord[p]
@@ -1397,7 +1533,7 @@ cdef class PartitionedEncoder(Encoder):
                 c[jj] = self.lpos[jj] - base
                 c[nb + jj] = self.lpos[jj + 1] - self.lpos[jj]
                 c[2 * nb + jj] = base_offset + self.b_first[b]
-                c[3 * nb + jj] = base_offset + self.b_first[b] + self.b_count[b] - 1
+                c[3 * nb + jj] = base_offset + self.b_first[b] + self.b_span[b]
                 c[4 * nb + jj] = self.b_ts[b]
                 c[5 * nb + jj] = self.lmax_ts[jj]
                 c[6 * nb + jj] = base_offset + self.lmax_ord[jj]

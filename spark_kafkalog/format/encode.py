@@ -2,8 +2,9 @@
 
 ``encode`` (the contract is its docstring), ``encode_batches`` (the same bytes plus a
 per-batch index for .index/.timeindex maintenance) and ``encode_partitioned`` (every row
-into its partition's batches) validate and normalise Arrow columns and hand raw buffers
-to the compiled kernel :mod:`spark_kafkalog.format._encode`. The output reuse behind
+into its partition's batches) have the Arrow columns checked and normalised
+(:mod:`.encode_columns`) and hand raw buffers to the compiled kernel
+:mod:`spark_kafkalog.format._encode`. The output reuse behind
 ``set_output_reuse_limit`` and why it exists: docs/PERFORMANCE.md.
 """
 from __future__ import annotations
@@ -18,7 +19,6 @@ import pyarrow as pa
 from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.format import codecs
 from spark_kafkalog.format._encode import (
-    Encoder,
     PartitionedEncoder,
     encode_varint,
     join_output,
@@ -27,6 +27,13 @@ from spark_kafkalog.format._encode import (
     set_output_reuse_limit,
     varint_size,
     varlong_size,
+)
+from spark_kafkalog.format.encode_columns import (
+    given_offsets,
+    make_encoder,
+    new_encoder,
+    row_index,
+    table_columns,
 )
 from spark_kafkalog.format.npview import to_numpy
 from spark_kafkalog.format.wire import CODEC_NONE, V2_HEADER_SIZE
@@ -63,205 +70,6 @@ def _crc32c_fn():
         raise MissingCodecError("writing record batches needs CRC-32C: "
                                 "pip install crc32c") from err
     return crc32c
-
-
-# ---- column normalisation (per call, vectorised; never per record) ---------------------
-def _one_chunk(col, name: str):
-    """A ChunkedArray or Array as one Array (chunks combined when there are several):
-    for columns chunked unlike the others (``_runs``)."""
-    if not isinstance(col, pa.ChunkedArray):
-        return col
-    if col.num_chunks == 1:
-        return col.chunk(0)
-    t = col.type
-    if pa.types.is_dictionary(t):
-        # chunks may carry different dictionaries: decode before combining
-        col = pa.chunked_array([c.dictionary_decode() for c in col.chunks], t.value_type)
-        t = col.type
-    if pa.types.is_binary(t) or pa.types.is_string(t):
-        # Combined, the data may outgrow int32 offsets: go large first if it could.
-        total = sum(c.buffers()[2].size for c in col.chunks if c.buffers()[2] is not None)
-        if total > _MAX_INT32:
-            col = col.cast(pa.large_binary())
-    try:
-        return col.combine_chunks()
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowCapacityError) as err:
-        raise InvalidOptionError(f"column {name!r} cannot be combined into one "
-                                 f"array: {err}") from err
-
-
-def _binary_like(arr: pa.Array, name: str, *, allow_none: bool):
-    """Normalise to (binary or large_binary array, is_large) or (None, False) for a
-    null-typed column. string -> binary is a zero-copy view."""
-    t = arr.type
-    if pa.types.is_dictionary(t):
-        arr = arr.dictionary_decode()
-        t = arr.type
-    if pa.types.is_null(t) and allow_none:
-        return None, False
-    if pa.types.is_binary(t):
-        return arr, False
-    if pa.types.is_string(t):
-        return arr.view(pa.binary()), False
-    if pa.types.is_large_binary(t):
-        return arr, True
-    if pa.types.is_large_string(t):
-        return arr.view(pa.large_binary()), True
-    if (pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t)
-            or pa.types.is_string_view(t)):
-        return arr.cast(pa.large_binary()), True
-    raise InvalidOptionError(f"column {name!r} has type {t}; expected binary or string")
-
-
-def _timestamps(arr: pa.Array):
-    """(array, is_int32, mul, div) with ``ms = v * mul`` (div 1) or ``floor(v / div)``."""
-    t = arr.type
-    if pa.types.is_null(t):
-        return None, False, 1, 1
-    if pa.types.is_timestamp(t):
-        # Arrow stores UTC epoch values whatever the time zone.
-        mul, div = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1000000)}[t.unit]
-        return arr, False, mul, div
-    if pa.types.is_int64(t):
-        return arr, False, 1, 1
-    if pa.types.is_int32(t):
-        return arr, True, 1, 1
-    raise InvalidOptionError(f"column 'timestamp' has type {t}; expected a timestamp "
-                             f"(any unit/time zone) or integer epoch milliseconds")
-
-
-def _headers(arr: pa.Array):
-    """(list array, is_large, key child, key_large, value child, value_large)."""
-    t = arr.type
-    if pa.types.is_null(t):
-        return None, False, None, False, None, False
-    if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
-        raise InvalidOptionError(f"column 'headers' has type {t}; expected "
-                                 f"list<struct<key: string, value: binary>>")
-    st = t.value_type
-    if not pa.types.is_struct(st) or st.get_field_index("key") < 0 \
-            or st.get_field_index("value") < 0:
-        raise InvalidOptionError(f"column 'headers' has type {t}; its elements must be "
-                                 f"struct<key: string, value: binary>")
-    structs = arr.values
-    # flatten(): the children sliced like the struct array, a null struct making both
-    # children null (a null header is then reported as a null header key).
-    children = structs.flatten()
-    hkey, hkey_large = _binary_like(children[st.get_field_index("key")], "headers.key",
-                                    allow_none=False)
-    hval, hval_large = _binary_like(children[st.get_field_index("value")],
-                                    "headers.value", allow_none=True)
-    if hval is None:   # all-null header values
-        hval = pa.nulls(len(hkey), pa.binary())
-    return arr, pa.types.is_large_list(t), hkey, hkey_large, hval, hval_large
-
-
-def _column(rows, name: str):
-    """The column (Array or ChunkedArray, as stored) or None when absent."""
-    idx = rows.schema.get_field_index(name)
-    if idx < 0:
-        if name in rows.schema.names:
-            raise InvalidOptionError(f"column {name!r} appears more than once")
-        return None
-    return rows.column(idx)
-
-
-_NAMES = ("value", "key", "timestamp", "headers")
-
-
-def _runs(cols: list) -> list[list]:
-    """The columns (value, key, timestamp, headers; None = absent) as runs of rows:
-    ``[[value, key, ts, headers] per run]`` of plain Arrays. A table built from several
-    record batches keeps its chunks as runs (the kernel reads them in place, no copy)
-    when every column is chunked alike; otherwise each column is combined into one."""
-    present = [c for c in cols if c is not None]
-    if all(isinstance(c, pa.ChunkedArray) for c in present):
-        lengths = [len(ch) for ch in present[0].chunks]
-        if all([len(ch) for ch in c.chunks] == lengths for c in present[1:]):
-            keep = [k for k, m in enumerate(lengths) if m > 0]
-            if keep:
-                return [[None if c is None else c.chunk(k) for c in cols] for k in keep]
-    return [[None if c is None else _one_chunk(c, name) for c, name in zip(cols, _NAMES)]]
-
-
-def _flag(flags: dict, name: str, value) -> None:
-    """Per-column layout flags must agree across runs (they follow from the type)."""
-    if flags.setdefault(name, value) != value:
-        raise InvalidOptionError(f"column {name!r}: chunks normalise to different "
-                                 f"layouts")
-
-
-def _row_index(rows, num_rows: int):
-    """``rows=`` as a C-contiguous int64 numpy array, every entry in [0, num_rows)."""
-    if isinstance(rows, pa.ChunkedArray):
-        rows = rows.combine_chunks() if rows.num_chunks != 1 else rows.chunk(0)
-    if isinstance(rows, pa.Array):
-        if not (pa.types.is_int64(rows.type) or pa.types.is_int32(rows.type)):
-            raise InvalidOptionError(f"rows= must be an int32 or int64 array, not "
-                                     f"{rows.type}")
-        if rows.null_count:
-            raise InvalidOptionError(f"rows= has {rows.null_count} null entries")
-        idx = to_numpy(rows)
-    elif isinstance(rows, np.ndarray):
-        if rows.ndim != 1 or rows.dtype.kind not in "iu":
-            raise InvalidOptionError(f"rows= must be a one-dimensional integer array, not "
-                                     f"{rows.ndim}-d {rows.dtype}")
-        idx = rows
-    else:
-        raise InvalidOptionError(f"rows= must be a numpy integer array or a pyarrow "
-                                 f"int32/int64 array, not {type(rows).__name__}")
-    if len(idx):
-        # checked in the array's own dtype (a uint64 above int64's range stays visible)
-        lo = idx.min()
-        hi = idx.max()
-        if lo < 0 or hi >= num_rows:
-            bad = int(np.flatnonzero((idx < 0) | (idx >= num_rows))[0])
-            raise InvalidOptionError(f"rows=[{bad}] is {int(idx[bad])}, outside the "
-                                     f"table's {num_rows} rows [0, {num_rows})")
-    return np.ascontiguousarray(idx, dtype=np.int64)
-
-
-def _encoder(table, rows, now_ms: int, cls=Encoder) -> tuple[Encoder, int]:
-    idx = None if rows is None else _row_index(rows, table.num_rows)
-    enc = _new_encoder(_columns(table), idx, now_ms, cls)
-    return enc, table.num_rows if idx is None else len(idx)
-
-
-def _columns(table) -> tuple[list, dict]:
-    """``table``'s columns as the kernel takes them: runs of rows (``chunks``) and the
-    offset widths and units common to all runs (``flags``). Checked here, once for any
-    number of encoders over the same table."""
-    if not isinstance(table, (pa.Table, pa.RecordBatch)):
-        raise InvalidOptionError(f"the rows to encode must be a pyarrow Table or "
-                                 f"RecordBatch, not {type(table).__name__}")
-    cols = [_column(table, name) for name in _NAMES]
-    if cols[0] is None:
-        raise InvalidOptionError(f"rows have no 'value' column (columns: "
-                                 f"{', '.join(table.schema.names) or 'none'})")
-    flags: dict = {}
-    chunks = []
-    for value, key, ts, hd in _runs(cols):
-        value, value64 = _binary_like(value, "value", allow_none=True)
-        _flag(flags, "value", value64)
-        key, key64 = (None, False) if key is None else _binary_like(key, "key",
-                                                                    allow_none=True)
-        _flag(flags, "key", key64)
-        ts, ts32, mul, div = (None, False, 1, 1) if ts is None else _timestamps(ts)
-        _flag(flags, "timestamp", (ts32, mul, div))
-        hd, hd64, hk, hk64, hv, hv64 = (None, False, None, False, None, False) \
-            if hd is None else _headers(hd)
-        _flag(flags, "headers", (hd64, hk64, hv64))
-        chunks.append((value, key, ts, hd, hk, hv))
-    return chunks, flags
-
-
-def _new_encoder(columns: tuple[list, dict], idx, now_ms: int, cls=Encoder) -> Encoder:
-    chunks, flags = columns
-    ts32, mul, div = flags["timestamp"]
-    hd64, hk64, hv64 = flags["headers"]
-    enc = cls(chunks, flags["value"], flags["key"], ts32, mul, div, hd64, hk64, hv64, idx)
-    enc.prepare(now_ms)         # raises InvalidOptionError naming the first bad row
-    return enc
 
 
 def _check_int(name: str, v, lo: int, hi: int) -> int:
@@ -316,9 +124,12 @@ def _run_ranges(work, nbatches: int, threads: int) -> None:
 def encode_batches(table, /, *, rows=None, compression="none", base_offset: int = 0,
                    max_batch_bytes: int = 1048576, compression_level: int | None = None,
                    partition_leader_epoch: int = -1, now_ms: int | None = None,
-                   threads: int | None = None):
+                   threads: int | None = None, offsets: str = "assign"):
     """Like :func:`encode`, also returning the per-batch index table (see module doc)."""
     cid = codecs.codec_id(compression)
+    given = given_offsets(table, offsets)
+    if given[0] is not None and base_offset != 0:
+        raise InvalidOptionError("base_offset cannot be combined with offsets='preserve'")
     _check_int("base_offset", base_offset, 0, _MAX_INT64)
     _check_int("max_batch_bytes", max_batch_bytes, V2_HEADER_SIZE + 1, _MAX_INT32)
     _check_int("partition_leader_epoch", partition_leader_epoch, -1, _MAX_INT32)
@@ -333,9 +144,12 @@ def encode_batches(table, /, *, rows=None, compression="none", base_offset: int 
         raise InvalidOptionError("compression_level given with compression 'none'")
     crc32c = _crc32c_fn()
 
-    enc, n = _encoder(table, rows, now_ms)
+    enc, n = make_encoder(table, rows, now_ms, given=given)
     if n == 0:
         return b"", _index_table([])
+    # each record's offset relative to base_offset, in output order (None: its position)
+    ords = None if given[0] is None else (given[0] if rows is None
+                                          else given[0][row_index(rows, table.num_rows)])
     if base_offset + n - 1 > _MAX_INT64:
         raise InvalidOptionError(f"base_offset {base_offset} + {n} rows overflows int64")
     nbatches = enc.plan(max_batch_bytes)
@@ -369,8 +183,13 @@ def encode_batches(table, /, *, rows=None, compression="none", base_offset: int 
     for b0 in bounds[:-1]:
         data, batches = results.pop(b0)
         for at, size, start, end, base_ts, max_ts, max_row in batches:
-            index.append((pos + at, size, base_offset + start, base_offset + end - 1,
-                          base_ts, max_ts, base_offset + max_row, end - start))
+            if ords is not None:
+                first, last, max_off = (int(ords[start]), int(ords[end - 1]),
+                                        int(ords[max_row]))
+            else:
+                first, last, max_off = start, end - 1, max_row
+            index.append((pos + at, size, base_offset + first, base_offset + last,
+                          base_ts, max_ts, base_offset + max_off, end - start))
         pieces.append(data)
         pos += len(data)
     data = pieces[0] if len(pieces) == 1 else join_output(pieces, pos)
@@ -395,7 +214,8 @@ def _index_table(index: list[tuple]) -> pa.Table:
 def encode_partitioned(table, parts, num_partitions: int, /, *, compression="none",
                        base_offset: int = 0, max_batch_bytes: int = 1048576,
                        compression_level: int | None = None,
-                       partition_leader_epoch: int = -1, now_ms: int | None = None):
+                       partition_leader_epoch: int = -1, now_ms: int | None = None,
+                       offsets: str = "assign"):
     """Encode every row of ``table`` into the batches of its partition.
 
     ``parts``: the partition of each row (integers in ``[0, num_partitions)``, one per
@@ -409,8 +229,14 @@ def encode_partitioned(table, parts, num_partitions: int, /, *, compression="non
     where encoding each partition through ``rows=`` reads the columns once per
     partition. Compressed: one encoder per partition over its rows, on columns checked
     once for all of them, with one index table for all (with many partitions, per-call
-    work cost more than the compression)."""
+    work cost more than the compression).
+
+    ``offsets="preserve"``: as for :func:`encode`; offsets must increase strictly within
+    each partition (rows of one partition in offset order)."""
     cid = codecs.codec_id(compression)
+    given = given_offsets(table, offsets)
+    if given[0] is not None and base_offset != 0:
+        raise InvalidOptionError("base_offset cannot be combined with offsets='preserve'")
     _check_int("num_partitions", num_partitions, 1, _MAX_INT32)
     _check_int("base_offset", base_offset, 0, _MAX_INT64)
     _check_int("max_batch_bytes", max_batch_bytes, V2_HEADER_SIZE + 1, _MAX_INT32)
@@ -440,10 +266,10 @@ def encode_partitioned(table, parts, num_partitions: int, /, *, compression="non
         return _encode_partitioned_compressed(table, parts, num_partitions, cid,
                                               compression_level, base_offset,
                                               max_batch_bytes, partition_leader_epoch,
-                                              now_ms)
+                                              now_ms, given)
     if compression_level is not None:
         raise InvalidOptionError("compression_level given with compression 'none'")
-    enc, n = _encoder(table, None, now_ms, PartitionedEncoder)
+    enc, n = make_encoder(table, None, now_ms, PartitionedEncoder, given)
     if n == 0:
         return b"", []
     if base_offset + n - 1 > _MAX_INT64:
@@ -462,9 +288,9 @@ def encode_partitioned(table, parts, num_partitions: int, /, *, compression="non
 
 def _encode_partitioned_compressed(table, parts: np.ndarray, num_partitions: int, cid: int,
                                    level, base_offset: int, max_batch_bytes: int,
-                                   leader_epoch: int, now_ms: int):
+                                   leader_epoch: int, now_ms: int, given=(None, None)):
     from spark_kafkalog.format._partition import group_by_partition
-    columns = _columns(table)
+    columns = table_columns(table)
     if table.num_rows == 0:
         return b"", []
     if base_offset + table.num_rows - 1 > _MAX_INT64:
@@ -477,15 +303,19 @@ def _encode_partitioned_compressed(table, parts: np.ndarray, num_partitions: int
     pos = start = 0
     for p in np.flatnonzero(counts).tolist():
         c = int(counts[p])
-        enc = _new_encoder(columns, order[start:start + c], now_ms)
+        rows = order[start:start + c]
+        enc = new_encoder(columns, rows, now_ms, given=given)
         start += c
+        ords = None if given[0] is None else given[0][rows]
         data, batches = enc.compress_range(0, enc.plan(max_batch_bytes), compress_fn,
                                            crc32c, max_batch_bytes, base_offset,
                                            leader_epoch, cid)
         b0 = len(index)
         for at, size, first, end, base_ts, max_ts, max_row in batches:
-            index.append((at, size, base_offset + first, base_offset + end - 1,
-                          base_ts, max_ts, base_offset + max_row, end - first))
+            lo, hi, at_max = ((first, end - 1, max_row) if ords is None else
+                              (int(ords[first]), int(ords[end - 1]), int(ords[max_row])))
+            index.append((at, size, base_offset + lo, base_offset + hi,
+                          base_ts, max_ts, base_offset + at_max, end - first))
         bounds.append((p, b0, len(index), pos, pos + len(data)))
         pieces.append(data)
         pos += len(data)
@@ -498,7 +328,7 @@ def _encode_partitioned_compressed(table, parts: np.ndarray, num_partitions: int
 def encode(table, /, *, rows=None, compression="none", base_offset: int = 0,
            max_batch_bytes: int = 1048576, compression_level: int | None = None,
            partition_leader_epoch: int = -1, now_ms: int | None = None,
-           threads: int | None = None) -> bytes:
+           threads: int | None = None, offsets: str = "assign") -> bytes:
     """Encode Arrow rows (all of ``table``'s, or those ``rows`` lists) as v2 record
     batches.
 
@@ -520,7 +350,16 @@ def encode(table, /, *, rows=None, compression="none", base_offset: int = 0,
                    headers; header keys must not be null, header values may be.
 
     Other columns (``topic``, ``partition``, ``offset``, ...) are ignored, so a decoded
-    table can be written back as is.
+    table can be written back as is -- unless ``offsets="preserve"``: then each record
+    keeps the offset in column ``offset`` (int64, no nulls, >= 0, strictly increasing in
+    the order written; gaps allowed, as compaction leaves them): a batch's baseOffset is
+    its first record's offset, its records carry their offset deltas and its
+    lastOffsetDelta is its last record's. A batch is cut where a delta would overflow
+    an int32. With a ``timestampType`` column (0 CreateTime, 1 LogAppendTime, -1 or
+    null: CreateTime), LogAppendTime rows go into batches of their own, one timestamp
+    per batch, written as a broker writes them: attribute bit 3 set, baseTimestamp and
+    maxTimestamp that timestamp, timestamp deltas 0. ``base_offset`` must stay 0.
+    Non-increasing offsets raise :class:`BadRowError` naming both rows.
 
     ``rows``: None (every row, in order) or a one-dimensional integer array of row
     numbers into ``table`` -- a numpy integer array, or a pyarrow int32/int64 Array or
@@ -571,5 +410,5 @@ def encode(table, /, *, rows=None, compression="none", base_offset: int = 0,
                              max_batch_bytes=max_batch_bytes,
                              compression_level=compression_level,
                              partition_leader_epoch=partition_leader_epoch, now_ms=now_ms,
-                             threads=threads)
+                             threads=threads, offsets=offsets)
     return data

@@ -60,6 +60,9 @@ class WriteOptions:
     # power loss). false: a committed write is in the OS page cache when save() returns —
     # safe against a killed process, not a machine crash (a broker's default flush policy)
     fsync: bool = True
+    # "assign": offsets continue from each partition's log end; "preserve": each record
+    # keeps its 'offset' column (see writer.py)
+    offsets: str = "assign"
 
 
 # Write options: canonical name -> accepted lower-cased spellings (ours, then Kafka's).
@@ -75,7 +78,9 @@ _WRITE_ALIASES = {
     "saveMode": ("savemode",),
     "checkpointLocation": ("checkpointlocation",),
     "fsync": ("fsync",),
+    "offsets": ("offsets",),
 }
+OFFSET_MODES = ("assign", "preserve")
 SAVE_MODES = ("append", "errorifexists", "ignore")
 # How each accepted write spelling is shown in messages (Spark hands us lower case).
 _WRITE_DISPLAY = {
@@ -158,13 +163,17 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
                                      f"mode('overwrite') to replace a topic), got "
                                      f"{get('saveMode')[1]!r}")
     fsync = parse_bool(get("fsync")[0], get("fsync")[1]) if get("fsync") else True
+    offsets = "assign"
+    if get("offsets"):
+        offsets = parse_choice(get("offsets")[0], get("offsets")[1], OFFSET_MODES)
     return WriteOptions(path=path, topic=topic, compression=compression,
                         compression_level=level, batch_size=batch_size,
                         segment_bytes=segment_bytes, index_interval_bytes=index_interval,
                         partitions=partitions, filesystem_options=parse_fs_options(opts),
                         save_mode=save_mode,
                         checkpoint_location=get("checkpointLocation")[1]
-                        if get("checkpointLocation") else None, fsync=fsync)
+                        if get("checkpointLocation") else None, fsync=fsync,
+                        offsets=offsets)
 
 
 # Kafka's per-codec level ranges (compression.gzip.level, .lz4.level, .zstd.level, KIP-390).

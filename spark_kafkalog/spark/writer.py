@@ -9,6 +9,20 @@ CreateTime) and ``topic`` (string; used when the ``topic`` option is absent, so 
 may feed several topics). Other columns are ignored, so a DataFrame read with
 ``format("kafkalog")`` can be written back as it is.
 
+Offsets (option ``offsets``): ``assign`` (default) gives the records contiguous offsets
+from each partition's log end. ``preserve`` keeps each record's ``offset`` column (long,
+non-null; with ``timestampType`` 1 the record stays LogAppendTime): gaps are allowed,
+offsets must increase strictly per partition and start at or past the partition's log
+end offset, and a partition with no record yet starts its log at the first offset
+written. Rows of a partition must reach each task in offset order (the writer checks,
+it does not sort: ``df.repartition("partition").sortWithinPartitions("offset")`` makes
+any input so; a ``format("kafkalog")`` read already is); several tasks may write one
+partition if they hold disjoint offset ranges. ``partition`` must then be given, non-null,
+unless the topic has one partition. Violations raise :class:`BadRowError` naming topic,
+partition and offsets; nothing is written. A streaming sink preserves offsets too
+(each micro-batch is one exactly-once commit; a replayed batch is a no-op), except in
+complete output mode, which would rewrite the same offsets each batch (rejected).
+
 Partitioning: a non-null ``partition`` is used as given (outside the topic: the write
 fails naming it); otherwise the Java client's default partitioner — ``(murmur2(key) &
 0x7fffffff) % numPartitions`` for a keyed record, round-robin for a null key (see
@@ -60,6 +74,7 @@ from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     IntegerType,
+    LongType,
     StringType,
     StructType,
     TimestampNTZType,
@@ -102,7 +117,8 @@ class KafkaLogCommitMessage(WriterCommitMessage):
 
 
 # ---- planning ----------------------------------------------------------------------------
-def _check_schema(schema: StructType, topic_option: str | None) -> None:
+def _check_schema(schema: StructType, topic_option: str | None,
+                  preserve: bool = False) -> None:
     """Validate the input columns as Spark's Kafka sink does; messages name the column."""
     fields = {f.name.lower(): f for f in schema.fields}
 
@@ -131,6 +147,11 @@ def _check_schema(schema: StructType, topic_option: str | None) -> None:
                 and names[1][0] == "value" and names[1][1] in (BinaryType, StringType))
 
     check("headers", headers_ok, "array<struct<key:string,value:binary>>")
+    check("offset", lambda t: isinstance(t, (LongType, IntegerType)), "long")
+    check("timestamptype", lambda t: isinstance(t, IntegerType), "int")
+    if preserve and "offset" not in fields:
+        raise InvalidOptionError("offsets=preserve: the DataFrame needs an 'offset' column "
+                                 "(long), the offset each record keeps")
     if topic_option is None and "topic" not in fields:
         raise InvalidOptionError("topic: set the 'topic' option or give the DataFrame a "
                                  "'topic' column")
@@ -166,7 +187,11 @@ def _partition_count(fs, root: str, topic: str, wo: WriteOptions) -> int:
 def _make_plan(options, schema: StructType, overwrite: bool, *, streaming: bool) -> _Plan:
     wo = parse_write_options(options)
     save_mode = wo.save_mode
-    _check_schema(schema, wo.topic)
+    _check_schema(schema, wo.topic, wo.offsets == "preserve")
+    if streaming and overwrite and wo.offsets == "preserve":
+        raise InvalidOptionError("offsets=preserve cannot be used in complete output mode: "
+                                 "each micro-batch would rewrite the same offsets; use "
+                                 "append output mode")
     if overwrite and save_mode != "append":
         raise InvalidOptionError(f"saveMode {save_mode} cannot be combined with "
                                  "mode('overwrite')")
@@ -218,6 +243,9 @@ class _TaskWriter:
         self._buf: list[pa.RecordBatch] = []
         self._buf_bytes = 0
         self._checked = False
+        self._preserve = plan.wo.offsets == "preserve"
+        #: offsets=preserve: (topic, partition) -> last offset staged (across flushes)
+        self._last: dict[tuple[str, int], int] = {}
 
     def _count(self, topic: str) -> int:
         n = self.counts.get(topic)
@@ -259,6 +287,13 @@ class _TaskWriter:
     def _stage_topic(self, table: pa.Table, names: dict, topic: str) -> None:
         n = self._count(topic)
         parts = None
+        if self._preserve and n > 1:
+            col = (table.column(names["partition"]).combine_chunks()
+                   if "partition" in names else None)
+            if col is None or col.null_count:
+                raise BadRowError(
+                    f"partition: offsets=preserve keeps offsets per partition, so every row "
+                    f"needs a non-null 'partition' (topic {topic!r} has {n} partitions)")
         if "partition" in names:
             col = table.column(names["partition"]).combine_chunks()
             if col.null_count < len(col):
@@ -278,19 +313,43 @@ class _TaskWriter:
             parts = self._hash(table, names, n)
         # only what the encoder reads
         keep = [c for c in ("key", "value", "timestamp", "headers") if c in names]
-        table = table.select([names[c] for c in keep]).rename_columns(keep)
+        if self._preserve:
+            keep += [c for c in ("offset", "timestamptype") if c in names]
+        table = table.select([names[c] for c in keep]).rename_columns(
+            ["timestampType" if c == "timestamptype" else c for c in keep])
         if n == 1:
             self._encode_into(topic, 0, table)
             return
         wo = self.plan.wo
         # uncompressed: one pass over the rows, each written into its partition's batches;
         # compressed: partition by partition, the columns checked once for all
-        data, sections = self._encode_partitioned(
-            table, parts, n, compression=wo.compression,
-            compression_level=wo.compression_level, max_batch_bytes=wo.batch_size)
+        try:
+            data, sections = self._encode_partitioned(
+                table, parts, n, compression=wo.compression,
+                compression_level=wo.compression_level, max_batch_bytes=wo.batch_size,
+                offsets=wo.offsets)
+        except BadRowError as err:
+            raise BadRowError(f"topic {topic!r} {err} (with offsets=preserve give each "
+                              "partition's rows in offset order: "
+                              "sortWithinPartitions('offset'))") from err
         view = memoryview(data)
         for p, start, end, index in sections:
-            self.staging.add(topic, p, view[start:end], index)
+            self._add(topic, p, view[start:end], index)
+
+    def _add(self, topic: str, partition: int, data, index: pa.Table) -> None:
+        """Stage one partition's batches; with offsets=preserve, check they follow the
+        ones this task staged before (an earlier flush) for that partition."""
+        if self._preserve and index.num_rows:
+            first = index.column("base_offset")[0].as_py()
+            before = self._last.get((topic, partition))
+            if before is not None and first <= before:
+                raise BadRowError(
+                    f"topic {topic!r} partition {partition}: offsets must increase "
+                    f"strictly, but offset {first} comes after offset {before} in the same "
+                    "task (with offsets=preserve give each partition's rows in offset "
+                    "order: sortWithinPartitions('offset'))")
+            self._last[(topic, partition)] = index.column("last_offset")[-1].as_py()
+        self.staging.add(topic, partition, data, index)
 
     def _hash(self, table: pa.Table, names: dict, n: int) -> np.ndarray:
         from spark_kafkalog.format._partition import partition_for_keys
@@ -306,10 +365,16 @@ class _TaskWriter:
                      rows: np.ndarray | None = None) -> None:
         wo = self.plan.wo
         # one thread: Spark already runs one task per core
-        data, index = self._encode(table, rows=rows, compression=wo.compression,
-                                   compression_level=wo.compression_level,
-                                   max_batch_bytes=wo.batch_size, threads=1)
-        self.staging.add(topic, partition, data, index)
+        try:
+            data, index = self._encode(table, rows=rows, compression=wo.compression,
+                                       compression_level=wo.compression_level,
+                                       max_batch_bytes=wo.batch_size, threads=1,
+                                       offsets=wo.offsets)
+        except BadRowError as err:
+            raise BadRowError(f"topic {topic!r} partition {partition}: {err} (with "
+                              "offsets=preserve give each partition's rows in offset order: "
+                              "sortWithinPartitions('offset'))") from err
+        self._add(topic, partition, data, index)
 
     def finish(self) -> tuple[StagedFile | None, dict]:
         self.flush()
@@ -377,7 +442,7 @@ def _commit(plan: _Plan, write_id: str, messages, mode: str) -> None:
         abort_write(fs, root, write_id, _staged(messages))
         return
     commit_write(fs, root, write_id, _staged(messages), _specs(plan, messages), mode=mode,
-                 config=_config(plan))
+                 config=_config(plan), offsets=plan.wo.offsets)
 
 
 def _abort(plan: _Plan, write_id: str | None, messages) -> None:

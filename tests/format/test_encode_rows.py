@@ -195,7 +195,7 @@ def test_null_header_key_names_table_row():
 ])
 def test_bad_index_rejected_before_any_work(idx, match, monkeypatch):
     # (the package's `encode` attribute is the function: look the module up)
-    enc_mod = importlib.import_module("spark_kafkalog.format.encode")
+    enc_mod = importlib.import_module("spark_kafkalog.format.encode_columns")
 
     def no_work(*args, **kwargs):
         raise AssertionError("column normalisation ran before the index was checked")
@@ -283,7 +283,7 @@ def test_chunks_read_in_place(compression, monkeypatch):
     sizes = [0, 1, 120, 0, 7, 200]                   # + the rest (172 rows)
     chunked = pa.table({name: _rechunk(table.column(name), sizes)
                         for name in table.column_names})
-    enc_mod = importlib.import_module("spark_kafkalog.format.encode")
+    enc_mod = importlib.import_module("spark_kafkalog.format.encode_columns")
 
     def no_combine(*args, **kwargs):
         raise AssertionError("alike-chunked columns were combined")
@@ -296,7 +296,7 @@ def test_chunks_read_in_place(compression, monkeypatch):
         taken = table if idx is None else table.take(pa.array(idx))
         want[k] = encode_batches(taken, compression=compression, now_ms=NOW,
                                  max_batch_bytes=1500)
-    monkeypatch.setattr(enc_mod, "_one_chunk", no_combine)
+    monkeypatch.setattr(enc_mod, "one_chunk", no_combine)
     for k, idx in enumerate(cases):
         for threads in (1, 3):
             data, index = encode_batches(chunked, rows=idx, compression=compression,

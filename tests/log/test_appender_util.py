@@ -32,26 +32,29 @@ class R:
     headers: tuple = ()
 
 
-def kp_encode(records: list[R], *, codec: str = "none", per_batch: int = 50
-              ) -> tuple[bytes, np.ndarray]:
+def kp_encode(records: list[R], *, codec: str = "none", per_batch: int = 50,
+              offsets: list[int] | None = None) -> tuple[bytes, np.ndarray]:
     """Records -> v2 batches (kafka-python's builder, offsets from 0 in each batch) and
-    the staging batch table describing them."""
+    the staging batch table describing them. ``offsets``: the offset each record keeps
+    (an offsets=preserve write): the batches carry those offset deltas and the table
+    their base offsets."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
     out = bytearray()
     rows = []
     for i in range(0, len(records), per_batch):
         chunk = records[i:i + per_batch]
+        offs = list(range(len(chunk))) if offsets is None else offsets[i:i + per_batch]
         b = DefaultRecordBatchBuilder(magic=2, compression_type=CODEC_IDS[codec],
                                       is_transactional=False, producer_id=-1,
                                       producer_epoch=-1, base_sequence=-1,
                                       batch_size=1 << 30)
-        for j, r in enumerate(chunk):
-            b.append(j, timestamp=r.ts, key=r.key, value=r.value,
+        for o, r in zip(offs, chunk):
+            b.append(o - offs[0], timestamp=r.ts, key=r.key, value=r.value,
                      headers=list(r.headers))
         data = bytes(b.build())
-        rows.append((len(out), len(data), len(chunk) - 1, max(r.ts for r in chunk),
-                     len(chunk)))
+        rows.append((len(out), len(data), offs[-1] - offs[0], max(r.ts for r in chunk),
+                     len(chunk), 0 if offsets is None else offs[0]))
         out += data
     return bytes(out), np.array(rows, dtype=BATCH_TABLE_DTYPE)
 
@@ -86,12 +89,16 @@ def segments(directory) -> list[int]:
                   if n.endswith(".log") and len(n) == 24)
 
 
-def read_kp(directory, stop_at: int | None = None) -> list[tuple]:
+def read_kp(directory, stop_at: int | None = None, *, gaps: bool = False,
+            ts_type: bool = False) -> list[tuple]:
     """(offset, key, value, timestamp, headers) of every record of a partition directory,
     decoded by kafka-python with CRCs checked; asserts each batch's base offset is the
     segment's next offset (contiguous) and that each segment's first batch starts at the
     segment's base offset. With ``stop_at``, reading ends at the first batch at or past
-    that offset (what an offset-bounded reader does: bytes past it are never parsed)."""
+    that offset (what an offset-bounded reader does: bytes past it are never parsed).
+    ``gaps`` (offsets kept by an offsets=preserve write): a batch's base offset need only
+    exceed the previous batch's last offset, and a segment's first batch start at or
+    past its base offset. ``ts_type``: each tuple also has the timestamp type."""
     from kafka.record.default_records import DefaultRecordBatch
 
     out = []
@@ -111,13 +118,16 @@ def read_kp(directory, stop_at: int | None = None) -> list[tuple]:
             batch = DefaultRecordBatch(bytearray(chunk))
             assert batch.validate_crc(), f"bad CRC in segment {base} at {pos}"
             if first:
-                assert off == base, f"segment {base} starts with offset {off}"
+                assert off == base or (gaps and off > base), \
+                    f"segment {base} starts with offset {off}"
                 first = False
             if expect is not None:
-                assert off == expect, f"offset gap: {off} after {expect}"
+                assert off == expect or (gaps and off > expect), \
+                    f"offset gap: {off} after {expect}"
             for r in batch:
                 out.append((r.offset, r.key, r.value, r.timestamp,
-                            tuple((k, v) for k, v in r.headers)))
+                            tuple((k, v) for k, v in r.headers))
+                           + ((r.timestamp_type,) if ts_type else ()))
             expect = off + batch.last_offset_delta + 1
             pos += 12 + length
     return out

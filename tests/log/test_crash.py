@@ -13,6 +13,10 @@ checkpoint file, each deleted segment, done). No Spark. After each kill:
   staging files;
 * retrying the killed write (same write id) then leaves it exactly once, and a further
   write continues the offsets.
+
+The ``preserve`` scenarios write with ``offsets="preserve"``: kafka-python-built batches
+keep offsets with gaps; the killed write also starts a partition that held no record at
+its first offset (log start checkpoint, the empty segment below deleted after the commit).
 """
 from __future__ import annotations
 
@@ -60,8 +64,10 @@ def records(tag: int, n: int) -> list[R]:
 class Scenario:
     """A base write (committed before the kill) and the write that gets killed."""
 
-    def __init__(self, name, topics, mode="append", no_append=False, split=False):
+    def __init__(self, name, topics, mode="append", no_append=False, split=False,
+                 preserve=False):
         self.name = name
+        self.preserve = preserve
         self.topics = topics
         self.mode = mode
         # split: one staging file per partition, each adopted as a segment by the commit
@@ -75,11 +81,21 @@ class Scenario:
 
     def parts(self, tag):
         # partition -> records; the killed write (tag 2) spans both partitions and rolls
+        if self.preserve:
+            # partition 1 holds no record until the killed write starts it at 5000
+            return {1: {0: records(1, 70)}, 2: {0: records(2, 90), 1: records(12, 45)},
+                    }.get(tag, {1: records(tag, 10)})
         if tag == 1:
             return {0: records(1, 70), 1: records(11, 20)}
         if tag == 2:
             return {0: records(2, 90), 1: records(12, 45)}
         return {1: records(tag, 10)}
+
+    def offsets(self, tag, p):
+        """The offsets a preserving write gives partition ``p`` (gaps; after the
+        earlier writes' offsets)."""
+        start = {(1, 0): 0, (2, 0): 200, (2, 1): 5000, (3, 1): 5200}.get((tag, p), 9000)
+        return [start + i + i // 4 * 3 for i in range(len(self.parts(tag).get(p, [])))]
 
     def write(self, root, tag, fault=None, mode=None):
         wid = f"batch:w{tag}"
@@ -88,17 +104,33 @@ class Scenario:
             w = StagingWriter(FS, root, wid, f"task{task}", per_partition_files=self.split)
             for t in self.topics:
                 for p, recs in self.parts(tag).items():
-                    data, table = kp_encode(recs[task::2], per_batch=6)
+                    if self.preserve:
+                        # contiguous halves, the later one in the first task: the
+                        # commit puts them in offset order
+                        half = len(recs) // 2
+                        pick = slice(half, None) if task == 0 else slice(0, half)
+                        data, table = kp_encode(recs[pick], per_batch=6,
+                                                offsets=self.offsets(tag, p)[pick])
+                    else:
+                        data, table = kp_encode(recs[task::2], per_batch=6)
                     w.add(t, p, data, table)
             staged.append(w.finish())
         return commit_write(FS, root, wid, staged,
                             [TopicSpec(t, partitions_if_new=2) for t in self.topics],
                             mode=mode or ("append" if tag != 2 else self.mode),
-                            config=self.cfg, fault=fault)
+                            config=self.cfg, fault=fault,
+                            offsets="preserve" if self.preserve else "assign")
 
     def expected(self, tags):
         """{(topic, partition): [(offset, key, value)]} after the writes ``tags``."""
         out = {}
+        if self.preserve:
+            for t in self.topics:
+                for p in (0, 1):
+                    out[(t, p)] = [(o, r.key, r.value) for tag in tags
+                                   for o, r in zip(self.offsets(tag, p),
+                                                   self.parts(tag).get(p, []))]
+            return out
         for t in self.topics:
             for p in (0, 1):
                 rows, off = [], 0
@@ -120,7 +152,10 @@ SCENARIOS = [
     Scenario("two-topics", ["a.x", "b_y"]),
     Scenario("adopt", ["t"], split=True),
     Scenario("adopt-overwrite", ["t"], mode="overwrite", split=True),
+    Scenario("preserve", ["t"], preserve=True),
+    Scenario("preserve-adopt", ["t"], split=True, preserve=True),
 ]
+PRESERVE = [sc for sc in SCENARIOS if sc.preserve]
 
 
 class _Counter:
@@ -156,7 +191,7 @@ def run_killed(fn, kill_at: int) -> bool:
 
 
 def read_visible(root, topic, partition, bound):
-    rows = read_kp(f"{root}/{topic}-{partition}", stop_at=bound)
+    rows = read_kp(f"{root}/{topic}-{partition}", stop_at=bound, gaps=True)
     return [r[:3] for r in rows if bound is None or r[0] < bound]
 
 
@@ -164,7 +199,7 @@ def check_log(sc: Scenario, root: str, tags, staging_clean=True):
     exp = sc.expected(tags)
     for (t, p), rows in exp.items():
         d = f"{root}/{t}-{p}"
-        got = [r[:3] for r in read_kp(d)]
+        got = [r[:3] for r in read_kp(d, gaps=sc.preserve)]
         assert got == rows, (t, p, len(got), len(rows))
         assert_indexes_like_broker(d, CFG.index_interval_bytes)
         leo = rows[-1][0] + 1 if rows else None
@@ -173,6 +208,10 @@ def check_log(sc: Scenario, root: str, tags, staging_clean=True):
                 assert read_checkpoint(FS, f"{root}/{name}")[(t, p)] == leo
         if sc.mode == "overwrite" and 2 in tags:
             assert segments(d)[0] >= min(r[0] for r in rows) if rows else True
+        if sc.preserve and p == 1 and 2 in tags:
+            # started by the killed write: its log starts at its first offset
+            assert segments(d)[0] == rows[0][0] == 5000
+            assert read_checkpoint(FS, f"{root}/log-start-offset-checkpoint")[(t, p)] == 5000
     if staging_clean:
         assert not [n for n in os.listdir(root) if n.startswith(jr.STAGING_PREFIX)]
 
@@ -244,7 +283,7 @@ def test_kill_points_cover_every_phase(tmp_path):
     assert points.count("append") >= 4
 
 
-@pytest.mark.parametrize("sc", [SCENARIOS[0], SCENARIOS[4]], ids=lambda s: s.name)
+@pytest.mark.parametrize("sc", [SCENARIOS[0], SCENARIOS[4], *PRESERVE], ids=lambda s: s.name)
 def test_a_few_kills_fast(sc, tmp_path):
     """A handful of kill points (begin, mid-append / between adopting two staging
     files, commit) in the fast suite."""
@@ -260,3 +299,11 @@ def test_a_few_kills_fast(sc, tmp_path):
         check_log(sc, root, [1, 2] if committed else [1])
         sc.write(root, 2)
         check_log(sc, root, [1, 2])
+
+
+def test_preserve_scenarios_have_enough_kill_points(tmp_path):
+    """The slow test kills offset-preserving writes at >= 30 points in all (every phase,
+    including deleting the empty segment below a partition's new log start)."""
+    points = [count_points(sc, tmp_path / sc.name) for sc in PRESERVE]
+    assert sum(len(p) for p in points) >= 30
+    assert "delete-old" in points[0] and "checkpoint:log-start-offset-checkpoint" in points[0]

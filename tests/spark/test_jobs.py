@@ -87,7 +87,7 @@ def test_export_options_map_to_kafkalog_options():
 
 
 def test_job_help_needs_no_spark():
-    for job in ("export_parquet.py", "run_main.py", "make_sample_log.py"):
+    for job in ("export_parquet.py", "import_files.py", "run_main.py", "make_sample_log.py"):
         proc = subprocess.run([sys.executable, str(REPO / "jobs" / job), "--help"],
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0 and "usage:" in proc.stdout, proc.stderr

@@ -1,7 +1,8 @@
 """Writing a Kafka log dir: tasks stage encoded batches (:mod:`.staging`), the driver
 commits them whole or not at all (:mod:`.commit`: :mod:`.plan`, :mod:`.apply`, the
 :mod:`.journal`, :mod:`.recovery`, under the locks of :mod:`.lock`). Page-cache and flush
-tuning is in :mod:`.flush`. The names below are what the Spark writer, jobs and tests use.
+tuning is in :mod:`.flush`; :func:`.table.write_table` writes an Arrow table in one call
+(``offsets="preserve"`` keeps each record's offset). The names below are what the Spark writer, jobs and tests use.
 
 They are imported on first use, so that a reader importing only :mod:`.journal` (to
 bound what it returns by the writes in flight) does not load the writer.
@@ -12,12 +13,14 @@ import importlib
 
 _EXPORTS = {
     "CommitResult": "commit", "abort_write": "commit", "commit_write": "commit",
-    "MODES": "config", "AppendConfig": "config", "TopicSpec": "config",
+    "MODES": "config", "OFFSET_MODES": "config", "AppendConfig": "config",
+    "TopicSpec": "config",
     "partition_dir": "config", "segment_file": "config",
     "topic_partitions": "files",
     "recover": "recovery", "recover_topic": "recovery",
     "BATCH_TABLE_DTYPE": "staging", "StagedFile": "staging", "StagedSection": "staging",
     "StagingWriter": "staging", "batch_table": "staging",
+    "write_table": "table",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -20,6 +20,11 @@ Modes: ``append``; ``errorifexists`` / ``ignore`` (decided under the lock); ``ov
 — the new data starts a new segment at the old log end (offsets keep increasing, as
 after Kafka's ``deleteRecords``), the commit moves the log start offset there, and the
 old segments are deleted. ``fault`` (tests) is called with the name of each step.
+
+Offsets: ``assign`` (contiguous from each partition's log end) or ``preserve`` (each
+staged batch keeps the base offset its batch table gives: offsets strictly increasing per
+partition, gaps allowed, at or past the log end; a partition with no record yet starts
+its log at the first offset written, and the log-start-offset checkpoint says so).
 """
 from __future__ import annotations
 
@@ -36,6 +41,7 @@ from spark_kafkalog.log.write import journal as jr
 from spark_kafkalog.log.write.apply import apply_partition, prefetch_headers
 from spark_kafkalog.log.write.config import (
     MODES,
+    OFFSET_MODES,
     AppendConfig,
     Fault,
     TopicSpec,
@@ -126,18 +132,23 @@ def _finish(fs: pafs.FileSystem, root: str, write_id: str, names: list[str], sta
 def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
                  staged: Sequence[StagedFile | None], topics: Sequence[TopicSpec], *,
                  mode: str = "append", config: AppendConfig | None = None,
-                 fault: Fault | None = None) -> CommitResult:
-    """Commit a write: every staged batch lands in the log with contiguous offsets, or
-    none does. Idempotent per ``write_id``. ``None`` entries in ``staged`` (failed tasks)
+                 fault: Fault | None = None, offsets: str = "assign") -> CommitResult:
+    """Commit a write: every staged batch lands in the log with contiguous offsets (or,
+    with ``offsets="preserve"``, at the offsets it was staged with), or none does. Idempotent per ``write_id``. ``None`` entries in ``staged`` (failed tasks)
     are ignored. Staging files are deleted afterwards, whatever the outcome.
 
     Raises :class:`CommitConflictError` (broker holds the dir, lock timeout — both
     :class:`LockError` —, topic exists in ``errorifexists`` mode, partition count
-    changed), :class:`BadRowError` (a staged partition outside the topic),
+    changed), :class:`BadRowError` (a staged partition outside the topic; preserved
+    offsets that do not increase or fall below the log end, naming topic, partition and
+    offsets),
     :class:`InvalidOptionError` (unknown mode, bad topic name), :class:`LogLayoutError`
     / :class:`CorruptRecordError` for an unusable log or staging file."""
     if mode not in MODES:
         raise InvalidOptionError(f"save mode {mode!r} is not one of {', '.join(MODES)}")
+    if offsets not in OFFSET_MODES:
+        raise InvalidOptionError(f"offsets {offsets!r} is not one of "
+                                 f"{', '.join(OFFSET_MODES)}")
     cfg = config or AppendConfig()
     fault = fault or no_fault
     root = norm_root(root)
@@ -172,7 +183,8 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
             if mode == "ignore" and any(existing[t] for t in names):
                 return CommitResult(write_id, {}, noop=True)
             plan = plan_write(fs, root, staged, specs, existing, cfg, no_append,
-                              overwrite=(mode == "overwrite"))
+                              overwrite=(mode == "overwrite"),
+                              preserve=(offsets == "preserve"))
             if is_local(fs):
                 prefetch_headers(plan)
             for lk in locks:

@@ -25,6 +25,8 @@ HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 
 MODES = ("append", "overwrite", "errorifexists", "ignore")
+#: how a write's records get their offsets: assigned from the log end, or kept as staged
+OFFSET_MODES = ("assign", "preserve")
 
 #: called with the name of each step of a commit (``"locked"``, ``"begun"``, ``"append"``,
 #: ``"synced"``, ``"committed:<topic>"``, ...): the crash tests kill the process there

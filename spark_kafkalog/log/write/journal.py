@@ -142,7 +142,9 @@ class PartitionUndo:
 class PendingWrite:
     """The journal's record of the one write in flight in a topic (see the module doc).
     ``mode`` is ``"append"`` or ``"overwrite"``; ``state`` ``"begun"`` or ``"committed"``;
-    ``log_start`` holds an overwrite's new log start offset per partition."""
+    ``log_start`` holds the new log start offset of the partitions whose log start the
+    write moves (every partition of an overwrite; a partition with no record yet that an
+    offset-preserving write starts at its first offset)."""
 
     write_id: str
     mode: str

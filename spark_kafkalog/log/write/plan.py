@@ -1,6 +1,7 @@
 """Planning a commit: where every staged batch goes. Offsets are assigned in staging
-order from each partition's log end; a segment is rolled (a new ``<base offset>.log``
-with its indexes) when the next batch would take it past ``segment.bytes`` or overflow a
+order from each partition's log end (or, with ``offsets="preserve"``, each batch keeps
+its staged base offset: see :func:`_preserved_order`); a segment is rolled (a new
+``<base offset>.log`` with its indexes) when the next batch would take it past ``segment.bytes`` or overflow a
 relative offset or a full index, as ``LogSegment.shouldRoll`` does; a large section
 staged in a file of its own may become a segment as a whole (adopted). The plan also
 makes the journal's :class:`~.journal.PendingWrite` (what undoing the write needs)."""
@@ -77,6 +78,8 @@ class PartPlan:
     active: Active | None = None
     planned_bytes: int = 0
     timeindex_tail: bytes = b""        # the close entry the append replaces (for rollback)
+    segment_count: int = 0             # segments before the write
+    log_start: int | None = None       # the log start offset the commit moves to, if any
 
     def undo(self, no_append: bool) -> jr.PartitionUndo:
         """This partition's part of the journal's pending record."""
@@ -132,7 +135,8 @@ class WritePlan:
             write_id=write_id, mode="overwrite" if self.overwrite else "append",
             coordinator=coordinator, topics=sorted(self.topics), begun_ms=jr.now_ms(),
             partitions={p.partition: p.undo(self.no_append) for p in plans},
-            log_start={p.partition: p.start for p in plans} if self.overwrite else {})
+            log_start={p.partition: p.log_start for p in plans
+                       if p.log_start is not None})
 
     def ranges(self) -> dict:
         return {t: {p.partition: (p.start, p.end) for p in plans}
@@ -145,15 +149,66 @@ def _new_seg(base: int, cfg: AppendConfig) -> SegPlan:
                                                         cfg.max_index_bytes))
 
 
+def _preserved_order(plan: PartPlan, sections: list[tuple[int, StagedSection]],
+                     tables: TablesCache) -> list[tuple[int, StagedSection]]:
+    """For a write that keeps the staged offsets: the sections in offset order, checked
+    (every batch's base offset above the previous batch's last offset, across sections
+    too: tasks may hold consecutive ranges of a partition, not interleaved ones; the
+    first at or past the log end offset). Sets the plan's start (and log start) for a
+    partition that holds no record yet: its first offset, as a broker's log would."""
+    if not sections:
+        return sections
+    firsts = [int(tables.table(i)["base_offset"][sec.batch_start]) for i, sec in sections]
+    sections = [sections[k] for k in np.argsort(firsts, kind="stable")]
+    bases = np.concatenate([tables.table(i)["base_offset"][
+        sec.batch_start:sec.batch_start + sec.batch_count] for i, sec in sections])
+    lasts = bases + np.concatenate([tables.table(i)["last_offset_delta"][
+        sec.batch_start:sec.batch_start + sec.batch_count] for i, sec in sections])
+    where = f"topic {plan.topic!r} partition {plan.partition}"
+    bad = np.flatnonzero(bases[1:] <= lasts[:-1])
+    if len(bad):
+        k = int(bad[0]) + 1
+        raise BadRowError(
+            f"{where}: offsets must increase strictly, but offset {int(bases[k])} comes "
+            f"after offset {int(lasts[k - 1])} (with offsets=preserve each task must give a "
+            "partition's rows in offset order, and tasks must hold disjoint offset ranges: "
+            "e.g. repartition by 'partition' and sortWithinPartitions('offset'))",
+            path=plan.directory)
+    first = int(bases[0])
+    if first < plan.start:
+        raise BadRowError(
+            f"{where}: offset {first} is below the partition's log end offset "
+            f"{plan.start} (offsets {first}..{int(lasts[-1])} written with offsets=preserve "
+            "must be at or past the log end)", path=plan.directory)
+    a = plan.active
+    if a is None or (a.log_size == 0 and plan.segment_count == 1):
+        # no record yet: the log starts at the first offset written (an empty segment
+        # below it is deleted after the commit, as a broker's follower truncating fully)
+        plan.start = first
+        plan.log_start = first
+    return sections
+
+
 def _plan_partition(plan: PartPlan, sections: list[tuple[int, StagedSection]],
                     tables: TablesCache, cfg: AppendConfig, no_append: bool,
-                    overwrite: bool, adopt: bool = False) -> None:
+                    overwrite: bool, adopt: bool = False, preserve: bool = False) -> None:
     """Decide offsets, segment rolls and index entries for every staged batch of one
-    partition, in staging order (the order of ``sections``)."""
+    partition, in staging order (the order of ``sections``), or with ``preserve`` at
+    the staged base offsets, in offset order."""
+    if preserve:
+        sections = _preserved_order(plan, sections, tables)
+    if overwrite:
+        # the new log start: the old log end, or the first offset a preserving write keeps
+        plan.log_start = plan.start
+        if preserve and sections:
+            t, sec = sections[0]
+            plan.log_start = int(tables.table(t)["base_offset"][sec.batch_start])
     active = plan.active
     segs = plan.segments
     if active is not None:
-        if active.log_size == 0:
+        if active.log_size == 0 and active.base != plan.start:
+            pass        # an empty segment below the first offset kept: deleted after commit
+        elif active.log_size == 0:
             # an empty active segment is reused in every mode (its files are rewritten)
             segs.append(SegPlan(base=active.base, existing=True, start_size=0, end_size=0,
                                 builder=IndexBuilder.for_new_segment(
@@ -179,7 +234,10 @@ def _plan_partition(plan: PartPlan, sections: list[tuple[int, StagedSection]],
             raise CorruptRecordError("staging batch table does not tile its section",
                                      path=tables.staged[staged_i].path, position=sec.position)
         counts = table["last_offset_delta"].astype(np.int64) + 1
-        bases = next_offset + np.concatenate(([0], np.cumsum(counts)[:-1]))
+        if preserve:
+            bases = table["base_offset"].astype(np.int64)
+        else:
+            bases = next_offset + np.concatenate(([0], np.cumsum(counts)[:-1]))
         lasts = bases + counts - 1
         max_ts = table["max_timestamp"]
         rows = np.arange(sec.batch_start, sec.batch_start + sec.batch_count)
@@ -301,33 +359,37 @@ def _repair_active(fs: pafs.FileSystem, directory: str, active: Active) -> None:
 
 def _plan_one(fs: pafs.FileSystem, root: str, topic: str, p: int, create: bool,
               sections: list[tuple[int, StagedSection]], tables: TablesCache,
-              cfg: AppendConfig, no_append: bool, overwrite: bool) -> PartPlan:
+              cfg: AppendConfig, no_append: bool, overwrite: bool,
+              preserve: bool = False) -> PartPlan:
     directory = partition_dir(root, topic, p)
-    active, leo = None, 0
+    segs, active, leo = (), None, 0
     if not create:
-        _, active, leo = inspect_partition(fs, directory, cfg)
+        segs, active, leo = inspect_partition(fs, directory, cfg)
     if active is not None and active.rebuilt is not None and not no_append:
         _repair_active(fs, directory, active)
-        _, active, leo = inspect_partition(fs, directory, cfg)
+        segs, active, leo = inspect_partition(fs, directory, cfg)
         if active.builder is None and active.log_size:
             raise LogLayoutError("could not repair the active segment's indexes",
                                  path=directory)
     plan = PartPlan(topic=topic, partition=p, directory=directory, create_dir=create,
-                    start=leo, active=active)
+                    start=leo, active=active, segment_count=len(segs))
     if (active is not None and active.builder is not None and active.log_size
             and active.builder.drop_time_tail_bytes and not no_append and not overwrite):
         plan.timeindex_tail = read_range(fs, segment_file(directory, active.base, ".timeindex"),
                                          active.timeindex_size - TIME_ENTRY_SIZE,
                                          TIME_ENTRY_SIZE)
-    _plan_partition(plan, sections, tables, cfg, no_append, overwrite, adopt=is_local(fs))
+    _plan_partition(plan, sections, tables, cfg, no_append, overwrite, adopt=is_local(fs),
+                    preserve=preserve)
     return plan
 
 
 def plan_write(fs: pafs.FileSystem, root: str, staged: Sequence[StagedFile],
                specs: Mapping[str, TopicSpec], existing: Mapping[str, list[int]],
-               cfg: AppendConfig, no_append: bool, overwrite: bool) -> WritePlan:
+               cfg: AppendConfig, no_append: bool, overwrite: bool,
+               preserve: bool = False) -> WritePlan:
     """Plan every partition the write touches (an overwrite touches all of a topic's).
-    Repairs an active segment's damaged indexes first, as a broker's recovery would."""
+    Repairs an active segment's damaged indexes first, as a broker's recovery would.
+    ``preserve``: every batch keeps its staged base offset (see :func:`_preserved_order`)."""
     tables = TablesCache(fs, staged)
     by_part: dict[tuple[str, int], list[tuple[int, StagedSection]]] = {}
     for i, sf in enumerate(staged):
@@ -343,5 +405,6 @@ def plan_write(fs: pafs.FileSystem, root: str, staged: Sequence[StagedFile],
         else:
             touched = staged_parts
         out.topics[t] = [_plan_one(fs, root, t, p, p not in parts, by_part.get((t, p), []),
-                                   tables, cfg, no_append, overwrite) for p in touched]
+                                   tables, cfg, no_append, overwrite, preserve)
+                         for p in touched]
     return out

@@ -109,7 +109,7 @@ def _update_checkpoints(fs: pafs.FileSystem, root: str, topic: str,
                         pending: jr.PendingWrite, fault: Fault) -> None:
     ends = {p: u.end for p, u in pending.partitions.items()}
     updates = [(RECOVERY_POINT_FILE, ends), (HIGH_WATERMARK_FILE, ends)]
-    if pending.mode == "overwrite":
+    if pending.log_start:
         updates.append((LOG_START_FILE, pending.log_start))
     with CheckpointLock(fs, root):
         for name, values in updates:
@@ -125,10 +125,11 @@ def _update_checkpoints(fs: pafs.FileSystem, root: str, topic: str,
 
 def post_commit(fs: pafs.FileSystem, root: str, topic: str, pending: jr.PendingWrite,
                 fault: Fault) -> None:
-    """Idempotent work after the commit point: checkpoints, then an overwrite's old
-    segments (after the log start offset has moved past them)."""
+    """Idempotent work after the commit point: checkpoints, then the segments below a
+    moved log start (an overwrite's old ones; an empty one below the first offset a
+    preserving write put in an empty partition), once the checkpoint has moved."""
     _update_checkpoints(fs, root, topic, pending, fault)
-    if pending.mode == "overwrite":
+    if pending.log_start:
         for p, start in pending.log_start.items():
             directory = partition_dir(root, topic, p)
             for s in segments(fs, directory):

@@ -22,10 +22,12 @@ from spark_kafkalog.log.write import journal as jr
 from spark_kafkalog.log.io import delete_file, is_local
 from spark_kafkalog.log.write.flush import BehindFlush
 
-#: one row per staged batch; position is relative to its section's first byte
+#: one row per staged batch; position is relative to its section's first byte;
+#: base_offset is the offset the batch keeps in a write with offsets="preserve" (a write
+#: that assigns offsets ignores it)
 BATCH_TABLE_DTYPE = np.dtype([("position", "<i8"), ("size", "<i4"),
                               ("last_offset_delta", "<i4"), ("max_timestamp", "<i8"),
-                              ("record_count", "<i4")])
+                              ("record_count", "<i4"), ("base_offset", "<i8")])
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,8 @@ def _column(table, name: str) -> np.ndarray:
 def batch_table(batches) -> np.ndarray:
     """Normalize a per-batch table (``format.encode_batches``' pyarrow table, a dict of
     arrays, or a structured array) with columns position, size, max_timestamp,
-    record_count and either last_offset_delta or base_offset + last_offset."""
+    record_count, either last_offset_delta or base_offset + last_offset, and (for a
+    write that preserves offsets) base_offset."""
     if isinstance(batches, np.ndarray) and batches.dtype == BATCH_TABLE_DTYPE:
         return batches
     names = (batches.dtype.names if isinstance(batches, np.ndarray)
@@ -91,6 +94,7 @@ def batch_table(batches) -> np.ndarray:
                                     - _column(batches, "base_offset").astype(np.int64))
     out["max_timestamp"] = _column(batches, "max_timestamp")
     out["record_count"] = _column(batches, "record_count")
+    out["base_offset"] = _column(batches, "base_offset") if "base_offset" in names else 0
     return out
 
 
