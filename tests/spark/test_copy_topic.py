@@ -83,6 +83,16 @@ def test_preserved_copy_recompressed_and_rebatched_equals_the_source(spark, rich
     _verify_clean(out)
 
 
+def test_read_uncommitted_copy_keeps_aborted_records_as_plain_data(spark, rich, tmp_path):
+    src, p = rich
+    out = str(tmp_path / "out")
+    _copy(spark, "--path", src, "--output", out, "--topic", p.topic,
+          "--isolation-level", "read_uncommitted")
+    expected = _expected(p, "read_uncommitted")
+    assert len(expected) > len(_expected(p))               # aborted records are in it
+    assert _rows(_read(spark, out, p.topic, "read_committed")) == expected
+
+
 def test_offset_map_of_a_preserved_copy_is_the_identity(spark, rich, tmp_path):
     src, p = rich
     out, mapping = str(tmp_path / "out"), str(tmp_path / "map")
