@@ -3,7 +3,8 @@
 The public API (the log layer and the tests use only these names): ``decode``,
 ``decode_run``, ``scan_headers``, ``read_batch_header`` (:mod:`.decode`); ``encode``,
 ``encode_batches``, ``encode_partitioned`` (:mod:`.encode`); ``compress``,
-``decompress`` (the codec registry, :mod:`.codecs`). Byte layouts: :mod:`.wire`.
+``decompress`` (the codec registry, :mod:`.codecs`); ``murmur2``, ``partition_for_keys``
+(the Java producer's default partitioner, :mod:`._partition`). Byte layouts: :mod:`.wire`.
 The records of ``__consumer_offsets`` and ``__transaction_state``: :mod:`.coordinator`.
 """
 from spark_kafkalog.errors import (
@@ -24,6 +25,7 @@ from spark_kafkalog.format.decode import (
     scan_headers,
 )
 from spark_kafkalog.format.encode import encode, encode_batches, encode_partitioned
+from spark_kafkalog.format._partition import murmur2, partition_for_keys
 from spark_kafkalog.format.schema import (
     BATCH_HEADER_SCHEMA,
     SCHEMA,
@@ -36,6 +38,7 @@ __all__ = [
     "BATCH_HEADER_SCHEMA", "BatchHeader", "CodecError", "CorruptRecordError",
     "DEFAULT_MAX_DECOMPRESSED", "HeaderScan", "KafkaLogError", "MissingCodecError",
     "SCHEMA", "SCHEMA_WITH_HEADERS", "ScanProblem", "UnsupportedFormatError", "compress",
-    "decode", "decode_run", "decompress", "encode", "encode_batches", "encode_partitioned", "read_batch_header", "record_schema",
+    "decode", "decode_run", "decompress", "encode", "encode_batches", "encode_partitioned",
+    "murmur2", "partition_for_keys", "read_batch_header", "record_schema",
     "scan_headers",
 ]
