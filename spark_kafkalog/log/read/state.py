@@ -27,6 +27,7 @@ from typing import Iterable
 import numpy as np
 
 from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
+from spark_kafkalog.log.io import map_io
 from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.log.model import LogSource, PartitionDir, PartitionState
 from spark_kafkalog.log.read.isolation import last_stable_offset
@@ -221,11 +222,16 @@ def topic_states(logdirs, topic: str, partitions: Iterable[int] | None = None, *
         snap = topic_snapshot(logdirs, topic, as_of_commit=as_of_commit,
                               as_of_timestamp=as_of_timestamp)
         latest = topic_snapshot(logdirs, topic) if snap.as_of else snap
-        parts = [p for p in logdirs.partitions(topic)
-                 if wanted is None or p.partition in wanted]
+        if wanted is None:
+            parts = logdirs.partitions(topic)
+        else:       # list only the wanted partitions' dirs
+            parts = map_io(logdirs.filesystem, lambda q: logdirs.partition(topic, q),
+                           sorted(wanted & set(logdirs.partition_roots(topic))))
         try:
-            states = {p.partition: partition_state(logdirs, p, snapshot=snap,
-                                                   **state_kwargs) for p in parts}
+            states = dict(zip([p.partition for p in parts], map_io(
+                logdirs.filesystem,
+                lambda p: partition_state(logdirs, p, snapshot=snap, **state_kwargs),
+                parts)))
         except LogLayoutError as err:
             # a segment listed with the snapshot is gone: deleted under the read
             if (attempt == SNAPSHOT_ATTEMPTS - 1
