@@ -26,7 +26,7 @@ from spark_kafkalog.spark.options import parse_read_options
 from spark_kafkalog.spark.planning import plan
 from tests.log.logbuilder import LogDirBuilder, sample_records
 from tests.log.s3count import CountingProxy
-from tests.log.test_s3 import REGION, s3, s3_endpoint, upload  # noqa: F401  (session moto)
+from tests.log.test_s3 import s3, s3_endpoint, upload  # noqa: F401  (session moto)
 
 BIG = "big"
 

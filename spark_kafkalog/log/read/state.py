@@ -71,7 +71,9 @@ def _tail(logdirs: LogSource, p: PartitionDir, on_corruption: str, stats: ReadSt
                 # an empty active segment: the log ends at its base offset
                 return seg.base_offset, None
             continue
-        idx = offset_index(logdirs, p, i)
+        # a segment one probe reads whole is scanned from its start: opening its index
+        # would cost more (a topic of thousands of small partitions pays it in each)
+        idx = offset_index(logdirs, p, i) if seg.size > _PROBE else None
         pos, check = 0, None
         prev = None
         if idx is not None and len(idx):
