@@ -119,8 +119,8 @@ def _select(paths: Sequence[str], fs_options: dict, topics: Sequence[str] | None
     logdirs = LogDirs(roots, fs_options, include_internal=True)
     selected: dict[tuple[str, int], PartitionDir] = {}
     for root, topic, partition in wanted:
-        if topic is None:
-            for t in logdirs.topics():
+        if topic is None:           # list only the asked-for topics' partition dirs
+            for t in (t for t in logdirs.topics() if not topics or t in topics):
                 for p in logdirs.partitions(t):
                     if p.root == root:
                         selected.setdefault((p.topic, p.partition), p)

@@ -1,12 +1,15 @@
 """What a live log holds now, cheaply: the stream reader's poll of the log dirs.
 
 One :meth:`LiveLog.poll` lists each log-dir root once (partition dirs, checkpoint files
-and our writer's journals come with their sizes and mtimes) and stats every selected
-partition's directory and active segment in one batched call. A partition's bounds (log
-start, upper bound: the high watermark clamped to the last complete batch, the last
-stable offset under read_committed) are recomputed through the log layer
-(``partition_state``) only when something it depends on changed: the segment list, the
-active segment's size or mtime, the root checkpoint entries or the topic's journal. A
+and our writer's journals come with their sizes and mtimes), reads each selected topic's
+journal (one snapshot per topic, taken before any partition dir is looked at), then
+stats every selected partition's directory and active segment in one batched call (on
+an object store, whose directories have no stamps: lists each selected partition dir).
+A partition's bounds (log start, upper bound: the high watermark clamped to the last
+complete batch, the last stable offset under read_committed) are recomputed through the
+log layer (``partition_state``, with that snapshot) only when something it depends on
+changed: the segment list, the active segment's size or mtime, the root checkpoint
+entries or what the topic's journal says of the partition. A
 file modified within :data:`RACY_SECONDS` of the last computation is not trusted (an
 append to a preallocated file in the same clock tick leaves size and mtime unchanged),
 as git treats "racily clean" files.
@@ -39,6 +42,8 @@ from spark_kafkalog.log import (
     partition_state,
     read_checkpoint,
 )
+from spark_kafkalog.log.io import list_dir, map_io
+from spark_kafkalog.log.read.snapshot import topic_snapshot
 from spark_kafkalog.log.write.journal import journal_path
 from spark_kafkalog.log.read.discovery import list_segments
 from spark_kafkalog.spark.options import Assign, ReadOptions, Subscribe, SubscribePattern
@@ -222,48 +227,79 @@ class LiveLog:
                 dirs[tp] = (root, path)
             root_files[root] = files
         selected = self._select(dirs)
-        # one batched stat: each partition dir, and the active segment we know of
-        paths = []
-        for tp in selected:
-            paths.append(dirs[tp][1])
-            cached = self._cache.get(tp)
-            segs = cached.live.partition_dir.segments if cached else ()
-            paths.append(segs[-1].path if segs else dirs[tp][1])
-        stamps = _stats(fs, paths)
-        now = self.clock()
         checkpoints = {root: self._checkpoints(fs, root, files)
                        for root, files in root_files.items()}
-        out: dict[tuple[str, int], LivePartition] = {}
+        by_topic: dict[str, dict[int, tuple[str, str]]] = {}
+        for (t, q), where in dirs.items():
+            by_topic.setdefault(t, {})[q] = where
+        logdirs.adopt(by_topic, {(root, name): entries
+                                 for root, (_, hw, ls) in checkpoints.items()
+                                 for name, entries in ((REPLICATION_OFFSET_CHECKPOINT, hw),
+                                                       (LOG_START_OFFSET_CHECKPOINT, ls))})
+        # each topic's journal before any of its partition dirs is looked at: every byte
+        # it calls committed is then in what the poll sees (one snapshot per topic)
+        snaps = {t: topic_snapshot(logdirs, t) for t in sorted({t for t, _ in selected})}
+        local = isinstance(fs, pafs.LocalFileSystem)
+        if local:
+            # one batched stat: each partition dir, and the active segment we know of
+            paths = []
+            for tp in selected:
+                paths.append(dirs[tp][1])
+                cached = self._cache.get(tp)
+                segs = cached.live.partition_dir.segments if cached else ()
+                paths.append(segs[-1].path if segs else dirs[tp][1])
+            stamps = _stats(fs, paths)
+            looks = [(stamps[2 * i], stamps[2 * i + 1], None) for i in range(len(selected))]
+        else:
+            # an object store's "directory" has no stamp: one listing per partition dir
+            # (a request each) gives every segment's size and time
+            def look(tp):
+                infos = list_dir(fs, dirs[tp][1])
+                return tuple(sorted((i.base_name, *_stamp(i)) for i in infos)), None, infos
+
+            looks = map_io(fs, look, selected)
+        now = self.clock()
+
+        def one(i: int) -> LivePartition:
+            tp = selected[i]
+            dir_stamp, last_stamp, infos = looks[i]
+            root, path = dirs[tp]
+            journal = root_files[root].get(_journal_name(tp[0]), _MISSING)
+            ck_stamp, hw, ls = checkpoints[root]
+            return self._partition(logdirs, tp, root, path, dir_stamp, last_stamp, infos,
+                                   journal, snaps[tp[0]], ck_stamp, hw.get(tp), ls.get(tp),
+                                   now)
+
         with quiet_tail():
-            for i, tp in enumerate(selected):
-                root, path = dirs[tp]
-                files = root_files[root]
-                journal = files.get(_journal_name(tp[0]), _MISSING)
-                ck_stamp, hw, ls = checkpoints[root]
-                out[tp] = self._partition(logdirs, tp, root, path, stamps[2 * i],
-                                          stamps[2 * i + 1], journal, ck_stamp, hw.get(tp),
-                                          ls.get(tp), now)
+            out = dict(zip(selected, map_io(fs, one, range(len(selected)))))
         for tp in list(self._cache):
             if tp not in out:
                 del self._cache[tp]
         return out
 
-    def _partition(self, logdirs, tp, root, path, dir_stamp, last_stamp, journal,
-                   ck_stamp, hw, ls, now) -> LivePartition:
+    def _partition(self, logdirs, tp, root, path, dir_stamp, last_stamp, infos, journal,
+                   snap, ck_stamp, hw, ls, now) -> LivePartition:
+        """``infos``: the partition dir's listing (object stores; ``dir_stamp`` is then
+        made of it), None on local disk (``dir_stamp``, ``last_stamp``: stats of the
+        dir and of the active segment)."""
         cached = self._cache.get(tp)
         dir_key = (path, dir_stamp)
         if cached is not None and cached.dir_key == dir_key and not cached.racy:
             pdir = cached.live.partition_dir
-            if pdir.segments and last_stamp[0] is not None \
+            if pdir.segments and last_stamp is not None and last_stamp[0] is not None \
                     and pdir.segments[-1].size != last_stamp[0]:
                 last = replace(pdir.segments[-1], size=int(last_stamp[0]))
                 pdir = replace(pdir, segments=pdir.segments[:-1] + (last,))
         else:
-            segments, snapshots = list_segments(logdirs.filesystem, path)
+            segments, snapshots = list_segments(logdirs.filesystem, path, infos=infos)
             pdir = PartitionDir(tp[0], tp[1], root, path, segments, snapshots)
-            if segments:
+            if segments and infos is None:
                 last_stamp = _stats(logdirs.filesystem, [segments[-1].path])[0]
-        key = (tuple((s.base_offset, s.size) for s in pdir.segments), last_stamp, journal,
+        if infos is not None:
+            last_stamp = next((_stamp(i) for i in infos if pdir.segments
+                               and i.path == pdir.segments[-1].path), _MISSING)
+        bound = snap.bound(tp[1])
+        key = (tuple((s.base_offset, s.size) for s in pdir.segments), last_stamp, bound,
                hw, ls, ck_stamp)
         if cached is not None and cached.key == key and not cached.racy:
             if cached.live.partition_dir is not pdir:
@@ -273,8 +309,10 @@ class LiveLog:
         state = partition_state(logdirs, pdir, isolation_level=opts.isolation_level,
                                 read_past_high_watermark=opts.read_past_high_watermark,
                                 on_corruption=opts.on_corruption,
-                                window_bytes=opts.window_bytes, timestamps=False)
+                                window_bytes=opts.window_bytes, timestamps=False,
+                                snapshot=snap)
         live = LivePartition(tp[0], tp[1], pdir, state)
-        racy = self._is_racy([dir_stamp, last_stamp, journal, *ck_stamp], now)
+        racy = self._is_racy([dir_stamp if infos is None else _MISSING, last_stamp,
+                              journal, *ck_stamp], now)
         self._cache[tp] = _Cached(key, dir_key, racy, live)
         return live

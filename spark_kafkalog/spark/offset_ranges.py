@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_kafkalog.errors import DataLossError, InvalidOptionError, OffsetOutOfRangeError
+from spark_kafkalog.log.io import map_io
 from spark_kafkalog.spark.options import (
     EARLIEST,
     LATEST,
@@ -106,17 +107,19 @@ def resolve_ranges(logdirs, opts: ReadOptions, parts: list, *,
     if isinstance(ending, SpecificTimestamps):
         check_names_all(end_name, set(ending.as_dict()), all_parts)
 
-    out = []
-    for p, state in _snapshot_states(logdirs, opts, parts):
+    def one(p_state) -> PartitionRange:
+        p, state = p_state
         start = resolve_offset(starting, option=start_name, p=p, state=state, logdirs=logdirs,
                                starting=True, on_corruption=opts.on_corruption)
         end = resolve_offset(ending, option=end_name, p=p, state=state, logdirs=logdirs,
                              starting=False, on_corruption=opts.on_corruption)
         start, end = check_bounds(p, state, start, end, opts.fail_on_data_loss,
                                    start_name, end_name)
-        out.append(PartitionRange(p.topic, p.partition, p, start, end, state.size_bytes,
-                                  state.log_start_offset, state.log_end_offset))
-    return out
+        return PartitionRange(p.topic, p.partition, p, start, end, state.size_bytes,
+                              state.log_start_offset, state.log_end_offset)
+
+    # a timestamp's seek reads index files and batches: concurrent on remote filesystems
+    return map_io(logdirs.filesystem, one, _snapshot_states(logdirs, opts, parts))
 
 
 def _snapshot_states(logdirs, opts: ReadOptions, parts: list):

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -46,6 +46,7 @@ from pyspark.sql.datasource import InputPartition
 
 from spark_kafkalog.errors import LogLayoutError
 from spark_kafkalog.format.npview import column as _np
+from spark_kafkalog.log.io import map_io
 from spark_kafkalog.log.model import is_internal_topic
 from spark_kafkalog.spark.filters import NONE, Pushdown
 from spark_kafkalog.spark.offset_ranges import PartitionRange, resolve_ranges
@@ -85,39 +86,44 @@ class LogSlice(InputPartition):
 
 # -- 1. topic-partitions ---------------------------------------------------------------------
 
-def select_partitions(logdirs, opts: ReadOptions) -> list:
-    """The ``PartitionDir`` s the subscription strategy names (before pushdown), sorted by
-    (topic, partition). A topic or partition named by ``subscribe``/``assign`` that is not
-    in the log dirs is an error: with no broker there is nothing to wait for."""
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+def select_partitions(logdirs, opts: ReadOptions) -> list[TopicPartition]:
+    """The topic-partitions the subscription strategy names (before pushdown), sorted by
+    (topic, partition), from the roots' listing alone: a partition's directory is listed
+    only once pushdown has kept it. A topic or partition named by ``subscribe``/
+    ``assign`` that is not in the log dirs is an error: with no broker there is nothing
+    to wait for."""
     strategy = opts.strategy
     available = logdirs.topics()
     if isinstance(strategy, SubscribePattern):
         topics = [t for t in available
                   if not is_internal_topic(t) and strategy.matches(t)]
-        return [p for t in topics for p in logdirs.partitions(t)]
+        return [TopicPartition(t, q) for t in topics
+                for q in sorted(logdirs.partition_roots(t))]
     if isinstance(strategy, Subscribe):
-        out = []
-        for topic in sorted(strategy.topics):
-            out.extend(_topic_partitions(logdirs, "subscribe", topic, available, opts))
-        return out
+        return [TopicPartition(topic, q) for topic in sorted(strategy.topics)
+                for q in sorted(_numbers(logdirs, "subscribe", topic, available, opts))]
     out = []
     for topic, partition in strategy.partitions:
-        parts = _topic_partitions(logdirs, "assign", topic, available, opts)
-        match = [p for p in parts if p.partition == partition]
-        if not match:
+        numbers = _numbers(logdirs, "assign", topic, available, opts)
+        if partition not in numbers:
             raise LogLayoutError(
                 f"assign: partition {topic}-{partition} not found in log dir(s) {opts.path} "
                 f"(partitions of {topic} there: "
-                f"{_short_list([str(p.partition) for p in parts])})")
-        out.append(match[0])
+                f"{_short_list([str(q) for q in sorted(numbers)])})")
+        out.append(TopicPartition(topic, partition))
     return out
 
 
-def _topic_partitions(logdirs, option: str, topic: str, available: list[str],
-                      opts: ReadOptions) -> list:
+def _numbers(logdirs, option: str, topic: str, available: list[str],
+             opts: ReadOptions) -> dict:
     # Named topics may be hidden ones (__cluster_metadata): ask for them by name.
     try:
-        return logdirs.partitions(topic)
+        return logdirs.partition_roots(topic)
     except LogLayoutError as err:
         raise LogLayoutError(f"{option}: topic {topic} not found in log dir(s) {opts.path} "
                              f"(topics there: {_short_list(available)})") from err
@@ -141,16 +147,17 @@ def apply_pushdown(logdirs, ranges: list[PartitionRange], pushdown: Pushdown, *,
                    on_corruption: str = "fail") -> list[PartitionRange]:
     lo, hi = pushdown.offset_bounds()
     ts_ms = pushdown.timestamp_lower_ms()
-    out = []
-    for r in ranges:
+
+    def one(r: PartitionRange) -> PartitionRange:
         start = max(r.start_offset, lo)
         end = r.end_offset if hi is None else min(r.end_offset, hi)
         if start < end and ts_ms is not None and ts_ms > 0:
             found = logdirs.offset_for_timestamp(r.partition_dir, ts_ms, upper_bound=end,
                                                  on_corruption=on_corruption)
             start = end if found is None else max(start, found)
-        out.append(replace(r, start_offset=start, end_offset=max(start, end)))
-    return out
+        return replace(r, start_offset=start, end_offset=max(start, end))
+
+    return map_io(logdirs.filesystem, one, ranges)
 
 
 # -- 4. slices -----------------------------------------------------------------------------------
@@ -429,8 +436,12 @@ def plan(logdirs, opts: ReadOptions, pushdown: Pushdown = NONE, *,
     ranges = resolve_ranges(logdirs, opts, pruned, all_parts=selected)
     ranges = apply_pushdown(logdirs, ranges, pushdown, on_corruption=opts.on_corruption)
     keep_later = opts.isolation_level == "read_committed"
-    slices = [s for r in ranges for s in slice_range(logdirs, r, opts.max_partition_bytes,
-                                                     split_points, keep_later=keep_later)]
+    # each range's index reads are independent: concurrent on remote filesystems
+    slices = [s for cut in map_io(logdirs.filesystem,
+                                  lambda r: slice_range(logdirs, r, opts.max_partition_bytes,
+                                                        split_points, keep_later=keep_later),
+                                  ranges)
+              for s in cut]
     slices = limit_records(logdirs, slices, opts, count=count, keep_later=keep_later)
     slices = split_for_limits(slices, opts.min_partitions, keep_later=keep_later)
     if not opts.pack_partitions:

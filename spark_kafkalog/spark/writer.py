@@ -37,8 +37,9 @@ How a write runs:
   :data:`FLUSH_BYTES`, partitioned, and encoded into record batches of about
   ``batch.size`` bytes by ``format.encode_partitioned`` — uncompressed in one pass over
   the rows, each record written into its partition's batches; compressed, partition by
-  partition — and streamed into staging files at the log-dir root (on local
-  filesystems one per topic-partition, see ``StagingWriter``); the task returns a
+  partition — and streamed into one staging file at the log-dir root (on local
+  filesystems plus one per topic-partition staging over a MiB in the task, see
+  ``StagingWriter``); the task returns a
   :class:`KafkaLogCommitMessage` (the staging files' description: a few hundred bytes);
 * ``commit`` (driver): :func:`spark_kafkalog.log.write.commit_write` — the journal
   makes it all-or-nothing and idempotent;
@@ -86,6 +87,7 @@ from spark_kafkalog.format.npview import to_numpy
 from spark_kafkalog.log.write import journal as jr
 from spark_kafkalog.log.write import (
     AppendConfig,
+    OWN_FILE_MIN_BYTES,
     StagedFile,
     StagingWriter,
     TopicSpec,
@@ -242,10 +244,12 @@ class _TaskWriter:
         self._encode_partitioned = encode_partitioned
         self.plan = plan
         self.fs, self.root = resolve_filesystem(plan.wo.path, plan.wo.filesystem_options)
-        # one staging file per partition: the commit adopts large ones as segments
+        # one shared staging file, plus a file of its own for each partition with more
+        # than OWN_FILE_MIN_BYTES: the commit adopts large ones as segments
         self.staging = StagingWriter(self.fs, self.root, write_id, label,
                                      per_partition_files=True,
-                                     flush_behind=plan.wo.fsync)
+                                     flush_behind=plan.wo.fsync,
+                                     own_file_min_bytes=OWN_FILE_MIN_BYTES)
         self.counts = dict(plan.partition_counts)
         self.null_start = null_start
         self.rows = 0

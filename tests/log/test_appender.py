@@ -491,6 +491,50 @@ def test_large_staged_sections_are_adopted_as_segments(tmp_path):
                 stdout=out, stderr=err) == 0, out.getvalue() + err.getvalue()
 
 
+def test_small_partitions_share_the_task_staging_file(tmp_path):
+    """With own_file_min_bytes, a task writing to many partitions makes one staging file
+    for the small ones; a partition past the threshold continues in a file of its own
+    (its first bytes stay in the shared file, ahead of it), which the commit adopts as a
+    segment when large enough. The log is the one a plain staging file gives."""
+    root = str(tmp_path)
+    cfg = AppendConfig(segment_bytes=200_000, index_interval_bytes=700,
+                       adopt_min_bytes=5_000)
+    small = {p: recs(3, start=100 * p) for p in range(1, 40)}
+    big = recs(300, start=5000)
+    staged = []
+    for k in range(2):
+        w = StagingWriter(FS, root, "batch:1", f"t{k}", per_partition_files=True,
+                          own_file_min_bytes=2_500)
+        for chunk in range(0, 150, 10):      # big-0 arrives in pieces, between the others
+            data, table = kp_encode(big[k::2][chunk:chunk + 10], per_batch=9)
+            w.add("t", 0, data, table)
+            for p, rows in small.items():
+                if chunk == 0:
+                    data, table = kp_encode(rows[k::2] or rows, per_batch=9)
+                    w.add("t", p, data, table)
+        staged.append(w.finish())
+    for sf in staged:
+        own = [s for s in sf.sections if s.path is not None]
+        assert [(s.topic, s.partition) for s in own] == [("t", 0)]   # only big-0
+        shared = [s for s in sf.sections if s.path is None and s.partition == 0]
+        assert shared and sum(s.size for s in shared) <= 2_500
+        assert own[0].size >= 5_000
+    files = [n for n in os.listdir(root) if n.startswith(jr.STAGING_PREFIX)]
+    assert len(files) == 4                   # per task: the shared file and big-0's own
+    r = commit_write(FS, root, "batch:1", staged,
+                     [TopicSpec("t", partitions_if_new=40)], config=cfg)
+    assert r.ranges["t"][0] == (0, 300)
+    ordered = big[0::2] + big[1::2]         # task 0's rows, then task 1's
+    assert [x[1:] for x in read_kp(f"{root}/t-0")] == [x[1:] for x in as_rows(ordered, 0)]
+    assert len(segments(f"{root}/t-0")) == 3        # the shared heads, then two adopted
+    for p, rows in small.items():
+        expect = (rows[0::2] or rows) + (rows[1::2] or rows)
+        assert [x[1:] for x in read_kp(f"{root}/t-{p}")] == \
+            [x[1:] for x in as_rows(expect, 0)]
+    assert_indexes_like_broker(f"{root}/t-0", 700)
+    assert not [n for n in os.listdir(root) if n.startswith(jr.STAGING_PREFIX)]
+
+
 def test_flush_behind_syncs_large_staging_files_while_staging(tmp_path, monkeypatch):
     """With flush_behind, a per-partition staging file is fdatasynced in the background
     once it is FLUSH_BEHIND_START long and each time FLUSH_BEHIND_BYTES more are staged,

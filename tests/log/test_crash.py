@@ -65,13 +65,15 @@ class Scenario:
     """A base write (committed before the kill) and the write that gets killed."""
 
     def __init__(self, name, topics, mode="append", no_append=False, split=False,
-                 preserve=False):
+                 preserve=False, own_file_min_bytes=0):
         self.name = name
         self.preserve = preserve
         self.topics = topics
         self.mode = mode
         # split: one staging file per partition, each adopted as a segment by the commit
+        # (with own_file_min_bytes: only partitions staging more than that in a task)
         self.split = split
+        self.own_file_min_bytes = own_file_min_bytes
         # fsync=False: a SIGKILL loses nothing the kernel has (fsync guards against power
         # loss, which this test does not simulate); it keeps the test fast
         self.cfg = AppendConfig(segment_bytes=CFG.segment_bytes,
@@ -101,7 +103,8 @@ class Scenario:
         wid = f"batch:w{tag}"
         staged = []
         for task in range(2):
-            w = StagingWriter(FS, root, wid, f"task{task}", per_partition_files=self.split)
+            w = StagingWriter(FS, root, wid, f"task{task}", per_partition_files=self.split,
+                              own_file_min_bytes=self.own_file_min_bytes)
             for t in self.topics:
                 for p, recs in self.parts(tag).items():
                     if self.preserve:
@@ -154,6 +157,8 @@ SCENARIOS = [
     Scenario("adopt-overwrite", ["t"], mode="overwrite", split=True),
     Scenario("preserve", ["t"], preserve=True),
     Scenario("preserve-adopt", ["t"], split=True, preserve=True),
+    # partition 0 stages its own files (adopted), partition 1 shares the task's file
+    Scenario("adopt-mixed", ["t"], split=True, own_file_min_bytes=3000),
 ]
 PRESERVE = [sc for sc in SCENARIOS if sc.preserve]
 

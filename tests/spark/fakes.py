@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow.fs as pafs
+
 from spark_kafkalog.errors import LogLayoutError
 from spark_kafkalog.log.model import PartitionDir, Segment
 
@@ -37,6 +39,7 @@ class FakeLogDirs:
         self.ts0, self.ts_step = ts0, ts_step
         self.seeks: list[tuple[str, int, int]] = []
         self.roots = ("/fake",)
+        self.filesystem = pafs.LocalFileSystem()    # local: planning stays sequential
 
     def topics(self):
         return sorted({t for t, _ in self.layout if t != "__cluster_metadata"})
@@ -52,6 +55,9 @@ class FakeLogDirs:
         if not parts:
             raise LogLayoutError(f"topic {topic!r} not found")
         return [self._pdir(topic, p) for p in parts]
+
+    def partition_roots(self, topic):
+        return {p.partition: p.root for p in self.partitions(topic)}
 
     def partition(self, topic, partition):
         if (topic, partition) not in self.layout:

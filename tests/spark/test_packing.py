@@ -144,6 +144,7 @@ def test_planning_reads_each_checkpoint_and_lists_each_root_once(tmp_path, monke
     make_sample_log(roots[1], records=2000, partitions=40, topic="y", codecs=("none",))
     ckpts, listed = [], []
     real_ckpt, real_list = layout.read_checkpoint, layout.list_dir
+    real_files = layout._dir_files      # a partition dir's listing (os.scandir locally)
 
     def counting_ckpt(fs, path):
         ckpts.append(path)
@@ -153,8 +154,13 @@ def test_planning_reads_each_checkpoint_and_lists_each_root_once(tmp_path, monke
         listed.append(path)
         return real_list(fs, path)
 
+    def counting_files(fs, path, infos):
+        listed.append(path)
+        return real_files(fs, path, infos)
+
     monkeypatch.setattr(layout, "read_checkpoint", counting_ckpt)
     monkeypatch.setattr(layout, "list_dir", counting_list)
+    monkeypatch.setattr(layout, "_dir_files", counting_files)
     path = ",".join(map(str, roots))
     ts = plan(LogDirs(path), parse_read_options({"path": path, "subscribe": "x,y"}))
     assert sum(t.est_records for t in ts) == 4000

@@ -2,7 +2,8 @@
 
 Everything above it asks here to resolve a URI, list a directory, read a range or a
 small file, write fully, replace a file atomically (right on every filesystem), delete,
-and fsync a directory; ranged segment reads (pread or memory maps) are in
+and fsync a directory, and run per-partition work concurrently on remote
+filesystems (:func:`map_io`); ranged segment reads (pread or memory maps) are in
 :mod:`.segment_file`.
 """
 from spark_kafkalog.log.io.fs import (
@@ -22,8 +23,10 @@ from spark_kafkalog.log.io.fs import (
     write_atomic,
     write_fully,
 )
+from spark_kafkalog.log.io.parallel import map_io
 from spark_kafkalog.log.io.segment_file import SegmentFile
 
-__all__ = ["DELETED_SUFFIX", "FILESYSTEM_OPTIONS", "open_segment_file", "WRITE_PIECE_BYTES", "SegmentFile", "delete_file",
-           "file_size", "fsync_dir", "is_local", "join", "list_dir", "read_range", "read_small_file",
+__all__ = ["DELETED_SUFFIX", "FILESYSTEM_OPTIONS", "WRITE_PIECE_BYTES", "SegmentFile",
+           "delete_file", "file_size", "fsync_dir", "is_local", "join", "list_dir", "map_io",
+           "open_segment_file", "read_range", "read_small_file",
            "resolve_filesystem", "write_atomic", "write_fully"]

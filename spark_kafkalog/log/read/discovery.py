@@ -41,7 +41,7 @@ from spark_kafkalog.log.files.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     read_checkpoint,
 )
-from spark_kafkalog.log.io import join, list_dir, resolve_filesystem
+from spark_kafkalog.log.io import is_local, join, list_dir, map_io, resolve_filesystem
 from spark_kafkalog.log.model import (
     HIDDEN_TOPICS,
     PartitionDir,
@@ -60,24 +60,43 @@ __all__ = ["LogDirs", "list_segments", "partition_of_segment"]
 log = logging.getLogger(__name__)
 
 
-def list_segments(fs: pafs.FileSystem, path: str, *, resolve_swaps: bool = True
+def _dir_files(fs: pafs.FileSystem, path: str, infos) -> list[tuple[str, str, object]]:
+    """``(name, path, info)`` of the files in directory ``path``. On local disk ``info``
+    is an ``os.DirEntry`` (no ``stat`` until a size is asked for: only segments need
+    one), else the ``pyarrow.fs.FileInfo`` of ``infos`` or of a listing."""
+    if infos is None and is_local(fs):
+        try:
+            with os.scandir(path) as it:
+                return [(e.name, f"{path}/{e.name}", e) for e in it if e.is_file()]
+        except FileNotFoundError as err:
+            raise LogLayoutError("log directory does not exist", path=path) from err
+        except OSError as err:
+            raise LogLayoutError(f"cannot list directory: {err}", path=path) from err
+    return [(i.base_name, i.path, i) for i in (list_dir(fs, path) if infos is None else infos)
+            if i.type == pafs.FileType.File]
+
+
+def _size(info) -> int:
+    return info.stat().st_size if isinstance(info, os.DirEntry) else int(info.size or 0)
+
+
+def list_segments(fs: pafs.FileSystem, path: str, *, resolve_swaps: bool = True,
+                  infos: Iterable[pafs.FileInfo] | None = None
                   ) -> tuple[tuple[Segment, ...], tuple[tuple[int, str], ...]]:
     """Segments and producer snapshots of one partition dir, as a broker would load them.
 
     Files are grouped by base offset; a ``.log`` makes a segment and its index files are
     attached when present. Orphan index files, ``.deleted``/``.cleaned``/``.tmp`` leftovers
     and unrelated files are ignored. Valid ``.swap`` segments replace what they swap
-    out (see the module docstring); computing a swap's extent reads its batch headers."""
-    logs: dict[int, pafs.FileInfo] = {}
+    out (see the module docstring); computing a swap's extent reads its batch headers.
+    ``infos``: the directory's listing when the caller has just made it."""
+    logs: dict[int, tuple[str, object]] = {}            # base -> (path, info)
     indexes: dict[tuple[int, str], str] = {}
-    swap_logs: dict[int, pafs.FileInfo] = {}
+    swap_logs: dict[int, tuple[str, object]] = {}
     swap_indexes: dict[tuple[int, str], str] = {}
     snapshots: list[tuple[int, str]] = []
     min_cleaned: int | None = None
-    for info in list_dir(fs, path):
-        if info.type != pafs.FileType.File:
-            continue
-        name = info.base_name
+    for name, file_path, info in _dir_files(fs, path, infos):
         if name.endswith(LEFTOVER_SUFFIXES):
             if name.endswith(".cleaned"):
                 digits = name.split(".", 1)[0]
@@ -88,29 +107,39 @@ def list_segments(fs: pafs.FileSystem, path: str, *, resolve_swaps: bool = True
         parsed = parse_segment_file_name(name)
         if parsed is None:
             if name.endswith(".log"):
-                log.warning("ignoring %s: not a <base offset>.log segment name", info.path)
+                log.warning("ignoring %s: not a <base offset>.log segment name", file_path)
             continue
         base, kind, swap = parsed
         if kind == "snapshot":
             if not swap:
-                snapshots.append((base, info.path))
+                snapshots.append((base, file_path))
         elif kind == "log":
-            (swap_logs if swap else logs)[base] = info
+            (swap_logs if swap else logs)[base] = (file_path, info)
         else:
-            (swap_indexes if swap else indexes)[(base, kind)] = info.path
+            (swap_indexes if swap else indexes)[(base, kind)] = file_path
 
-    local = isinstance(fs, pafs.LocalFileSystem)
+    local = is_local(fs)
 
-    def make(base: int, info: pafs.FileInfo, idx: Mapping[tuple[int, str], str],
+    def make(base: int, found: tuple[str, object], idx: Mapping[tuple[int, str], str],
              swap: bool) -> Segment:
+        file_path, info = found
         file_id = None
-        if local:
+        if isinstance(info, os.DirEntry):
             try:
-                st = os.stat(info.path)
-                file_id = (st.st_dev, st.st_ino)
+                st = info.stat()
             except FileNotFoundError:
-                pass
-        return Segment(base, info.path, int(info.size or 0), idx.get((base, "index")),
+                st = None
+            size = st.st_size if st is not None else 0
+            file_id = (st.st_dev, st.st_ino) if st is not None else None
+        else:
+            size = _size(info)
+            if local:
+                try:
+                    st = os.stat(file_path)
+                    file_id = (st.st_dev, st.st_ino)
+                except FileNotFoundError:
+                    pass
+        return Segment(base, file_path, size, idx.get((base, "index")),
                        idx.get((base, "timeindex")), idx.get((base, "txnindex")), swap,
                        file_id)
 
@@ -119,7 +148,7 @@ def list_segments(fs: pafs.FileSystem, path: str, *, resolve_swaps: bool = True
         valid = {b: i for b, i in swap_logs.items() if min_cleaned is None or b < min_cleaned}
         for b in sorted(set(swap_logs) - set(valid)):
             log.warning("ignoring %s: swap file of an unfinished segment split "
-                        "(at or above the smallest .cleaned offset %s)", swap_logs[b].path,
+                        "(at or above the smallest .cleaned offset %s)", swap_logs[b][0],
                         min_cleaned)
         if valid:
             swaps = [make(b, i, swap_indexes, True) for b, i in sorted(valid.items())]
@@ -212,8 +241,9 @@ class LogDirs:
     def _reset_caches(self) -> None:
         self._dirs: dict[str, dict[int, tuple[str, str]]] | None = None
         self._partitions: dict[str, list[PartitionDir]] = {}
+        self._one: dict[tuple[str, int], PartitionDir] = {}   # listed alone (partition())
         self._checkpoints: dict[tuple[str, str], dict[tuple[str, int], int]] = {}
-        self._journals: dict = {}       # topic -> snapshot._Journals, read with the listing
+        self._journals: dict = {}       # topic -> snapshot.Journals (journals())
 
     def __getstate__(self):
         return {"filesystem": self.filesystem, "roots": self.roots,
@@ -260,6 +290,42 @@ class LogDirs:
         names = self._scan_roots().keys()
         return sorted(t for t in names if self.include_internal or t not in HIDDEN_TOPICS)
 
+    def _topic_dirs(self, topic: str) -> dict[int, tuple[str, str]]:
+        dirs = self._scan_roots().get(topic)
+        if not dirs:
+            raise LogLayoutError(f"topic {topic!r} not found in log dirs "
+                                 f"{', '.join(self.roots)}")
+        return dirs
+
+    def partition_roots(self, topic: str) -> dict[int, str]:
+        """partition -> the root holding it, from the roots' listing alone (no partition
+        dir is listed). LogLayoutError when no root holds the topic."""
+        return {q: root for q, (root, _) in self._topic_dirs(topic).items()}
+
+    def journals(self, topic: str):
+        """The topic's journals with their pending writes' decisions
+        (:class:`~spark_kafkalog.log.read.snapshot.Journals`), read once per ``LogDirs``
+        after the root checkpoints and before any of the topic's partition dirs is
+        listed: every byte the journal calls committed is then in the listing."""
+        j = self._journals.get(topic)
+        if j is None:
+            from spark_kafkalog.log.read.snapshot import load_journals
+
+            roots = sorted(set(self.partition_roots(topic).values()))
+            j = self._journals[topic] = load_journals(self, topic, roots)
+        return j
+
+    def _list_partition(self, topic: str, partition: int, root: str, path: str
+                        ) -> PartitionDir:
+        key = (topic, partition)
+        p = self._one.get(key)
+        if p is None:
+            self.journals(topic)        # the journal before the segments
+            segments, snapshots = list_segments(self.filesystem, path)
+            p = self._one[key] = PartitionDir(topic, partition, root, path, segments,
+                                              snapshots)
+        return p
+
     def partitions(self, topic: str) -> list[PartitionDir]:
         """The topic's partitions, sorted by number, gathered from every root. A hidden
         topic (``__cluster_metadata``) is returned when asked for by name. Raises
@@ -267,20 +333,10 @@ class LogDirs:
         cached = self._partitions.get(topic)
         if cached is not None:
             return cached
-        dirs = self._scan_roots().get(topic)
-        if not dirs:
-            raise LogLayoutError(f"topic {topic!r} not found in log dirs "
-                                 f"{', '.join(self.roots)}")
-        from spark_kafkalog.log.read.snapshot import load_journals
-
-        # the journal before the segments: every byte it calls committed is then listed
-        self._journals[topic] = load_journals(self, topic, sorted({r for r, _ in
-                                                                   dirs.values()}))
-        result = []
-        for partition in sorted(dirs):
-            root, path = dirs[partition]
-            segments, snapshots = list_segments(self.filesystem, path)
-            result.append(PartitionDir(topic, partition, root, path, segments, snapshots))
+        dirs = self._topic_dirs(topic)
+        self.journals(topic)            # once, before the listings (which may run in threads)
+        result = map_io(self.filesystem, lambda q: self._list_partition(topic, q, *dirs[q]),
+                        sorted(dirs))
         self._partitions[topic] = result
         return result
 
@@ -289,14 +345,25 @@ class LogDirs:
         (a new snapshot; see :mod:`spark_kafkalog.log.read.snapshot`)."""
         self._partitions.pop(topic, None)
         self._journals.pop(topic, None)
+        for key in [k for k in self._one if k[0] == topic]:
+            del self._one[key]
 
     def partition(self, topic: str, partition: int) -> PartitionDir:
-        """One partition; LogLayoutError when absent."""
-        for p in self.partitions(topic):
-            if p.partition == partition:
-                return p
-        raise LogLayoutError(f"partition {topic}-{partition} not found in log dirs "
-                             f"{', '.join(self.roots)}")
+        """One partition (only its directory is listed); LogLayoutError when absent."""
+        dirs = self._scan_roots().get(topic) or {}
+        if partition not in dirs:
+            raise LogLayoutError(f"partition {topic}-{partition} not found in log dirs "
+                                 f"{', '.join(self.roots)}")
+        return self._list_partition(topic, partition, *dirs[partition])
+
+    def adopt(self, dirs: Mapping[str, Mapping[int, tuple[str, str]]],
+              checkpoints: Mapping[tuple[str, str], dict] | None = None) -> None:
+        """Use a listing of the roots (``topic -> partition -> (root, dir path)``) and
+        checkpoint contents (``(root, file name) -> entries``) the caller has just read
+        itself (the stream poller reads them with their stamps) instead of reading them
+        again. For a fresh ``LogDirs``, before anything is read through it."""
+        self._dirs = {t: dict(parts) for t, parts in dirs.items()}
+        self._checkpoints.update(checkpoints or {})
 
     def all_partitions(self, topics: Iterable[str] | None = None) -> list[PartitionDir]:
         """Partitions of the given topics (default: every listed topic), topic order."""

@@ -143,6 +143,12 @@ def _decode_window(w: Window, skip: np.ndarray | None, *, topic: str, partition:
     return False
 
 
+#: a segment this small is read to its end rather than bounded through its offset index:
+#: one more open (a HEAD and a GET on an object store) costs more than these bytes, and
+#: a topic of thousands of small partitions pays it in every slice
+SMALL_SEGMENT_BYTES = 256 * 1024
+
+
 def _read_limit(logdirs: LogSource, p: PartitionDir, i: int, end_offset: int) -> int | None:
     """A byte position of segment ``i`` past which no batch below ``end_offset`` starts,
     from its offset index, when the range ends inside it: the entry after the first
@@ -151,6 +157,8 @@ def _read_limit(logdirs: LogSource, p: PartitionDir, i: int, end_offset: int) ->
     nxt = p.next_base_offset(i)
     if nxt is not None and end_offset >= nxt:
         return None
+    if p.segments[i].size <= SMALL_SEGMENT_BYTES:
+        return None             # reading it all costs less than reading its index
     idx = offset_index(logdirs, p, i)
     if idx is None:
         return None

@@ -103,6 +103,8 @@ def locate(logdirs: LogSource, p: PartitionDir, offset: int, hint: tuple[int, in
                     return j, pos, (offset if pos > 0 else None)
                 break
         log.debug("ignoring position hint %s for offset %d", hint, offset)
+    if not p.segments or offset <= p.segments[i].base_offset:
+        return i, 0, None           # the segment's start: no index to read
     idx = offset_index(logdirs, p, i)
     if idx is None or not len(idx):
         return i, 0, None

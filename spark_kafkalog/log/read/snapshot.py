@@ -1,8 +1,8 @@
 """One view of a topic per read: every partition bounded by one journal state.
 
 A read takes the topic's checkpoint files and then its journal(s) once, *before* it
-lists the partitions' segments (:meth:`LogDirs.partitions` does this and caches all
-three together), and bounds every partition by that one state (:class:`TopicSnapshot`):
+lists any partition's segments (:meth:`LogDirs.journals`, cached with the listing),
+and bounds every partition by that one state (:class:`TopicSnapshot`):
 
 - a write in flight (begun, not committed): its partitions end where it started;
 - a partition some retained commit wrote: it ends at the newest such commit's end (or
@@ -89,7 +89,7 @@ class TopicSnapshot:
 
 
 @dataclass
-class _Journals:
+class Journals:
     """The journals of one topic, one per root holding it, read once (see
     :func:`load_journals`), with the pending write's decision."""
     topic: str
@@ -100,10 +100,10 @@ class _Journals:
     ids: dict = field(default_factory=dict)
 
 
-def load_journals(logdirs, topic: str, roots: Iterable[str]) -> _Journals:
+def load_journals(logdirs, topic: str, roots: Iterable[str]) -> Journals:
     """Read the checkpoint files of ``roots`` (cached in ``logdirs``), then the topic's
     journal in each: checkpoints first, so what they say is never newer than the
-    journal. Called by :meth:`LogDirs.partitions` before it lists the segments."""
+    journal. Called by :meth:`LogDirs.journals`, before any segment is listed."""
     fs = logdirs.filesystem
     states, decided = {}, {}
     for root in roots:
@@ -116,7 +116,7 @@ def load_journals(logdirs, topic: str, roots: Iterable[str]) -> _Journals:
         if st.exists:
             states[root] = st
             decided[root] = jr.pending_decided(fs, root, st)
-    return _Journals(topic, states, decided, ids=ids)
+    return Journals(topic, states, decided, ids=ids)
 
 
 def _file_id(fs, path: str):
@@ -133,9 +133,8 @@ def _file_id(fs, path: str):
     return (info.mtime_ns, info.size)
 
 
-def _journals(logdirs, topic: str) -> _Journals:
-    logdirs.partitions(topic)           # loads the journals (before listing) and caches
-    return logdirs._journals[topic]
+def _journals(logdirs, topic: str) -> Journals:
+    return logdirs.journals(topic)      # read once, before any partition dir is listed
 
 
 def _root_commits(root: str, st, decided: bool) -> list[Commit]:
@@ -164,7 +163,7 @@ def list_commits(logdirs, topic: str) -> list[Commit]:
     return sorted(out, key=lambda c: (c.root, c.seq))
 
 
-def _latest_bounds(j: _Journals, roots_of: Mapping[int, str]) -> dict[int, Bound]:
+def _latest_bounds(j: Journals, roots_of: Mapping[int, str]) -> dict[int, Bound]:
     out: dict[int, Bound] = {}
     for root, st in j.states.items():
         decided = j.decided[root]
@@ -216,7 +215,7 @@ def _find_commit(topic: str, commits: list[Commit], as_of_commit, as_of_timestam
     return found[-1]
 
 
-def _as_of_bounds(topic: str, j: _Journals, roots_of: Mapping[int, str], latest,
+def _as_of_bounds(topic: str, j: Journals, roots_of: Mapping[int, str], latest,
                   as_of_commit, as_of_timestamp) -> tuple[Commit, dict[int, Bound]]:
     if len(j.states) > 1:
         raise InvalidOptionError(f"asOfCommit/asOfTimestamp: topic {topic!r} has commit "
@@ -257,7 +256,7 @@ def topic_snapshot(logdirs, topic: str, *, as_of_commit=None,
     read the topic as it was right after that commit. Raises InvalidOptionError for an
     unknown commit."""
     j = _journals(logdirs, topic)
-    roots_of = {p.partition: p.root for p in logdirs.partitions(topic)}
+    roots_of = logdirs.partition_roots(topic)
     if j.latest is None:
         bounds = _latest_bounds(j, roots_of)
         commits = [c for root, st in j.states.items()

@@ -28,6 +28,7 @@ from typing import Iterable
 import numpy as np
 
 from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
+from spark_kafkalog.log.io import map_io
 from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.log.model import LogSource, PartitionDir, PartitionState
 from spark_kafkalog.log.read.isolation import last_stable_offset
@@ -73,7 +74,9 @@ def _tail(logdirs: LogSource, p: PartitionDir, on_corruption: str, stats: ReadSt
                 # an empty active segment: the log ends at its base offset
                 return seg.base_offset, None
             continue
-        idx = offset_index(logdirs, p, i)
+        # a segment one probe reads whole is scanned from its start: opening its index
+        # would cost more (a topic of thousands of small partitions pays it in each)
+        idx = offset_index(logdirs, p, i) if seg.size > _PROBE else None
         pos, check = 0, None
         prev = None
         if idx is not None and len(idx):
@@ -227,8 +230,11 @@ def topic_states(logdirs, topic: str, partitions: Iterable[int] | None = None, *
         snap = topic_snapshot(logdirs, topic, as_of_commit=as_of_commit,
                               as_of_timestamp=as_of_timestamp)
         latest = topic_snapshot(logdirs, topic) if snap.as_of else snap
-        parts = [p for p in logdirs.partitions(topic)
-                 if wanted is None or p.partition in wanted]
+        if wanted is None:
+            parts = logdirs.partitions(topic)
+        else:       # list only the wanted partitions' dirs
+            parts = map_io(logdirs.filesystem, lambda q: logdirs.partition(topic, q),
+                           sorted(wanted & set(logdirs.partition_roots(topic))))
         if settle < SETTLE_TRIES and not listing_settled(logdirs, topic, parts):
             # a compaction renamed segment files while they were listed: list again
             settle += 1
@@ -237,8 +243,10 @@ def topic_states(logdirs, topic: str, partitions: Iterable[int] | None = None, *
             time.sleep(0.002 * settle)
             continue
         try:
-            states = {p.partition: partition_state(logdirs, p, snapshot=snap,
-                                                   **state_kwargs) for p in parts}
+            states = dict(zip([p.partition for p in parts], map_io(
+                logdirs.filesystem,
+                lambda p: partition_state(logdirs, p, snapshot=snap, **state_kwargs),
+                parts)))
         except LogLayoutError as err:
             # a segment listed with the snapshot is gone: deleted under the read
             if (attempt == SNAPSHOT_ATTEMPTS - 1

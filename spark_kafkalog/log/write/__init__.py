@@ -19,7 +19,7 @@ _EXPORTS = {
     "topic_partitions": "files",
     "recover": "recovery", "recover_topic": "recovery",
     "BATCH_TABLE_DTYPE": "staging", "StagedFile": "staging", "StagedSection": "staging",
-    "StagingWriter": "staging", "batch_table": "staging",
+    "StagingWriter": "staging", "batch_table": "staging", "OWN_FILE_MIN_BYTES": "staging",
     "write_table": "table",
 }
 

@@ -30,6 +30,12 @@ BATCH_TABLE_DTYPE = np.dtype([("position", "<i8"), ("size", "<i4"),
                               ("record_count", "<i4"), ("base_offset", "<i8")])
 
 
+#: a partition's bytes past this many in one task go into a staging file of its own (see
+#: :class:`StagingWriter`): at most one such file per MiB staged, and a small partition
+#: (most of a topic of thousands) adds none
+OWN_FILE_MIN_BYTES = 1024 * 1024
+
+
 @dataclass(frozen=True)
 class StagedSection:
     """One run of whole record batches for one topic-partition inside a staging file."""
@@ -163,20 +169,27 @@ class StagingWriter:
     ``abort`` deletes the files. Not thread-safe.
 
     By default everything goes into one staging file. With ``per_partition_files`` (on
-    local filesystems) each topic-partition's batches go into a file of their own; the
-    commit can adopt a large one as a new segment by linking it into the partition
-    directory (see ``AppendConfig.adopt_min_bytes``) instead of copying its bytes under
-    the writer lock. The batch table stays in the staging file itself.
+    local filesystems) a topic-partition's batches go into a file of their own once it
+    has more than ``own_file_min_bytes`` staged in this task (before that, and for the
+    partitions that never get there, into the shared staging file: a task writing to
+    thousands of small partitions makes one file, not thousands); the commit can adopt
+    a large own file as a new segment by linking it into the partition directory (see
+    ``AppendConfig.adopt_min_bytes``) instead of copying its bytes under the writer
+    lock. A partition's shared bytes precede its own file's. The batch table stays in
+    the staging file itself.
 
     ``flush_behind`` (per-partition files only; the Spark writer sets it when the write
     fsyncs): large files are flushed to disk by a background thread while the task still
     encodes, and their flushed pages dropped from the page cache (see :mod:`.flush`)."""
 
     def __init__(self, fs: pafs.FileSystem, root: str, write_id: str, label: str = "task",
-                 *, per_partition_files: bool = False, flush_behind: bool = False):
+                 *, per_partition_files: bool = False, flush_behind: bool = False,
+                 own_file_min_bytes: int = 0):
         self.fs = fs
         self.path = staging_path(root, write_id, label)
         self._split = per_partition_files and is_local(fs)
+        self._own_file_min = max(0, int(own_file_min_bytes))
+        self._shared: dict[tuple[str, int], int] = {}   # bytes in the shared file
         self._flush_behind = flush_behind and self._split
         self._parts: dict[tuple[str, int], _PartFile] = {}
         self._sections: list[StagedSection] = []
@@ -208,13 +221,17 @@ class StagingWriter:
             return
         partition = int(partition)
         if self._split:
-            pf = self._parts.get((topic, partition))
-            if pf is None:
+            key = (topic, partition)
+            pf = self._parts.get(key)
+            shared = self._shared.get(key, 0)
+            if pf is None and shared + size > self._own_file_min:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                pf = self._parts[(topic, partition)] = _PartFile(
-                    f"{self.path}.{topic}-{partition}", self._flush_behind)
-            pf.append(data, table)
-            return
+                pf = self._parts[key] = _PartFile(f"{self.path}.{topic}-{partition}",
+                                                  self._flush_behind)
+            if pf is not None:
+                pf.append(data, table)
+                return
+            self._shared[key] = shared + size
         self._write(data)
         self._sections.append(StagedSection(
             topic=topic, partition=partition, position=self._pos, size=size,
