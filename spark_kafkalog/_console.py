@@ -2,12 +2,14 @@
 sizes, times and counted nouns."""
 from __future__ import annotations
 
+import base64
+import json
 import sys
 import time
 from datetime import datetime, timezone
 from typing import Iterable, Sequence, TextIO
 
-__all__ = ["Progress", "format_table", "human_bytes", "iso_ms", "plural"]
+__all__ = ["Progress", "format_table", "human_bytes", "iso_ms", "json_line", "plural"]
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
@@ -99,3 +101,15 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence], *,
                  for i, (c, w) in enumerate(zip(r, widths))]
         lines.append((indent + "  ".join(parts)).rstrip())
     return lines
+
+
+def _json_default(value):
+    """Bytes in JSON output (record keys and values): base64, RFC 4648 standard alphabet."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def json_line(obj: dict, out: TextIO) -> None:
+    """``obj`` as one line of compact JSON on ``out`` (bytes as base64)."""
+    out.write(json.dumps(obj, separators=(",", ":"), default=_json_default) + "\n")

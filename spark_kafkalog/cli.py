@@ -24,7 +24,6 @@ an unreadable path, or nothing found (no partitions at the paths, no file dump r
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import logging
 import os
@@ -37,7 +36,7 @@ from typing import Iterable, Sequence, TextIO
 import pyarrow.fs as pafs
 
 from spark_kafkalog import __version__, kcat, report
-from spark_kafkalog._console import Progress, format_table, human_bytes, iso_ms, plural
+from spark_kafkalog._console import Progress, format_table, human_bytes, iso_ms, json_line, plural
 from spark_kafkalog.errors import InvalidOptionError, KafkaLogError, LogLayoutError
 from spark_kafkalog.log import (
     LogDirs,
@@ -336,17 +335,6 @@ def _report_verify(args, out: TextIO, result, findings: list[Finding]) -> int:
 
 # ---- dump ------------------------------------------------------------------------------------
 
-def _json_default(value):
-    """Bytes in JSON output (record keys and values): base64, RFC 4648 standard alphabet."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(value).decode("ascii")
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
-
-
-def _json_line(obj: dict, out: TextIO) -> None:
-    out.write(json.dumps(obj, separators=(",", ":"), default=_json_default) + "\n")
-
-
 def _cmd_dump(args, out: TextIO, err: TextIO) -> int:
     fs_options = _fs_options(args.fs_option)
     opts = DumpOptions(records=args.records, print_data=args.print_data,
@@ -359,7 +347,7 @@ def _cmd_dump(args, out: TextIO, err: TextIO) -> int:
             # Kafka's DumpLogSegments skips what it does not know, so `dump dir/*` works
             note = f"Ignoring unknown file {raw} (cannot dump it: expected a {FILE_KINDS})"
             if args.json:
-                _json_line({"type": "note", "message": note, "path": raw}, out)
+                json_line({"type": "note", "message": note, "path": raw}, out)
             else:
                 err.write(note + "\n")
             continue
@@ -376,7 +364,7 @@ def _cmd_dump(args, out: TextIO, err: TextIO) -> int:
             if item.kind == "problem":
                 problems += 1
             if args.json:
-                _json_line(item.fields, out)
+                json_line(item.fields, out)
             elif item.kind == "line":
                 out.write(item.text + "\n")
             elif item.kind == "note":
@@ -412,7 +400,7 @@ def _cmd_cat(args, out: TextIO, err: TextIO) -> int:
     for row in records:
         n += 1
         if args.json:
-            _json_line(kcat.record_json(row), out)
+            json_line(kcat.record_json(row), out)
         elif raw is not None:
             raw.write(render(row))
         else:

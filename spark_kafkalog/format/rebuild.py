@@ -20,7 +20,8 @@ from spark_kafkalog.errors import CorruptRecordError, InvalidOptionError
 from spark_kafkalog.format import codecs
 from spark_kafkalog.format._decode import decode_varint, decode_varlong
 from spark_kafkalog.format._encode import encode_varint, encode_varlong
-from spark_kafkalog.format.encode import _crc32c_fn, _encoder
+from spark_kafkalog.format.encode import _crc32c_fn
+from spark_kafkalog.format.encode_columns import make_encoder
 from spark_kafkalog.format.wire import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
@@ -155,7 +156,7 @@ def rebuild_batches(table, rows: np.ndarray, starts: np.ndarray, offset_deltas: 
         counts = starts[sel + 1] - starts[sel]
         take = _ranges(starts[sel], counts)
         sub_starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        enc, n = _encoder(table, rows[take], now_ms)
+        enc, n = make_encoder(table, rows[take], now_ms)
         bts = np.zeros(n, dtype=np.int64)
         first_ts = _first_timestamps(table, rows[take][sub_starts[:-1]])
         bts[sub_starts[:-1]] = np.where(horizon[sel], f["base_timestamp"][sel], first_ts)
