@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from typing import Mapping
 from urllib.parse import urlsplit
 
@@ -248,6 +249,10 @@ def file_size(fs: pafs.FileSystem, path: str) -> int | None:
 DELETED_SUFFIX = ".deleted"
 
 
+#: the files of a segment (``<20-digit base offset>.<kind>``), which deletion renames
+_SEGMENT_FILE = re.compile(r"^\d{20}\.(log|index|timeindex|txnindex|snapshot)$")
+
+
 def open_segment_file(fs: pafs.FileSystem, path: str):
     """``fs.open_input_file(path)`` for a file of a segment (``.log``, an index, a
     producer snapshot) a reader listed: when ``path`` is gone but ``path.deleted`` is
@@ -258,6 +263,8 @@ def open_segment_file(fs: pafs.FileSystem, path: str):
     try:
         return fs.open_input_file(path)
     except FileNotFoundError:
+        if not _SEGMENT_FILE.match(posixpath.basename(path)):
+            raise           # a journal or checkpoint is never renamed for deletion
         try:
             return fs.open_input_file(path + DELETED_SUFFIX)
         except (FileNotFoundError, OSError):

@@ -63,6 +63,11 @@ def _unswapped(path: str) -> str:
 
 
 def _pin(fs: pafs.FileSystem, seg: Segment, last: bool) -> Segment:
+    if seg.file_id is None:
+        # not listed on local disk: replacing segments needs atomic renames
+        # (write.replace refuses other filesystems), so nothing renames them there, and
+        # checking would cost a request per segment on an object store
+        return seg
     if _matches(fs, seg.path, seg, last):
         return seg
     plain = _unswapped(seg.path)
@@ -104,6 +109,8 @@ def open_segment(fs: pafs.FileSystem, seg: Segment, last: bool, stats,
                  memory_map: bool = False) -> SegmentFile:
     """Open ``seg``'s ``.log`` for reading: the file that was listed, under whatever
     name a compaction has given it since."""
+    if seg.file_id is None:         # not a local listing: see _pin
+        return SegmentFile(fs, seg.path, seg.size, stats, memory_map)
     try:
         f = SegmentFile(fs, seg.path, seg.size, stats, memory_map)
     except LogLayoutError as err:

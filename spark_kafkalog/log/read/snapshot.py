@@ -30,6 +30,7 @@ import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import DataLossError, InvalidOptionError
 from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.io import is_local
 from spark_kafkalog.log.files.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -110,8 +111,10 @@ def load_journals(logdirs, topic: str, roots: Iterable[str]) -> Journals:
         for name in (REPLICATION_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
             logdirs.checkpoint(root, name)
     ids = {}
+    local = is_local(fs)        # listing_settled's check: local disk only (no requests)
     for root in roots:
-        ids[root] = _file_id(fs, jr.journal_path(root, topic))
+        if local:
+            ids[root] = _file_id(fs, jr.journal_path(root, topic))
         st = jr.load(fs, root, topic)
         if st.exists:
             states[root] = st
@@ -321,8 +324,10 @@ def listing_settled(logdirs, topic: str, parts) -> bool:
     committed but not finished, or one that finished in between (a new ``replace``
     commit in the journal), means: list again. A journal is read again only when its
     file changed since the snapshot read it."""
-    j = _journals(logdirs, topic)
     fs = logdirs.filesystem
+    if not is_local(fs):
+        return True         # compactions swap files only on local disk (write.replace)
+    j = _journals(logdirs, topic)
     for root in set(j.states) | {p.root for p in parts}:
         before = j.states.get(root)
         if _swapping(before):
