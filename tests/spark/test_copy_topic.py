@@ -348,3 +348,46 @@ def test_help_has_an_example_and_needs_no_spark():
     proc = subprocess.run([sys.executable, str(REPO / "jobs" / "copy_topic.py"), "--help"],
                           capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 0 and "Example" in proc.stdout and "--offset-map" in proc.stdout
+
+
+def test_groups_translated_through_a_real_repartitioned_copy(spark, keyed, tmp_path):
+    """End to end: copy_topic re-partitions and writes its offset map; consumer_offsets
+    --translate turns each group's commits on the old log into positions on the copy.
+    Checked record by record on the copy as read back: every record before a group's
+    new position was consumed on the old log, the one at it was not."""
+    from jobs import consumer_offsets
+    from tests.test_consumer_offsets_job import commits, read_csv, write_consumer_offsets
+
+    src, truth = keyed
+    out, mapping = str(tmp_path / "out"), str(tmp_path / "map")
+    _copy(spark, "--path", src, "--output", out, "--topic", "orders",
+          "--partitions", "2", "--offset-map", mapping)
+    groups = {"mid": {0: 120, 1: 333, 2: 7}, "one": {1: 250}, "done": {0: 10_000,
+              1: 10_000, 2: 10_000}, "fresh": {0: 0, 1: 0, 2: 0}}
+    old = tmp_path / "old"
+    write_consumer_offsets(old, [pair for g, offs in groups.items()
+                                 for pair in commits(g, offs)])
+    csvs = tmp_path / "csv"
+    assert consumer_offsets.main(["--path", str(old), "--translate", mapping,
+                                  "--out", str(csvs), "--no-progress"]) == 0
+    m = pq.read_table(mapping)
+    where = {(q, o): (p, so) for p, so, q, o in zip(
+        *(m.column(c).to_pylist() for c in ("partition", "offset", "new_partition",
+                                             "new_offset")))}
+    copied = _read(spark, out, "orders")
+    per_new = defaultdict(list)
+    for q, o in zip(copied.column("partition").to_pylist(),
+                    copied.column("offset").to_pylist()):
+        per_new[q].append(o)
+    for g, committed in groups.items():
+        positions = read_csv(csvs / f"{g}.csv")
+        assert set(positions) == {("orders", 0), ("orders", 1)}, g
+        for (_t, q), pos in positions.items():
+            offs = sorted(per_new[q])
+            consumed = [where[(q, o)][0] in committed
+                        and where[(q, o)][1] < committed[where[(q, o)][0]] for o in offs]
+            assert all(c for o, c in zip(offs, consumed) if o < pos), (g, q, pos)
+            if pos <= offs[-1]:
+                assert pos in offs and not consumed[offs.index(pos)], (g, q, pos)
+            else:
+                assert pos == offs[-1] + 1 and all(consumed), (g, q, pos)
