@@ -19,9 +19,10 @@ from spark_kafkalog.format.decode import decode, decode_run
 from tests.format.builders import legacy_message, legacy_set, patch, refresh_crc, rows, \
     v2_batch, v2_record
 
-lz4f = pytest.importorskip("lz4.frame")
-xxhash = pytest.importorskip("xxhash")          # the oracle for the header checksums
-kcodec = pytest.importorskip("kafka.codec")
+# oracles, all dev dependencies: a missing one fails the module, it never skips it
+import kafka.codec as kcodec  # noqa: E402
+import lz4.frame as lz4f  # noqa: E402
+import xxhash  # noqa: E402  (the header checksums)
 
 MiB = 1 << 20
 LZ4_MAGIC = struct.pack("<I", 0x184D2204)
