@@ -29,7 +29,7 @@ from tests.kafka.compare import differences, dump_log_segments_findings, from_ar
 from tests.kafka.test_served import KEEP
 from tests.kafka.topics import BASE_TS
 from tests.log.test_appender_util import R, write
-from tests.log.test_crash import _Counter, run_killed
+from tests.log.killing import FaultCounter, run_killed
 
 FS = pafs.LocalFileSystem()
 CFG = AppendConfig(segment_bytes=16384, index_interval_bytes=1024, fsync=False)
@@ -78,7 +78,7 @@ def kill_point(scratch, topic) -> int:
     counted on an identical uninterrupted write."""
     root = str(scratch / topic)
     write_tag(root, topic, 1)
-    c = _Counter()
+    c = FaultCounter()
     write_tag(root, topic, 2, fault=c)
     name, nth = TOPICS[topic][1]
     at = [i for i, p in enumerate(c.points, 1) if p == name][nth - 1]

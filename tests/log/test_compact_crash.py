@@ -26,7 +26,8 @@ from spark_kafkalog.log.write import journal as jr
 from spark_kafkalog.log.write import recover_topic
 from tests.log.logbuilder import LogDirBuilder
 from tests.log.test_compact import T0, build, check_clean, read_all
-from tests.log.test_crash import FS, _Counter, run_killed
+from tests.log.killing import FaultCounter, run_killed
+from tests.log.test_crash import FS
 
 SETTINGS = CompactSettings(segment_bytes=2500, delete_retention_ms=3_600_000)
 
@@ -46,7 +47,7 @@ def pristine(tmp_path_factory):
     old = read_parts(base / "log")
     done = base / "done"
     shutil.copytree(base / "log", done)
-    counter = _Counter()
+    counter = FaultCounter()
     compact_topic(str(done), "c", SETTINGS, now_ms=T0, fault=counter)
     new = read_parts(done)
     assert old != new and all(len(new[q]) < len(old[q]) for q in (0, 1))

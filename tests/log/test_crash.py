@@ -21,8 +21,6 @@ its first offset (log start checkpoint, the empty segment below deleted after th
 from __future__ import annotations
 
 import os
-import signal
-import traceback
 
 import pyarrow.fs as pafs
 import pytest
@@ -37,6 +35,7 @@ from spark_kafkalog.log.write import (
     recover_topic,
 )
 from spark_kafkalog.log.files.checkpoint import read_checkpoint
+from tests.log.killing import FaultCounter, run_killed
 from tests.log.test_appender_util import (
     R,
     assert_indexes_like_broker,
@@ -163,38 +162,6 @@ SCENARIOS = [
 PRESERVE = [sc for sc in SCENARIOS if sc.preserve]
 
 
-class _Counter:
-    def __init__(self, kill_at=None):
-        self.kill_at = kill_at
-        self.points = []
-
-    def __call__(self, name):
-        self.points.append(name)
-        if self.kill_at is not None and len(self.points) == self.kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-def run_killed(fn, kill_at: int) -> bool:
-    """Run ``fn(fault)`` in a forked child killed at the ``kill_at``-th fault point.
-    True when it was killed, False when it finished first."""
-    pid = os.fork()
-    if pid == 0:                                        # child
-        code = 0
-        try:
-            fn(_Counter(kill_at))
-        except BaseException:
-            traceback.print_exc()
-            code = 3
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        assert os.WTERMSIG(status) == signal.SIGKILL
-        return True
-    assert os.WEXITSTATUS(status) == 0, "child failed (see its traceback above)"
-    return False
-
-
 def read_visible(root, topic, partition, bound):
     rows = read_kp(f"{root}/{topic}-{partition}", stop_at=bound, gaps=True)
     return [r[:3] for r in rows if bound is None or r[0] < bound]
@@ -224,7 +191,7 @@ def check_log(sc: Scenario, root: str, tags, staging_clean=True):
 def count_points(sc: Scenario, tmp_path) -> list[str]:
     root = str(tmp_path / f"count-{sc.name}")
     sc.write(root, 1)
-    c = _Counter()
+    c = FaultCounter()
     sc.write(root, 2, fault=c)
     check_log(sc, root, [1, 2])
     return c.points

@@ -7,7 +7,8 @@ import pyarrow.fs as pafs
 
 from spark_kafkalog.log import LogDirs, read_table
 from spark_kafkalog.log.write import recover_topic
-from tests.log.test_crash import SCENARIOS, count_points, run_killed
+from tests.log.killing import run_killed
+from tests.log.test_crash import SCENARIOS, count_points
 
 
 def rows(root, topic, **kw):

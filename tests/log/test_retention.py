@@ -33,6 +33,7 @@ from spark_kafkalog.log.maintain.retention import (
     purge_deleted,
 )
 from spark_kafkalog.log.write import AppendConfig
+from tests.log.killing import FaultCounter, run_killed
 from tests.log.test_appender_util import R, write
 
 FS = pafs.LocalFileSystem()
@@ -355,36 +356,6 @@ def test_reader_racing_retention_sees_whole_suffixes(tmp_path, spark):
 
 
 # ---- SIGKILL at every step ----------------------------------------------------------------
-class _Killer:
-    def __init__(self, kill_at=None):
-        self.kill_at = kill_at
-        self.points = []
-
-    def __call__(self, name):
-        self.points.append(name)
-        if self.kill_at is not None and len(self.points) == self.kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _run_killed(fn, kill_at: int) -> bool:
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            fn(_Killer(kill_at))
-        except BaseException:
-            traceback.print_exc()
-            code = 3
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        assert os.WTERMSIG(status) == signal.SIGKILL
-        return True
-    assert os.WEXITSTATUS(status) == 0
-    return False
-
-
 def retain(root, cfg, now, fault):
     """The job's two phases: apply (checkpoint, renames), then purge the renamed files."""
     apply_retention(LogDirs(root), "t", cfg, now_ms=now, fault=fault)
@@ -410,7 +381,7 @@ def test_sigkill_at_every_step(tmp_path, name):
     # the new state, from an uninterrupted run on a copy
     ref = str(tmp_path / "ref")
     shutil.copytree(base, ref)
-    counter = _Killer()
+    counter = FaultCounter()
     retain(ref, cfg, now, counter)
     new = live_records(ref)
     assert new != old
@@ -420,7 +391,7 @@ def test_sigkill_at_every_step(tmp_path, name):
     for k in range(1, len(points) + 1):
         root = str(tmp_path / f"kill{k}")
         shutil.copytree(base, root)
-        killed = _run_killed(lambda fault: retain(root, cfg, now, fault), k)
+        killed = run_killed(lambda fault: retain(root, cfg, now, fault), k)
         assert killed
         kills += 1
         got = live_records(root)
