@@ -235,7 +235,7 @@ def plan_retention(logdirs: LogDirs, topic: str, config: RetentionConfig, *,
                    now_ms: int | None = None) -> list[PartitionRetention]:
     """What retention would delete in ``topic`` (every partition, every root of
     ``logdirs``) at ``now_ms`` (default: now). Reads only."""
-    now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    now_ms = time.time() * 1000 if now_ms is None else now_ms
     logdirs.forget(topic)
     _, parts, states = topic_states(logdirs, topic, timestamps=False)
     return [_plan_partition(logdirs, p, states[p.partition], config, now_ms) for p in parts]
@@ -319,7 +319,7 @@ def purge_deleted(logdirs: LogDirs, topic: str, *, delay_ms: int,
     (by their modification time, which the rename set). Returns ``(files removed, bytes
     removed, files left for later)``."""
     fs = logdirs.filesystem
-    now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    now_ms = time.time() * 1000 if now_ms is None else now_ms
     fault = fault or no_fault
     files = nbytes = left = 0
     logdirs.forget(topic)
@@ -328,7 +328,9 @@ def purge_deleted(logdirs: LogDirs, topic: str, *, delay_ms: int,
             if info.type != pafs.FileType.File or not info.base_name.endswith(DELETED_SUFFIX):
                 continue
             mtime = info.mtime.timestamp() * 1000 if info.mtime is not None else 0
-            if now_ms - mtime >= delay_ms:
+            # a delay of 0 removes at once: a rename in this very millisecond has an
+            # mtime a fraction past a clock read just before it
+            if delay_ms <= 0 or now_ms - mtime >= delay_ms:
                 try:
                     fs.delete_file(info.path)
                 except FileNotFoundError:

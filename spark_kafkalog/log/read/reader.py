@@ -303,16 +303,14 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
     check_isolation(isolation_level)
     check_policy(on_corruption)
     logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options)
-    parts = logdirs.partitions(topic)
+    numbers = sorted(logdirs.partition_roots(topic))     # the dirs are listed with the snapshot
     if partitions is not None:
         wanted = [int(q) for q in partitions]
-        by_num = {p.partition: p for p in parts}
-        missing = [q for q in wanted if q not in by_num]
+        missing = [q for q in wanted if q not in numbers]
         if missing:
             raise LogLayoutError(f"partitions {missing} of topic {topic!r} not found in log "
                                  f"dirs {', '.join(logdirs.roots)}")
-        parts = [by_num[q] for q in sorted(set(wanted))]
-    numbers = [p.partition for p in parts]
+        numbers = sorted(set(wanted))
     starts = _per_partition("starting_offsets", starting_offsets, numbers)
     ends = _per_partition("ending_offsets", ending_offsets, numbers)
     for name, given in (("starting_offsets", starts), ("ending_offsets", ends)):

@@ -230,12 +230,19 @@ def topic_states(logdirs, topic: str, partitions: Iterable[int] | None = None, *
         snap = topic_snapshot(logdirs, topic, as_of_commit=as_of_commit,
                               as_of_timestamp=as_of_timestamp)
         latest = topic_snapshot(logdirs, topic) if snap.as_of else snap
-        if wanted is None:
-            parts = logdirs.partitions(topic)
-        else:       # list only the wanted partitions' dirs
-            parts = map_io(logdirs.filesystem, lambda q: logdirs.partition(topic, q),
-                           sorted(wanted & set(logdirs.partition_roots(topic))))
-        if settle < SETTLE_TRIES and not listing_settled(logdirs, topic, parts):
+        try:
+            if wanted is None:
+                parts = logdirs.partitions(topic)
+            else:       # list only the wanted partitions' dirs
+                parts = map_io(logdirs.filesystem, lambda q: logdirs.partition(topic, q),
+                               sorted(wanted & set(logdirs.partition_roots(topic))))
+        except LogLayoutError as err:
+            # a file the listing saw (a compaction's .swap) was renamed before it was read
+            if settle >= SETTLE_TRIES or not isinstance(err.__cause__, FileNotFoundError):
+                raise
+            parts = None
+        if settle < SETTLE_TRIES and (parts is None
+                                      or not listing_settled(logdirs, topic, parts)):
             # a compaction renamed segment files while they were listed: list again
             settle += 1
             attempt -= 1
