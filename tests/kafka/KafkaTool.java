@@ -8,9 +8,12 @@
 //   consume  BOOTSTRAP ISOLATION OUT TOPIC.. every record of every partition, from the log
 //                                           start to the end offsets (LSO under read_committed),
 //                                           as JSON lines; then {"end": {"topic-p": offset}}
-//   append   BOOTSTRAP TOPIC COUNT PAUSE    COUNT records key k<i> value v<i>, acks=all, printing
+//   append   BOOTSTRAP TOPIC COUNT PAUSE [HOLDS]
+//                                           COUNT records key k<i> value v<i>, acks=all, printing
 //                                           "acked N" and pausing PAUSE ms every 1000 (the
-//                                           live-log test's producer)
+//                                           live-log test's producer); at each N of HOLDS
+//                                           (comma-separated multiples of 1000) it prints
+//                                           "held N" and waits for a line on stdin
 //
 // A record: {"key": base64|null, "value": base64|null, "headers": [[key, base64|null]],
 // "partition": int|null, "timestamp": ms|null}. Bytes are base64 so nothing is re-encoded.
@@ -56,7 +59,8 @@ public class KafkaTool {
             case "consume": consume(args[1], args[2], args[3],
                                     java.util.Arrays.copyOfRange(args, 4, args.length)); break;
             case "append": append(args[1], args[2], Integer.parseInt(args[3]),
-                                  Integer.parseInt(args[4])); break;
+                                  Integer.parseInt(args[4]),
+                                  args.length > 5 ? args[5] : ""); break;
             default: throw new IllegalArgumentException("unknown command " + args[0]);
         }
     }
@@ -189,8 +193,12 @@ public class KafkaTool {
         }
     }
 
-    static void append(String bootstrap, String topic, int count, int pause)
+    static void append(String bootstrap, String topic, int count, int pause, String holds)
             throws Exception {
+        java.util.Set<Integer> held = new java.util.HashSet<>();
+        for (String h : holds.split(",")) if (!h.isEmpty()) held.add(Integer.parseInt(h));
+        java.io.BufferedReader in = new java.io.BufferedReader(
+            new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8));
         Properties props = base(bootstrap);
         props.put("key.serializer", ByteArraySerializer.class.getName());
         props.put("value.serializer", ByteArraySerializer.class.getName());
@@ -206,6 +214,11 @@ public class KafkaTool {
                     f.get();
                     System.out.println("acked " + (i + 1));
                     System.out.flush();
+                    if (held.contains(i + 1)) {
+                        System.out.println("held " + (i + 1));
+                        System.out.flush();
+                        if (in.readLine() == null) throw new IllegalStateException("stdin closed");
+                    }
                     Thread.sleep(pause);
                 }
             }

@@ -21,8 +21,29 @@ COUNT = 60_000
 MAX_READS = 200
 
 
-def hw(broker) -> int:
-    return checkpoint(broker.logdir / "replication-offset-checkpoint").get((TOPIC, 0), 0)
+def hw(broker, topic: str = TOPIC) -> int:
+    return checkpoint(broker.logdir / "replication-offset-checkpoint").get((topic, 0), 0)
+
+
+def hold(proc, n: int, broker, topic: str) -> None:
+    """Wait until the producer (started with ``n`` among its holds) stopped after ``n``
+    acked records and the checkpointed high watermark reached them: the log is live (the
+    broker runs, the producer resumes once :func:`release` is called) and holds ``n``."""
+    for line in proc.stdout:
+        if line.strip() == f"held {n}":
+            break
+    else:
+        raise AssertionError(f"the producer ended before holding at {n}: "
+                             + proc.stderr.read()[-3000:])
+    deadline = time.monotonic() + 60
+    while hw(broker, topic) < n:
+        assert time.monotonic() < deadline, f"high watermark checkpoint did not reach {n}"
+        time.sleep(0.05)
+
+
+def release(proc) -> None:
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
 
 
 def check_prefix(table) -> int:
@@ -38,13 +59,23 @@ def check_prefix(table) -> int:
 def test_reads_of_a_live_log_are_consistent_prefixes(kafka_broker, kafka_tool):
     kafka_tool.create_topics([{"topic": TOPIC, "partitions": 1,
                                "configs": {"segment.ms": "300"}}])
+    holds = (10_000, 20_000)
     proc = subprocess.Popen(kafka_tool.command("append", kafka_broker.bootstrap, TOPIC,
-                                               str(COUNT), "30"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                               str(COUNT), "30",
+                                               ",".join(map(str, holds))),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     seen = []
     try:
         first = proc.stdout.readline()
         assert first.startswith("acked"), first + proc.stderr.read()[-3000:]
+        # reads of the live log at known points (the producer held), whatever the load;
+        # then reads racing the producer
+        for n in holds:
+            hold(proc, n, kafka_broker, TOPIC)
+            seen.append(check_prefix(read_table(str(kafka_broker.logdir), TOPIC)))
+            assert seen[-1] == n, (seen, n)
+            release(proc)
         last = -1
         while proc.poll() is None and len(seen) < MAX_READS:
             # read again once the checkpointed high watermark moved (bounded polling of
@@ -111,13 +142,19 @@ def test_stream_over_a_live_log_delivers_each_record_once(spark, kafka_broker, k
         assert q.exception() is None
         return sum(len(rows) for _, rows in batches)
 
+    held = 6_000
     proc = subprocess.Popen(kafka_tool.command("append", kafka_broker.bootstrap, STREAM_TOPIC,
-                                               str(STREAM_COUNT), "400"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                               str(STREAM_COUNT), "400", str(held)),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     live = []
     try:
         first = proc.stdout.readline()
         assert first.startswith("acked"), first + proc.stderr.read()[-3000:]
+        hold(proc, held, kafka_broker, STREAM_TOPIC)    # one run on a known live prefix
+        live.append(run())
+        assert live == [held], live
+        release(proc)
         while proc.poll() is None and len(live) < MAX_RUNS:
             live.append(run())
         rest, err = proc.communicate(timeout=300)
