@@ -56,9 +56,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                 "--translate /backup/orders-map --out /backup/group-offsets\n"
                 "  spark-submit jobs/consumer_offsets.py --path /var/lib/kafka/data "
                 "--out /tmp/offsets --format json --as-of 2024-05-01T12:00:00Z")
-    ap.add_argument("--path", required=True,
-                    help="log dir(s) holding __consumer_offsets (comma-separated; local "
-                         "path or any pyarrow.fs URI)")
+    jobkit.add_log_dirs(ap, "log dir(s) holding __consumer_offsets")
     ap.add_argument("--out", "--output", dest="out", required=True,
                     help="output directory (created; files in it are replaced)")
     ap.add_argument("--format", choices=("parquet", "json"), default="parquet",

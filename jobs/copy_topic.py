@@ -72,9 +72,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         example="spark-submit jobs/copy_topic.py --path sample/kafka-logs --output "
                 "out/restored --topic events \\\n      --rename events=events-restored "
                 "--from 2024-01-01T00:00:00Z --to 2024-01-02T00:00:00Z --codec lz4")
-    ap.add_argument("--path", required=True,
-                    help="source log dir(s): a broker's log.dirs entry or a copy of it "
-                         "(comma-separated; local path or any pyarrow.fs URI)")
+    jobkit.add_log_dirs(ap, "source log dir(s)")
     ap.add_argument("--output", required=True,
                     help="destination log dir (created if missing; its topics must not "
                          "exist yet)")

@@ -36,9 +36,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         example="spark-submit jobs/export_parquet.py --path sample/kafka-logs "
                 "--subscribe events --output out/export --value-schema "
                 "'user_id long, event string, amount double'")
-    ap.add_argument("--path", required=True,
-                    help="log dir(s) to read: a broker's log.dirs entry or a copy of it "
-                         "(comma-separated; local path or any pyarrow.fs URI)")
+    jobkit.add_log_dirs(ap)
     ap.add_argument("--output", required=True, help="Parquet output directory")
     what = ap.add_mutually_exclusive_group()
     what.add_argument("--subscribe", help="comma-separated topics (default: every topic but internal ones)")

@@ -32,9 +32,7 @@ EXAMPLE = ("spark-submit jobs/log_report.py --path sample/kafka-logs --html out/
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = jobkit.parser("log_report.py", __doc__, example=EXAMPLE)
-    ap.add_argument("--path", required=True,
-                    help="log dir(s): a broker's log.dirs entry or a copy of it "
-                         "(comma-separated; local path or any pyarrow.fs URI)")
+    jobkit.add_log_dirs(ap, "log dir(s)")
     ap.add_argument("--topics", help="comma-separated topics (default: every topic, "
                                      "internal ones included)")
     ap.add_argument("--html", metavar="FILE", help="write the HTML page here")

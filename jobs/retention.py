@@ -41,9 +41,7 @@ EXAMPLE = ("spark-submit jobs/retention.py --path sample/kafka-logs --retention-
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = jobkit.parser("retention.py", __doc__, example=EXAMPLE)
-    ap.add_argument("--path", required=True,
-                    help="log dir(s): a broker's log.dirs entry or a copy of it "
-                         "(comma-separated; local path or any pyarrow.fs URI)")
+    jobkit.add_log_dirs(ap, "log dir(s)")
     ap.add_argument("--topics", help="comma-separated topics (default: every topic but "
                                      "internal ones)")
     ap.add_argument("--retention-ms", type=int, default=DEFAULT_RETENTION_MS,

@@ -29,7 +29,7 @@ from typing import Callable, Iterator, Sequence, TextIO
 from ._console import human_bytes, iso_ms, plural
 from .errors import KafkaLogError
 
-__all__ = ["JobInputError", "SparkProgress", "emit", "human_bytes", "iso_ms",
+__all__ = ["JobInputError", "SparkProgress", "add_log_dirs", "emit", "human_bytes", "iso_ms",
            "parse_kv", "parse_time_ms", "parser", "plural", "rate", "run",
            "spark_session"]
 
@@ -53,6 +53,14 @@ def parser(prog: str, doc: str | None, example: str) -> argparse.ArgumentParser:
     ap.add_argument("--no-progress", dest="progress", action="store_false",
                     help="do not print progress lines on stderr")
     return ap
+
+
+def add_log_dirs(ap: argparse.ArgumentParser, what: str = "log dir(s) to read") -> None:
+    """The required ``--path``: one or more log dirs (a broker's ``log.dirs`` entry or a
+    copy of it), comma-separated, local paths or pyarrow.fs URIs."""
+    ap.add_argument("--path", required=True,
+                    help=f"{what}: a broker's log.dirs entry or a copy of it "
+                         "(comma-separated; local path or any pyarrow.fs URI)")
 
 
 def parse_kv(items: Sequence[str] | None, flag: str) -> dict[str, str]:
