@@ -90,7 +90,7 @@ def test_latest_state_tombstones_and_as_of():
 
 
 def test_other_record_types_are_counted_never_fail():
-    pairs = [(cb.i16(3) + cb.string("kip848"), b"\x00\x00anything"),
+    pairs = [(cb.i16(3) + cb.string("kip848"), b"\x00\x01anything"),   # newer version
              (cb.i16(17) + cb.string("streams"), None),
              (cb.i16(99) + cb.string("future"), b"\x00\x00"),
              (cb.commit_key("g", "t", 0), cb.i16(9) + b"\x00" * 30),   # newer value version
@@ -98,10 +98,18 @@ def test_other_record_types_are_counted_never_fail():
     state = GroupState().add(records(pairs))
     other = {(r["record_type"], r["name"]): r["records"]
              for r in state.other_records().to_pylist()}
-    assert other == {(3, "ConsumerGroupMetadata"): 1, (17, "StreamsGroupMetadata"): 1,
+    assert other == {(3, "ConsumerGroupMetadataValue version 1 is unknown"): 1,
                      (99, "unknown type 99"): 1,
                      (1, "OffsetCommitValue version 9 is unknown"): 1}
     assert [r["offset"] for r in state.commits().to_pylist()] == [4]
+    assert {(r["record_type"], r["name"]): r["records"]
+            for r in state.record_types().to_pylist()} == {
+        (1, "OffsetCommit"): 2, (3, "ConsumerGroupMetadata"): 1,
+        (17, "StreamsGroupMetadata"): 1, (99, "unknown type 99"): 1}
+    # the streams group's tombstone is a record of its own
+    assert [(r["name"], r["group"], r["deleted"]) for r in
+            GroupState(latest=False).add(records(pairs)).group_records().to_pylist()] == [
+        ("StreamsGroupMetadata", "streams", True)]
 
 
 @pytest.mark.parametrize("kind", ["commit", "group", "txn"])

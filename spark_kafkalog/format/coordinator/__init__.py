@@ -1,8 +1,10 @@
 """The coordinators' internal topics, decoded: ``__consumer_offsets`` (committed offsets,
-classic group metadata with members and assignments) and ``__transaction_state``.
+classic group metadata with members and assignments, Kafka 4's consumer/share/streams
+group records) and ``__transaction_state``.
 
-Byte layouts: :mod:`.protocol` (Kafka's message-protocol primitives) and :mod:`.records`
-(every key/value schema version). Arrow tables: :mod:`.tables`. What Kafka's
+Byte layouts: :mod:`.protocol` (Kafka's message-protocol primitives), :mod:`.records`
+(every key/value schema version) and :mod:`.schemas` (the field tables of record types
+3..23). Arrow tables: :mod:`.tables` and :mod:`.modern`. What Kafka's
 DumpLogSegments prints with its decoders: :mod:`.text`. No file I/O, no Spark.
 """
 from spark_kafkalog.format.coordinator.records import (
@@ -17,6 +19,8 @@ from spark_kafkalog.format.coordinator.records import (
 )
 from spark_kafkalog.format.coordinator.tables import (
     COMMITS_SCHEMA,
+    CONSUMER_GROUPS_SCHEMA,
+    GROUP_RECORDS_SCHEMA,
     GROUPS_SCHEMA,
     OTHER_SCHEMA,
     TRANSACTIONS_SCHEMA,
@@ -26,7 +30,7 @@ from spark_kafkalog.format.coordinator.tables import (
 from spark_kafkalog.format.coordinator.text import offsets_text, transaction_log_text
 
 __all__ = [
-    "COMMITS_SCHEMA", "GROUPS_SCHEMA", "GROUP_RECORD_TYPES", "GroupState", "OTHER_SCHEMA",
+    "COMMITS_SCHEMA", "CONSUMER_GROUPS_SCHEMA", "GROUPS_SCHEMA", "GROUP_RECORDS_SCHEMA", "GROUP_RECORD_TYPES", "GroupState", "OTHER_SCHEMA",
     "TRANSACTIONS_SCHEMA", "TRANSACTION_STATES", "TransactionState", "decode_assignment",
     "decode_group_key", "decode_group_value", "decode_subscription", "decode_txn_key",
     "decode_txn_value", "offsets_text", "transaction_log_text",

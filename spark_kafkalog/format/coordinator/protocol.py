@@ -4,6 +4,7 @@ values (the generated ``*Key`` / ``*Value`` classes of Kafka's message JSON sche
 Big-endian throughout. Classic (non-flexible) versions::
 
     int8 / int16 / int32 / int64   fixed width, signed
+    uint16            fixed width, unsigned
     STRING            int16 length, UTF-8 bytes (-1 only where nullable: null)
     BYTES             int32 length, bytes (-1 only where nullable: null)
     ARRAY             int32 count, elements (-1 only where nullable: null)
@@ -32,6 +33,7 @@ __all__ = ["Reader", "uuid_text"]
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
+_U16 = struct.Struct(">H")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _UUID_SIZE = 16
@@ -78,6 +80,9 @@ class Reader:
 
     def int16(self, field: str) -> int:
         return self._fixed(_I16, field)
+
+    def uint16(self, field: str) -> int:
+        return self._fixed(_U16, field)
 
     def int32(self, field: str) -> int:
         return self._fixed(_I32, field)

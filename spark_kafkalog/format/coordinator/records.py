@@ -22,8 +22,9 @@ a value starts with ``int16`` = the value's schema version; a null value is a to
       members [memberId string, groupInstanceId nullable string (v3+), clientId string,
                clientHost string, rebalanceTimeout int32 (v1+), sessionTimeout int32,
                subscription bytes, assignment bytes]
-    types 3.. : KIP-848 consumer, share and streams group records (not decoded here:
-    counted by :data:`GROUP_RECORD_TYPES` name)
+    types 3..23: KIP-848 consumer, share and streams group records, read from the
+    field tables of :mod:`.schemas` (keys: groupId [, memberId | regularExpression];
+    values: version 0, flexible)
 
 Members of a group whose protocolType is ``consumer`` carry the consumer protocol::
 
@@ -52,6 +53,7 @@ from __future__ import annotations
 import struct
 
 from spark_kafkalog.errors import CoordinatorRecordError
+from spark_kafkalog.format.coordinator import schemas
 from spark_kafkalog.format.coordinator.protocol import Reader, uuid_text
 
 __all__ = [
@@ -112,8 +114,8 @@ def _version(data: bytes, what: str) -> int:
 # ---- __consumer_offsets ---------------------------------------------------------------------
 
 def decode_group_key(key: bytes) -> tuple[int, dict | None]:
-    """``(record type, fields)`` of a ``__consumer_offsets`` key; fields is None for the
-    record types this module does not decode (see :data:`GROUP_RECORD_TYPES`)."""
+    """``(record type, fields)`` of a ``__consumer_offsets`` key; fields is None for a
+    record type this build has no schema for (newer Kafka)."""
     rtype = _version(key, "record key")
     if rtype in (LEGACY_OFFSET_COMMIT, OFFSET_COMMIT):
         r = Reader(key, f"{GROUP_RECORD_TYPES[rtype]}Key", 2)
@@ -122,12 +124,12 @@ def decode_group_key(key: bytes) -> tuple[int, dict | None]:
     if rtype == GROUP_METADATA:
         r = Reader(key, "GroupMetadataKey", 2)
         return rtype, {"group": r.string("group")}
-    return rtype, None
+    return rtype, schemas.decode_key(rtype, key)
 
 
 def decode_group_value(rtype: int, value: bytes) -> tuple[int, dict]:
-    """``(value version, fields)`` of the value of a record of type ``rtype`` (0, 1 or 2).
-    Raises :class:`UnknownVersion` for a version this build has no schema for."""
+    """``(value version, fields)`` of the value of a record of type ``rtype``. Raises
+    :class:`UnknownVersion` for a type or version this build has no schema for."""
     if rtype in (LEGACY_OFFSET_COMMIT, OFFSET_COMMIT):
         version = _version(value, "OffsetCommitValue")
         if version not in OFFSET_COMMIT_VALUE_VERSIONS:
@@ -140,7 +142,14 @@ def decode_group_value(rtype: int, value: bytes) -> tuple[int, dict]:
             raise UnknownVersion(f"GroupMetadataValue version {version} is unknown")
         return version, _group_metadata_value(Reader(value, f"GroupMetadataValue v{version}",
                                                      2), version)
-    raise UnknownVersion(f"record type {rtype} is not decoded")
+    schema = schemas.SCHEMAS.get(rtype)
+    if schema is None:
+        raise UnknownVersion(f"record type {rtype} is not decoded")
+    version = _version(value, f"{schema.name}Value")
+    fields = schemas.decode_value(rtype, version, value)
+    if fields is None:
+        raise UnknownVersion(f"{schema.name}Value version {version} is unknown")
+    return version, fields
 
 
 _I32_I16 = struct.Struct(">ih")

@@ -7,8 +7,10 @@ per key (a tombstone deletes the key), so memory follows the number of live keys
 the log's length; ``as_of`` (epoch ms) ignores records written after it. Every row says
 where it came from: ``record_partition``, ``record_offset``, ``record_timestamp`` (ms).
 
-Record types this build does not decode (Kafka 4's consumer/share/streams group records,
-newer value versions) never fail a read: they are counted in :meth:`other_records`.
+Kafka 4's group records (types 3..23) go to :mod:`.modern`: ``consumer_groups()`` and
+``group_records()``. Every record is counted by type in :meth:`record_types`; record
+types and value versions this build has no schema for (newer Kafka) never fail a read:
+they are counted in :meth:`other_records`.
 A key or value that does not decode under its schema raises CoordinatorRecordError
 naming the partition and offset of the record.
 """
@@ -31,22 +33,23 @@ from spark_kafkalog.format.coordinator.records import (
     decode_txn_key,
     decode_txn_value,
 )
+from spark_kafkalog.format.coordinator.modern import (
+    CONSUMER_GROUPS_SCHEMA,
+    GROUP_RECORDS_SCHEMA,
+    ModernGroups,
+)
+from spark_kafkalog.format.coordinator.rows import ORIGIN as _ORIGIN
+from spark_kafkalog.format.coordinator.rows import keep as _keep
+from spark_kafkalog.format.coordinator.rows import origin as _origin
+from spark_kafkalog.format.coordinator.schemas import SCHEMAS
 
-__all__ = ["COMMITS_SCHEMA", "GROUPS_SCHEMA", "OTHER_SCHEMA", "TRANSACTIONS_SCHEMA",
-           "GroupState", "TransactionState"]
+__all__ = ["COMMITS_SCHEMA", "CONSUMER_GROUPS_SCHEMA", "GROUPS_SCHEMA",
+           "GROUP_RECORDS_SCHEMA", "OTHER_SCHEMA", "TRANSACTIONS_SCHEMA", "GroupState",
+           "TransactionState"]
 
 TOPIC_PARTITIONS = pa.list_(pa.field("element", pa.struct([
     pa.field("topic", pa.string()),
     pa.field("partitions", pa.list_(pa.field("element", pa.int32())))])))
-
-_ORIGIN = [
-    pa.field("key_version", pa.int16()),
-    pa.field("value_version", pa.int16()),     # null: a tombstone
-    pa.field("deleted", pa.bool_()),
-    pa.field("record_partition", pa.int32()),
-    pa.field("record_offset", pa.int64()),
-    pa.field("record_timestamp", pa.int64()),
-]
 
 COMMITS_SCHEMA = pa.schema([
     pa.field("group", pa.string()),
@@ -178,21 +181,6 @@ class _State:
         raise NotImplementedError
 
 
-def _origin(kv: int, vv: int | None, part: int, off: int, ts: int) -> dict:
-    return {"key_version": kv, "value_version": vv, "deleted": vv is None,
-            "record_partition": part, "record_offset": off, "record_timestamp": ts}
-
-
-def _keep(store, key, row, latest: bool) -> None:
-    if not latest:
-        store.append(row)
-    elif row["deleted"]:
-        store.pop(key, None)
-    else:
-        store.pop(key, None)            # re-insert: dict order follows the log
-        store[key] = row
-
-
 def _member(m: dict, consumer: bool) -> dict:
     out = {"member_id": m["memberId"], "group_instance_id": m.get("groupInstanceId"),
            "client_id": m["clientId"], "client_host": m["clientHost"],
@@ -217,8 +205,9 @@ def _member(m: dict, consumer: bool) -> dict:
 
 class GroupState(_State):
     """``__consumer_offsets``: committed offsets (:meth:`commits`), classic group
-    metadata with members and assignments (:meth:`groups`), undecoded record types
-    (:meth:`other_records`)."""
+    metadata with members and assignments (:meth:`groups`), KIP-848 consumer groups
+    (:meth:`consumer_groups`), every record of types 3..23 (:meth:`group_records`),
+    records per type (:meth:`record_types`), undecoded ones (:meth:`other_records`)."""
 
     topic = "__consumer_offsets"
 
@@ -228,6 +217,8 @@ class GroupState(_State):
         self._groups: dict | list = {} if latest else []
         # keys repeat (one per group/partition, committed again and again): decoded once
         self._keys: dict[bytes, tuple[int, dict | None]] = {}
+        self.modern = ModernGroups(latest)
+        self._types: dict[int, int] = {}
 
     def _add(self, key, value, part, off, ts) -> None:
         if key is None:
@@ -236,6 +227,7 @@ class GroupState(_State):
         if known is None:
             known = self._keys[key] = decode_group_key(key)
         rtype, k = known
+        self._types[rtype] = self._types.get(rtype, 0) + 1
         if k is None:
             self._count_other(rtype, GROUP_RECORD_TYPES.get(rtype, f"unknown type {rtype}"))
             return
@@ -246,6 +238,9 @@ class GroupState(_State):
             except UnknownVersion as e:
                 self._count_other(rtype, e.reason)
                 return
+        if rtype in SCHEMAS:
+            self.modern.add(rtype, k, version, v, part, off, ts)
+            return
         row = _origin(rtype, version, part, off, ts)
         if rtype == GROUP_METADATA:
             row["group"] = k["group"]
@@ -260,6 +255,8 @@ class GroupState(_State):
             return
         row.update(group=k["group"], topic=k["topic"], partition=k["partition"])
         v = v or {}
+        if v.get("topicId") is not None:
+            self.modern.topic_names[v["topicId"]] = k["topic"]
         row.update(offset=v.get("offset"), leader_epoch=v.get("leaderEpoch", -1) if v else None,
                    metadata=v.get("metadata"), commit_timestamp=v.get("commitTimestamp"),
                    expire_timestamp=v.get("expireTimestamp", -1) if v else None,
@@ -273,6 +270,22 @@ class GroupState(_State):
     def groups(self) -> pa.Table:
         rows = self._groups.values() if self.latest else self._groups
         return pa.Table.from_pylist(list(rows), schema=GROUPS_SCHEMA)
+
+    def consumer_groups(self) -> pa.Table:
+        """KIP-848 consumer groups, one row each (always the newest value per key, also
+        with ``latest=False``; ``as_of`` applies)."""
+        return self.modern.consumer_groups()
+
+    def group_records(self) -> pa.Table:
+        """Records of types 3..23 (consumer, share, streams groups), key and value as
+        JSON text; the newest per key, or every record with ``latest=False``."""
+        return self.modern.group_records()
+
+    def record_types(self) -> pa.Table:
+        """Every record read, counted per record type (decoded or not)."""
+        rows = [{"record_type": t, "name": GROUP_RECORD_TYPES.get(t, f"unknown type {t}"),
+                 "records": c} for t, c in sorted(self._types.items())]
+        return pa.Table.from_pylist(rows, schema=OTHER_SCHEMA)
 
 
 class TransactionState(_State):

@@ -2,18 +2,16 @@
 ``--transaction-log-decoder``: ``key: {"type":"T","data":{...}}`` and ``payload:
 {"version":"V","data":{...}}`` (``<DELETE>`` for a tombstone), Kafka's JSON converters'
 output: fields in schema order, only those of the version, tagged fields only when they
-differ from their default, bytes as base64. A consumer group's member subscriptions and
-assignments are shown decoded (as Kafka does), raw bytes when they do not decode.
+differ from their default, bytes as base64, topic ids as Kafka's Uuid text. A classic
+consumer group's member subscriptions and assignments are shown decoded (as Kafka does),
+raw bytes when they do not decode; Kafka 4's group records (types 3..23) as their schema
+tables (:mod:`.schemas`) read them.
 """
 from __future__ import annotations
-
-import base64
-import json
 
 from spark_kafkalog.errors import CoordinatorRecordError
 from spark_kafkalog.format.coordinator.records import (
     GROUP_METADATA,
-    GROUP_RECORD_TYPES,
     decode_assignment,
     decode_group_key,
     decode_group_value,
@@ -21,20 +19,12 @@ from spark_kafkalog.format.coordinator.records import (
     decode_txn_key,
     decode_txn_value,
 )
+from spark_kafkalog.format.coordinator.rows import to_json as _json
+from spark_kafkalog.format.coordinator.schemas import SCHEMAS, json_data
 
 __all__ = ["offsets_text", "transaction_log_text"]
 
 _CONSUMER = "consumer"
-
-
-def _default(value):
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
-
-
-def _json(obj) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_default)
 
 
 def _key_text(rtype: int, data: dict) -> str:
@@ -75,16 +65,14 @@ def offsets_text(key: bytes | None, value: bytes | None, offset: int
     try:
         rtype, kdata = decode_group_key(key)
         if kdata is None:
-            name = GROUP_RECORD_TYPES.get(rtype)
-            if name is None:
-                return f"Unknown record type {rtype} at offset {offset}, skipping.", None
-            return (f"Record type {rtype} ({name}) at offset {offset} is not decoded by "
-                    "kafkalog, skipping.", None)
+            return f"Unknown record type {rtype} at offset {offset}, skipping.", None
         if value is None:
             return _key_text(rtype, kdata), "<DELETE>"
         version, vdata = decode_group_value(rtype, value)
         if rtype == GROUP_METADATA:
             vdata = _consumer_members(vdata)
+        elif rtype in SCHEMAS:
+            vdata = json_data(rtype, version, vdata)
         return _key_text(rtype, kdata), _value_text(version, vdata)
     except CoordinatorRecordError as e:
         return f"Error at offset {offset}, skipping. {e.reason}", None
