@@ -7,11 +7,16 @@ topics are small) and writes, under ``--out``:
 
     commits.parquet       group, topic, partition, offset (the next one the group reads),
                           leader_epoch, metadata, commit/expire timestamps, topic_id
-    groups.parquet        protocol type, protocol, generation, leader, members with
-                          their subscriptions and assignments
+    groups.parquet        classic groups: protocol type, protocol, generation, leader,
+                          members with their subscriptions and assignments
+    consumer_groups.parquet
+                          KIP-848 consumer groups (group.protocol=consumer): group and
+                          assignment epochs, regex subscriptions, members with their
+                          epochs, state, assigned/pending/target partitions
+    group_records.parquet every record of Kafka 4's group types (consumer, share and
+                          streams groups): name, group, member, key and value as JSON
     transactions.parquet  transactional id, producer id/epoch, state, partitions
-    other_records.parquet record types not decoded (Kafka 4 consumer/share/streams
-                          group records), counted
+    other_records.parquet record types or versions this build cannot decode, counted
 
 (``--format json``: JSON lines, ``.jsonl``). By default the latest state per key
 (tombstones delete); ``--as-of TIME`` the state at that time; ``--all-records`` every
@@ -333,6 +338,8 @@ def main(argv=None) -> int:
                if state.last_timestamp is not None else None,
                "commits": commits.num_rows,
                "groups": len(set(commits["group"].to_pylist())),
+               "record_types": {r["name"]: r["records"]
+                                for r in state.record_types().to_pylist()},
                "other_record_types": {r["name"]: r["records"] for r in other.to_pylist()}}
     if args.translate:
         summary.update(translated=translate(commits, args.translate, args.out, progress))
@@ -346,10 +353,19 @@ def main(argv=None) -> int:
             line += f"; {jobkit.plural(len(tr['notes']), 'note')} on stderr"
     else:
         groups = state.groups()
+        modern = state.consumer_groups()
+        records = state.group_records()
         if args.group:
-            groups = groups.filter(pc.is_in(groups["group"], value_set=pa.array(args.group)))
+            wanted = pa.array(args.group)
+            groups = groups.filter(pc.is_in(groups["group"], value_set=wanted))
+            modern = modern.filter(pc.is_in(modern["group"], value_set=wanted))
+            records = records.filter(pc.is_in(records["group"], value_set=wanted))
         files = {"commits": write_table(commits, args.out, "commits", args.format),
                  "groups": write_table(groups, args.out, "groups", args.format),
+                 "consumer_groups": write_table(modern, args.out, "consumer_groups",
+                                                args.format),
+                 "group_records": write_table(records, args.out, "group_records",
+                                              args.format),
                  "other_records": write_table(other, args.out, "other_records",
                                               args.format)}
         txns = 0
@@ -365,12 +381,14 @@ def main(argv=None) -> int:
             txns = table.num_rows
             files["transactions"] = write_table(table, args.out, "transactions",
                                                 args.format)
-        summary.update(files=files, group_rows=groups.num_rows, transactions=txns,
+        summary.update(files=files, group_rows=groups.num_rows,
+                       consumer_groups=modern.num_rows, transactions=txns,
                        seconds=round(time.perf_counter() - t0, 3))
         what = "records" if args.all_records else "latest state"
         line = (f"decoded {state.records:,} __consumer_offsets records ({what}): "
                 f"{jobkit.plural(commits.num_rows, 'committed offset')}, "
                 f"{jobkit.plural(groups.num_rows, 'group')}, "
+                f"{jobkit.plural(modern.num_rows, 'consumer group')} (KIP-848), "
                 f"{jobkit.plural(txns, 'transaction')} into {args.out} in "
                 f"{summary['seconds']:.1f}s")
         skipped = sum(summary["other_record_types"].values())

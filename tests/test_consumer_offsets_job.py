@@ -18,6 +18,7 @@ import pytest
 from jobs import consumer_offsets as job
 from spark_kafkalog.format import encode
 from tests.format import coordinator_builders as cb
+from tests.format import group_builders as gb
 
 REPO = Path(__file__).resolve().parents[1]
 T0 = 1_700_000_000_000
@@ -163,13 +164,22 @@ def test_translation_on_a_time_window_copy(tmp_path, capsys):
     assert "2 notes on stderr" in captured.out
 
 
+def kip848_group():
+    """A KIP-848 consumer group's records (tests/format/group_builders.py): group
+    epoch, one member's metadata and current assignment."""
+    wanted = [(3, {"groupId": "cg"}), (5, {"groupId": "cg", "memberId": "m-1"}),
+              (8, {"groupId": "cg", "memberId": "m-1"})]
+    return [next((k, v) for k, v, ek, _v in gb.modern_records()
+                 if k[:2] == cb.i16(t) and ek == key) for t, key in wanted]
+
+
 def test_tables_latest_as_of_and_all_records(tmp_path):
     logdir = tmp_path / "old"
     member = cb._member(1, 3)
     pairs = (commits("g", {0: 5}) + [(cb.group_key("g"), cb.group_value(
         3, "consumer", 2, "range", "m1", [member]))] + commits("g", {0: 9})
         + [(cb.commit_key("g", "orders", 0), None)] + commits("h", {1: 4})
-        + [(cb.i16(3) + cb.string("kip848"), b"\x00\x00")])
+        + kip848_group() + [(cb.i16(99) + cb.string("future"), b"\x00\x00")])
     write_consumer_offsets(logdir, pairs)
     out = tmp_path / "latest"
     assert run_job(["--path", str(logdir), "--out", str(out),
@@ -180,7 +190,20 @@ def test_tables_latest_as_of_and_all_records(tmp_path):
     assert groups[0]["members"][0]["assigned_partitions"] == [
         {"topic": "shared", "partitions": [1, 11]}]
     summary = json.loads((tmp_path / "s.json").read_text())
-    assert summary["other_record_types"] == {"ConsumerGroupMetadata": 1}
+    assert summary["other_record_types"] == {"unknown type 99": 1}
+    assert summary["record_types"] == {
+        "OffsetCommit": 4, "GroupMetadata": 1, "ConsumerGroupMetadata": 1,
+        "ConsumerGroupMemberMetadata": 1, "ConsumerGroupCurrentMemberAssignment": 1,
+        "unknown type 99": 1}
+    [modern] = pq.read_table(out / "consumer_groups.parquet").to_pylist()
+    assert (modern["group"], modern["group_epoch"], [
+        (m["member_id"], m["member_epoch"], m["state"], m["client_id"],
+         [p["partitions"] for p in m["assigned_partitions"]]) for m in modern["members"]]) \
+        == ("cg", 5, [("m-1", 5, "STABLE", "client-1", [[0, 1]])])
+    kinds = pq.read_table(out / "group_records.parquet").column("name").to_pylist()
+    assert kinds == ["ConsumerGroupMetadata", "ConsumerGroupMemberMetadata",
+                     "ConsumerGroupCurrentMemberAssignment"]
+    assert summary["consumer_groups"] == 1
     # as of the third record (T0 + 2): g's second commit, 9
     out = tmp_path / "asof"
     assert run_job(["--path", str(logdir), "--out", str(out), "--format", "json",

@@ -96,8 +96,14 @@ def consumer_records():
     body = (cstring(None) + cstring(None) + cstring("client-1") + cstring("/127.0.0.1")
             + cstrings(["orders", "ünï"]) + cstring(None) + i32(300000)
             + cstring("uniform"))
-    out.append((key(5, "cg", "m-1"), v0(body + tagged({})),
+    # the tag as a broker writes it for a consumer-protocol member: present, null (0)
+    out.append((key(5, "cg", "m-1"), v0(body + tagged({0: uvarint(0)})),
                 {"groupId": "cg", "memberId": "m-1"}, member))
+    # the tag absent: Kafka 4.3 reads an empty ClassicMemberMetadata, not null
+    out.append((key(5, "cg-hash", "m-1"), v0(body + tagged({})),
+                {"groupId": "cg-hash", "memberId": "m-1"},
+                {**member, "classicMemberMetadata": {"sessionTimeoutMs": 0,
+                                                     "supportedProtocols": []}}))
     # ... a member that joined with the classic protocol: tag 0 nullable struct
     classic = (i32(45000) + carr([("range", b"\x00\x03meta"), ("roundrobin", b"")],
                                  lambda p: cstring(p[0]) + cbytes(p[1]) + tagged({}))

@@ -14,6 +14,12 @@
 //                                           live-log test's producer); at each N of HOLDS
 //                                           (comma-separated multiples of 1000) it prints
 //                                           "held N" and waits for a line on stdin
+//   group    BOOTSTRAP GROUP OUT TOPIC..    a KIP-848 consumer (group.protocol=consumer, client.id
+//                                           GROUP-client) subscribes to the TOPICs, polls until it is
+//                                           assigned every partition and has read to their end
+//                                           offsets, commits, writes {"memberId", "memberEpoch",
+//                                           "assignment": {"topic-p": committed}, "topicIds":
+//                                           {"topic": id}} to OUT and leaves the group (close)
 //
 // A record: {"key": base64|null, "value": base64|null, "headers": [[key, base64|null]],
 // "partition": int|null, "timestamp": ms|null}. Bytes are base64 so nothing is re-encoded.
@@ -58,6 +64,8 @@ public class KafkaTool {
             case "produce": produce(args[1], JSON.readTree(new File(args[2]))); break;
             case "consume": consume(args[1], args[2], args[3],
                                     java.util.Arrays.copyOfRange(args, 4, args.length)); break;
+            case "group": group(args[1], args[2], args[3],
+                                java.util.Arrays.copyOfRange(args, 4, args.length)); break;
             case "append": append(args[1], args[2], Integer.parseInt(args[3]),
                                   Integer.parseInt(args[4]),
                                   args.length > 5 ? args[5] : ""); break;
@@ -190,6 +198,55 @@ public class KafkaTool {
             ObjectNode e = ends.putObject("end");
             for (TopicPartition tp : tps) e.put(tp.topic() + "-" + tp.partition(), end.get(tp));
             w.println(JSON.writeValueAsString(ends));
+        }
+    }
+
+    static void group(String bootstrap, String group, String out, String[] topics)
+            throws Exception {
+        Properties p = base(bootstrap);
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("group.id", group);
+        p.put("group.protocol", "consumer");
+        p.put("client.id", group + "-client");
+        p.put("enable.auto.commit", "false");
+        p.put("auto.offset.reset", "earliest");
+        try (Admin admin = Admin.create(base(bootstrap));
+             KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p);
+             PrintWriter w = new PrintWriter(out, StandardCharsets.UTF_8)) {
+            java.util.Set<TopicPartition> all = new java.util.HashSet<>();
+            for (String topic : topics) {
+                for (PartitionInfo pi : c.partitionsFor(topic, Duration.ofSeconds(30))) {
+                    all.add(new TopicPartition(topic, pi.partition()));
+                }
+            }
+            Map<TopicPartition, Long> end = c.endOffsets(all, Duration.ofSeconds(30));
+            c.subscribe(java.util.Arrays.asList(topics));
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (true) {
+                c.poll(Duration.ofMillis(200));
+                boolean done = c.assignment().equals(all);
+                for (TopicPartition tp : c.assignment()) {
+                    if (c.position(tp, Duration.ofSeconds(30)) < end.get(tp)) done = false;
+                }
+                if (done) break;
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("group consumer did not read " + end
+                                                    + " (assigned " + c.assignment() + ")");
+                }
+            }
+            c.commitSync(Duration.ofSeconds(30));
+            ObjectNode o = JSON.createObjectNode();
+            o.put("memberId", c.groupMetadata().memberId());
+            o.put("memberEpoch", c.groupMetadata().generationId());
+            ObjectNode a = o.putObject("assignment");
+            for (TopicPartition tp : all) {
+                a.put(tp.topic() + "-" + tp.partition(), c.position(tp));
+            }
+            ObjectNode ids = o.putObject("topicIds");
+            admin.describeTopics(java.util.Arrays.asList(topics)).allTopicNames().get()
+                .forEach((name, d) -> ids.put(name, d.topicId().toString()));
+            w.println(JSON.writeValueAsString(o));
         }
     }
 

@@ -4,7 +4,8 @@ takes; the commits the broker then writes to its ``__consumer_offsets`` decode t
 offsets; and ``kafkalog dump --offsets-decoder`` / ``--transaction-log-decoder`` print
 what Kafka's DumpLogSegments prints, for the broker's own ``__consumer_offsets`` and
 ``__transaction_state`` (written by the tier's transactional producers) and for a
-segment holding every key type and value version, built by hand."""
+segment holding every key type and value version, built by hand (Kafka 4's consumer,
+share and streams group records included)."""
 from __future__ import annotations
 
 import contextlib
@@ -19,6 +20,7 @@ from spark_kafkalog.cli import main as kafkalog
 from spark_kafkalog.format import encode
 from spark_kafkalog.log import read_group_state
 from tests.format import coordinator_builders as cb
+from tests.format import group_builders as gb
 from tests.kafka.broker import CLIENT_JVM, JAVA, classpath, dump_log_segments
 from tests.kafka.conftest import wait_for
 
@@ -56,6 +58,8 @@ def same_dump(files, decoder: str, must_show: str) -> list[str]:
 
 def every_version_segment(tmp_path):
     recs = [(k, v) for k, v, _e in cb.commit_records() + cb.group_records()]
+    recs += [(k, v) for k, v, _ek, _ev in gb.modern_records()]
+    recs += [(gb.key(5, "cg", "m-1"), None), (gb.key(3, "cg"), gb.v0(b"\x00"))]
     recs += [(cb.commit_key("g-v1-k1", "orders", 1), None), (cb.group_key("grp-v0"), None),
              (cb.commit_key("cut", "orders", 1), cb.commit_value(3, 1, "m", 2)[:-3])]
     segments = []

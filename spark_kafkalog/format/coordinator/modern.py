@@ -167,7 +167,7 @@ class ModernGroups:
                      subscribed_topic_regex=v["subscribedTopicRegex"],
                      rebalance_timeout_ms=v["rebalanceTimeoutMs"],
                      server_assignor=v["serverAssignor"])
-            if classic is not None:
+            if classic is not None and classic["supportedProtocols"]:
                 m.update(classic_protocols=[p["name"] for p in classic["supportedProtocols"]],
                          classic_session_timeout_ms=classic["sessionTimeoutMs"])
         elif rtype == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:

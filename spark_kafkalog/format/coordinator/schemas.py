@@ -12,8 +12,9 @@ flexible (compact strings/arrays, tagged fields at the end of every struct). A f
 ``name`` is Kafka's JSON name (camelCase, as its JSON converters print), ``type`` one of
 int8 int16 int32 int64 uint16 uuid string bytes struct, with ``[]`` in front for an
 array; ``fields`` the struct's (or array element's) fields; ``tag`` makes it a tagged
-field, whose ``default`` it takes when absent (``()``: an empty list; Kafka 4.3 reads an
-absent nullable ``[]int32`` tag as empty, not null). Tagged fields stay in declaration order in
+field, whose ``default`` it takes when absent (``()``: an empty list, ``{}``: the struct
+with its fields at their defaults; Kafka 4.3 reads an absent nullable ``[]int32`` or
+struct tag so, not as null, and its JSON converters print an explicit null). Tagged fields stay in declaration order in
 the decoded dict (Kafka's JSON converters print them there) but are read from the tagged
 section after the struct's other fields. A nullable tagged struct holds a varint marker
 (0: null) before its fields; an untagged nullable struct an ``int8`` (-1: null).
@@ -77,7 +78,7 @@ _CONSUMER = {
         F("subscribedTopicRegex", "string", nullable=True),
         F("rebalanceTimeoutMs", "int32"),
         F("serverAssignor", "string", nullable=True),
-        F("classicMemberMetadata", "struct", nullable=True, tag=0, fields=(
+        F("classicMemberMetadata", "struct", nullable=True, tag=0, default={}, fields=(
             F("sessionTimeoutMs", "int32"),
             F("supportedProtocols", "[]struct", fields=(
                 F("name", "string"), F("metadata", "bytes"))))))}),
@@ -231,9 +232,21 @@ def _field(r: Reader, fd: F, path: str, flex: bool):
     return _scalar(r, fd.type, path, flex, fd.nullable)
 
 
+_ZERO = {"int8": 0, "int16": 0, "int32": 0, "int64": 0, "uint16": 0, "string": "",
+         "bytes": b"", "uuid": uuid_text(bytes(16))}
+
+
 def _absent(fd: F):
-    """A tagged field's value when its tag is absent (``()``: an empty list)."""
-    return [] if fd.default == () else fd.default
+    """A tagged field's value when its tag is absent: ``()`` is an empty list, ``{}`` the
+    struct with every field at its default (Kafka's ``new Struct()``)."""
+    if fd.default == ():
+        return []
+    if isinstance(fd.default, dict):
+        return {f.name: _absent(f) if f.tag is not None else
+                [] if f.type.startswith("[]") else
+                _absent(f._replace(default={})) if f.type == "struct" else _ZERO[f.type]
+                for f in fd.fields}
+    return fd.default
 
 
 def read_struct(r: Reader, fields: tuple, path: str = "", flex: bool = True) -> dict:
