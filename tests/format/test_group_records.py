@@ -158,3 +158,17 @@ def test_a_group_whose_records_are_all_deleted_has_no_row():
     state = GroupState().add(records(pairs))
     assert state.consumer_groups().num_rows == 0
     assert state.group_records().num_rows == 0
+
+
+def test_damaged_bytes_decode_or_raise_a_coordinator_error():
+    """Every byte of every value replaced by a few hostile ones: the decoder returns
+    something or raises CoordinatorRecordError, nothing else."""
+    for key, value, _k, _v in RECORDS:
+        rtype = int.from_bytes(key[:2], "big")
+        for pos in range(2, len(value)):
+            for b in (0x00, 0x7F, 0x80, 0xFF):
+                bad = value[:pos] + bytes([b]) + value[pos + 1:]
+                try:
+                    decode_group_value(rtype, bad)
+                except CoordinatorRecordError:
+                    pass
