@@ -100,9 +100,9 @@ class ModernGroups:
         kid = (rtype, *key.values())
         row = origin(rtype, version, part, off, ts)
         row.update(name=SCHEMAS[rtype].name, group=key["groupId"],
-                   member_id=key.get("memberId"), key=to_json(key),
-                   value=None if value is None else to_json(json_data(rtype, version,
-                                                                      value)))
+                   member_id=key.get("memberId"), key=key, value=value)
+        if not self.latest:             # every row is kept: its JSON text now (less to
+            self._text(row)             # hold); latest: only for the rows that stay
         keep(self._rows, kid, row, self.latest)
         if value is not None:
             for t in value.get("topics", ()) if rtype == 4 else ():
@@ -120,8 +120,19 @@ class ModernGroups:
             self._values[kid] = value
 
     def group_records(self) -> pa.Table:
-        rows = self._rows.values() if self.latest else self._rows
-        return pa.Table.from_pylist(list(rows), schema=GROUP_RECORDS_SCHEMA)
+        if not self.latest:
+            return pa.Table.from_pylist(self._rows, schema=GROUP_RECORDS_SCHEMA)
+        return pa.Table.from_pylist([self._text(dict(r)) for r in self._rows.values()],
+                                    schema=GROUP_RECORDS_SCHEMA)
+
+    @staticmethod
+    def _text(row: dict) -> dict:
+        """``row`` with its key and value as JSON text, as Kafka's converters print."""
+        value = row["value"]
+        row["key"] = to_json(row["key"])
+        row["value"] = None if value is None else to_json(json_data(
+            row["key_version"], row["value_version"], value))
+        return row
 
     def _tps(self, items) -> list[dict]:
         return [{"topic_id": t["topicId"], "topic": self.topic_names.get(t["topicId"]),
