@@ -27,6 +27,8 @@ def _fixed_dtype(t: pa.DataType) -> np.dtype | None:
         return _DTYPES[t]
     except KeyError:
         pass
+    if len(_DTYPES) >= 256:         # only ever a few types; never a growing cache
+        _DTYPES.clear()
     dt = _DTYPES[t] = _work_out_dtype(t)
     return dt
 
