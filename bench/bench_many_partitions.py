@@ -165,6 +165,12 @@ def main(argv=None) -> int:
                       f"{got['packed'] / got['floor']:13.2f}")
             else:
                 print(f"{n:16,} {tasks:6} {pt:8.2f}s")
+        ran = [n for n in counts if n in results]
+        if len(ran) > 1:
+            lo, hi = min(ran), max(ran)
+            print(f"packed read, {hi:,} vs {lo:,} partitions: "
+                  f"{results[hi][1]['packed'] / results[lo][1]['packed']:.2f}x "
+                  f"(floor: {results[hi][1]['floor'] / results[lo][1]['floor']:.2f}x)")
         if args.plan_partitions:
             big = args.plan_partitions
             t0 = time.perf_counter()

@@ -15,8 +15,25 @@ import pyarrow as pa
 __all__ = ["to_numpy", "column"]
 
 
+#: Arrow type -> numpy dtype or None: the log layer converts the same few types thousands
+#: of times a task (a packed task's slices), and working the dtype out costs more than
+#: the view itself
+_DTYPES: dict = {}
+
+
 def _fixed_dtype(t: pa.DataType) -> np.dtype | None:
     """The numpy dtype with the same memory layout as a fixed-width Arrow type, or None."""
+    try:
+        return _DTYPES[t]
+    except KeyError:
+        pass
+    if len(_DTYPES) >= 256:         # only ever a few types; never a growing cache
+        _DTYPES.clear()
+    dt = _DTYPES[t] = _work_out_dtype(t)
+    return dt
+
+
+def _work_out_dtype(t: pa.DataType) -> np.dtype | None:
     if pa.types.is_integer(t):
         return np.dtype(f"{'i' if pa.types.is_signed_integer(t) else 'u'}{t.bit_width // 8}")
     if pa.types.is_floating(t) and t.bit_width in (32, 64):

@@ -26,9 +26,11 @@ from pyspark.sql.datasource import InputPartition
 
 __all__ = ["PackedSlices", "pack_slices", "DEFAULT_OPEN_COST_BYTES"]
 
-#: Spark's spark.sql.files.openCostInBytes default: at the ~100 MB/s a task decodes, about
-#: the 30-40 ms a Spark task costs (bench/bench_many_partitions.py measures both)
-DEFAULT_OPEN_COST_BYTES = 4 * 1024 * 1024
+#: ``openCostInBytes`` default, measured (bench/bench_open_cost.py, docs/PERFORMANCE.md
+#: "Many partitions"): a slice costs a packed task ~0.2 ms of worker CPU on local disk,
+#: the time a task takes to read ~16 KB end to end (Spark's 4 MiB is for files whose
+#: open is a remote request; raise it on an object store, where a slice costs two)
+DEFAULT_OPEN_COST_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ def test_min_partitions_keeps_at_least_that_many_tasks():
 
 def test_packing_options_parse(monkeypatch):
     o = parse_read_options({"path": "/x", "subscribe": "a"})
-    assert o.pack_partitions and o.open_cost_bytes == 4 * MB
+    assert o.pack_partitions and o.open_cost_bytes == 16 * 1024     # README, PERFORMANCE
     monkeypatch.setenv("SPARK_KAFKALOG_PACK", "false")
     assert not parse_read_options({"path": "/x", "subscribe": "a"}).pack_partitions
     assert parse_read_options({"path": "/x", "subscribe": "a",
@@ -95,6 +95,33 @@ def test_packing_options_parse(monkeypatch):
     from spark_kafkalog.errors import InvalidOptionError
     with pytest.raises(InvalidOptionError, match="openCostInBytes"):
         parse_read_options({"path": "/x", "subscribe": "a", "openCostInBytes": "lots"})
+
+
+def _documented_task_count(sizes: list[int], *, open_cost: int, target: int = 128 * MB,
+                           cores: int = 2) -> int:
+    """Tasks for equal slices by the rule docs/PERFORMANCE.md and packing's docstring
+    state (Spark's file-source rule), worked out in closed form: the target is
+    min(maxPartitionBytes, max(openCost, sum(size + openCost) / cores)); a slice joins a
+    task while the task's bytes (each earlier slice + openCost) plus its own size stay
+    within the target."""
+    size = sizes[0]
+    assert all(s == size for s in sizes)
+    target = min(target, max(open_cost, len(sizes) * (size + open_cost) // cores))
+    per_task = (target - size) // (size + open_cost) + 1
+    return -(-len(sizes) // per_task)
+
+
+@pytest.mark.parametrize("n,size,expected", [
+    (2000, 46_600, 2),      # bench_many_partitions' 2,000 partitions: 1,000 slices a task
+    (3000, 100_000, 3),     # the 128 MiB target caps: 1,153 slices a task
+    (10, 9_300_000, 2),     # its 10 partitions: 5 a task
+])
+def test_default_open_cost_gives_the_documented_task_count(n, size, expected):
+    ts = tasks(many_small(n, size=size, records=500))
+    assert len(ts) == expected == _documented_task_count([size] * n, open_cost=16 * 1024)
+    # Spark's 4 MiB, the previous default, by the same rule: many more tasks
+    old = tasks(many_small(n, size=size, records=500), openCostInBytes="4m")
+    assert len(old) == _documented_task_count([size] * n, open_cost=4 * MB)
 
 
 def test_pack_slices_alone_is_identity():
@@ -130,6 +157,29 @@ def test_packed_tasks_read_the_same_rows_in_offset_order(tmp_path):
         assert off > seen.get((t, p), -1)
         seen[(t, p)] = off
     assert LogDirs(path).topics() == ["x", "y"]
+
+
+def test_a_packed_task_reads_what_its_slices_read_unpacked_row_for_row(tmp_path):
+    """Each packed task's output (its slices' batches joined into larger ones) equals,
+    row for row and in order, its slices read one by one as unpacked tasks; headers and
+    read_committed included."""
+    from jobs.make_sample_log import make_sample_log
+
+    make_sample_log(tmp_path, records=20_000, partitions=60, topic="x",
+                    codecs=("none", "lz4"))
+    for extra in ({}, {"includeHeaders": "true", "kafka.isolation.level": "read_committed"}):
+        o = parse_read_options({"path": str(tmp_path), "subscribe": "x", **extra})
+        reader = KafkaLogReader(o)
+        packed = reader.partitions()
+        assert 1 < len(packed) < 60 and all(isinstance(t, PackedSlices) for t in packed)
+        total = 0
+        for t in packed:
+            got = pa.Table.from_batches(list(reader.read(t)))
+            want = pa.Table.from_batches([b for s in t.slices for b in reader.read(s)])
+            assert got.schema == want.schema
+            assert got.equals(want)
+            total += got.num_rows
+        assert total == 20_000
 
 
 def test_planning_reads_each_checkpoint_and_lists_each_root_once(tmp_path, monkeypatch):

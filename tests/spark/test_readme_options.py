@@ -53,6 +53,7 @@ def test_documented_read_defaults_are_the_parsers():
     parsed = o.parse_read_options({"path": "/l", "subscribe": "t"})
     assert rows["windowBytes"][1] == "`16m`" and _size("`16m`") == parsed.window_bytes
     assert _size(rows["maxPartitionBytes"][1]) == parsed.max_partition_bytes
+    assert _size(rows["openCostInBytes"][1]) == parsed.open_cost_bytes
     for name, value in [("failOnDataLoss", parsed.fail_on_data_loss),
                         ("includeHeaders", parsed.include_headers),
                         ("readPastHighWatermark", parsed.read_past_high_watermark),

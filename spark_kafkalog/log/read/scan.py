@@ -69,6 +69,7 @@ DEFAULT_MAX_BATCH_BYTES = 256 * 1024 * 1024
 _MIN_WINDOW = 4096
 # Offsets inside one segment are base + int32 (index entries store them relative).
 _MAX_SEGMENT_SPAN = 1 << 31
+_INT64_MIN = -(1 << 63)
 
 
 class TornTailWarning(UserWarning):
@@ -193,28 +194,26 @@ class _Scan:
     def _check_offsets(self, seg_i: int, h: pa.Table) -> tuple[int, str] | None:
         """First batch in ``h`` whose offsets cannot follow what came before:
         ``(row, reason)``, or None."""
-        if h.num_rows == 0:
+        n = h.num_rows
+        if n == 0:
             return None
         seg = self.p.segments[seg_i]
         nxt = self.p.next_base_offset(seg_i)
+        hi = nxt if nxt is not None else seg.base_offset + _MAX_SEGMENT_SPAN
         base = _np(h, "base_offset")
         last = _np(h, "last_offset")
         magic = _np(h, "magic")
-        prev = np.empty(len(last), dtype=np.int64)
-        prev[0] = self.prev_last if self.prev_last is not None else np.iinfo(np.int64).min
+        prev = np.empty(n, dtype=np.int64)
+        prev[0] = self.prev_last if self.prev_last is not None else _INT64_MIN
         prev[1:] = last[:-1]
-        bad = last <= prev
-        bad |= (magic == 2) & (base <= prev)
-        bad |= last < seg.base_offset
-        if nxt is not None:
-            bad |= last >= nxt
-        else:
-            bad |= last >= seg.base_offset + _MAX_SEGMENT_SPAN
-        rows = np.flatnonzero(bad)
-        if not len(rows):
+        # what must lie above the previous batch's last offset: a v2 batch's base and
+        # last offsets, a legacy entry's (last) offset
+        first = np.where(magic == 2, np.minimum(base, last), last)
+        bad = (first <= prev) | (last < seg.base_offset) | (last >= hi)
+        if not bad.any():
             return None
-        i = int(rows[0])
-        if last[i] <= prev[i] or base[i] <= prev[i] and magic[i] == 2:
+        i = int(bad.argmax())
+        if first[i] <= prev[i]:
             why = (f"offsets going backwards: batch {int(base[i])}..{int(last[i])} after "
                    f"offset {int(prev[i])}")
         else:
