@@ -40,7 +40,6 @@ from spark_kafkalog.spark.option_values import (
     reject_broker_only,
     unknown_option,
 )
-from spark_kafkalog.spark.packing import DEFAULT_OPEN_COST_BYTES
 
 # -- the offset "specs" a range limit can be --------------------------------------------
 
@@ -145,7 +144,8 @@ class ReadOptions:
     max_partition_bytes: int = 128 * MiB
     # several small slices per task (see planning/packing.py)
     pack_partitions: bool = True
-    open_cost_bytes: int = DEFAULT_OPEN_COST_BYTES
+    # None: by filesystem (packing.default_open_cost)
+    open_cost_bytes: int | None = None
     # read as of a journal commit (write id or commit number) or commit time (ms)
     as_of_commit: str | None = None
     as_of_timestamp: int | None = None
@@ -473,9 +473,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
         # the environment variable sets the default (e.g. to run a test suite unpacked)
         pack_partitions=parse_bool("packPartitions", opts.get(
             "packpartitions", os.environ.get("SPARK_KAFKALOG_PACK", "true"))),
-        open_cost_bytes=parse_bytes("openCostInBytes", opts.get("opencostinbytes",
-                                                           str(DEFAULT_OPEN_COST_BYTES)),
-                               minimum=0),
+        open_cost_bytes=(parse_bytes("openCostInBytes", opts["opencostinbytes"], minimum=0)
+                         if "opencostinbytes" in opts else None),
         filesystem_options=parse_fs_options(opts),
         max_bytes_per_trigger=max_bytes_per_trigger,
     )

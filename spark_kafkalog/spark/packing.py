@@ -24,13 +24,21 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
-__all__ = ["PackedSlices", "pack_slices", "DEFAULT_OPEN_COST_BYTES"]
+__all__ = ["PackedSlices", "pack_slices", "DEFAULT_OPEN_COST_BYTES", "REMOTE_OPEN_COST_BYTES",
+           "default_open_cost"]
 
-#: ``openCostInBytes`` default, measured (bench/bench_open_cost.py, docs/PERFORMANCE.md
-#: "Many partitions"): a slice costs a packed task ~0.2 ms of worker CPU on local disk,
-#: the time a task takes to read ~16 KB end to end (Spark's 4 MiB is for files whose
-#: open is a remote request; raise it on an object store, where a slice costs two)
+#: ``openCostInBytes`` default on local disk, measured (bench/bench_open_cost.py,
+#: docs/PERFORMANCE.md "Many partitions"): a slice costs a packed task ~0.2 ms of worker
+#: CPU, the time a task takes to read ~16 KB end to end
 DEFAULT_OPEN_COST_BYTES = 16 * 1024
+#: the default on other filesystems (object stores, HDFS), Spark's own: there a slice
+#: costs two requests (a HEAD and a GET, milliseconds each)
+REMOTE_OPEN_COST_BYTES = 4 * 1024 * 1024
+
+
+def default_open_cost(local: bool) -> int:
+    """``openCostInBytes`` when the option is not given: by where the log dirs are."""
+    return DEFAULT_OPEN_COST_BYTES if local else REMOTE_OPEN_COST_BYTES
 
 
 @dataclass(frozen=True)

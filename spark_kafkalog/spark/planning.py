@@ -46,12 +46,12 @@ from pyspark.sql.datasource import InputPartition
 
 from spark_kafkalog.errors import LogLayoutError
 from spark_kafkalog.format.npview import column as _np
-from spark_kafkalog.log.io import map_io
+from spark_kafkalog.log.io import is_local, map_io
 from spark_kafkalog.log.model import is_internal_topic
 from spark_kafkalog.spark.filters import NONE, Pushdown
 from spark_kafkalog.spark.offset_ranges import PartitionRange, resolve_ranges
 from spark_kafkalog.spark.options import ReadOptions, Subscribe, SubscribePattern
-from spark_kafkalog.spark.packing import pack_slices
+from spark_kafkalog.spark.packing import default_open_cost, pack_slices
 
 
 
@@ -447,6 +447,7 @@ def plan(logdirs, opts: ReadOptions, pushdown: Pushdown = NONE, *,
     if not opts.pack_partitions:
         return slices
     return pack_slices(slices, target_bytes=opts.max_partition_bytes,
-                       open_cost=opts.open_cost_bytes,
+                       open_cost=(opts.open_cost_bytes if opts.open_cost_bytes is not None
+                                  else default_open_cost(is_local(logdirs.filesystem))),
                        max_records=opts.max_records_per_partition,
                        min_partitions=opts.min_partitions)

@@ -8,7 +8,7 @@ import pytest
 
 from spark_kafkalog.log import LogDirs
 from spark_kafkalog.spark.options import parse_read_options
-from spark_kafkalog.spark.packing import PackedSlices, pack_slices
+from spark_kafkalog.spark.packing import PackedSlices, default_open_cost, pack_slices
 from spark_kafkalog.spark.planning import LogSlice, plan
 from spark_kafkalog.spark.reader import KafkaLogReader
 from tests.spark.fakes import FakeLogDirs, fake_split_points
@@ -87,7 +87,10 @@ def test_min_partitions_keeps_at_least_that_many_tasks():
 
 def test_packing_options_parse(monkeypatch):
     o = parse_read_options({"path": "/x", "subscribe": "a"})
-    assert o.pack_partitions and o.open_cost_bytes == 16 * 1024     # README, PERFORMANCE
+    assert o.pack_partitions and o.open_cost_bytes is None     # by filesystem at planning
+    assert (default_open_cost(True), default_open_cost(False)) == (16 * 1024, 4 * MB)
+    assert parse_read_options({"path": "/x", "subscribe": "a",
+                               "openCostInBytes": "0"}).open_cost_bytes == 0
     monkeypatch.setenv("SPARK_KAFKALOG_PACK", "false")
     assert not parse_read_options({"path": "/x", "subscribe": "a"}).pack_partitions
     assert parse_read_options({"path": "/x", "subscribe": "a",

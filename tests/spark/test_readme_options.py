@@ -8,6 +8,7 @@ import re
 import pytest
 
 from spark_kafkalog.spark import options as o
+from spark_kafkalog.spark import packing
 from spark_kafkalog.spark import write_options as wo
 from tests.conftest import REPO
 
@@ -53,7 +54,11 @@ def test_documented_read_defaults_are_the_parsers():
     parsed = o.parse_read_options({"path": "/l", "subscribe": "t"})
     assert rows["windowBytes"][1] == "`16m`" and _size("`16m`") == parsed.window_bytes
     assert _size(rows["maxPartitionBytes"][1]) == parsed.max_partition_bytes
-    assert _size(rows["openCostInBytes"][1]) == parsed.open_cost_bytes
+    # by filesystem when not given
+    assert parsed.open_cost_bytes is None
+    assert rows["openCostInBytes"][1] == "`16k` on local disk, `4m` elsewhere"
+    assert [_size(f"`{v}`") for v in ("16k", "4m")] == [packing.default_open_cost(True),
+                                                       packing.default_open_cost(False)]
     for name, value in [("failOnDataLoss", parsed.fail_on_data_loss),
                         ("includeHeaders", parsed.include_headers),
                         ("readPastHighWatermark", parsed.read_past_high_watermark),
