@@ -53,6 +53,9 @@ def small_copy_window(monkeypatch):
     """Copy a few batches per window, so there are many kill points inside each segment
     (each window is written in two halves with a kill point between them)."""
     monkeypatch.setattr(write_config, "COPY_WINDOW_BYTES", 2500)
+    # windows of 2000 bytes or more are copied by the kernel, smaller ones (a run's
+    # last) from memory: kills land in both ways of copying
+    monkeypatch.setattr(write_config, "KERNEL_COPY_MIN_BYTES", 2000)
 
 
 def records(tag: int, n: int) -> list[R]:

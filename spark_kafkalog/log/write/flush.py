@@ -153,12 +153,19 @@ def will_need_paths(wanted: Iterable[tuple[str, Iterable[int]]]) -> None:
             os.close(fd)
 
 
+#: fsyncs a commit keeps in flight: they wait on the disk, not the CPU (the GIL is
+#: released), and on ext4 concurrent fsyncs share one journal commit
+SYNC_THREADS = int(os.environ.get("KAFKALOG_SYNC_THREADS", "16"))
+
+
 class Syncer:
     """fsyncs files in background threads (the kernel flushes in parallel with the
-    copying of further data); :meth:`wait` joins them and re-raises the first error."""
+    copying of further data, and the fsyncs of many small files overlap each other);
+    :meth:`wait` joins them and re-raises the first error."""
 
-    def __init__(self):
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafkalog-fsync")
+    def __init__(self, threads: int = SYNC_THREADS):
+        self._pool = ThreadPoolExecutor(max_workers=threads,
+                                        thread_name_prefix="kafkalog-fsync")
         self._futures: list = []
 
     @staticmethod
