@@ -57,9 +57,9 @@ here it is about half of it, so the disk's speed is not what bounds an fsync'd w
 CPU it costs is.
 
 ``--commit-scale 10,1000`` (no Spark): the driver's commit alone, at each partition count.
-``--commit-records`` (default 100,000) records of ~110 B are staged by two tasks' staging
-writers (one file each, as the Spark writer does), first into new partitions (untimed),
-then ``--repeat`` more times into those existing partitions, each commit timed (median)
+``--commit-records`` (default 100,000) records of ~110 B are staged by ``--commit-tasks``
+(default 2) tasks' staging writers (one file each, as the Spark writer does), first into
+new partitions (untimed), then ``--repeat`` more times into those existing partitions, each commit timed (median)
 with its steps: lock, recover and plan (to the journal's ``begun``), append and fsync (to
 ``synced``), and the rest (commit point, checkpoints, journal). Prints the ratio of the
 largest count's median to the smallest's, and the load average.
@@ -271,7 +271,8 @@ def _floor_sources():
     return Noop, WriteFsync
 
 
-def commit_scale(scratch: Path, counts: list[int], records: int, repeat: int) -> None:
+def commit_scale(scratch: Path, counts: list[int], records: int, repeat: int,
+                 tasks: int) -> None:
     """See ``--commit-scale`` in the module doc."""
     import numpy as np
     import pyarrow as pa
@@ -291,9 +292,9 @@ def commit_scale(scratch: Path, counts: list[int], records: int, repeat: int) ->
         root = str(scratch / f"commit-{n}")
         shutil.rmtree(root, ignore_errors=True)
         parts = (ids % n).astype(np.int32)
-        halves = [(0, records // 2), (records // 2, records)]
+        cuts = [records * k // tasks for k in range(tasks + 1)]
         encoded = [encode_partitioned(table.slice(a, b - a), parts[a:b], n)
-                   for a, b in halves]
+                   for a, b in zip(cuts, cuts[1:])]
 
         def one_commit() -> dict:
             write_id = jr.batch_write_id()
@@ -322,7 +323,8 @@ def commit_scale(scratch: Path, counts: list[int], records: int, repeat: int) ->
                for k in ("begun", "synced", "total")}
         medians[n] = med["total"]
         each = ", ".join(f"{r['total']:.2f}" for r in runs)
-        print(f"commit to {n:>6} existing partitions: median {med['total']:.3f} s "
+        print(f"commit of {tasks} tasks to {n:>5} existing partitions: "
+              f"median {med['total']:.3f} s "
               f"(plan {med['begun']:.3f} s, append+fsync {med['synced'] - med['begun']:.3f} s, "
               f"commit point and after {med['total'] - med['synced']:.3f} s; runs: "
               f"{each})", flush=True)
@@ -358,13 +360,15 @@ def main() -> None:
                     help="only time the driver's commit at these partition counts "
                          "(e.g. 10,1000; no Spark: see the module doc)")
     ap.add_argument("--commit-records", type=int, default=100_000)
+    ap.add_argument("--commit-tasks", type=int, default=2,
+                    help="staging writers (Spark tasks) the --commit-scale records come from")
     args = ap.parse_args()
     if args.commit_scale:
         scratch = Path(args.dir or tempfile.mkdtemp(prefix="bench_commit_"))
         scratch.mkdir(parents=True, exist_ok=True)
         try:
             commit_scale(scratch, [int(c) for c in args.commit_scale.split(",")],
-                         args.commit_records, args.repeat)
+                         args.commit_records, args.repeat, args.commit_tasks)
         finally:
             if not args.dir:
                 shutil.rmtree(scratch, ignore_errors=True)

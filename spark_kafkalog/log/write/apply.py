@@ -231,6 +231,67 @@ def _copy_run(run: Run, reader: FileHandle, out: _SegOut, table: np.ndarray,
         i = j
 
 
+def _run_bytes(run: Run, tables: TablesCache) -> int:
+    return int(tables.table(run.staged)["size"][run.batch_rows].astype(np.int64).sum())
+
+
+def _groups(runs: list[Run], tables: TablesCache) -> list[list[Run]]:
+    """``runs`` in order, consecutive small ones that are contiguous in one segment
+    grouped (at most :data:`~.config.COPY_WINDOW_BYTES` a group): the runs of a
+    partition that every task staged a little of, written with one buffer."""
+    out: list[list[Run]] = []
+    total = 0
+    end = -1
+    prev_small = False
+    for run in runs:
+        size = _run_bytes(run, tables)
+        small = size < config.KERNEL_COPY_MIN_BYTES
+        if (small and prev_small and out[-1][-1].seg_index == run.seg_index
+                and end == run.dst_position and total + size <= config.COPY_WINDOW_BYTES):
+            out[-1].append(run)
+            total += size
+        else:
+            out.append([run])
+            total = size
+        end = run.dst_position + size
+        prev_small = small
+    return out
+
+
+def _copy_small_runs(group: list[Run], readers: StagedReaders, own: dict[str, FileHandle],
+                     out: _SegOut, tables: TablesCache, fault: Fault) -> None:
+    """Copy consecutive small runs into one segment through one buffer: each run read
+    into its place, every batch checked and its baseOffset patched, then written in two
+    halves with a fault point between them (as :func:`_copy_run` writes a window)."""
+    rels, sizes, bases, spans = [], [], [], []
+    at = 0
+    for run in group:
+        sz = tables.table(run.staged)["size"][run.batch_rows].astype(np.int64)
+        ends = np.cumsum(sz)
+        rels.append(at + ends - sz)
+        sizes.append(sz)
+        bases.append(run.bases)
+        spans.append((run, at, int(ends[-1])))
+        at += int(ends[-1])
+    buf = bytearray(at)
+    view = memoryview(buf)
+    for run, start, n in spans:
+        readers.get(run.src_path, own).read_into(view[start:start + n], run.src_position)
+    rel, size = np.concatenate(rels), np.concatenate(sizes)
+    bad = _patch_batches(np.frombuffer(buf, dtype=np.uint8), rel, size,
+                         np.concatenate(bases))
+    if bad is not None:
+        k = bad[0]
+        run, start, _ = next(sp for sp in reversed(spans) if sp[1] <= int(rel[k]))
+        raise _mismatch(bad, rel - start, size, run.src_path, run.src_position)
+    dst = group[0].dst_position
+    half = at // 2
+    out.write(view[:half], dst)
+    fault("append-partial")
+    out.write(view[half:], dst + half)
+    fault("append")
+
+
 def _adopt(run: Run, table: np.ndarray, path: str, fault: Fault) -> bool:
     """Make the staging file of ``run`` (a whole section, planned as a segment of its own)
     the segment ``path``: check and patch every batch's baseOffset in place, then link
@@ -289,7 +350,10 @@ def _write_indexes(fs: pafs.FileSystem, directory: str, seg: SegPlan, active: Ac
         writes = ([(idx_path, os.O_WRONLY, None, bytes(b.offset_entries), active.index_size)]
                   if len(b.offset_entries) else [])
         keep = active.timeindex_size - b.drop_time_tail_bytes
-        writes.append((tidx_path, os.O_WRONLY, keep, bytes(b.time_entries) + close, keep))
+        data = bytes(b.time_entries) + close
+        # the close entry replaced is overwritten, unless the new entries are shorter
+        cut = keep if keep + len(data) < active.timeindex_size else None
+        writes.append((tidx_path, os.O_WRONLY, cut, data, keep))
     else:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
         writes = [(idx_path, flags, None, bytes(b.offset_entries), 0),
@@ -357,11 +421,14 @@ def apply_partition(fs: pafs.FileSystem, plan: PartPlan, staged: Sequence[Staged
                 del adopted[k]
                 seg.adopted_bytes = 0
             outs[k] = _SegOut(fs, path, seg)
-        for run in plan.runs:
-            if run.adopt and run.seg_index in adopted:
-                continue
-            reader = shared.get(run.src_path, own)
-            _copy_run(run, reader, outs[run.seg_index], tables.table(run.staged), fault)
+        runs = [r for r in plan.runs if not (r.adopt and r.seg_index in adopted)]
+        for group in _groups(runs, tables):
+            if len(group) > 1:
+                _copy_small_runs(group, shared, own, outs[group[0].seg_index], tables, fault)
+            else:
+                run = group[0]
+                _copy_run(run, shared.get(run.src_path, own), outs[run.seg_index],
+                          tables.table(run.staged), fault)
         for k, seg in enumerate(plan.segments):
             out = outs.pop(k)
             if out.written_to != seg.end_size:

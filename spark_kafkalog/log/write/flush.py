@@ -155,7 +155,7 @@ def will_need_paths(wanted: Iterable[tuple[str, Iterable[int]]]) -> None:
 
 #: fsyncs a commit keeps in flight: they wait on the disk, not the CPU (the GIL is
 #: released), and on ext4 concurrent fsyncs share one journal commit
-SYNC_THREADS = int(os.environ.get("KAFKALOG_SYNC_THREADS", "16"))
+SYNC_THREADS = 16
 
 
 class Syncer:
@@ -163,8 +163,8 @@ class Syncer:
     copying of further data, and the fsyncs of many small files overlap each other);
     :meth:`wait` joins them and re-raises the first error."""
 
-    def __init__(self, threads: int = SYNC_THREADS):
-        self._pool = ThreadPoolExecutor(max_workers=threads,
+    def __init__(self, threads: int | None = None):
+        self._pool = ThreadPoolExecutor(max_workers=threads or SYNC_THREADS,
                                         thread_name_prefix="kafkalog-fsync")
         self._futures: list = []
 
