@@ -231,11 +231,7 @@ def _copy_run(run: Run, reader: FileHandle, out: _SegOut, table: np.ndarray,
         i = j
 
 
-def _run_bytes(run: Run, tables: TablesCache) -> int:
-    return int(tables.table(run.staged)["size"][run.batch_rows].astype(np.int64).sum())
-
-
-def _groups(runs: list[Run], tables: TablesCache) -> list[list[Run]]:
+def _groups(runs: list[Run]) -> list[list[Run]]:
     """``runs`` in order, consecutive small ones that are contiguous in one segment
     grouped (at most :data:`~.config.COPY_WINDOW_BYTES` a group): the runs of a
     partition that every task staged a little of, written with one buffer."""
@@ -244,7 +240,7 @@ def _groups(runs: list[Run], tables: TablesCache) -> list[list[Run]]:
     end = -1
     prev_small = False
     for run in runs:
-        size = _run_bytes(run, tables)
+        size = run.nbytes
         small = size < config.KERNEL_COPY_MIN_BYTES
         if (small and prev_small and out[-1][-1].seg_index == run.seg_index
                 and end == run.dst_position and total + size <= config.COPY_WINDOW_BYTES):
@@ -259,30 +255,28 @@ def _groups(runs: list[Run], tables: TablesCache) -> list[list[Run]]:
 
 
 def _copy_small_runs(group: list[Run], readers: StagedReaders, own: dict[str, FileHandle],
-                     out: _SegOut, tables: TablesCache, fault: Fault) -> None:
+                     out: _SegOut, fault: Fault) -> None:
     """Copy consecutive small runs into one segment through one buffer: each run read
     into its place, every batch checked and its baseOffset patched, then written in two
     halves with a fault point between them (as :func:`_copy_run` writes a window)."""
-    rels, sizes, bases, spans = [], [], [], []
-    at = 0
-    for run in group:
-        sz = tables.table(run.staged)["size"][run.batch_rows].astype(np.int64)
-        ends = np.cumsum(sz)
-        rels.append(at + ends - sz)
-        sizes.append(sz)
-        bases.append(run.bases)
-        spans.append((run, at, int(ends[-1])))
-        at += int(ends[-1])
+    at = sum(run.nbytes for run in group)
     buf = bytearray(at)
     view = memoryview(buf)
-    for run, start, n in spans:
-        readers.get(run.src_path, own).read_into(view[start:start + n], run.src_position)
-    rel, size = np.concatenate(rels), np.concatenate(sizes)
+    start = 0
+    for run in group:
+        readers.get(run.src_path, own).read_into(view[start:start + run.nbytes],
+                                                 run.src_position)
+        start += run.nbytes
+    size = np.concatenate([run.sizes for run in group])
+    rel = np.cumsum(size) - size
     bad = _patch_batches(np.frombuffer(buf, dtype=np.uint8), rel, size,
-                         np.concatenate(bases))
+                         np.concatenate([run.bases for run in group]))
     if bad is not None:
-        k = bad[0]
-        run, start, _ = next(sp for sp in reversed(spans) if sp[1] <= int(rel[k]))
+        start = 0
+        for run in group:                   # the run holding the bad batch
+            if start + run.nbytes > int(rel[bad[0]]):
+                break
+            start += run.nbytes
         raise _mismatch(bad, rel - start, size, run.src_path, run.src_position)
     dst = group[0].dst_position
     half = at // 2
@@ -422,9 +416,9 @@ def apply_partition(fs: pafs.FileSystem, plan: PartPlan, staged: Sequence[Staged
                 seg.adopted_bytes = 0
             outs[k] = _SegOut(fs, path, seg)
         runs = [r for r in plan.runs if not (r.adopt and r.seg_index in adopted)]
-        for group in _groups(runs, tables):
+        for group in _groups(runs):
             if len(group) > 1:
-                _copy_small_runs(group, shared, own, outs[group[0].seg_index], tables, fault)
+                _copy_small_runs(group, shared, own, outs[group[0].seg_index], fault)
             else:
                 run = group[0]
                 _copy_run(run, shared.get(run.src_path, own), outs[run.seg_index],
