@@ -801,6 +801,42 @@ def test_an_append_fsyncs_each_file_it_changes_and_each_new_name_once(tmp_path, 
     assert read_kp(f"{root}/t-0")[-1][0] == 49
 
 
+def test_syncer_fsyncs_on_its_threads_closes_every_file_and_reraises(tmp_path, monkeypatch):
+    """The commit's fsync threads: at most ``threads`` of them, never the caller's; every
+    file handed over is closed, fsynced or not; a failed fsync is raised by ``wait``."""
+    import errno
+    import threading
+
+    from spark_kafkalog.log.write import flush
+
+    ran, closed = set(), set()
+    real_fsync, real_close = os.fsync, os.close
+
+    def fsync(fd):
+        ran.add(threading.get_ident())
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("bad"):
+            raise OSError(errno.EIO, "disk error")
+        return real_fsync(fd)
+
+    def close(fd):
+        closed.add(fd)
+        return real_close(fd)
+
+    fds = []
+    for name in [f"f{i}" for i in range(10)] + ["bad"]:
+        (tmp_path / name).write_bytes(b"x")
+        fds.append(os.open(tmp_path / name, os.O_RDONLY))
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "close", close)
+    syncer = flush.Syncer(threads=3)
+    for fd in fds:
+        syncer.fsync_and_close(fd)
+    with pytest.raises(OSError, match="disk error"):
+        syncer.wait()
+    assert 1 <= len(ran) <= 3 and threading.get_ident() not in ran
+    assert set(fds) <= closed
+
+
 def test_adoption_patches_offsets_without_a_writable_mapping(tmp_path, monkeypatch):
     """Adopted files are checked through a read-only mapping and patched by pwrite: pages
     dirtied through a shared mapping made each fsync after them cost ~40 ms on ext4."""

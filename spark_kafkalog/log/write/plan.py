@@ -306,6 +306,7 @@ class _GroupBatches:
                 raise CommitConflictError("staging batch table does not match its section",
                                           path=tables.staged[staged_i].path)
             parts.append(table)
+
         def field(name: str) -> np.ndarray:
             # field by field: concatenating structured rows promotes their dtype each time
             return parts[0][name] if len(parts) == 1 else np.concatenate(
