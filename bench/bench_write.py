@@ -55,6 +55,14 @@ tenth of the bytes, does not. How long the disk took to have all those bytes (fd
 behind the writes, as the writer's flush-behind does) is printed next to Parquet's median:
 here it is about half of it, so the disk's speed is not what bounds an fsync'd write; the
 CPU it costs is.
+
+``--commit-scale 10,1000`` (no Spark): the driver's commit alone, at each partition count.
+``--commit-records`` (default 100,000) records of ~110 B are staged by ``--commit-tasks``
+(default 2) tasks' staging writers (one file each, as the Spark writer does), first into
+new partitions (untimed), then ``--repeat`` more times into those existing partitions, each commit timed (median)
+with its steps: lock, recover and plan (to the journal's ``begun``), append and fsync (to
+``synced``), and the rest (commit point, checkpoints, journal). Prints the ratio of the
+largest count's median to the smallest's, and the load average.
 """
 from __future__ import annotations
 
@@ -263,6 +271,69 @@ def _floor_sources():
     return Noop, WriteFsync
 
 
+def commit_scale(scratch: Path, counts: list[int], records: int, repeat: int,
+                 tasks: int) -> None:
+    """See ``--commit-scale`` in the module doc."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    from spark_kafkalog.format.encode import encode_partitioned
+    from spark_kafkalog.log.write import TopicSpec, commit_write
+    from spark_kafkalog.log.write import journal as jr
+    from spark_kafkalog.log.write.staging import StagingWriter
+
+    fs = pafs.LocalFileSystem()
+    ids = np.arange(records)
+    table = pa.table({"key": pa.array([f"key-{i}" for i in ids]),
+                      "value": pa.array([f"{i:020d}" + "v" * 90 for i in ids])})
+    medians = {}
+    for n in counts:
+        root = str(scratch / f"commit-{n}")
+        shutil.rmtree(root, ignore_errors=True)
+        parts = (ids % n).astype(np.int32)
+        cuts = [records * k // tasks for k in range(tasks + 1)]
+        encoded = [encode_partitioned(table.slice(a, b - a), parts[a:b], n)
+                   for a, b in zip(cuts, cuts[1:])]
+
+        def one_commit() -> dict:
+            write_id = jr.batch_write_id()
+            staged = []
+            for k, (data, sections) in enumerate(encoded):
+                w = StagingWriter(fs, root, write_id, f"task{k}")
+                view = memoryview(data)
+                for p, start, end, index in sections:
+                    w.add("bench", p, view[start:end], index)
+                staged.append(w.finish())
+            os.sync()                 # untimed: the commit pays only for its own files
+            marks = {}
+            t0 = time.perf_counter()
+
+            def fault(step: str) -> None:
+                marks.setdefault(step, time.perf_counter() - t0)
+            commit_write(fs, root, write_id, staged,
+                         [TopicSpec("bench", partitions_if_new=n, expected_partitions=n)],
+                         fault=fault)
+            marks["total"] = time.perf_counter() - t0
+            return marks
+
+        one_commit()                  # creates the partitions
+        runs = [one_commit() for _ in range(repeat)]
+        med = {k: statistics.median(r.get(k, 0.0) for r in runs)
+               for k in ("begun", "synced", "total")}
+        medians[n] = med["total"]
+        each = ", ".join(f"{r['total']:.2f}" for r in runs)
+        print(f"commit of {tasks} tasks to {n:>5} existing partitions: "
+              f"median {med['total']:.3f} s "
+              f"(plan {med['begun']:.3f} s, append+fsync {med['synced'] - med['begun']:.3f} s, "
+              f"commit point and after {med['total'] - med['synced']:.3f} s; runs: "
+              f"{each})", flush=True)
+        shutil.rmtree(root, ignore_errors=True)
+    lo, hi = min(counts), max(counts)
+    print(f"ratio commit {hi} / {lo} partitions: {medians[hi] / medians[lo]:.2f}x "
+          f"(load average {', '.join(f'{x:.2f}' for x in os.getloadavg())})")
+
+
 def _tree_bytes(root: Path, pattern: str) -> int:
     return sum(f.stat().st_size for f in root.rglob(pattern) if f.is_file())
 
@@ -285,7 +356,23 @@ def main() -> None:
                     help="also time a no-op Python writer and one that only writes and "
                          "fsyncs the bytes (see the module doc)")
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
+    ap.add_argument("--commit-scale", default=None, metavar="COUNTS",
+                    help="only time the driver's commit at these partition counts "
+                         "(e.g. 10,1000; no Spark: see the module doc)")
+    ap.add_argument("--commit-records", type=int, default=100_000)
+    ap.add_argument("--commit-tasks", type=int, default=2,
+                    help="staging writers (Spark tasks) the --commit-scale records come from")
     args = ap.parse_args()
+    if args.commit_scale:
+        scratch = Path(args.dir or tempfile.mkdtemp(prefix="bench_commit_"))
+        scratch.mkdir(parents=True, exist_ok=True)
+        try:
+            commit_scale(scratch, [int(c) for c in args.commit_scale.split(",")],
+                         args.commit_records, args.repeat, args.commit_tasks)
+        finally:
+            if not args.dir:
+                shutil.rmtree(scratch, ignore_errors=True)
+        return
 
     from tests.conftest import spark_env, spark_test_conf
     spark_env()

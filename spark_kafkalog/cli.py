@@ -42,11 +42,11 @@ from spark_kafkalog.log import (
     LogDirs,
     PartitionDir,
     TornTailWarning,
-    inspect_partition,
     parse_partition_dir_name,
     resolve_filesystem,
 )
 from spark_kafkalog.log.diagnose.dump import FILE_KINDS, DumpOptions, dump_file, file_kind
+from spark_kafkalog.log.diagnose.inspect import inspect_partitions, partition_summary
 from spark_kafkalog.log.io import list_dir
 from spark_kafkalog.log.read.scan import DEFAULT_WINDOW_BYTES
 from spark_kafkalog.log.diagnose.verify import ERROR, Finding, verify_log_dirs
@@ -136,79 +136,17 @@ def _select(paths: Sequence[str], fs_options: dict, topics: Sequence[str] | None
 
 # ---- inspect ------------------------------------------------------------------------------
 
-def _partition_summary(info, scanned: bool) -> dict:
-    s = info.state
-    segs = info.segments
-    first_ts = s.first_timestamp if s is not None else None
-    max_ts = s.max_timestamp if s is not None else None
-    if scanned:
-        mins = [x.min_timestamp for x in segs if x.min_timestamp is not None]
-        maxs = [x.max_timestamp for x in segs if x.max_timestamp is not None]
-        seg_min = min(mins) if mins else None
-        if max_ts is None and maxs:
-            max_ts = max(maxs)
-    else:
-        seg_min = None
-    return {
-        "topic": info.topic, "partition": info.partition, "root": info.root,
-        "path": info.path,
-        "log_start_offset": s.log_start_offset if s else None,
-        "high_watermark": s.high_watermark if s else None,
-        "last_stable_offset": s.last_stable_offset if s else None,
-        "log_end_offset": s.log_end_offset if s else None,
-        "size_bytes": sum(x.size for x in segs),
-        "segment_count": len(segs),
-        "batches": sum(x.batches for x in segs) if scanned else None,
-        "records": sum(x.data_records for x in segs) if scanned else None,
-        "control_batches": sum(x.control_batches for x in segs) if scanned else None,
-        "transactional_batches": (sum(x.transactional_batches for x in segs)
-                                  if scanned else None),
-        "first_timestamp": first_ts,
-        "min_timestamp": seg_min,
-        "max_timestamp": max_ts,
-        "codecs": list(info.codecs) if scanned else None,
-        "magics": list(info.magics) if scanned else None,
-        "checkpoints": dict(info.checkpoints),
-        "leader_epochs": [list(e) for e in info.leader_epochs],
-        "snapshots": list(info.snapshots),
-        "problems": [{"kind": p.kind, "path": p.path, "position": p.position,
-                      "offset": p.offset, "message": p.message} for p in info.all_problems],
-        "segments": [{
-            "base_offset": x.base_offset, "path": x.path, "size_bytes": x.size,
-            "swap": x.swap, "index_path": x.index_path, "timeindex_path": x.timeindex_path,
-            "txnindex_path": x.txnindex_path, "index_entries": x.index_entries,
-            "timeindex_entries": x.timeindex_entries, "aborted_txns": x.aborted_txns,
-            "batches": x.batches if scanned else None,
-            "records": x.data_records if scanned else None,
-            "control_batches": x.control_batches if scanned else None,
-            "empty_batches": x.empty_batches if scanned else None,
-            "first_offset": x.first_offset, "last_offset": x.last_offset,
-            "min_timestamp": x.min_timestamp, "max_timestamp": x.max_timestamp,
-            "codecs": list(x.codecs) if scanned else None,
-            "magics": list(x.magics) if scanned else None,
-            "valid_bytes": x.valid_bytes,
-        } for x in segs],
-    }
-
-
 def _cmd_inspect(args, out: TextIO, err: TextIO) -> int:
     logdirs, parts = _select(args.paths, _fs_options(args.fs_option), args.topic)
     scan = not args.no_scan
     progress = Progress(sum(p.size_bytes for p in parts) if scan else 0, "inspect",
                         err, enabled=None if args.progress else False)
-    summaries = []
-    done = 0
     try:
-        for p in parts:
-            base = done
-            info = inspect_partition(
-                logdirs, p, scan=scan, isolation_level="read_committed",
-                progress=lambda n, _t, base=base: progress.update(base + n))
-            done += p.size_bytes
-            progress.update(done)
-            summaries.append(_partition_summary(info, scan))
+        infos = inspect_partitions(logdirs, parts, scan=scan, isolation_level="read_committed",
+                                   progress=progress.update)
     finally:
         progress.close()
+    summaries = [partition_summary(info, scan) for info in infos]
     if args.json:
         json.dump({"roots": list(logdirs.roots), "scanned": scan, "partitions": summaries},
                   out, indent=2)

@@ -754,6 +754,89 @@ def test_every_new_name_is_fsynced_before_the_commit_point(tmp_path, monkeypatch
         assert read_kp(f"{root}/t-{p}") == as_rows(rows[0::2] + rows[1::2], 0)
 
 
+def test_an_append_fsyncs_each_file_it_changes_and_each_new_name_once(tmp_path, monkeypatch):
+    """Between the pending record and the commit point: a new topic's partition
+    directories and every file in them are fsynced, the log dir once for all of its new
+    partition directories; an append to those partitions' active segments (no new name)
+    fsyncs each .log and .timeindex it extends (and the .index when it gains entries)
+    and no directory; a write that rolls a segment fsyncs that partition's directory."""
+    events = []
+    real_fsync, real_save = os.fsync, jr.save
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def save(fs, root, state):
+        what = state.pending.state if state.pending else None
+        events.append(("journal", what))
+        real_save(fs, root, state)
+        events.append(("saved", what))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(jr, "save", save)
+    root = str(tmp_path)
+    dirs = {f"{root}/t-{p}" for p in range(4)}
+
+    def synced(parts, wid, **kw):
+        events.clear()
+        write(FS, root, wid, parts, partitions=4, tasks=2, per_batch=5, **kw)
+        begun = events.index(("saved", "begun"))
+        committed = events.index(("journal", "committed"))
+        return [path for kind, path in events[begun:committed] if kind == "fsync"]
+
+    first = synced({p: recs(30, start=100 * p) for p in range(4)}, "batch:1")
+    assert first.count(root) == 1 and dirs <= set(first)
+    files = {os.path.join(d, n) for d in dirs for n in os.listdir(d)
+             if n.endswith((".log", ".index", ".timeindex"))}
+    assert files <= set(first)
+    again = synced({p: recs(10, start=100 * p + 30) for p in range(4)}, "batch:2")
+    assert not set(again) & (dirs | {root})
+    logs = {f"{d}/{0:020d}.log" for d in dirs}
+    assert logs | {f"{d}/{0:020d}.timeindex" for d in dirs} <= set(again)
+    assert len(again) == len(set(again))         # each file once
+    rolled = synced({0: recs(10, start=40)}, "batch:3",
+                    config=AppendConfig(segment_bytes=2000))
+    assert f"{root}/t-0" in rolled and root not in rolled
+    assert read_kp(f"{root}/t-0")[-1][0] == 49
+
+
+def test_syncer_fsyncs_on_its_threads_closes_every_file_and_reraises(tmp_path, monkeypatch):
+    """The commit's fsync threads: at most ``threads`` of them, never the caller's; every
+    file handed over is closed, fsynced or not; a failed fsync is raised by ``wait``."""
+    import errno
+    import threading
+
+    from spark_kafkalog.log.write import flush
+
+    ran, closed = set(), set()
+    real_fsync, real_close = os.fsync, os.close
+
+    def fsync(fd):
+        ran.add(threading.get_ident())
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("bad"):
+            raise OSError(errno.EIO, "disk error")
+        return real_fsync(fd)
+
+    def close(fd):
+        closed.add(fd)
+        return real_close(fd)
+
+    fds = []
+    for name in [f"f{i}" for i in range(10)] + ["bad"]:
+        (tmp_path / name).write_bytes(b"x")
+        fds.append(os.open(tmp_path / name, os.O_RDONLY))
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "close", close)
+    syncer = flush.Syncer(threads=3)
+    for fd in fds:
+        syncer.fsync_and_close(fd)
+    with pytest.raises(OSError, match="disk error"):
+        syncer.wait()
+    assert 1 <= len(ran) <= 3 and threading.get_ident() not in ran
+    assert set(fds) <= closed
+
+
 def test_adoption_patches_offsets_without_a_writable_mapping(tmp_path, monkeypatch):
     """Adopted files are checked through a read-only mapping and patched by pwrite: pages
     dirtied through a shared mapping made each fsync after them cost ~40 ms on ext4."""

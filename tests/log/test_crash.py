@@ -53,6 +53,9 @@ def small_copy_window(monkeypatch):
     """Copy a few batches per window, so there are many kill points inside each segment
     (each window is written in two halves with a kill point between them)."""
     monkeypatch.setattr(write_config, "COPY_WINDOW_BYTES", 2500)
+    # windows of 2000 bytes or more are copied by the kernel, smaller ones (a run's
+    # last) from memory: kills land in both ways of copying
+    monkeypatch.setattr(write_config, "KERNEL_COPY_MIN_BYTES", 2000)
 
 
 def records(tag: int, n: int) -> list[R]:
@@ -64,8 +67,11 @@ class Scenario:
     """A base write (committed before the kill) and the write that gets killed."""
 
     def __init__(self, name, topics, mode="append", no_append=False, split=False,
-                 preserve=False, own_file_min_bytes=0):
+                 preserve=False, own_file_min_bytes=0, grouped=False):
         self.name = name
+        # grouped: every run is small, so a partition's runs (one per task) are copied
+        # through one buffer (apply._copy_small_runs) instead of window by window
+        self.grouped = grouped
         self.preserve = preserve
         self.topics = topics
         self.mode = mode
@@ -99,6 +105,14 @@ class Scenario:
         return [start + i + i // 4 * 3 for i in range(len(self.parts(tag).get(p, [])))]
 
     def write(self, root, tag, fault=None, mode=None):
+        if not self.grouped:
+            return self._write(root, tag, fault, mode)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(write_config, "KERNEL_COPY_MIN_BYTES", 1 << 20)
+            mp.setattr(write_config, "COPY_WINDOW_BYTES", 1 << 20)
+            return self._write(root, tag, fault, mode)
+
+    def _write(self, root, tag, fault, mode):
         wid = f"batch:w{tag}"
         staged = []
         for task in range(2):
@@ -158,6 +172,7 @@ SCENARIOS = [
     Scenario("preserve-adopt", ["t"], split=True, preserve=True),
     # partition 0 stages its own files (adopted), partition 1 shares the task's file
     Scenario("adopt-mixed", ["t"], split=True, own_file_min_bytes=3000),
+    Scenario("small-runs", ["t"], grouped=True),
 ]
 PRESERVE = [sc for sc in SCENARIOS if sc.preserve]
 
@@ -255,7 +270,8 @@ def test_kill_points_cover_every_phase(tmp_path):
     assert points.count("append") >= 4
 
 
-@pytest.mark.parametrize("sc", [SCENARIOS[0], SCENARIOS[4], *PRESERVE], ids=lambda s: s.name)
+@pytest.mark.parametrize("sc", [SCENARIOS[0], SCENARIOS[4], *PRESERVE, SCENARIOS[-1]],
+                         ids=lambda s: s.name)
 def test_a_few_kills_fast(sc, tmp_path):
     """A handful of kill points (begin, mid-append / between adopting two staging
     files, commit) in the fast suite."""

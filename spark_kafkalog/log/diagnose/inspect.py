@@ -11,10 +11,12 @@ point past the log end. These findings (no severity yet) are what ``verify`` jud
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -33,15 +35,20 @@ from spark_kafkalog.log.files.checkpoint import (
 )
 from spark_kafkalog.log.files.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
 from spark_kafkalog.log.files.txn import read_txn_index
-from spark_kafkalog.log.io import join
+from spark_kafkalog.log.io import join, map_io
 from spark_kafkalog.log.model import PartitionDir, PartitionState
 from spark_kafkalog.log.read.discovery import LogDirs
 from spark_kafkalog.log.read.scan import ReadStats, TornTailWarning, scan_windows
 from spark_kafkalog.log.read.seek import offset_index, time_index
+from spark_kafkalog.log.read.snapshot import topic_snapshot
 from spark_kafkalog.log.read.state import log_end_offset, partition_state
 
-__all__ = ["SegmentInfo", "PartitionInfo", "inspect_partition",
-           "inspect_log_dirs"]
+__all__ = ["SegmentInfo", "PartitionInfo", "inspect_partition", "inspect_partitions",
+           "inspect_log_dirs", "partition_summary"]
+
+#: the log dir's checkpoint files a partition's inspection reads its entry of
+_ROOT_CHECKPOINTS = (REPLICATION_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                     RECOVERY_POINT_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
 
 log = logging.getLogger(__name__)
 
@@ -274,8 +281,7 @@ def inspect_partition(logdirs: LogDirs, p: PartitionDir, *, scan: bool = True,
     count their records."""
     problems: list[Finding] = []
     checkpoints = {}
-    for name in (REPLICATION_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
-                 RECOVERY_POINT_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT):
+    for name in _ROOT_CHECKPOINTS:
         try:
             checkpoints[name] = logdirs.checkpoint(p.root, name).get((p.topic, p.partition))
         except KafkaLogError as err:
@@ -361,7 +367,97 @@ def inspect_partition(logdirs: LogDirs, p: PartitionDir, *, scan: bool = True,
                          epochs, [o for o, _ in p.snapshots], problems)
 
 
+def inspect_partitions(logdirs: LogDirs, parts: Sequence[PartitionDir], *,
+                       progress: Callable[[int], None] | None = None, **kwargs
+                       ) -> list[PartitionInfo]:
+    """:func:`inspect_partition` for each of ``parts``, in order. On a remote filesystem
+    the partitions are inspected concurrently (:func:`~spark_kafkalog.log.io.map_io`),
+    after what they share — each root's checkpoint files, each topic's journals — is
+    read once. ``progress(bytes_done)`` is called with the bytes scanned so far in all
+    partitions together (from any thread, never concurrently)."""
+    for root in dict.fromkeys(p.root for p in parts):
+        for name in _ROOT_CHECKPOINTS:
+            with contextlib.suppress(KafkaLogError):    # reported per partition
+                logdirs.checkpoint(root, name)
+    for topic in dict.fromkeys(p.topic for p in parts):
+        with contextlib.suppress(KafkaLogError):        # reported per partition
+            topic_snapshot(logdirs, topic)
+    lock = threading.Lock()
+    done = [0] * len(parts)
+
+    def one(k: int) -> PartitionInfo:
+        def moved(n: int, _total: int) -> None:
+            with lock:
+                done[k] = n
+                progress(sum(done))
+        info = inspect_partition(logdirs, parts[k], progress=moved if progress else None,
+                                 **kwargs)
+        if progress is not None:
+            moved(parts[k].size_bytes, 0)
+        return info
+
+    return map_io(logdirs.filesystem, one, range(len(parts)))
+
+
 def inspect_log_dirs(logdirs: LogDirs, topics: Iterable[str] | None = None, **kwargs
                      ) -> list[PartitionInfo]:
-    """:func:`inspect_partition` for every partition of ``topics`` (default: all)."""
-    return [inspect_partition(logdirs, p, **kwargs) for p in logdirs.all_partitions(topics)]
+    """:func:`inspect_partition` for every partition of ``topics`` (default: all; see
+    :func:`inspect_partitions`)."""
+    return inspect_partitions(logdirs, logdirs.all_partitions(topics), **kwargs)
+
+
+def partition_summary(info: PartitionInfo, scanned: bool) -> dict:
+    """What ``kafkalog inspect`` prints of a partition (its ``--json`` form); counts
+    that only a scan finds are None when ``scanned`` is false."""
+    s = info.state
+    segs = info.segments
+    first_ts = s.first_timestamp if s is not None else None
+    max_ts = s.max_timestamp if s is not None else None
+    if scanned:
+        mins = [x.min_timestamp for x in segs if x.min_timestamp is not None]
+        maxs = [x.max_timestamp for x in segs if x.max_timestamp is not None]
+        seg_min = min(mins) if mins else None
+        if max_ts is None and maxs:
+            max_ts = max(maxs)
+    else:
+        seg_min = None
+    return {
+        "topic": info.topic, "partition": info.partition, "root": info.root,
+        "path": info.path,
+        "log_start_offset": s.log_start_offset if s else None,
+        "high_watermark": s.high_watermark if s else None,
+        "last_stable_offset": s.last_stable_offset if s else None,
+        "log_end_offset": s.log_end_offset if s else None,
+        "size_bytes": sum(x.size for x in segs),
+        "segment_count": len(segs),
+        "batches": sum(x.batches for x in segs) if scanned else None,
+        "records": sum(x.data_records for x in segs) if scanned else None,
+        "control_batches": sum(x.control_batches for x in segs) if scanned else None,
+        "transactional_batches": (sum(x.transactional_batches for x in segs)
+                                  if scanned else None),
+        "first_timestamp": first_ts,
+        "min_timestamp": seg_min,
+        "max_timestamp": max_ts,
+        "codecs": list(info.codecs) if scanned else None,
+        "magics": list(info.magics) if scanned else None,
+        "checkpoints": dict(info.checkpoints),
+        "leader_epochs": [list(e) for e in info.leader_epochs],
+        "snapshots": list(info.snapshots),
+        "problems": [{"kind": p.kind, "path": p.path, "position": p.position,
+                      "offset": p.offset, "message": p.message} for p in info.all_problems],
+        "segments": [{
+            "base_offset": x.base_offset, "path": x.path, "size_bytes": x.size,
+            "swap": x.swap, "index_path": x.index_path, "timeindex_path": x.timeindex_path,
+            "txnindex_path": x.txnindex_path, "index_entries": x.index_entries,
+            "timeindex_entries": x.timeindex_entries, "aborted_txns": x.aborted_txns,
+            "batches": x.batches if scanned else None,
+            "records": x.data_records if scanned else None,
+            "control_batches": x.control_batches if scanned else None,
+            "empty_batches": x.empty_batches if scanned else None,
+            "first_offset": x.first_offset, "last_offset": x.last_offset,
+            "min_timestamp": x.min_timestamp, "max_timestamp": x.max_timestamp,
+            "codecs": list(x.codecs) if scanned else None,
+            "magics": list(x.magics) if scanned else None,
+            "valid_bytes": x.valid_bytes,
+        } for x in segs],
+    }

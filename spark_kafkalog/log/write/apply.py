@@ -25,7 +25,7 @@ from spark_kafkalog.log.write import config
 from spark_kafkalog.log.write.config import AppendConfig, Fault, segment_file
 from spark_kafkalog.log.io import is_local
 from spark_kafkalog.log.write.files import FileHandle, make_dirs, write_new
-from spark_kafkalog.log.write.flush import Syncer, fsync_dir, will_need, will_need_paths
+from spark_kafkalog.log.write.flush import Syncer, will_need, will_need_paths
 from spark_kafkalog.log.write.plan import PartPlan, Run, SegPlan, TablesCache, WritePlan
 from spark_kafkalog.log.write.staging import StagedFile
 from spark_kafkalog.log.write.tail import Active
@@ -200,7 +200,7 @@ def _copy_run(run: Run, reader: FileHandle, out: _SegOut, table: np.ndarray,
         src = run.src_position + int(starts[i])
         dst = run.dst_position + int(starts[i])
         half = nbytes // 2
-        if local and _COPY_FILE_RANGE:
+        if local and _COPY_FILE_RANGE and nbytes >= config.KERNEL_COPY_MIN_BYTES:
             # Patch the staged copy first, so the segment only ever receives final bytes
             # (a crash mid-copy leaves at most a torn last batch, never stale offsets),
             # then let the kernel copy them.
@@ -229,6 +229,61 @@ def _copy_run(run: Run, reader: FileHandle, out: _SegOut, table: np.ndarray,
         out.write(memoryview(buf)[half:], dst + half)
         fault("append")
         i = j
+
+
+def _groups(runs: list[Run]) -> list[list[Run]]:
+    """``runs`` in order, consecutive small ones that are contiguous in one segment
+    grouped (at most :data:`~.config.COPY_WINDOW_BYTES` a group): the runs of a
+    partition that every task staged a little of, written with one buffer."""
+    out: list[list[Run]] = []
+    total = 0
+    end = -1
+    prev_small = False
+    for run in runs:
+        size = run.nbytes
+        small = size < config.KERNEL_COPY_MIN_BYTES
+        if (small and prev_small and out[-1][-1].seg_index == run.seg_index
+                and end == run.dst_position and total + size <= config.COPY_WINDOW_BYTES):
+            out[-1].append(run)
+            total += size
+        else:
+            out.append([run])
+            total = size
+        end = run.dst_position + size
+        prev_small = small
+    return out
+
+
+def _copy_small_runs(group: list[Run], readers: StagedReaders, own: dict[str, FileHandle],
+                     out: _SegOut, fault: Fault) -> None:
+    """Copy consecutive small runs into one segment through one buffer: each run read
+    into its place, every batch checked and its baseOffset patched, then written in two
+    halves with a fault point between them (as :func:`_copy_run` writes a window)."""
+    at = sum(run.nbytes for run in group)
+    buf = bytearray(at)
+    view = memoryview(buf)
+    start = 0
+    for run in group:
+        readers.get(run.src_path, own).read_into(view[start:start + run.nbytes],
+                                                 run.src_position)
+        start += run.nbytes
+    size = np.concatenate([run.sizes for run in group])
+    rel = np.cumsum(size) - size
+    bad = _patch_batches(np.frombuffer(buf, dtype=np.uint8), rel, size,
+                         np.concatenate([run.bases for run in group]))
+    if bad is not None:
+        start = 0
+        for run in group:                   # the run holding the bad batch
+            if start + run.nbytes > int(rel[bad[0]]):
+                break
+            start += run.nbytes
+        raise _mismatch(bad, rel - start, size, run.src_path, run.src_position)
+    dst = group[0].dst_position
+    half = at // 2
+    out.write(view[:half], dst)
+    fault("append-partial")
+    out.write(view[half:], dst + half)
+    fault("append")
 
 
 def _adopt(run: Run, table: np.ndarray, path: str, fault: Fault) -> bool:
@@ -284,9 +339,15 @@ def _write_indexes(fs: pafs.FileSystem, directory: str, seg: SegPlan, active: Ac
         write_new(fs, tidx_path, bytes(b.time_entries) + close, fsync=False)
         return
     if seg.continuing_index:
-        writes = [(idx_path, os.O_WRONLY, None, bytes(b.offset_entries), active.index_size)]
+        # entries are appended after the live ones; an index the write adds no entry to
+        # is not touched (nor fsynced)
+        writes = ([(idx_path, os.O_WRONLY, None, bytes(b.offset_entries), active.index_size)]
+                  if len(b.offset_entries) else [])
         keep = active.timeindex_size - b.drop_time_tail_bytes
-        writes.append((tidx_path, os.O_WRONLY, keep, bytes(b.time_entries) + close, keep))
+        data = bytes(b.time_entries) + close
+        # the close entry replaced is overwritten, unless the new entries are shorter
+        cut = keep if keep + len(data) < active.timeindex_size else None
+        writes.append((tidx_path, os.O_WRONLY, cut, data, keep))
     else:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
         writes = [(idx_path, flags, None, bytes(b.offset_entries), 0),
@@ -306,13 +367,44 @@ def _write_indexes(fs: pafs.FileSystem, directory: str, seg: SegPlan, active: Ac
             os.close(fd)
 
 
+class StagedReaders:
+    """The staging files a commit reads, each opened once for all the partitions it
+    holds sections of (a file of one partition's own is opened by that partition)."""
+
+    def __init__(self, fs: pafs.FileSystem, staged: Sequence[StagedFile]):
+        self.fs = fs
+        self.shared = {sf.path for sf in staged}
+        self._open: dict[str, FileHandle] = {}
+
+    def get(self, path: str, local: dict[str, FileHandle]) -> FileHandle:
+        cache = self._open if path in self.shared else local
+        reader = cache.get(path)
+        if reader is None:
+            reader = cache[path] = FileHandle(self.fs, path, writable=True)
+        return reader
+
+    def close(self) -> None:
+        for r in self._open.values():
+            r.close()
+        self._open.clear()
+
+
 def apply_partition(fs: pafs.FileSystem, plan: PartPlan, staged: Sequence[StagedFile],
                      tables: TablesCache, cfg: AppendConfig, fault: Fault,
-                     syncer: Syncer | None) -> None:
+                     syncer: Syncer | None, readers: StagedReaders | None = None
+                     ) -> list[str]:
+    """Write one partition's planned segments and indexes (each file handed to
+    ``syncer`` when given). Returns the directories that gained a name (a created or
+    adopted segment, created index files, the partition directory itself in its
+    parent): the caller fsyncs each once, with the files, before the commit point.
+    Appending to existing files adds no name, so such a partition needs no
+    directory fsync. ``readers``: the commit's open staging files (default: opened
+    for this partition alone)."""
     if plan.create_dir:
         make_dirs(fs, plan.directory)
     outs: dict[int, _SegOut] = {}
-    readers: dict[str, FileHandle] = {}
+    own: dict[str, FileHandle] = {}
+    shared = readers if readers is not None else StagedReaders(fs, ())
     adopted = {run.seg_index: run for run in plan.runs if run.adopt}
     try:
         for k, seg in enumerate(plan.segments):
@@ -323,13 +415,14 @@ def apply_partition(fs: pafs.FileSystem, plan: PartPlan, staged: Sequence[Staged
                 del adopted[k]
                 seg.adopted_bytes = 0
             outs[k] = _SegOut(fs, path, seg)
-        for run in plan.runs:
-            if run.adopt and run.seg_index in adopted:
-                continue
-            reader = readers.get(run.src_path)
-            if reader is None:
-                reader = readers[run.src_path] = FileHandle(fs, run.src_path, writable=True)
-            _copy_run(run, reader, outs[run.seg_index], tables.table(run.staged), fault)
+        runs = [r for r in plan.runs if not (r.adopt and r.seg_index in adopted)]
+        for group in _groups(runs):
+            if len(group) > 1:
+                _copy_small_runs(group, shared, own, outs[group[0].seg_index], fault)
+            else:
+                run = group[0]
+                _copy_run(run, shared.get(run.src_path, own), outs[run.seg_index],
+                          tables.table(run.staged), fault)
         for k, seg in enumerate(plan.segments):
             out = outs.pop(k)
             if out.written_to != seg.end_size:
@@ -338,17 +431,14 @@ def apply_partition(fs: pafs.FileSystem, plan: PartPlan, staged: Sequence[Staged
             out.close(syncer)
             _write_indexes(fs, plan.directory, seg, plan.active, syncer)
             fault("segment")
-        if cfg.fsync and is_local(fs):
-            # the new segment names (links, created files), in the background like the
-            # files themselves (see docs/PERFORMANCE.md); the commit point waits for them
-            sync_dir = syncer.fsync_dir if syncer is not None else fsync_dir
-            sync_dir(plan.directory)
-            if plan.create_dir:
-                sync_dir(os.path.dirname(plan.directory))
     finally:
         for out in outs.values():
             out.close(None)
-        for r in readers.values():
+        for r in own.values():
             r.close()
-
-
+    named = []
+    if plan.create_dir or not all(s.existing and s.continuing_index for s in plan.segments):
+        named.append(plan.directory)
+    if plan.create_dir:
+        named.append(os.path.dirname(plan.directory))
+    return named

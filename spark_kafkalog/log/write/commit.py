@@ -7,8 +7,8 @@
 2. recover — finish or undo whatever a dead writer left (:mod:`.recovery`);
 3. no-op if the journal already holds the write id (a retried or replayed commit);
 4. plan (:mod:`.plan`); 5. begin — each topic's journal records the plan and what undoing
-   it needs; 6. append (:mod:`.apply`); 7. fsync every file written and every directory
-   that gained one;
+   it needs; 6. append (:mod:`.apply`); 7. fsync every file written (concurrently, as it
+   is closed) and, once each, every directory that gained a name;
 8. commit — one atomic journal write (the coordinator topic's, for a multi-topic write);
 9. checkpoints move to the new log end (and the log start, for an overwrite, whose old
    segments are then deleted); the pending record is cleared; staging files deleted.
@@ -38,7 +38,7 @@ import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import CommitConflictError, InvalidOptionError
 from spark_kafkalog.log.write import journal as jr
-from spark_kafkalog.log.write.apply import apply_partition, prefetch_headers
+from spark_kafkalog.log.write.apply import StagedReaders, apply_partition, prefetch_headers
 from spark_kafkalog.log.write.config import (
     MODES,
     OFFSET_MODES,
@@ -95,11 +95,20 @@ def _begin_apply_commit(fs: pafs.FileSystem, root: str, write_id: str, names: li
             begun.append(t)
         fault("begun")
         syncer = Syncer() if cfg.fsync and is_local(fs) else None
+        readers = StagedReaders(fs, staged)
         try:
+            named: dict[str, None] = {}     # directories that gained a name, in order
             for t in names:
                 for part in plan.topics[t]:
-                    apply_partition(fs, part, staged, plan.tables, cfg, fault, syncer)
+                    named.update(dict.fromkeys(apply_partition(
+                        fs, part, staged, plan.tables, cfg, fault, syncer, readers)))
+            if syncer is not None:
+                # each directory once, after every name in it exists (a new topic's
+                # partition directories share one fsync of the log dir)
+                for directory in named:
+                    syncer.fsync_dir(directory)
         finally:
+            readers.close()
             if syncer is not None:
                 syncer.wait()
         fault("synced")

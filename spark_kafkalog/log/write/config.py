@@ -16,6 +16,11 @@ DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_ADOPT_MIN_BYTES = 16 * 1024 * 1024
 #: staged bytes copied per read/patch/write step (bounds the driver's memory)
 COPY_WINDOW_BYTES = 8 * 1024 * 1024
+#: a window of staged batches at least this large is patched in the staging file and
+#: copied by the kernel (``copy_file_range``); a smaller one is read, patched and
+#: written from memory (fewer system calls: a write to thousands of small partitions
+#: has thousands of small runs)
+KERNEL_COPY_MIN_BYTES = 256 * 1024
 #: orphaned staging files (a job whose driver died before commit) older than this are
 #: deleted by recovery
 STAGING_TTL_S = 24 * 3600

@@ -118,7 +118,7 @@ class FileHandle:
             return out
         return self._f.read_at(n, pos)
 
-    def read_into(self, buf: bytearray, pos: int) -> None:
+    def read_into(self, buf: bytearray | memoryview, pos: int) -> None:
         if self.fd is not None:
             view = memoryview(buf)
             while view:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import mmap
 import os
+import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Sequence
 
 from spark_kafkalog.format import wire
@@ -153,34 +153,54 @@ def will_need_paths(wanted: Iterable[tuple[str, Iterable[int]]]) -> None:
             os.close(fd)
 
 
+#: fsyncs a commit keeps in flight: they wait on the disk, not the CPU (the GIL is
+#: released), and on ext4 concurrent fsyncs share one journal commit
+SYNC_THREADS = 16
+
+
 class Syncer:
     """fsyncs files in background threads (the kernel flushes in parallel with the
-    copying of further data); :meth:`wait` joins them and re-raises the first error."""
+    copying of further data, and the fsyncs of many small files overlap each other);
+    :meth:`wait` joins them and re-raises the first error. Each file handed over is
+    closed by its thread. Threads start as files arrive, up to ``threads``."""
 
-    def __init__(self):
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafkalog-fsync")
-        self._futures: list = []
+    def __init__(self, threads: int | None = None):
+        self._max = threads or SYNC_THREADS
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._errors: list[BaseException] = []
 
-    @staticmethod
-    def _run(fd: int) -> None:
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    def _run(self) -> None:
+        while True:
+            fd = self._queue.get()
+            if fd is None:
+                return
+            try:
+                os.fsync(fd)
+            except BaseException as err:        # noqa: BLE001  (re-raised by wait)
+                self._errors.append(err)
+            finally:
+                os.close(fd)
 
     def fsync_and_close(self, fd: int) -> None:
-        self._futures.append(self._pool.submit(self._run, fd))
+        if len(self._threads) < self._max:
+            t = threading.Thread(target=self._run, name="kafkalog-fsync", daemon=True)
+            t.start()
+            self._threads.append(t)
+        self._queue.put(fd)
 
     def fsync_dir(self, directory: str) -> None:
         self.fsync_and_close(os.open(directory, os.O_RDONLY | os.O_DIRECTORY))
 
     def wait(self) -> None:
-        try:
-            for f in self._futures:
-                f.result()
-        finally:
-            self._futures = []
-            self._pool.shutdown(wait=True)
+        for _ in self._threads:
+            self._queue.put(None)
+        for t in self._threads:
+            t.join()
+        self._threads = []
+        if self._errors:
+            err, self._errors = self._errors[0], []
+            raise err
 
 
 def fsync_dir(directory: str) -> None:

@@ -7,6 +7,8 @@ staged in a file of its own may become a segment as a whole (adopted). The plan 
 makes the journal's :class:`~.journal.PendingWrite` (what undoing the write needs)."""
 from __future__ import annotations
 
+import bisect
+import itertools
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -52,6 +54,8 @@ class Run:
     bases: np.ndarray                  # the base offset each batch gets
     src_path: str = ""                 # the file holding the bytes
     adopt: bool = False                # the whole file becomes the segment (renamed)
+    sizes: np.ndarray | None = None    # each batch's size
+    nbytes: int = 0                    # their sum
 
 
 @dataclass
@@ -223,60 +227,43 @@ def _plan_partition(plan: PartPlan, sections: list[tuple[int, StagedSection]],
                                 builder=active.builder, continuing_index=True))
     cur = segs[-1] if segs else None
     next_offset = plan.start
-    for staged_i, sec in sections:
-        src_path = sec.path or tables.staged[staged_i].path
-        table = tables.table(staged_i)[sec.batch_start: sec.batch_start + sec.batch_count]
-        if len(table) != sec.batch_count or not len(table):
-            raise CommitConflictError("staging batch table does not match its section",
-                                      path=tables.staged[staged_i].path)
-        sizes = table["size"].astype(np.int64)
-        if int(table["position"][0]) != 0 or int(sizes.sum()) != sec.size:
-            raise CorruptRecordError("staging batch table does not tile its section",
-                                     path=tables.staged[staged_i].path, position=sec.position)
-        counts = table["last_offset_delta"].astype(np.int64) + 1
-        if preserve:
-            bases = table["base_offset"].astype(np.int64)
-        else:
-            bases = next_offset + np.concatenate(([0], np.cumsum(counts)[:-1]))
-        lasts = bases + counts - 1
-        max_ts = table["max_timestamp"]
-        rows = np.arange(sec.batch_start, sec.batch_start + sec.batch_count)
-        ends = np.cumsum(sizes)
-        m = len(table)
-        if (adopt and sec.path is not None and sec.size >= cfg.adopt_min_bytes
-                and (cur is None or cur.base != int(bases[0]))):
+    for group in _section_groups(sections, adopt, cfg):
+        b = _GroupBatches(group, tables, next_offset, preserve)
+        m = len(b.sizes)
+        staged_i, sec = group[0]
+        if (len(group) == 1 and adopt and sec.path is not None
+                and sec.size >= cfg.adopt_min_bytes
+                and (cur is None or cur.base != int(b.bases[0]))):
             # The section's file becomes a segment of its own, if one segment holds it
             # all (a segment may not share its base offset with the one before).
-            seg = _new_seg(int(bases[0]), cfg)
-            if _batches_that_fit(seg, ends, lasts, 0, cfg) == m:
+            seg = _new_seg(int(b.bases[0]), cfg)
+            if _batches_that_fit(seg, b.ends, b.lasts, 0, cfg) == m:
                 seg.adopted_bytes = sec.size
                 segs.append(seg)
                 cur = seg
-                cur.builder.add_batches(ends - sizes, lasts, max_ts)
+                cur.builder.add_batches(b.ends - b.sizes, b.lasts, b.max_ts)
                 cur.end_size = sec.size
-                _add_run(plan, len(segs) - 1, cur, staged_i, sec, table, rows, bases, 0, m,
-                         src_path, adopt=True)
-                next_offset = int(lasts[-1]) + 1
+                b.add_runs(plan, len(segs) - 1, 0, m, 0, adopt=True)
+                next_offset = int(b.lasts[-1]) + 1
                 plan.planned_bytes += sec.size
                 continue
         j = 0
         while j < m:
             # how many batches from j fit the current segment; a fresh one takes one
-            k = 0 if cur is None else _batches_that_fit(cur, ends, lasts, j, cfg)
+            k = 0 if cur is None else _batches_that_fit(cur, b.ends, b.lasts, j, cfg)
             if k == 0:
-                cur = _new_seg(int(bases[j]), cfg)
+                cur = _new_seg(int(b.bases[j]), cfg)
                 segs.append(cur)
                 continue
             chunk = slice(j, j + k)
-            chunk_sizes = sizes[chunk]
+            chunk_sizes = b.sizes[chunk]
             positions = cur.end_size + np.cumsum(chunk_sizes) - chunk_sizes
-            cur.builder.add_batches(positions, lasts[chunk], max_ts[chunk])
+            cur.builder.add_batches(positions, b.lasts[chunk], b.max_ts[chunk])
+            b.add_runs(plan, len(segs) - 1, j, j + k, cur.end_size)
             cur.end_size += int(chunk_sizes.sum())
-            _add_run(plan, len(segs) - 1, cur, staged_i, sec, table, rows, bases, j, j + k,
-                     src_path)
             j += k
-        next_offset = int(lasts[-1]) + 1
-        plan.planned_bytes += sec.size
+        next_offset = int(b.lasts[-1]) + 1
+        plan.planned_bytes += sum(sec.size for _, sec in group)
     plan.end = next_offset
     if overwrite and not any(s.base >= plan.start for s in segs):
         # an overwrite leaves a segment starting at the new log start even with no rows
@@ -284,6 +271,92 @@ def _plan_partition(plan: PartPlan, sections: list[tuple[int, StagedSection]],
     if not segs:
         # a partition with no segment yet gets its (empty) first one
         segs.append(_new_seg(plan.start, cfg))
+
+
+def _section_groups(sections: list[tuple[int, StagedSection]], adopt: bool,
+                    cfg: AppendConfig) -> list[list[tuple[int, StagedSection]]]:
+    """``sections`` in order, in groups planned together: a section that may be adopted
+    alone, each run of the others as one (a partition every task staged a little of is
+    planned in one pass, not one per task)."""
+    out: list[list[tuple[int, StagedSection]]] = []
+    alone = True
+    for item in sections:
+        sec = item[1]
+        may_adopt = adopt and sec.path is not None and sec.size >= cfg.adopt_min_bytes
+        if may_adopt or alone:
+            out.append([item])
+        else:
+            out[-1].append(item)
+        alone = may_adopt
+    return out
+
+
+class _GroupBatches:
+    """The batch-table rows of a group of sections, one after the other, with the base
+    offsets they get (from ``next_offset``, or as staged with ``preserve``)."""
+
+    def __init__(self, group: list[tuple[int, StagedSection]], tables: TablesCache,
+                 next_offset: int, preserve: bool):
+        self.group = group
+        self.tables = tables
+        parts = []
+        for staged_i, sec in group:
+            table = tables.table(staged_i)[sec.batch_start: sec.batch_start + sec.batch_count]
+            if len(table) != sec.batch_count or not len(table):
+                raise CommitConflictError("staging batch table does not match its section",
+                                          path=tables.staged[staged_i].path)
+            parts.append(table)
+
+        def field(name: str) -> np.ndarray:
+            # field by field: concatenating structured rows promotes their dtype each time
+            return parts[0][name] if len(parts) == 1 else np.concatenate(
+                [t[name] for t in parts])
+        counts = [sec.batch_count for _, sec in group]
+        self.bounds = [0, *itertools.accumulate(counts)]
+        firsts = np.asarray(self.bounds[:-1], dtype=np.int64)
+        self.sizes = field("size").astype(np.int64)
+        self.positions = field("position")
+        sums = np.add.reduceat(self.sizes, firsts)
+        bad = np.flatnonzero((self.positions[firsts] != 0)
+                             | (sums != [sec.size for _, sec in group]))
+        if len(bad):
+            staged_i, sec = group[int(bad[0])]
+            raise CorruptRecordError("staging batch table does not tile its section",
+                                     path=tables.staged[staged_i].path, position=sec.position)
+        # each batch's row in its staged file's table
+        starts = np.asarray([sec.batch_start for _, sec in group], dtype=np.int64)
+        self.rows = np.arange(len(self.sizes)) + np.repeat(starts - firsts, counts)
+        n = field("last_offset_delta").astype(np.int64) + 1
+        if preserve:
+            self.bases = field("base_offset").astype(np.int64)
+        else:
+            self.bases = next_offset + np.cumsum(n) - n
+        self.lasts = self.bases + n - 1
+        self.max_ts = field("max_timestamp")
+        self.ends = np.cumsum(self.sizes)
+
+    def add_runs(self, plan: PartPlan, seg_index: int, a: int, b: int, dst: int,
+                 adopt: bool = False) -> None:
+        """Runs for batches ``[a, b)``, written to segment ``seg_index`` from byte
+        ``dst`` on: one per section they span."""
+        bounds = self.bounds
+        s = bisect.bisect_right(bounds, a) - 1
+        done = int(self.ends[a - 1]) if a else 0
+        while bounds[s] < b:
+            lo, hi = max(a, bounds[s]), min(b, bounds[s + 1])
+            staged_i, sec = self.group[s]
+            end = int(self.ends[hi - 1])
+            plan.runs.append(Run(
+                seg_index=seg_index, dst_position=dst, staged=staged_i,
+                src_position=sec.position + int(self.positions[lo]),
+                batch_rows=self.rows[lo:hi], bases=self.bases[lo:hi],
+                src_path=sec.path or self.tables.staged[staged_i].path, adopt=adopt,
+                sizes=self.sizes[lo:hi], nbytes=end - done))
+            dst += end - done
+            done = end
+            s += 1
+            if s >= len(self.group):
+                break
 
 
 def _batches_that_fit(cur: SegPlan, ends: np.ndarray, lasts: np.ndarray, j: int,
@@ -303,17 +376,6 @@ def _batches_that_fit(cur: SegPlan, ends: np.ndarray, lasts: np.ndarray, j: int,
     if cur.end_size == 0 and k == 0 and room > 0:
         k = 1
     return k
-
-
-def _add_run(plan: PartPlan, seg_index: int, seg: SegPlan, staged_i: int,
-             sec: StagedSection, table: np.ndarray, rows: np.ndarray, bases: np.ndarray,
-             a: int, b: int, src_path: str, adopt: bool = False) -> None:
-    size = int(table["size"][a:b].astype(np.int64).sum())
-    plan.runs.append(Run(
-        seg_index=seg_index, dst_position=seg.end_size - size, staged=staged_i,
-        src_position=sec.position + int(table["position"][a]),
-        batch_rows=rows[a:b], bases=bases[a:b].astype(np.int64), src_path=src_path,
-        adopt=adopt))
 
 
 def _partition_count(root: str, topic: str, spec: TopicSpec, parts: list[int],
