@@ -7,9 +7,7 @@ filesystems (:func:`map_io`); ranged segment reads (pread or memory maps) are in
 :mod:`.segment_file`, segment files renamed for delayed deletion in :mod:`.deleted`.
 """
 from spark_kafkalog.log.io.deleted import (
-    DELETED_SUFFIX,
     FILE_DELETE_DELAY_MS,
-    deleted_name,
     find_renamed,
     open_listed,
     purge_deleted_files,
@@ -34,8 +32,8 @@ from spark_kafkalog.log.io.fs import (
 from spark_kafkalog.log.io.parallel import map_io
 from spark_kafkalog.log.io.segment_file import SegmentFile
 
-__all__ = ["DELETED_SUFFIX", "FILE_DELETE_DELAY_MS", "FILESYSTEM_OPTIONS", "WRITE_PIECE_BYTES",
-           "SegmentFile", "delete_file", "deleted_name", "file_size", "find_renamed",
+__all__ = ["FILE_DELETE_DELAY_MS", "FILESYSTEM_OPTIONS", "WRITE_PIECE_BYTES",
+           "SegmentFile", "delete_file", "file_size", "find_renamed",
            "fsync_dir", "is_local", "join", "list_dir", "map_io", "open_listed",
            "purge_deleted_files", "read_listed", "read_range", "read_small_file",
            "rename_for_deletion", "resolve_filesystem", "write_atomic", "write_fully"]

@@ -1,26 +1,23 @@
-"""Segment files renamed for delayed deletion: the one place for their names, the rename,
-how a reader still finds a file it listed, and the purge.
+"""Segment files renamed for delayed deletion: their names, the rename, how a reader
+still finds a file it listed, and the purge.
 
 Kafka (``LogFileUtils.DELETED_FILE_SUFFIX``, ``LogSegment.changeFileSuffixes``) deletes a
-segment by renaming its files (``.log``, the indexes, a producer ``.snapshot``) to
-``<name>.deleted`` and removing them ``file.delete.delay.ms`` later; at startup
-(``LogLoader``) it removes every file whose name ends in ``.deleted``, so any such name is
-a leftover to a broker. Retention and compaction do the same here, with two names:
+segment by renaming its files to ``<name>.deleted`` and removing them
+``file.delete.delay.ms`` later; at startup (``LogLoader``) it removes every file whose
+name ends in ``.deleted``. Retention and compaction do the same here, with two names:
 
-- retention: Kafka's ``<name>.deleted``. What retention deletes lies below the new log
-  start, so that name is never written again, and a reader off local disk finds the file
-  by that name;
+- retention: Kafka's ``<name>.deleted``. It deletes below the new log start, a name
+  never written again, and a reader off local disk finds the file by that name;
 - compaction: ``<name>.<token>.deleted``, one token per compaction (the same when
-  recovery redoes it). A compaction names its output after the first segment it replaces,
-  so the next one, within the delay, deletes that name again: Kafka's name would replace
-  a file a read listed and has not opened yet. Compaction is local only, where a reader
-  finds a file by its inode (:func:`find_renamed`), so the name only has to be new.
+  recovery redoes it). Its output takes the name of the first segment it replaces, which
+  the next compaction within the delay deletes again: Kafka's name would replace a file a
+  read listed but has not opened yet. Compaction is local only, where a reader finds a
+  file by its inode (:func:`find_renamed`), so the name only has to be new.
 
-A segment's files are renamed with one suffix, its ``.log`` last, so a reader that
-found the ``.log`` finds its indexes by the same suffix. Elsewhere (and for a file read
-without its listing's identity) :func:`open_listed` and :func:`read_listed` try Kafka's
-name, only for a segment's files: a missing journal or checkpoint costs no second request.
-Discovery skips them (``LEFTOVER_SUFFIXES`` in :mod:`spark_kafkalog.log.model.names`).
+A segment's files are renamed with one suffix, its ``.log`` last: a reader that found
+the ``.log`` finds its indexes by the same suffix. Otherwise :func:`open_listed` and
+:func:`read_listed` try Kafka's name, for a segment's files only (a missing journal or
+checkpoint costs no second request). Discovery skips these files (``LEFTOVER_SUFFIXES``).
 """
 from __future__ import annotations
 

@@ -68,6 +68,7 @@ from spark_kafkalog.log.write.lock import (
     TopicLock,
 )
 from spark_kafkalog.log.write.recovery import recover_locked
+from spark_kafkalog.log.write.replace import SEGMENT_SUFFIXES
 
 __all__ = ["RetentionConfig", "SegmentFacts", "PartitionRetention", "deletable_segments",
            "plan_retention", "apply_retention", "purge_deleted", "DEFAULT_RETENTION_MS",
@@ -76,9 +77,6 @@ __all__ = ["RetentionConfig", "SegmentFacts", "PartitionRetention", "deletable_s
 #: Kafka's defaults: retention.ms 7 days, retention.bytes -1, file.delete.delay.ms 60 s
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 DEFAULT_FILE_DELETE_DELAY_MS = FILE_DELETE_DELAY_MS
-#: the files of one segment, renamed in this order (.log last: while it has its name the
-#: segment is listed whole or without indexes, never as indexes without a log)
-_SEGMENT_SUFFIXES = (".snapshot", ".index", ".timeindex", ".txnindex", ".log")
 
 LOG_START, BY_BYTES, BY_TIME = "log-start", "retention.bytes", "retention.ms"
 
@@ -261,10 +259,11 @@ def _advance_log_start(fs: pafs.FileSystem, root: str, topic: str,
 
 
 def _rename_segments(fs: pafs.FileSystem, pr: PartitionRetention, fault: Fault) -> None:
-    rename_for_deletion(fs, [segment_file(pr.path, d["base_offset"], suffix)
-                             for d in pr.deleted for suffix in _SEGMENT_SUFFIXES],
-                        after=lambda path: fault(f"renamed:{pr.partition}:"
-                                                 f"{posixpath.basename(path)}"))
+    """Each deleted segment's producer snapshot, then its files (``.log`` last)."""
+    paths = [segment_file(pr.path, d["base_offset"], suffix)
+             for d in pr.deleted for suffix in (".snapshot",) + SEGMENT_SUFFIXES]
+    rename_for_deletion(fs, paths, after=lambda path: fault(
+        f"renamed:{pr.partition}:{posixpath.basename(path)}"))
 
 
 def _roots_of(logdirs: LogDirs, topic: str) -> list[str]:
