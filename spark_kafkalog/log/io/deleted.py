@@ -33,12 +33,16 @@ from spark_kafkalog.log.io.fs import file_size, fsync_dir, is_local, list_dir, r
 from spark_kafkalog.log.model.names import DELETED_SUFFIX
 
 __all__ = ["DELETED_SUFFIX", "FILE_DELETE_DELAY_MS", "deleted_name", "rename_for_deletion",
-           "purge_deleted_files", "find_renamed", "open_listed", "read_listed"]
+           "purge_deleted_files", "same_file", "find_renamed", "open_listed", "read_listed"]
 
 #: Kafka's ``file.delete.delay.ms`` default
 FILE_DELETE_DELAY_MS = 60_000
 #: a segment's files (``<20-digit offset>.<kind>``): only these are ever renamed
 _SEGMENT_FILE = re.compile(r"^\d{20}\.(log|index|timeindex|txnindex|snapshot)$")
+
+
+def _nothing(_: str) -> None:
+    pass
 
 
 def deleted_name(path: str, token: str | None = None) -> str:
@@ -47,13 +51,13 @@ def deleted_name(path: str, token: str | None = None) -> str:
 
 
 def rename_for_deletion(fs: pafs.FileSystem, paths: Iterable[str], token: str | None = None,
-                        after: Callable[[str], None] | None = None) -> int:
+                        after: Callable[[str], None] = _nothing) -> None:
     """Rename each of ``paths`` that exists (a segment's files in order, ``.log`` last;
     all in one directory) to :func:`deleted_name`, its modification time set to now (the
     purge counts the delay from it), then fsync the directory. ``after(path)`` follows
-    each rename. Returns how many files were renamed."""
+    each rename."""
     local = is_local(fs)
-    renamed = []
+    renamed = False
     for path in paths:
         target = deleted_name(path, token)
         if local:
@@ -66,17 +70,15 @@ def rename_for_deletion(fs: pafs.FileSystem, paths: Iterable[str], token: str | 
             if file_size(fs, path) is None:
                 continue
             fs.move(path, target)
-        renamed.append(path)
-        if after is not None:
-            after(path)
+        renamed = True
+        after(path)
     if local and renamed:
-        fsync_dir(posixpath.dirname(renamed[0]))
-    return len(renamed)
+        fsync_dir(posixpath.dirname(path))
 
 
 def purge_deleted_files(fs: pafs.FileSystem, directory: str, delay_ms: int,
                         now_ms: float | None = None,
-                        after: Callable[[str], None] | None = None) -> tuple[int, int, int]:
+                        after: Callable[[str], None] = _nothing) -> tuple[int, int, int]:
     """Remove the ``.deleted`` files of ``directory`` renamed at least ``delay_ms`` ago
     (by their modification time); ``after(name)`` follows each removal. Returns ``(files
     removed, bytes removed, files left for later)``."""
@@ -97,28 +99,31 @@ def purge_deleted_files(fs: pafs.FileSystem, directory: str, delay_ms: int,
             continue
         files += 1
         nbytes += int(info.size or 0)
-        if after is not None:
-            after(info.base_name)
+        after(info.base_name)
     return files, nbytes, left
 
 
+def same_file(path: str, file_id: tuple) -> bool:
+    """Whether the local file at ``path`` is the one a listing saw as ``file_id`` (device,
+    inode: a rename keeps them)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (st.st_dev, st.st_ino) == tuple(file_id)
+
+
 def find_renamed(path: str, file_id: tuple) -> str | None:
-    """Where the local file a listing saw at ``path`` as ``file_id`` (device, inode) is
-    now that it was renamed for deletion under either name, or None (purged)."""
+    """Where the local file a listing saw at ``path`` as ``file_id`` is now that it was
+    renamed for deletion under either name, or None (purged)."""
     directory, name = posixpath.split(path)
     try:
-        names = sorted(os.listdir(directory))
+        names = os.listdir(directory)
     except OSError:
         return None
-    for n in names:
-        if n.startswith(name + ".") and n.endswith(DELETED_SUFFIX):
-            try:
-                st = os.stat(f"{directory}/{n}")
-            except FileNotFoundError:
-                continue
-            if (st.st_dev, st.st_ino) == tuple(file_id):
-                return f"{directory}/{n}"
-    return None
+    return next((f"{directory}/{n}" for n in names
+                 if n.startswith(name + ".") and n.endswith(DELETED_SUFFIX)
+                 and same_file(f"{directory}/{n}", file_id)), None)
 
 
 def open_listed(fs: pafs.FileSystem, path: str, open_file: Callable | None = None):

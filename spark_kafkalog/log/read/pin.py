@@ -20,21 +20,13 @@ from dataclasses import replace
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import LogLayoutError
-from spark_kafkalog.log.io import SegmentFile, find_renamed
+from spark_kafkalog.log.io import SegmentFile, find_renamed, same_file
 from spark_kafkalog.log.model import PartitionDir, Segment
 
 __all__ = ["pin_segments", "open_segment"]
 
 SWAP = ".swap"
 _INDEX_FIELDS = ("index_path", "timeindex_path", "txnindex_path")
-
-
-def _matches(path: str, seg: Segment) -> bool:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return False
-    return (st.st_dev, st.st_ino) == tuple(seg.file_id)
 
 
 def _unswapped(path: str) -> str:
@@ -56,20 +48,20 @@ def _moved(seg: Segment, log_path: str) -> Segment:
 
 def _pin(seg: Segment) -> Segment:
     if seg.file_id is None:
-        # not listed on local disk: replacing segments needs atomic renames
-        # (write.replace refuses other filesystems), so nothing renames them there, and
-        # checking would cost a request per segment on an object store
+        # not listed on local disk: there only retention renames, to the name the io
+        # layer falls back to (log.io.deleted); checking would cost a request per
+        # segment on an object store
         return seg
-    if _matches(seg.path, seg):
+    if same_file(seg.path, seg.file_id):
         return seg
     plain = _unswapped(seg.path)
-    if plain != seg.path and _matches(plain, seg):
+    if plain != seg.path and same_file(plain, seg.file_id):
         return _moved(seg, plain)
     renamed = find_renamed(plain, seg.file_id)
     if renamed is not None:
         return _moved(seg, renamed)
-    raise LogLayoutError("segment listed by this read was replaced (by a compaction) and "
-                         "its old copy is gone: read again", path=seg.path) \
+    raise LogLayoutError("segment listed by this read was replaced or deleted and its old "
+                         "copy is gone: read again", path=seg.path) \
         from FileNotFoundError(seg.path)
 
 
@@ -99,14 +91,12 @@ def open_segment(fs: pafs.FileSystem, seg: Segment, stats,
         return SegmentFile(fs, seg.path, seg.size, stats, memory_map)
     try:
         f = SegmentFile(fs, seg.path, seg.size, stats, memory_map)
+        # checked after opening: a rename between the check and the open would
+        # otherwise go unseen (this way it only sends us to the new name)
+        if same_file(seg.path, seg.file_id):
+            return f
+        f.close()
     except LogLayoutError as err:
         if not isinstance(err.__cause__, FileNotFoundError):
             raise
-        f = None
-    if f is not None:
-        # checked after opening: a rename between the check and the open would
-        # otherwise go unseen (this way it only sends us to the new name)
-        if _matches(seg.path, seg):
-            return f
-        f.close()
     return SegmentFile(fs, _pin(seg).path, seg.size, stats, memory_map)
