@@ -265,6 +265,32 @@ def test_reader_planned_before_compaction_reads_old_files(tmp_path):
     assert len(read_all(tmp_path, "c")) < len(expect)
 
 
+def test_reader_planned_before_two_compactions_reads_the_first_ones_old_files(tmp_path):
+    """A compaction's output takes the name of the first segment it replaces, so a second
+    compaction within file.delete.delay.ms renames that name again: each keeps its old
+    files under a name of its own (a reader finds them by inode), and a read that listed
+    the log before both still reads what it listed. A purge with no delay removes them."""
+    from spark_kafkalog.log import read_partition
+    from spark_kafkalog.log.io import purge_deleted_files
+    build(tmp_path, 3)
+    ld = LogDirs(str(tmp_path))
+    [part] = ld.partitions("c")
+    state = ld.state(part)
+    expect = read_all(tmp_path, "c")
+    for _ in range(2):
+        compact_topic(str(tmp_path), "c", CompactSettings(force=True), now_ms=T0)
+    first = sorted(n for n in os.listdir(part.path)
+                   if n.startswith("00000000000000000000.log.") and n.endswith(".deleted"))
+    assert len(first) == 2, first
+    got = [o for b in read_partition(ld, part, start_offset=state.log_start_offset,
+                                     end_offset=state.high_watermark)
+           for o in zip(b.column("offset").to_pylist(), b.column("key").to_pylist(),
+                        b.column("value").to_pylist())]
+    assert got == expect
+    assert purge_deleted_files(ld.filesystem, part.path, 0)[2] == 0
+    assert not [n for n in os.listdir(part.path) if n.endswith(".deleted")]
+
+
 def _offsets_fixtures():
     out = []
     for d in sorted(FIXTURES.glob("*/__consumer_offsets-*")):

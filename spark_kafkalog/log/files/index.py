@@ -39,7 +39,7 @@ import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import LogLayoutError
 from spark_kafkalog.format.wire import NO_TIMESTAMP
-from spark_kafkalog.log.io import open_segment_file
+from spark_kafkalog.log.io import open_listed
 
 __all__ = [
     "OFFSET_INDEX_ENTRY", "TIME_INDEX_ENTRY", "OffsetIndex", "TimeIndex",
@@ -202,7 +202,7 @@ def _read_index_prefix(fs: pafs.FileSystem, path: str, entry_size: int, rel_at: 
     with non-zero relative offsets followed by zeros), reading ``entry_size`` bytes per
     probe, so only the live prefix is read in full."""
     try:
-        f = open_segment_file(fs, path)
+        f = open_listed(fs, path)
     except FileNotFoundError:
         return None
     except OSError as err:

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import LogLayoutError, TxnIndexError
-from spark_kafkalog.log.io import read_small_file
+from spark_kafkalog.log.io import read_listed
 
 __all__ = [
     "ABORTED_TXN", "TXN_INDEX_VERSION", "AbortedTxns", "read_txn_index",
@@ -128,7 +128,7 @@ def parse_txn_index(data: bytes, path: str = "<txnindex>", *,
 def read_txn_index(fs: pafs.FileSystem, path: str, *, segment_base_offset: int | None = None,
                    next_base_offset: int | None = None) -> AbortedTxns | None:
     """Entries of a ``.txnindex`` file; None when the file does not exist."""
-    data = read_small_file(fs, path, _MAX_TXN_INDEX_BYTES)
+    data = read_listed(fs, path, _MAX_TXN_INDEX_BYTES)
     if data is None:
         return None
     return parse_txn_index(data, path, segment_base_offset=segment_base_offset,
@@ -190,7 +190,7 @@ def parse_producer_snapshot(data: bytes, offset: int, path: str = "<snapshot>"
 
 def read_producer_snapshot(fs: pafs.FileSystem, path: str, offset: int
                            ) -> ProducerSnapshot | None:
-    data = read_small_file(fs, path, _MAX_SNAPSHOT_BYTES)
+    data = read_listed(fs, path, _MAX_SNAPSHOT_BYTES)
     if data is None:
         return None
     return parse_producer_snapshot(data, offset, path)

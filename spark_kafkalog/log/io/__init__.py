@@ -4,10 +4,18 @@ Everything above it asks here to resolve a URI, list a directory, read a range o
 small file, write fully, replace a file atomically (right on every filesystem), delete,
 and fsync a directory, and run per-partition work concurrently on remote
 filesystems (:func:`map_io`); ranged segment reads (pread or memory maps) are in
-:mod:`.segment_file`.
+:mod:`.segment_file`, segment files renamed for delayed deletion in :mod:`.deleted`.
 """
+from spark_kafkalog.log.io.deleted import (
+    FILE_DELETE_DELAY_MS,
+    find_renamed,
+    open_listed,
+    purge_deleted_files,
+    read_listed,
+    rename_for_deletion,
+    same_file,
+)
 from spark_kafkalog.log.io.fs import (
-    DELETED_SUFFIX,
     FILESYSTEM_OPTIONS,
     WRITE_PIECE_BYTES,
     delete_file,
@@ -16,7 +24,6 @@ from spark_kafkalog.log.io.fs import (
     is_local,
     join,
     list_dir,
-    open_segment_file,
     read_range,
     read_small_file,
     resolve_filesystem,
@@ -26,7 +33,8 @@ from spark_kafkalog.log.io.fs import (
 from spark_kafkalog.log.io.parallel import map_io
 from spark_kafkalog.log.io.segment_file import SegmentFile
 
-__all__ = ["DELETED_SUFFIX", "FILESYSTEM_OPTIONS", "WRITE_PIECE_BYTES", "SegmentFile",
-           "delete_file", "file_size", "fsync_dir", "is_local", "join", "list_dir", "map_io",
-           "open_segment_file", "read_range", "read_small_file",
-           "resolve_filesystem", "write_atomic", "write_fully"]
+__all__ = ["FILE_DELETE_DELAY_MS", "FILESYSTEM_OPTIONS", "WRITE_PIECE_BYTES",
+           "SegmentFile", "delete_file", "file_size", "find_renamed", "fsync_dir",
+           "is_local", "join", "list_dir", "map_io", "open_listed", "purge_deleted_files",
+           "read_listed", "read_range", "read_small_file", "rename_for_deletion",
+           "resolve_filesystem", "same_file", "write_atomic", "write_fully"]

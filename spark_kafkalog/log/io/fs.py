@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-import re
 from typing import Mapping
 from urllib.parse import urlsplit
 
@@ -17,7 +16,7 @@ from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
 __all__ = [
     "FILESYSTEM_OPTIONS", "resolve_filesystem", "read_range", "read_small_file",
     "write_atomic", "write_fully", "list_dir", "join", "file_size", "fsync_dir",
-    "delete_file", "WRITE_PIECE_BYTES", "open_segment_file", "DELETED_SUFFIX",
+    "delete_file", "WRITE_PIECE_BYTES",
 ]
 
 _TRUE = {"true", "1", "yes", "on"}
@@ -245,33 +244,6 @@ def file_size(fs: pafs.FileSystem, path: str) -> int | None:
     return info.size
 
 
-#: Kafka's suffix for a segment file waiting for its delayed deletion (LogFileUtils)
-DELETED_SUFFIX = ".deleted"
-
-
-#: the files of a segment (``<20-digit base offset>.<kind>``), which deletion renames
-_SEGMENT_FILE = re.compile(r"^\d{20}\.(log|index|timeindex|txnindex|snapshot)$")
-
-
-def open_segment_file(fs: pafs.FileSystem, path: str):
-    """``fs.open_input_file(path)`` for a file of a segment (``.log``, an index, a
-    producer snapshot) a reader listed: when ``path`` is gone but ``path.deleted`` is
-    there, that one. Retention and compaction delete a segment as Kafka does, renaming
-    its files to ``.deleted`` and removing them ``file.delete.delay.ms`` later, so a
-    reader whose snapshot still holds the segment reads it whole. FileNotFoundError when
-    neither exists."""
-    try:
-        return fs.open_input_file(path)
-    except FileNotFoundError:
-        if not _SEGMENT_FILE.match(posixpath.basename(path)):
-            raise           # a journal or checkpoint is never renamed for deletion
-        try:
-            return fs.open_input_file(path + DELETED_SUFFIX)
-        except (FileNotFoundError, OSError):
-            pass
-        raise
-
-
 def read_range(fs: pafs.FileSystem, path: str, position: int, length: int) -> bytes:
     """Bytes ``[position, position + length)`` of a file (fewer at its end)."""
     if length <= 0:
@@ -287,10 +259,9 @@ def read_range(fs: pafs.FileSystem, path: str, position: int, length: int) -> by
 def read_small_file(fs: pafs.FileSystem, path: str, limit: int) -> bytes | None:
     """The whole content of a control file (checkpoint, index, snapshot), or None when the
     file does not exist. Files over ``limit`` bytes raise LogLayoutError rather than being
-    loaded (a damaged or foreign file must not exhaust memory). A segment's file renamed
-    for delayed deletion is read as :func:`open_segment_file` does."""
+    loaded (a damaged or foreign file must not exhaust memory)."""
     try:
-        with open_segment_file(fs, path) as f:
+        with fs.open_input_file(path) as f:
             size = f.size()
             if size > limit:
                 raise LogLayoutError(f"file is {size} bytes, more than the {limit} allowed "

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import LogLayoutError
-from spark_kafkalog.log.io.fs import DELETED_SUFFIX, open_segment_file
+from spark_kafkalog.log.io.deleted import open_listed
 
 __all__ = ["SegmentFile"]
 
@@ -66,12 +66,9 @@ class SegmentFile:
         try:
             if memory_map and isinstance(fs, pafs.LocalFileSystem) and _PAGE:
                 flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
-                try:
-                    self._fd = os.open(path, flags)
-                except FileNotFoundError:       # renamed for delayed deletion
-                    self._fd = os.open(path + DELETED_SUFFIX, flags)
+                self._fd = open_listed(fs, path, lambda p: os.open(p, flags))
             else:
-                self._f = open_segment_file(fs, path)
+                self._f = open_listed(fs, path)
         except OSError as err:
             raise LogLayoutError(f"cannot open segment: {err}", path=path) from err
 

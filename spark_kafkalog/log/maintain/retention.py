@@ -22,9 +22,9 @@ topic's writer lock, after finishing what a dead writer left:
 
 1. the ``log-start-offset-checkpoint`` moves to the first kept segment's base offset:
    one atomic file write, the commit point (a read now starts there);
-2. each deleted segment's files (indexes, ``.log``, its producer snapshot) are renamed
+2. each deleted segment's files (its producer snapshot, indexes, ``.log``) are renamed
    to ``.deleted``, as a broker does: a reader whose snapshot still holds the segment
-   reads it there (:func:`spark_kafkalog.log.io.open_segment_file`);
+   reads it there (:mod:`spark_kafkalog.log.io.deleted`);
 3. ``file.delete.delay.ms`` later the ``.deleted`` files are removed
    (:func:`purge_deleted`).
 
@@ -33,7 +33,7 @@ are invisible to a read, and the next run renames them (the log-start pass).
 """
 from __future__ import annotations
 
-import os
+import posixpath
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -49,7 +49,12 @@ from spark_kafkalog.log.files.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from spark_kafkalog.log.io import DELETED_SUFFIX, file_size, fsync_dir, is_local, list_dir
+from spark_kafkalog.log.io import (
+    FILE_DELETE_DELAY_MS,
+    file_size,
+    purge_deleted_files,
+    rename_for_deletion,
+)
 from spark_kafkalog.log.model import PartitionDir
 from spark_kafkalog.log.read.discovery import LogDirs
 from spark_kafkalog.log.read.scan import scan_windows
@@ -63,6 +68,7 @@ from spark_kafkalog.log.write.lock import (
     TopicLock,
 )
 from spark_kafkalog.log.write.recovery import recover_locked
+from spark_kafkalog.log.write.replace import SEGMENT_SUFFIXES
 
 __all__ = ["RetentionConfig", "SegmentFacts", "PartitionRetention", "deletable_segments",
            "plan_retention", "apply_retention", "purge_deleted", "DEFAULT_RETENTION_MS",
@@ -70,10 +76,7 @@ __all__ = ["RetentionConfig", "SegmentFacts", "PartitionRetention", "deletable_s
 
 #: Kafka's defaults: retention.ms 7 days, retention.bytes -1, file.delete.delay.ms 60 s
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
-DEFAULT_FILE_DELETE_DELAY_MS = 60_000
-#: the files of one segment, renamed in this order (.log last: while it has its name the
-#: segment is listed whole or without indexes, never as indexes without a log)
-_SEGMENT_SUFFIXES = (".index", ".timeindex", ".txnindex", ".log")
+DEFAULT_FILE_DELETE_DELAY_MS = FILE_DELETE_DELAY_MS
 
 LOG_START, BY_BYTES, BY_TIME = "log-start", "retention.bytes", "retention.ms"
 
@@ -255,25 +258,12 @@ def _advance_log_start(fs: pafs.FileSystem, root: str, topic: str,
             write_checkpoint(fs, path, merged)
 
 
-def _mark_deleted(fs: pafs.FileSystem, path: str) -> bool:
-    """Rename one file to ``.deleted`` (its time set to now, which :func:`purge_deleted`
-    counts the delay from); False when it does not exist."""
-    if file_size(fs, path) is None:
-        return False
-    target = path + DELETED_SUFFIX
-    fs.move(path, target)
-    if is_local(fs):
-        os.utime(target)
-    return True
-
-
 def _rename_segments(fs: pafs.FileSystem, pr: PartitionRetention, fault: Fault) -> None:
-    for d in pr.deleted:
-        for suffix in _SEGMENT_SUFFIXES + (".snapshot",):
-            if _mark_deleted(fs, segment_file(pr.path, d["base_offset"], suffix)):
-                fault(f"renamed:{pr.partition}:{d['base_offset']}{suffix}")
-    if is_local(fs) and pr.deleted:
-        fsync_dir(pr.path)
+    """Each deleted segment's producer snapshot, then its files (``.log`` last)."""
+    paths = [segment_file(pr.path, d["base_offset"], suffix)
+             for d in pr.deleted for suffix in (".snapshot",) + SEGMENT_SUFFIXES]
+    rename_for_deletion(fs, paths, after=lambda path: fault(
+        f"renamed:{pr.partition}:{posixpath.basename(path)}"))
 
 
 def _roots_of(logdirs: LogDirs, topic: str) -> list[str]:
@@ -318,26 +308,11 @@ def purge_deleted(logdirs: LogDirs, topic: str, *, delay_ms: int,
     """Remove the topic's ``.deleted`` segment files renamed at least ``delay_ms`` ago
     (by their modification time, which the rename set). Returns ``(files removed, bytes
     removed, files left for later)``."""
-    fs = logdirs.filesystem
-    now_ms = time.time() * 1000 if now_ms is None else now_ms
     fault = fault or no_fault
-    files = nbytes = left = 0
+    total = (0, 0, 0)
     logdirs.forget(topic)
     for p in logdirs.partitions(topic):
-        for info in list_dir(fs, p.path):
-            if info.type != pafs.FileType.File or not info.base_name.endswith(DELETED_SUFFIX):
-                continue
-            mtime = info.mtime.timestamp() * 1000 if info.mtime is not None else 0
-            # a delay of 0 removes at once: a rename in this very millisecond has an
-            # mtime a fraction past a clock read just before it
-            if delay_ms <= 0 or now_ms - mtime >= delay_ms:
-                try:
-                    fs.delete_file(info.path)
-                except FileNotFoundError:
-                    continue
-                files += 1
-                nbytes += int(info.size or 0)
-                fault(f"purged:{info.base_name}")
-            else:
-                left += 1
-    return files, nbytes, left
+        got = purge_deleted_files(logdirs.filesystem, p.path, delay_ms, now_ms,
+                                  after=lambda name: fault(f"purged:{name}"))
+        total = tuple(a + b for a, b in zip(total, got))
+    return total

@@ -11,7 +11,8 @@ import re
 
 __all__ = ["METADATA_TOPIC", "INTERNAL_TOPICS", "HIDDEN_TOPICS", "MAX_TOPIC_LENGTH",
            "is_internal_topic", "is_legal_topic",
-           "parse_partition_dir_name", "parse_segment_file_name", "LEFTOVER_SUFFIXES"]
+           "parse_partition_dir_name", "parse_segment_file_name", "DELETED_SUFFIX",
+           "LEFTOVER_SUFFIXES"]
 
 METADATA_TOPIC = "__cluster_metadata"
 #: topics a listing leaves out unless asked for by name (the KRaft metadata log)
@@ -24,8 +25,10 @@ _LEGAL_TOPIC = re.compile(rf"[a-zA-Z0-9._-]{{1,{MAX_TOPIC_LENGTH}}}")
 _SKIP_DIR_SUFFIXES = ("-delete", "-future", "-stray")
 _REMOTE_INDEX_CACHE = "remote-log-index-cache"
 _SEGMENT_FILE = re.compile(r"^(\d+)\.(log|index|timeindex|txnindex|snapshot)(\.swap)?$")
+#: Kafka's suffix for a file waiting for its delayed deletion (see log.io.deleted)
+DELETED_SUFFIX = ".deleted"
 #: files a broker leaves behind in a partition dir that are not part of the log
-LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".tmp")
+LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
 
 
 def is_internal_topic(topic: str) -> bool:

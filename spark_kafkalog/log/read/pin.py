@@ -1,89 +1,67 @@
 """Reading the segments a snapshot listed, even after a compaction replaced them.
 
-A compaction (:mod:`spark_kafkalog.log.write.replace`) renames each replaced segment file
-to ``<name>.<token>.deleted`` (kept for ``file.delete.delay.ms``), renames ``.swap`` files
-into place, and may put a new file under an old name. A read opens each segment it
-listed through :func:`open_segment`, which checks that the file under the listed name
-still is the one listed (on a local filesystem by device and inode, which a rename
-keeps; elsewhere by size, the last segment allowed to have grown) and otherwise opens
-the listed file under its new name. :func:`pin_segments` does the same for a partition's
-index files before a read seeks. When the listed file is gone for good it raises
+A compaction (:mod:`spark_kafkalog.log.write.replace`) renames each replaced segment's
+files for delayed deletion (:mod:`spark_kafkalog.log.io.deleted`), renames ``.swap``
+files into place, and may put a new file under an old name; retention renames the
+segments it deletes. A read opens each segment it listed on local disk through
+:func:`open_segment`, which checks that the file under the listed name still is the one
+listed (by device and inode, which a rename keeps) and otherwise opens the listed file
+under its new name. :func:`pin_segments` does the same for a partition's index files
+before a read seeks. When the listed file is gone for good it raises
 :class:`~spark_kafkalog.errors.LogLayoutError` caused by ``FileNotFoundError``, which the
-planning side answers by taking the snapshot again.
+planning side answers by taking the snapshot again. Off local disk nothing is checked
+(a segment's files fall back to their deleted name in :mod:`~spark_kafkalog.log.io`).
 """
 from __future__ import annotations
 
 import os
-import posixpath
 from dataclasses import replace
 
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import LogLayoutError
-from spark_kafkalog.log.io import SegmentFile, file_size
+from spark_kafkalog.log.io import SegmentFile, find_renamed, same_file
 from spark_kafkalog.log.model import PartitionDir, Segment
 
-__all__ = ["pin_segments", "open_segment", "DELETED"]
+__all__ = ["pin_segments", "open_segment"]
 
-DELETED = ".deleted"
 SWAP = ".swap"
 _INDEX_FIELDS = ("index_path", "timeindex_path", "txnindex_path")
-
-
-def _matches(fs: pafs.FileSystem, path: str | None, seg: Segment, last: bool) -> bool:
-    if path is None:
-        return False
-    if seg.file_id is not None:
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return False
-        return (st.st_dev, st.st_ino) == tuple(seg.file_id)
-    size = file_size(fs, path)
-    return size is not None and (size >= seg.size if last else size == seg.size)
-
-
-def _moved(seg: Segment, log_path: str) -> Segment:
-    """``seg`` with its files under the names ``log_path`` implies (same suffix scheme)."""
-    paths = {}
-    for name in _INDEX_FIELDS:
-        p = getattr(seg, name)
-        if p is None:
-            paths[name] = None
-            continue
-        p = _unswapped(p)                       # a .swap renamed into place
-        if log_path.endswith(DELETED):          # <stem>.log.<token>.deleted
-            p += log_path[len(_unswapped(seg.path)):]
-        paths[name] = p if os.path.exists(p) else None
-    return replace(seg, path=log_path, swap=False, **paths)
 
 
 def _unswapped(path: str) -> str:
     return path[:-len(SWAP)] if path.endswith(SWAP) else path
 
 
-def _pin(fs: pafs.FileSystem, seg: Segment, last: bool) -> Segment:
+def _moved(seg: Segment, log_path: str) -> Segment:
+    """``seg`` with its files under the names ``log_path`` implies: a ``.swap`` renamed
+    into place, then maybe renamed for deletion with one suffix for all its files."""
+    suffix = log_path[len(_unswapped(seg.path)):]
+    paths = {}
+    for name in _INDEX_FIELDS:
+        p = getattr(seg, name)
+        if p is not None:
+            p = _unswapped(p) + suffix
+        paths[name] = p if p is not None and os.path.exists(p) else None
+    return replace(seg, path=log_path, swap=False, **paths)
+
+
+def _pin(seg: Segment) -> Segment:
     if seg.file_id is None:
-        # not listed on local disk: replacing segments needs atomic renames
-        # (write.replace refuses other filesystems), so nothing renames them there, and
-        # checking would cost a request per segment on an object store
+        # not listed on local disk: there only retention renames, to the name the io
+        # layer falls back to (log.io.deleted); checking would cost a request per
+        # segment on an object store
         return seg
-    if _matches(fs, seg.path, seg, last):
+    if same_file(seg.path, seg.file_id):
         return seg
     plain = _unswapped(seg.path)
-    candidates = [plain] if plain != seg.path else []
-    directory, name = posixpath.split(plain)
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        names = []
-    candidates += [f"{directory}/{n}" for n in sorted(names)
-                   if n.startswith(name + ".") and n.endswith(DELETED)]
-    for path in candidates:
-        if _matches(fs, path, seg, last):
-            return _moved(seg, path)
-    raise LogLayoutError("segment listed by this read was replaced (by a compaction) and "
-                         "its old copy is gone: read again", path=seg.path) \
+    if plain != seg.path and same_file(plain, seg.file_id):
+        return _moved(seg, plain)
+    renamed = find_renamed(plain, seg.file_id)
+    if renamed is not None:
+        return _moved(seg, renamed)
+    raise LogLayoutError("segment listed by this read was replaced or deleted and its old "
+                         "copy is gone: read again", path=seg.path) \
         from FileNotFoundError(seg.path)
 
 
@@ -98,30 +76,27 @@ def pin_segments(fs: pafs.FileSystem, p: PartitionDir, start_offset: int,
         nxt = segs[i + 1].base_offset if i + 1 < n else None
         if (nxt is not None and nxt <= start_offset) or seg.base_offset >= end_offset:
             continue
-        pinned = _pin(fs, seg, i == n - 1)
+        pinned = _pin(seg)
         if pinned is not seg:
             segs[i] = pinned
             changed = True
     return replace(p, segments=tuple(segs)) if changed else p
 
 
-def open_segment(fs: pafs.FileSystem, seg: Segment, last: bool, stats,
+def open_segment(fs: pafs.FileSystem, seg: Segment, stats,
                  memory_map: bool = False) -> SegmentFile:
     """Open ``seg``'s ``.log`` for reading: the file that was listed, under whatever
-    name a compaction has given it since."""
+    name a compaction or retention has given it since."""
     if seg.file_id is None:         # not a local listing: see _pin
         return SegmentFile(fs, seg.path, seg.size, stats, memory_map)
     try:
         f = SegmentFile(fs, seg.path, seg.size, stats, memory_map)
+        # checked after opening: a rename between the check and the open would
+        # otherwise go unseen (this way it only sends us to the new name)
+        if same_file(seg.path, seg.file_id):
+            return f
+        f.close()
     except LogLayoutError as err:
         if not isinstance(err.__cause__, FileNotFoundError):
             raise
-        f = None
-    if f is not None:
-        # checked after opening: a rename between the check and the open would
-        # otherwise go unseen (this way it only sends us to the new name)
-        if _matches(fs, seg.path, seg, last):
-            return f
-        f.close()
-    pinned = _pin(fs, seg, last)
-    return SegmentFile(fs, pinned.path, seg.size, stats, memory_map)
+    return SegmentFile(fs, _pin(seg).path, seg.size, stats, memory_map)

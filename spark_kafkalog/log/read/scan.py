@@ -268,8 +268,7 @@ class _Scan:
         segments = self.p.segments
         while seg_i < len(segments):
             seg = segments[seg_i]
-            f = open_segment(self.fs, seg, seg_i == len(segments) - 1, self.stats,
-                             self.memory_map)
+            f = open_segment(self.fs, seg, self.stats, self.memory_map)
             limit = read_limit(seg_i) if callable(read_limit) else read_limit
             try:
                 result = yield from self._segment(f, seg_i, position, end_offset,

@@ -17,7 +17,7 @@ from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.log.files.index import (TIME_INDEX_ENTRY, OffsetIndex, TimeIndex,
                                             read_offset_index, read_time_index)
 from spark_kafkalog.log.model import LogSource, PartitionDir
-from spark_kafkalog.log.io import open_segment_file
+from spark_kafkalog.log.io import open_listed
 from spark_kafkalog.log.read.scan import DEFAULT_WINDOW_BYTES, ReadStats, scan_windows
 
 __all__ = ["locate", "offset_index", "time_index", "time_index_last", "offset_for_timestamp",
@@ -60,7 +60,7 @@ def time_index_last(logdirs: LogSource, p: PartitionDir, i: int) -> tuple[int, i
         return None
     fs = logdirs.filesystem
     try:
-        with open_segment_file(fs, seg.timeindex_path) as f:
+        with open_listed(fs, seg.timeindex_path) as f:
             size = f.size()
             n = size // TIME_INDEX_ENTRY.size
             if n == 0:

@@ -14,10 +14,9 @@ by the group's first base offset. The protocol (journal mode ``"replace"``):
    smallest ``.cleaned`` offset is ignored by readers and brokers alike
    (:mod:`spark_kafkalog.log.read.discovery`), so the partition reads all old until the
    lowest group's ``.log.swap`` appears, and all new from then on; the old segments are
-   renamed to ``<name>.<token>.deleted`` (kept :data:`FILE_DELETE_DELAY_MS`, Kafka's
-   ``file.delete.delay.ms``, for readers that listed them:
-   :mod:`spark_kafkalog.log.read.pin`); ``.swap`` -> final names,
-   ``.log`` first; the root's ``cleaner-offset-checkpoint`` moves to the cleaned offset.
+   renamed for delayed deletion (``<name>.<token>.deleted``, kept for readers that listed
+   them: :mod:`spark_kafkalog.log.io.deleted`); ``.swap`` -> final names, ``.log``
+   first; the root's ``cleaner-offset-checkpoint`` moves to the cleaned offset.
 
 Not committed at recovery: every ``.cleaned`` file of the topic's partitions is deleted
 (what a broker does with them on startup); nothing else was touched. Local filesystems
@@ -26,7 +25,6 @@ only (the protocol needs atomic rename).
 from __future__ import annotations
 
 import os
-import time
 
 import pyarrow.fs as pafs
 
@@ -36,25 +34,28 @@ from spark_kafkalog.log.files.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from spark_kafkalog.log.io import file_size, is_local
+from spark_kafkalog.log.io import (
+    FILE_DELETE_DELAY_MS,
+    file_size,
+    is_local,
+    purge_deleted_files,
+    rename_for_deletion,
+)
 from spark_kafkalog.log.write import journal as jr
 from spark_kafkalog.log.write.config import Fault, partition_dir, segment_file
 from spark_kafkalog.log.write.files import listdir, topic_partitions
 from spark_kafkalog.log.write.flush import fsync_dir
 from spark_kafkalog.log.write.lock import CheckpointLock
 
-__all__ = ["SEGMENT_SUFFIXES", "FILE_DELETE_DELAY_MS", "cleaned_path", "check_replace_fs",
-           "deleted_name", "begin_replace", "commit_replace", "discard_cleaned",
-           "finish_replace", "post_replace", "expire_deleted"]
+__all__ = ["SEGMENT_SUFFIXES", "cleaned_path", "check_replace_fs", "begin_replace",
+           "commit_replace", "discard_cleaned", "finish_replace", "post_replace"]
 
 #: a segment's files; renames go in this order (its ``.log`` last: while the ``.log`` is
 #: not there under the new name, the indexes under it mean nothing to a reader)
 SEGMENT_SUFFIXES = (".index", ".timeindex", ".txnindex", ".log")
 CLEANED = ".cleaned"
 SWAP = ".swap"
-DELETED = ".deleted"
-#: Kafka's file.delete.delay.ms default: replaced files stay as ``.deleted`` this long
-FILE_DELETE_DELAY_MS = 60_000
+_LOCAL = pafs.LocalFileSystem()
 
 
 def cleaned_path(directory: str, base: int, suffix: str) -> str:
@@ -115,29 +116,6 @@ def discard_cleaned(fs: pafs.FileSystem, root: str, topic: str) -> None:
             fsync_dir(directory)
 
 
-def expire_deleted(directory: str, delay_ms: int = FILE_DELETE_DELAY_MS) -> None:
-    """Delete ``.deleted`` files renamed more than ``delay_ms`` ago (Kafka's delayed
-    deletion; a rename sets a file's ctime)."""
-    now = time.time()
-    try:
-        entries = list(os.scandir(directory))
-    except FileNotFoundError:
-        return
-    for e in entries:
-        if e.name.endswith(DELETED) and e.is_file():
-            try:
-                if (now - e.stat().st_ctime) * 1000 >= delay_ms:
-                    os.unlink(e.path)
-            except FileNotFoundError:
-                pass
-
-
-def deleted_name(path: str, write_id: str) -> str:
-    """Where a replaced file goes: ``<name>.<token>.deleted``, one name per compaction
-    (a reader that listed the file finds it there by its inode)."""
-    return f"{path}.{jr.write_token(write_id)[:8]}{DELETED}"
-
-
 def finish_replace(directory: str, groups: list, write_id: str, fault: Fault) -> None:
     """Step 4 for one partition dir; idempotent (see the module doc)."""
     ordered = sorted(groups, key=lambda g: -int(g[0]))
@@ -148,16 +126,11 @@ def finish_replace(directory: str, groups: list, write_id: str, fault: Fault) ->
                            segment_file(directory, base, suffix + SWAP)):
                     fault("swap")
     fsync_dir(directory)
-    for base, old in ordered:
-        if not os.path.exists(segment_file(directory, base, ".log" + SWAP)):
-            continue
-        for b in old:
-            for suffix in SEGMENT_SUFFIXES:
-                path = segment_file(directory, b, suffix)
-                if os.path.exists(path):
-                    os.replace(path, deleted_name(path, write_id))
-                    fault("delete-old")
-    fsync_dir(directory)
+    old_files = [segment_file(directory, b, suffix) for base, old in ordered
+                 if os.path.exists(segment_file(directory, base, ".log" + SWAP))
+                 for b in old for suffix in SEGMENT_SUFFIXES]
+    rename_for_deletion(_LOCAL, old_files, jr.write_token(write_id)[:8],
+                        lambda _: fault("delete-old"))
     for base, _old in ordered:
         for suffix in (".log",) + SEGMENT_SUFFIXES[:-1]:
             if _rename(segment_file(directory, base, suffix + SWAP),
@@ -174,7 +147,7 @@ def post_replace(fs: pafs.FileSystem, root: str, topic: str, pending: jr.Pending
     for q, groups in sorted(pending.replace.items()):
         directory = partition_dir(root, topic, q)
         finish_replace(directory, groups, pending.write_id, fault)
-        expire_deleted(directory)
+        purge_deleted_files(fs, directory, FILE_DELETE_DELAY_MS)
     if pending.cleaned_to:
         with CheckpointLock(fs, root):
             path = f"{root.rstrip('/')}/{CLEANER_OFFSET_CHECKPOINT}"
