@@ -1,0 +1,32 @@
+"""What a fresh clone gets: the tracked tree holds no symlinks and nothing the repo ignores.
+
+A symlink committed by mistake (a worktree's ``.cache`` pointing at another checkout) made
+a fresh clone's ``make test`` fail before any test ran; these checks catch it in the suite.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(),
+                                reason="needs git and a checkout")
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_no_tracked_symlinks():
+    links = [line.split("\t", 1)[1] for line in _git("ls-files", "-s").splitlines()
+             if line.startswith("120000 ")]
+    assert links == [], f"tracked symlinks break a fresh clone: {links}"
+
+
+def test_nothing_tracked_is_ignored():
+    ignored = _git("ls-files", "-ci", "--exclude-standard").split()
+    assert ignored == [], f"tracked files the repo's .gitignore excludes: {ignored}"
