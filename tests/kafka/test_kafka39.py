@@ -1,0 +1,206 @@
+"""Apache Kafka 3.9 (the last 3.x line; ``kafka39_broker``) with our reader and writer.
+
+What 3.9 writes, we read: ``test_broker_written`` runs its reads against both versions
+(``written``); here the 3.9 broker's ``__consumer_offsets`` (a classic group's commits and
+group metadata) and ``__transaction_state`` decode as 3.9's own DumpLogSegments prints them,
+and our commits table holds what the classic consumer committed.
+
+What we write, 3.9 serves: topics of the 3.9 broker copied by ``jobs/copy_topic.py``
+(offsets kept, renamed, recompressed, rebatched into small segments), and a topic our
+writer wrote and ``jobs/compact.py`` then compacted, are put in place of topics the 3.9
+broker created; after a restart its Java consumer must read exactly our records at their
+offsets, and the classic group's commits, translated by ``jobs/consumer_offsets.py`` and
+restored with 3.9's ``kafka-consumer-groups --reset-offsets --from-file``, must be where a
+3.9 group consumer resumes.
+"""
+from __future__ import annotations
+
+import json
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from jobs import compact
+from jobs import consumer_offsets
+from jobs import copy_topic
+from spark_kafkalog.log import read_table
+from tests.kafka.broker import KAFKA39, dump_log_segments
+from tests.kafka.compare import differences, from_arrow
+from tests.kafka.conftest import wait_for
+from tests.kafka.test_consumer_offsets import committed, ours, reset_offsets, same_dump
+from tests.kafka.test_served import place
+from tests.kafka.topics import BASE_TS, GROUP39, GROUP_TOPICS
+
+#: source topic -> its copy's name (the 3.9 broker already has the source names)
+COPIED = {t: t.replace("java-", "c39-") for t in (*GROUP_TOPICS, "java-txn", "java-compact")}
+COMPACTED = "c39-compacted"
+RESTORED = "restored39"
+ROWS = 1200
+
+
+def split(name: str) -> tuple[str, int]:
+    topic, _, part = name.rpartition("-")
+    return topic, int(part)
+
+
+def test_classic_group_and_transactions_decode_as_kafka39_prints(kafka39_broker,
+                                                                 broker39_topics):
+    told = {split(k): v for k, v in broker39_topics.group["assignment"].items()}
+    assert {t for t, _p in told} == set(GROUP_TOPICS) and all(told.values())
+    wait_for(f"{GROUP39}'s commits in the 3.9 broker's __consumer_offsets",
+             lambda: committed(kafka39_broker, GROUP39) == told)
+    files = sorted((kafka39_broker.logdir / "__consumer_offsets-0").glob("*.log"))
+    assert same_dump(files, "--offsets-decoder", '"protocolType":"consumer"',
+                     kafka=KAFKA39) == []
+    files = sorted((kafka39_broker.logdir / "__transaction_state-0").glob("*.log"))
+    theirs = dump_log_segments(files, "--transaction-log-decoder", kafka=KAFKA39)
+    assert same_transactions(ours(files, "--transaction-log-decoder"), theirs) == []
+
+
+#: TransactionLogValue's transactionStatus -> the state name Kafka 3.9's dump prints
+STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
+          "CompleteAbort", "Dead", "PrepareEpochFence")
+THEIRS = re.compile(r"^\| (offset: \d+ .*) key: transaction_metadata::transactionalId=(\S*) "
+                    r"payload: producerId:(-?\d+),producerEpoch:(-?\d+),state=(\w+),"
+                    r"partitions=\[(.*)\],txnLastUpdateTimestamp=(-?\d+),"
+                    r"txnTimeoutMs=(\d+)$")
+OURS = re.compile(r"^\| (offset: \d+ .*) key: (\{.*\}) payload: (\{.*\})$")
+
+
+def same_transactions(mine: str, theirs: str) -> list[str]:
+    """Kafka 3.9's ``--transaction-log-decoder`` prints each transaction's metadata as
+    text (``key: transaction_metadata::transactionalId=...  payload: producerId:...``),
+    where ours prints Kafka 4's JSON: batch lines must be equal and each record's decoded
+    fields (id, producer id and epoch, state, partitions, timestamps) the same."""
+    a, b = mine.splitlines(), theirs.splitlines()
+    if len(a) != len(b):
+        return [f"{len(a)} lines, Kafka 3.9 printed {len(b)}"]
+    diff, records = [], 0
+    for x, y in zip(a, b):
+        m = THEIRS.match(y)
+        if m is None:
+            if x != y:
+                diff.append(f"ours:  {x}\nkafka: {y}")
+            continue
+        records += 1
+        o = OURS.match(x)
+        if o is None:
+            diff.append(f"ours:  {x}\nkafka: {y}")
+            continue
+        key, value = json.loads(o[2])["data"], json.loads(o[3])["data"]
+        parts = sorted(f"{t['topic']}-{p}" for t in value["transactionPartitions"] or []
+                       for p in t["partitionIds"])
+        got = (o[1], key["transactionalId"], value["producerId"], value["producerEpoch"],
+               STATES[value["transactionStatus"]], parts,
+               value["transactionLastUpdateTimestampMs"], value["transactionTimeoutMs"])
+        want = (m[1], m[2], int(m[3]), int(m[4]), m[5], sorted(filter(None, m[6].split(","))),
+                int(m[7]), int(m[8]))
+        if got != want:
+            diff.append(f"ours:  {got}\nkafka: {want}")
+    return diff if records else ["Kafka 3.9's dump shows no transaction record"]
+
+
+def compacted_rows() -> list[tuple]:
+    """Keyed records with many versions per key (the compaction removes the older ones)."""
+    return [(f"key-{i % 40}".encode(),
+             None if i % 17 == 16 else (f"value-{i}-" + "z" * (i % 60)).encode(),
+             None if i % 3 else [("h", f"x{i}".encode())], i % 2, BASE_TS + i * 5)
+            for i in range(ROWS)]
+
+
+@pytest.fixture(scope="module")
+def served39(spark, kafka39_broker, kafka39_tool, broker39_topics, tmp_path_factory):
+    from pyspark.sql import functions as F
+    broker, tool = kafka39_broker, kafka39_tool
+    stage = tmp_path_factory.mktemp("ours39")
+    work = tmp_path_factory.mktemp("ours39-work")
+    argv = ["--path", str(broker.logdir), "--output", str(stage), "--codec", "zstd",
+            "--batch-size", "1000", "--segment-bytes", "4096",
+            "--offset-map", str(work / "map")]
+    for source, copy in COPIED.items():
+        argv += ["--topic", source, "--rename", f"{source}={copy}"]
+    copy_topic.run(spark, copy_topic.parse_args(argv))
+
+    df = spark.createDataFrame(
+        compacted_rows(), "key binary, value binary, "
+        "headers array<struct<key:string,value:binary>>, partition int, ts long") \
+        .withColumn("timestamp", F.timestamp_millis("ts")).drop("ts").repartition(1)
+    (df.write.format("kafkalog").mode("append").option("path", str(stage))
+     .option("topic", COMPACTED).option("partitions", "2").option("compression", "lz4")
+     .option("segmentBytes", "4096").option("batchSize", "1024").save())
+    summary = compact.compact(spark, compact.parse_args(
+        ["--path", str(stage), "--topic", COMPACTED, "--force"]))
+
+    assert consumer_offsets.main(["--path", str(broker.logdir), "--translate",
+                                  str(work / "map"), "--out", str(work / "csv"),
+                                  "--no-progress"]) == 0
+    csv = work / "csv" / f"{GROUP39}.csv"
+
+    counts = {copy: 1 if source == "java-compact" else 2 for source, copy in COPIED.items()}
+    counts[COMPACTED] = 2
+    tool.create_topics([{"topic": t, "partitions": n} for t, n in counts.items()])
+    broker.stop()
+    place(stage, broker, counts)
+    mark = broker.server_log.stat().st_size
+    broker.start()
+    consumed, ends = tool.consume(list(counts), "read_uncommitted")
+    reset_offsets(broker, RESTORED, csv)
+    resumed = tool.group(RESTORED, "classic", [COPIED[t] for t in GROUP_TOPICS])
+    with open(broker.server_log, "rb") as fh:
+        fh.seek(mark)
+        restart_log = fh.read().decode(errors="replace")
+    return SimpleNamespace(stage=stage, csv=csv, consumed=consumed, ends=ends,
+                           resumed=resumed, compaction=summary, restart_log=restart_log,
+                           topics=list(counts))
+
+
+def served_records(served, topic) -> list[dict]:
+    got = [r for r in served.consumed if r["topic"] == topic]
+    return sorted(got, key=lambda r: (r["partition"], r["offset"]))
+
+
+def test_kafka39_consumer_reads_our_copies_at_their_offsets(served39, broker39_topics):
+    found = {}
+    for source, copy in COPIED.items():
+        got = served_records(served39, copy)
+        # the copy holds what a read_committed consumer read of the source, offsets kept
+        want = [{**r, "topic": copy} for r in broker39_topics.expected(source, "read_committed")]
+        assert want, source
+        diff = differences(got, want) + differences(
+            from_arrow(read_table(str(served39.stage), copy)), got)
+        if diff:
+            found[copy] = diff
+    assert found == {}
+
+
+def test_kafka39_consumer_reads_our_compacted_log(served39):
+    got = served_records(served39, COMPACTED)
+    assert differences(from_arrow(read_table(str(served39.stage), COMPACTED)), got) == []
+    # the compaction did remove records: fewer than written, and gaps in the offsets
+    assert 0 < len(got) < ROWS
+    for part in (0, 1):
+        offsets = [r["offset"] for r in got if r["partition"] == part]
+        assert offsets != list(range(len(offsets))), part
+        assert served39.ends[(COMPACTED, part)] == offsets[-1] + 1, part
+
+
+def test_restored_group_resumes_where_the_classic_group_committed(served39, broker39_topics):
+    told = broker39_topics.group["assignment"]
+    restored = {f"{COPIED[t]}-{p}": o for (t, p), o in
+                ((split(k), v) for k, v in told.items())}
+    lines = served39.csv.read_text().splitlines()
+    assert sorted(lines) == sorted(f"{t},{p},{o}" for (t, p), o in
+                                   ((split(k), v) for k, v in restored.items()))
+    # the consumer's first record per partition is at the restored commit (the second
+    # round follows it), and it then read to the end
+    assert served39.resumed["first"] == restored
+    assert served39.resumed["assignment"] == {
+        k: served39.ends[split(k)] for k in restored}
+
+
+def test_kafka39_loaded_our_logs_without_truncation(served39):
+    lines = [line for line in served39.restart_log.splitlines()
+             if any(t in line for t in served39.topics)
+             and re.search(r"(?i)truncat|corrupt|invalid|\] (WARN|ERROR) ", line)]
+    assert lines == [], "\n".join(lines[:10])
