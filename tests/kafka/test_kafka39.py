@@ -24,7 +24,7 @@ import pytest
 from jobs import compact
 from jobs import consumer_offsets
 from jobs import copy_topic
-from spark_kafkalog.log import read_table
+from spark_kafkalog.log import read_group_state, read_table
 from tests.kafka.broker import KAFKA39, dump_log_segments
 from tests.kafka.compare import differences, from_arrow
 from tests.kafka.conftest import wait_for
@@ -53,9 +53,73 @@ def test_classic_group_and_transactions_decode_as_kafka39_prints(kafka39_broker,
     files = sorted((kafka39_broker.logdir / "__consumer_offsets-0").glob("*.log"))
     assert same_dump(files, "--offsets-decoder", '"protocolType":"consumer"',
                      kafka=KAFKA39) == []
+    # our tables (every record, not only the latest per key) hold what 3.9's dump shows
+    dumped = dumped_offsets(dump_log_segments(files, "--offsets-decoder", kafka=KAFKA39))
+    last = max(off for rows in dumped.values() for off, *_ in rows)
+    state = read_group_state(str(kafka39_broker.logdir), latest=False)
+    assert tabled(state, last) == dumped
+    assert any(r[1] == GROUP39 for r in dumped["groups"]), "no classic group record"
     files = sorted((kafka39_broker.logdir / "__transaction_state-0").glob("*.log"))
     theirs = dump_log_segments(files, "--transaction-log-decoder", kafka=KAFKA39)
     assert same_transactions(ours(files, "--transaction-log-decoder"), theirs) == []
+
+
+def _parts(items) -> list[tuple]:
+    return [(t["topic"], list(t["partitions"])) for t in items or []]
+
+
+def dumped_offsets(text: str) -> dict[str, list[tuple]]:
+    """Kafka's ``--offsets-decoder`` lines as rows: offset commits (key types 0, 1) and
+    classic group metadata (key type 2); any other type is a row of ``other``."""
+    out = {"commits": [], "groups": [], "other": []}
+    for line in text.splitlines():
+        if not line.startswith("| offset: "):
+            continue
+        off = int(line.split()[2])
+        key_text, _, value_text = line.split(" key: ", 1)[1].partition(" payload: ")
+        key = json.loads(key_text)
+        value = json.loads(value_text) if value_text.startswith("{") else None
+        k, v = key["data"], value and value["data"]
+        head = (off, k["group"], value is None, value and int(value["version"]))
+        if key["type"] in ("0", "1"):
+            fields = () if v is None else (v["offset"], v["leaderEpoch"], v["metadata"],
+                                           v["commitTimestamp"], v.get("expireTimestamp", -1))
+            out["commits"].append((*head, k["topic"], k["partition"], *fields))
+        elif key["type"] == "2":
+            members = [] if v is None else [
+                (m["memberId"], m["groupInstanceId"], m["clientId"], m["clientHost"],
+                 m["rebalanceTimeout"], m["sessionTimeout"], m["subscription"]["topics"],
+                 _parts(m["subscription"]["ownedPartitions"]),
+                 _parts(m["assignment"]["assignedPartitions"])) for m in v["members"]]
+            fields = () if v is None else (v["protocolType"], v["generation"], v["protocol"],
+                                           v["leader"], v["currentStateTimestamp"], members)
+            out["groups"].append((*head, *fields))
+        else:
+            out["other"].append((off, key_text))
+    return out
+
+
+def tabled(state, last: int) -> dict[str, list[tuple]]:
+    """Our ``commits`` and ``groups`` tables (records up to offset ``last``) as
+    :func:`dumped_offsets` rows."""
+    def head(r):
+        return (r["record_offset"], r["group"], r["deleted"],
+                None if r["deleted"] else r["value_version"])
+    commits, groups = [], []
+    for r in state.commits().to_pylist():
+        fields = () if r["deleted"] else (r["offset"], r["leader_epoch"], r["metadata"],
+                                          r["commit_timestamp"], r["expire_timestamp"])
+        commits.append((*head(r), r["topic"], r["partition"], *fields))
+    for r in state.groups().to_pylist():
+        members = [(m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"],
+                    m["rebalance_timeout"], m["session_timeout"], m["subscribed_topics"],
+                    _parts(m["owned_partitions"]), _parts(m["assigned_partitions"]))
+                   for m in r["members"] or []]
+        fields = () if r["deleted"] else (r["protocol_type"], r["generation"], r["protocol"],
+                                          r["leader"], r["current_state_timestamp"], members)
+        groups.append((*head(r), *fields))
+    return {"commits": sorted(c for c in commits if c[0] <= last),
+            "groups": sorted(g for g in groups if g[0] <= last), "other": []}
 
 
 #: TransactionLogValue's transactionStatus -> the state name Kafka 3.9's dump prints
