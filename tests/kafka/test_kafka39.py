@@ -11,7 +11,8 @@ writer wrote and ``jobs/compact.py`` then compacted, are put in place of topics 
 broker created; after a restart its Java consumer must read exactly our records at their
 offsets, and the classic group's commits, translated by ``jobs/consumer_offsets.py`` and
 restored with 3.9's ``kafka-consumer-groups --reset-offsets --from-file``, must be where a
-3.9 group consumer resumes.
+3.9 group consumer resumes. 3.9's DumpLogSegments must print our dump's lines for every
+segment and index we wrote.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from jobs import consumer_offsets
 from jobs import copy_topic
 from spark_kafkalog.log import read_group_state, read_table
 from tests.kafka.broker import KAFKA39, dump_log_segments
-from tests.kafka.compare import differences, from_arrow
+from tests.kafka.compare import compare_dumps, differences, from_arrow
 from tests.kafka.conftest import wait_for
 from tests.kafka.test_consumer_offsets import committed, ours, reset_offsets, same_dump
 from tests.kafka.test_served import place
@@ -180,7 +181,7 @@ def served39(spark, kafka39_broker, kafka39_tool, broker39_topics, tmp_path_fact
     stage = tmp_path_factory.mktemp("ours39")
     work = tmp_path_factory.mktemp("ours39-work")
     argv = ["--path", str(broker.logdir), "--output", str(stage), "--codec", "zstd",
-            "--batch-size", "1000", "--segment-bytes", "4096",
+            "--batch-size", "200", "--segment-bytes", "512",
             "--offset-map", str(work / "map")]
     for source, copy in COPIED.items():
         argv += ["--topic", source, "--rename", f"{source}={copy}"]
@@ -249,6 +250,13 @@ def test_kafka39_consumer_reads_our_compacted_log(served39):
         assert served39.ends[(COMPACTED, part)] == offsets[-1] + 1, part
 
 
+def test_kafka39_dump_log_segments_prints_our_lines_for_what_we_wrote(served39):
+    files = sorted(f for f in served39.stage.glob("c39-*/*")
+                   if f.suffix in (".log", ".index", ".timeindex"))
+    text = dump_log_segments(files, "--deep-iteration", kafka=KAFKA39)
+    assert compare_dumps(files, text) == {}
+
+
 def test_restored_group_resumes_where_the_classic_group_committed(served39, broker39_topics):
     told = broker39_topics.group["assignment"]
     restored = {f"{COPIED[t]}-{p}": o for (t, p), o in
@@ -264,7 +272,11 @@ def test_restored_group_resumes_where_the_classic_group_committed(served39, brok
 
 
 def test_kafka39_loaded_our_logs_without_truncation(served39):
-    lines = [line for line in served39.restart_log.splitlines()
-             if any(t in line for t in served39.topics)
+    log = served39.restart_log
+    lines = [line for line in log.splitlines() if any(t in line for t in served39.topics)
              and re.search(r"(?i)truncat|corrupt|invalid|\] (WARN|ERROR) ", line)]
     assert lines == [], "\n".join(lines[:10])
+    for (topic, part), end in served39.ends.items():
+        # several segments of ours per partition, and the broker leads from our log end
+        assert len(list((served39.stage / f"{topic}-{part}").glob("*.log"))) > 1, (topic, part)
+        assert re.search(rf"Leader {topic}-{part} .* from offset {end} ", log), (topic, part)
