@@ -80,7 +80,7 @@ def broker39_topics(kafka39_broker, kafka39_tool):
                                   group=topics_mod.GROUP39)
 
 
-@pytest.fixture(params=("4.3.1", "3.9.1"))
+@pytest.fixture(params=(KAFKA4.version, KAFKA39.version))
 def written(request):
     """(broker, its broker-written topics) of each Kafka version."""
     if request.param == KAFKA39.version:
