@@ -30,17 +30,24 @@ test: build kafka-jars browser
 test-fast: build
 	$(PY) -m pytest -q -m "not spark and not slow and not kafka" $(PYTEST_ARGS)
 
-# Apache Kafka (broker, tools, clients) and Spark's Kafka connector for the `kafka` test
-# tier, fetched from Maven Central by tests/kafka/pom.xml into .cache/ (once).
+# Apache Kafka 4.3.1 and 3.9.1 (broker, tools, clients) and Spark's Kafka connector for the
+# `kafka` test tier, fetched from Maven Central by tests/kafka/pom.xml into .cache/ (once).
 KAFKA_JARS       := .cache/kafka-jars
+KAFKA39_JARS     := .cache/kafka39-jars
 SPARK_KAFKA_JARS := .cache/spark-kafka-jars
 KAFKA_MVN        := mvn -q -B -f tests/kafka/pom.xml dependency:copy-dependencies
-kafka-jars: $(KAFKA_JARS)/.fetched $(SPARK_KAFKA_JARS)/.fetched
+kafka-jars: $(KAFKA_JARS)/.fetched $(KAFKA39_JARS)/.fetched $(SPARK_KAFKA_JARS)/.fetched
 
 $(KAFKA_JARS)/.fetched: tests/kafka/pom.xml
 	@command -v mvn >/dev/null || { echo "kafka-jars: mvn not found: the kafka test tier needs Maven to fetch Apache Kafka"; exit 1; }
 	@rm -rf $(KAFKA_JARS) && mkdir -p .cache
 	@$(KAFKA_MVN) -DoutputDirectory=$(abspath $(KAFKA_JARS)) >.cache/kafka-jars.log 2>&1 || { echo "kafka-jars: Maven could not fetch Apache Kafka's jars from Maven Central (see .cache/kafka-jars.log)"; exit 1; }
+	@touch $@
+
+$(KAFKA39_JARS)/.fetched: tests/kafka/pom.xml
+	@command -v mvn >/dev/null || { echo "kafka-jars: mvn not found: the kafka test tier needs Maven to fetch Apache Kafka 3.9"; exit 1; }
+	@rm -rf $(KAFKA39_JARS) && mkdir -p .cache
+	@$(KAFKA_MVN) -P kafka39,-broker -DoutputDirectory=$(abspath $(KAFKA39_JARS)) >.cache/kafka39-jars.log 2>&1 || { echo "kafka-jars: Maven could not fetch Apache Kafka 3.9's jars from Maven Central (see .cache/kafka39-jars.log)"; exit 1; }
 	@touch $@
 
 $(SPARK_KAFKA_JARS)/.fetched: tests/kafka/pom.xml

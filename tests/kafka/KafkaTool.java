@@ -1,6 +1,7 @@
 // The Java side of the `kafka` test tier: Apache Kafka's own clients, driven by JSON files
 // so one JVM start does a whole step. Compiled by tests/kafka/conftest.py at test time
-// against the jars `make kafka-jars` fetched.
+// against the jars `make kafka-jars` fetched, once per Kafka version (4.3.1 and 3.9.1: it
+// uses only client APIs both have).
 //
 //   admin    BOOTSTRAP SPEC.json            create topics: [{"topic", "partitions", "configs"}]
 //   produce  BOOTSTRAP SPEC.json            [{"topic", "props", "transactions": [{"abort": bool,
@@ -14,11 +15,14 @@
 //                                           live-log test's producer); at each N of HOLDS
 //                                           (comma-separated multiples of 1000) it prints
 //                                           "held N" and waits for a line on stdin
-//   group    BOOTSTRAP GROUP OUT TOPIC..    a KIP-848 consumer (group.protocol=consumer, client.id
+//   group    BOOTSTRAP GROUP PROTOCOL OUT TOPIC..
+//                                           a group consumer (group.protocol=PROTOCOL: consumer is
+//                                           KIP-848, classic the rebalance protocol; client.id
 //                                           GROUP-client) subscribes to the TOPICs, polls until it is
 //                                           assigned every partition and has read to their end
 //                                           offsets, commits, writes {"memberId", "memberEpoch",
-//                                           "assignment": {"topic-p": committed}, "topicIds":
+//                                           "assignment": {"topic-p": committed}, "first":
+//                                           {"topic-p": first offset it read}, "topicIds":
 //                                           {"topic": id}} to OUT and leaves the group (close)
 //
 // A record: {"key": base64|null, "value": base64|null, "headers": [[key, base64|null]],
@@ -64,8 +68,8 @@ public class KafkaTool {
             case "produce": produce(args[1], JSON.readTree(new File(args[2]))); break;
             case "consume": consume(args[1], args[2], args[3],
                                     java.util.Arrays.copyOfRange(args, 4, args.length)); break;
-            case "group": group(args[1], args[2], args[3],
-                                java.util.Arrays.copyOfRange(args, 4, args.length)); break;
+            case "group": group(args[1], args[2], args[3], args[4],
+                                java.util.Arrays.copyOfRange(args, 5, args.length)); break;
             case "append": append(args[1], args[2], Integer.parseInt(args[3]),
                                   Integer.parseInt(args[4]),
                                   args.length > 5 ? args[5] : ""); break;
@@ -201,13 +205,13 @@ public class KafkaTool {
         }
     }
 
-    static void group(String bootstrap, String group, String out, String[] topics)
-            throws Exception {
+    static void group(String bootstrap, String group, String protocol, String out,
+                      String[] topics) throws Exception {
         Properties p = base(bootstrap);
         p.put("key.deserializer", ByteArrayDeserializer.class.getName());
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
         p.put("group.id", group);
-        p.put("group.protocol", "consumer");
+        p.put("group.protocol", protocol);
         p.put("client.id", group + "-client");
         p.put("enable.auto.commit", "false");
         p.put("auto.offset.reset", "earliest");
@@ -222,9 +226,12 @@ public class KafkaTool {
             }
             Map<TopicPartition, Long> end = c.endOffsets(all, Duration.ofSeconds(30));
             c.subscribe(java.util.Arrays.asList(topics));
+            Map<TopicPartition, Long> first = new HashMap<>();
             long deadline = System.currentTimeMillis() + 60_000;
             while (true) {
-                c.poll(Duration.ofMillis(200));
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                    first.putIfAbsent(new TopicPartition(r.topic(), r.partition()), r.offset());
+                }
                 boolean done = c.assignment().equals(all);
                 for (TopicPartition tp : c.assignment()) {
                     if (c.position(tp, Duration.ofSeconds(30)) < end.get(tp)) done = false;
@@ -243,6 +250,8 @@ public class KafkaTool {
             for (TopicPartition tp : all) {
                 a.put(tp.topic() + "-" + tp.partition(), c.position(tp));
             }
+            ObjectNode f = o.putObject("first");
+            first.forEach((tp, off) -> f.put(tp.topic() + "-" + tp.partition(), off));
             ObjectNode ids = o.putObject("topicIds");
             admin.describeTopics(java.util.Arrays.asList(topics)).allTopicNames().get()
                 .forEach((name, d) -> ids.put(name, d.topicId().toString()));

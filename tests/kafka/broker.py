@@ -1,7 +1,8 @@
 """A single-node Apache Kafka broker (KRaft, combined broker+controller) on 127.0.0.1, run
 from the jars ``make kafka-jars`` fetched, plus the Java programs of the test tier:
 :class:`KafkaTool` (Kafka's own producer, consumer and admin client, ``KafkaTool.java``)
-and Kafka's ``DumpLogSegments``.
+and Kafka's ``DumpLogSegments``. Two Kafka versions: :data:`KAFKA4` (4.3.1, the tier's
+main one) and :data:`KAFKA39` (3.9.1, the last 3.x line); each has its own jars.
 
 Used by ``tests/kafka/conftest.py`` (one broker per test session) and by
 ``bench/bench_kafka.py``. The broker listens only on loopback ports chosen free; its log
@@ -18,10 +19,12 @@ import socket
 import subprocess
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 KAFKA_JARS = REPO / ".cache" / "kafka-jars"
+KAFKA39_JARS = REPO / ".cache" / "kafka39-jars"
 SPARK_KAFKA_JARS = REPO / ".cache" / "spark-kafka-jars"
 HERE = Path(__file__).resolve().parent
 #: the JDK's java and javac (Kafka 4 needs 17+): $JAVA_HOME's when set, else PATH's
@@ -31,6 +34,21 @@ JAVAC = str(_JDK / "javac") if _JDK else "javac"
 #: short-lived client JVMs: small heap, no C2 (they run for seconds)
 CLIENT_JVM = ["-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
 STARTED = "Kafka Server started"
+
+
+@dataclass(frozen=True)
+class Kafka:
+    """One Apache Kafka version of the tier: its jars and where its classes differ."""
+    version: str
+    jars: Path
+    #: DumpLogSegments' class (3.x: Scala, in the broker's jar; 4.x: kafka-tools)
+    dump_log: str
+    #: the logging the version's broker uses: log4j2 (4.x) or reload4j, log4j 1 (3.x)
+    log4j2: bool
+
+
+KAFKA4 = Kafka("4.3.1", KAFKA_JARS, "org.apache.kafka.tools.DumpLogSegments", True)
+KAFKA39 = Kafka("3.9.1", KAFKA39_JARS, "kafka.tools.DumpLogSegments", False)
 
 
 class KafkaTierError(RuntimeError):
@@ -61,8 +79,33 @@ def cluster_id() -> str:
             return text
 
 
-def classpath(*extra: Path) -> str:
-    return os.pathsep.join([*(str(e) for e in extra), str(KAFKA_JARS / "*")])
+def classpath(*extra: Path, kafka: Kafka = KAFKA4) -> str:
+    return os.pathsep.join([*(str(e) for e in extra), str(kafka.jars / "*")])
+
+
+def log_config(home: Path, kafka: Kafka) -> tuple[Path, str]:
+    """A logging config writing to ``home/server.log`` in the version's own format, and
+    the JVM flag that loads it."""
+    if kafka.log4j2:
+        path = home / "log4j2.properties"
+        path.write_text(
+            "status = error\n"
+            "appender.file.type = File\n"
+            "appender.file.name = file\n"
+            f"appender.file.fileName = {home / 'server.log'}\n"
+            "appender.file.layout.type = PatternLayout\n"
+            "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
+            "rootLogger.level = info\n"
+            "rootLogger.appenderRef.file.ref = file\n")
+        return path, f"-Dlog4j2.configurationFile={path}"
+    path = home / "log4j.properties"
+    path.write_text(
+        "log4j.rootLogger = INFO, file\n"
+        "log4j.appender.file = org.apache.log4j.FileAppender\n"
+        f"log4j.appender.file.File = {home / 'server.log'}\n"
+        "log4j.appender.file.layout = org.apache.log4j.PatternLayout\n"
+        "log4j.appender.file.layout.ConversionPattern = [%d] %p %m (%c)%n\n")
+    return path, f"-Dlog4j.configuration=file:{path}"
 
 
 class Broker:
@@ -70,8 +113,10 @@ class Broker:
     until the broker serves; ``stop()`` is a clean shutdown (SIGTERM, checkpoints
     written); ``start()`` again reuses the same dirs and ports."""
 
-    def __init__(self, home: Path, *, heap: str = "512m", overrides: dict | None = None):
-        require_jars()
+    def __init__(self, home: Path, *, heap: str = "512m", overrides: dict | None = None,
+                 kafka: Kafka = KAFKA4):
+        require_jars(kafka.jars)
+        self.kafka = kafka
         self.home = Path(home)
         self.logdir = self.home / "data"
         self.port = free_port()
@@ -110,16 +155,7 @@ class Broker:
         props.update(overrides or {})
         self.config = self.home / "server.properties"
         self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        self.log4j = self.home / "log4j2.properties"
-        self.log4j.write_text(
-            "status = error\n"
-            "appender.file.type = File\n"
-            "appender.file.name = file\n"
-            f"appender.file.fileName = {self.home / 'server.log'}\n"
-            "appender.file.layout.type = PatternLayout\n"
-            "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
-            "rootLogger.level = info\n"
-            "rootLogger.appenderRef.file.ref = file\n")
+        self.log4j, self.log_flag = log_config(self.home, kafka)
         self._formatted = False
 
     @property
@@ -131,8 +167,8 @@ class Broker:
         return self.home / "server.log"
 
     def _jvm(self, *args: str, heap: str | None = None) -> list[str]:
-        return [JAVA, f"-Xmx{heap or self.heap}", f"-Dlog4j2.configurationFile={self.log4j}",
-                "-cp", classpath(), *args]
+        return [JAVA, f"-Xmx{heap or self.heap}", self.log_flag,
+                "-cp", classpath(kafka=self.kafka), *args]
 
     def log_tail(self, lines: int = 15) -> str:
         try:
@@ -213,7 +249,7 @@ class KafkaTool:
         self.broker = broker
         self.build_dir = Path(build_dir)
         self.build_dir.mkdir(parents=True, exist_ok=True)
-        out = subprocess.run([JAVAC, "-nowarn", "-cp", classpath(), "-d",
+        out = subprocess.run([JAVAC, "-nowarn", "-cp", classpath(kafka=broker.kafka), "-d",
                               str(self.build_dir), str(HERE / "KafkaTool.java")],
                              capture_output=True, text=True, timeout=300)
         if out.returncode != 0:
@@ -221,8 +257,8 @@ class KafkaTool:
         self._n = 0
 
     def command(self, *args: str) -> list[str]:
-        return [JAVA, *CLIENT_JVM, f"-Dlog4j2.configurationFile={self.broker.log4j}",
-                "-cp", classpath(self.build_dir), "KafkaTool", *args]
+        return [JAVA, *CLIENT_JVM, self.broker.log_flag,
+                "-cp", classpath(self.build_dir, kafka=self.broker.kafka), "KafkaTool", *args]
 
     def run(self, *args: str, timeout: float = 300) -> str:
         out = subprocess.run(self.command(*args), capture_output=True, text=True,
@@ -243,6 +279,14 @@ class KafkaTool:
 
     def produce(self, spec: list[dict]) -> None:
         self.run("produce", self.broker.bootstrap, self._spec(spec))
+
+    def group(self, group: str, protocol: str, topics: list[str]) -> dict:
+        """A group consumer of ``protocol`` reads ``topics`` to their end, commits and
+        leaves: what it was told and read (``KafkaTool.java``'s ``group``)."""
+        self._n += 1
+        out = self.build_dir / f"group-{self._n}.json"
+        self.run("group", self.broker.bootstrap, group, protocol, str(out), *topics)
+        return json.loads(out.read_text())
 
     def consume(self, topics: list[str], isolation: str = "read_uncommitted"):
         """Every record of ``topics`` as the Java consumer returns it: (records, ends)
@@ -276,11 +320,11 @@ def b64(data):
     return None if data is None else base64.b64encode(data).decode()
 
 
-def dump_log_segments(files: list[Path], *extra: str, timeout: float = 300) -> str:
-    """Kafka's ``kafka-dump-log.sh`` (``org.apache.kafka.tools.DumpLogSegments``) over
+def dump_log_segments(files: list[Path], *extra: str, timeout: float = 300,
+                      kafka: Kafka = KAFKA4) -> str:
+    """Kafka's ``kafka-dump-log.sh`` (``DumpLogSegments``) of ``kafka``'s version over
     ``files`` in one JVM; returns its stdout, raises on a non-zero exit."""
-    out = subprocess.run([JAVA, *CLIENT_JVM, "-cp", classpath(),
-                          "org.apache.kafka.tools.DumpLogSegments",
+    out = subprocess.run([JAVA, *CLIENT_JVM, "-cp", classpath(kafka=kafka), kafka.dump_log,
                           "--files", ",".join(str(f) for f in files), *extra],
                          capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:

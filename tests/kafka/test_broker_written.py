@@ -3,7 +3,9 @@ librdkafka; every codec, idempotent, transactional with aborts, compacted after 
 cleaner ran, LogAppendTime), read from the live broker's log dir with ``read_table`` and
 ``format("kafkalog")``, must equal what Kafka's Java consumer returned under the same
 isolation level: same offsets, keys, values, headers, timestamps and timestamp types.
-The same logs after a clean stop are checked in ``test_served.py`` (one restart)."""
+The same logs after a clean stop are checked in ``test_served.py`` (one restart). The
+tests taking ``written`` run against the 4.3.1 broker and the 3.9.1 one (its Java
+producer's topics; its own DumpLogSegments as the dump's oracle)."""
 from __future__ import annotations
 
 import io
@@ -30,15 +32,17 @@ def read_all_tables(logdir, produced, isolation) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)
-def test_read_table_equals_java_consumer(kafka_broker, broker_topics, isolation):
-    assert broker_topics.expected("java-txn", isolation), "the producers produced nothing"
-    assert read_all_tables(kafka_broker.logdir, broker_topics, isolation) == {}
+def test_read_table_equals_java_consumer(written, isolation):
+    broker, produced = written
+    assert produced.expected("java-txn", isolation), "the producers produced nothing"
+    assert read_all_tables(broker.logdir, produced, isolation) == {}
 
 
-def test_transactions_and_compaction_were_exercised(broker_topics):
+def test_transactions_and_compaction_were_exercised(written):
     """Guards the oracle: aborted records are hidden only under read_committed, and the
     cleaner really removed records from the compacted topic."""
-    for topic in ("java-txn", "rdk-txn"):
+    _broker, broker_topics = written
+    for topic in {"java-txn", "rdk-txn"} & set(broker_topics.topics):
         unc = broker_topics.expected(topic, "read_uncommitted")
         com = broker_topics.expected(topic, "read_committed")
         assert 0 < len(com) < len(unc), topic
@@ -60,10 +64,11 @@ def test_spark_kafkalog_equals_java_consumer(spark, kafka_broker, broker_topics,
     assert differences(ours, kafka) == []
 
 
-def test_verify_passes_on_the_broker_log_dir(kafka_broker, broker_topics):
+def test_verify_passes_on_the_broker_log_dir(written):
+    broker, _produced = written
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = kafkalog(["verify", "--no-progress", str(kafka_broker.logdir)])
+        code = kafkalog(["verify", "--no-progress", str(broker.logdir)])
     assert code == 0, out.getvalue()[-3000:]
 
 
@@ -72,14 +77,15 @@ def _broker_files(broker, topics, suffixes):
                   if f.suffix in suffixes)
 
 
-def test_our_dump_prints_kafkas_lines_for_broker_files(kafka_broker, broker_topics):
-    """``kafkalog dump --records`` against Kafka's ``--deep-iteration`` on every segment,
-    index, time index and transaction index the broker wrote (transaction markers,
-    compacted and LogAppendTime batches included)."""
-    files = _broker_files(kafka_broker, broker_topics.topics,
-                          (".log", ".index", ".timeindex", ".txnindex"))
+def test_our_dump_prints_kafkas_lines_for_broker_files(written):
+    """``kafkalog dump --records`` against Kafka's ``--deep-iteration`` (of the broker's
+    own version) on every segment, index, time index and transaction index the broker
+    wrote (transaction markers, compacted and LogAppendTime batches included)."""
+    broker, produced = written
+    files = _broker_files(broker, produced.topics, (".log", ".index", ".timeindex", ".txnindex"))
     assert any(f.suffix == ".txnindex" for f in files)
-    assert compare_dumps(files, dump_log_segments(files, "--deep-iteration")) == {}
+    text = dump_log_segments(files, "--deep-iteration", kafka=broker.kafka)
+    assert compare_dumps(files, text) == {}
 
 
 def test_our_dump_prints_kafkas_lines_for_producer_snapshots(kafka_broker, broker_topics):

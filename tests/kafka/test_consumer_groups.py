@@ -6,8 +6,6 @@ assignments, tombstones when the member leaves) decode to what Kafka's DumpLogSe
 member, its epoch and its partitions as the consumer itself reported them."""
 from __future__ import annotations
 
-import json
-
 import pyarrow.compute as pc
 
 from spark_kafkalog.format.coordinator import GroupState
@@ -18,13 +16,11 @@ from tests.kafka.test_consumer_offsets import same_dump
 GROUP = "kip848"
 
 
-def test_kip848_consumer_group_records(kafka_broker, kafka_tool, broker_topics, tmp_path):
+def test_kip848_consumer_group_records(kafka_broker, kafka_tool, broker_topics):
     ends = broker_topics.ends["read_uncommitted"]
     topic = next(t for (t, p) in sorted(ends) if (t, 1) in ends and (t, 2) not in ends
                  and ends[(t, 0)] > 0)
-    out = tmp_path / "group.json"
-    kafka_tool.run("group", kafka_broker.bootstrap, GROUP, str(out), topic)
-    told = json.loads(out.read_text())
+    told = kafka_tool.group(GROUP, "consumer", [topic])
     member, epoch = told["memberId"], told["memberEpoch"]
     assert told["assignment"] == {f"{topic}-{p}": ends[(topic, p)] for p in (0, 1)}
     logdir = str(kafka_broker.logdir)

@@ -21,7 +21,8 @@ from spark_kafkalog.format import encode
 from spark_kafkalog.log import read_group_state
 from tests.format import coordinator_builders as cb
 from tests.format import group_builders as gb
-from tests.kafka.broker import CLIENT_JVM, JAVA, classpath, dump_log_segments
+from tests.kafka.broker import (CLIENT_JVM, JAVA, KAFKA4, Kafka, classpath,
+                                dump_log_segments)
 from tests.kafka.conftest import wait_for
 
 GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
@@ -34,11 +35,12 @@ def ours(files, decoder: str) -> str:
     return out.getvalue()
 
 
-def same_dump(files, decoder: str, must_show: str) -> list[str]:
-    """Lines where our dump differs from Kafka's. Where Kafka skips a record it cannot
-    decode (``Error at offset N, skipping. <its reason>``) we must skip it too, with our
-    own reason. ``must_show``: text Kafka's dump must contain (guards the oracle)."""
-    text = dump_log_segments(files, decoder)
+def same_dump(files, decoder: str, must_show: str, kafka: Kafka = KAFKA4) -> list[str]:
+    """Lines where our dump differs from Kafka's (``kafka``'s version). Where Kafka skips
+    a record it cannot decode (``Error at offset N, skipping. <its reason>``) we must skip
+    it too, with our own reason. ``must_show``: text Kafka's dump must contain (guards the
+    oracle)."""
+    text = dump_log_segments(files, decoder, kafka=kafka)
     if must_show not in text:
         return [f"Kafka's dump does not show {must_show!r}"]
     theirs = text.splitlines()
@@ -54,6 +56,27 @@ def same_dump(files, decoder: str, must_show: str) -> list[str]:
         if a != b:
             diff.append(f"ours:  {a}\nkafka: {b}")
     return diff
+
+
+def reset_offsets(broker, group: str, csv) -> None:
+    """``kafka-consumer-groups.sh --reset-offsets --from-file CSV --execute`` of the
+    broker's Kafka version: commits the CSV's offsets for ``group`` through the broker."""
+    out = subprocess.run([JAVA, *CLIENT_JVM, "-cp", classpath(kafka=broker.kafka), GROUP_COMMAND,
+                          "--bootstrap-server", broker.bootstrap, "--group", group,
+                          "--reset-offsets", "--from-file", str(csv), "--execute"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
+def committed(broker, group: str) -> dict | None:
+    """``group``'s commits in the live broker's ``__consumer_offsets`` as we decode them:
+    ``{(topic, partition): offset}``, or None while the log is mid-write."""
+    try:
+        state = read_group_state(str(broker.logdir))
+    except Exception:
+        return None
+    return {(r["topic"], r["partition"]): r["offset"]
+            for r in state.commits().to_pylist() if r["group"] == group}
 
 
 def every_version_segment(tmp_path):
@@ -101,21 +124,9 @@ def test_offsets_through_kafka_consumer_groups_and_dump_log_segments(
     assert csv.read_text() == "".join(f"{t},{p},{o}\n" for (t, p), o in sorted(wanted.items()))
 
     # Kafka's own tool takes the CSV and commits through the broker
-    out = subprocess.run([JAVA, *CLIENT_JVM, "-cp", classpath(), GROUP_COMMAND,
-                          "--bootstrap-server", kafka_broker.bootstrap, "--group", "carried",
-                          "--reset-offsets", "--from-file", str(csv), "--execute"],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-
-    def committed():
-        try:
-            state = read_group_state(str(kafka_broker.logdir))
-        except Exception:
-            return None
-        return {(r["topic"], r["partition"]): r["offset"]
-                for r in state.commits().to_pylist() if r["group"] == "carried"}
+    reset_offsets(kafka_broker, "carried", csv)
     wait_for("the broker's __consumer_offsets to hold the reset offsets",
-             lambda: committed() == wanted)
+             lambda: committed(kafka_broker, "carried") == wanted)
 
     problems = {}
     for part, decoder, shown in (

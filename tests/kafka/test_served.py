@@ -57,15 +57,7 @@ def served(spark, kafka_broker, kafka_tool, broker_topics, tmp_path_factory):
     kafka_broker.stop()
     after_stop = {iso: read_all_tables(kafka_broker.logdir, broker_topics, iso)
                   for iso in ISOLATIONS}
-    for topic in topics:
-        for part in (0, 1):
-            ours, theirs = stage / f"{topic}-{part}", kafka_broker.partition_dir(topic, part)
-            for f in theirs.iterdir():
-                if f.name not in KEEP:
-                    f.unlink()
-            for f in ours.iterdir():
-                if f.name not in KEEP:
-                    shutil.copy2(f, theirs / f.name)
+    place(stage, kafka_broker, {t: 2 for t in topics})
     mark = kafka_broker.server_log.stat().st_size
     kafka_broker.start()
     consumed, ends = kafka_tool.consume(topics, "read_uncommitted")
@@ -76,6 +68,20 @@ def served(spark, kafka_broker, kafka_tool, broker_topics, tmp_path_factory):
     return SimpleNamespace(stage=stage, topics=topics, after_stop=after_stop,
                            consumed=consumed, ends=ends, restart_log=restart_log,
                            rdkafka=rdkafka)
+
+
+def place(stage, broker, topics: dict[str, int]) -> None:
+    """Our partition data of ``topics`` (name -> partition count) in place of the stopped
+    broker's; its ``partition.metadata`` and ``leader-epoch-checkpoint`` stay."""
+    for topic, count in topics.items():
+        for part in range(count):
+            ours, theirs = stage / f"{topic}-{part}", broker.partition_dir(topic, part)
+            for f in theirs.iterdir():
+                if f.name not in KEEP:
+                    f.unlink()
+            for f in ours.iterdir():
+                if f.name not in KEEP:
+                    shutil.copy2(f, theirs / f.name)
 
 
 def consume_rdkafka(bootstrap: str, ends: dict) -> list[dict]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import random
 import re
-import shutil
 from types import SimpleNamespace
 
 import pyarrow.fs as pafs
@@ -26,7 +25,7 @@ from spark_kafkalog.log import read_table
 from spark_kafkalog.log.write import AppendConfig, recover_topic
 from spark_kafkalog.log.write import journal as jr
 from tests.kafka.compare import differences, dump_log_segments_findings, from_arrow
-from tests.kafka.test_served import KEEP
+from tests.kafka.test_served import place
 from tests.kafka.topics import BASE_TS
 from tests.log.test_appender_util import R, write
 from tests.log.killing import FaultCounter, run_killed
@@ -104,15 +103,7 @@ def recovered(kafka_broker, kafka_tool, broker_topics, tmp_path_factory):
     assert committed == {"recovered-rolled-back": False, "recovered-rolled-forward": True}
     kafka_tool.create_topics([{"topic": t, "partitions": 2} for t in TOPICS])
     kafka_broker.stop()
-    for topic in TOPICS:
-        for part in (0, 1):
-            ours, theirs = stage / f"{topic}-{part}", kafka_broker.partition_dir(topic, part)
-            for f in theirs.iterdir():
-                if f.name not in KEEP:
-                    f.unlink()
-            for f in ours.iterdir():
-                if f.name not in KEEP:
-                    shutil.copy2(f, theirs / f.name)
+    place(stage, kafka_broker, {t: 2 for t in TOPICS})
     # an unclean start: the broker recovers every segment past its recovery point (ours
     # from offset 0, as the topics were empty when it stopped)
     (kafka_broker.logdir / ".kafka_cleanshutdown").unlink()

@@ -5,7 +5,9 @@ default; ``java-none`` with idempotence off), a transactional topic with commits
 aborts, a compacted topic the cleaner has cleaned, a LogAppendTime topic. librdkafka
 (confluent-kafka): one topic per codec, one transactional. Every topic rolls a segment on
 each append (``segment.ms=1``: Kafka 4 refuses a ``segment.bytes`` under 1 MiB), so each
-has many segments. Records mix null and present keys, values and headers.
+has many segments. Records mix null and present keys, values and headers. On the 3.9
+broker, a classic consumer group (``GROUP39``) reads ``GROUP_TOPICS`` after the first
+round and commits, then a second round is produced to them: its commits are mid-log.
 """
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ ROLL = {"segment.ms": "1"}
 SMALL_BATCHES = {"batch.size": "600", "linger.ms": "0"}
 #: record timestamps given explicitly (CreateTime) for some records, to check they pass
 BASE_TS = 1_700_000_000_000
+#: the classic group of the 3.9 broker and the topics it commits on
+GROUP39 = "classic39"
+GROUP_TOPICS = ("java-gzip", "java-zstd")
 
 
 def records(n: int, tag: str, *, partitions: int = 2, keys: int | None = None,
@@ -131,28 +136,40 @@ def produce_rdkafka(bootstrap: str) -> None:
 class Produced:
     """What was produced, and what Kafka's consumer read back."""
 
-    def __init__(self, topics, by_isolation, ends):
+    def __init__(self, topics, by_isolation, ends, group=None):
         self.topics = topics                  # every topic name
         self.by_isolation = by_isolation      # isolation -> list of records (dicts)
         self.ends = ends                      # isolation -> {(topic, partition): end}
+        self.group = group                    # what the group consumer reported, or None
 
     def expected(self, topic: str, isolation: str) -> list[dict]:
         return [r for r in self.by_isolation[isolation] if r["topic"] == topic]
 
 
-def produce_all(broker, tool) -> Produced:
+def produce_all(broker, tool, *, rdkafka: bool = True, group: str | None = None) -> Produced:
+    """Produce the Java producer's topics (and librdkafka's with ``rdkafka``); with
+    ``group``, a classic consumer group then reads ``GROUP_TOPICS`` to their end and
+    commits, and a second round of records follows on them."""
     create, produce = java_specs()
-    create = create + rdkafka_specs()
+    if rdkafka:
+        create = create + rdkafka_specs()
     tool.create_topics(create)
     tool.produce(produce)
-    produce_rdkafka(broker.bootstrap)
+    if rdkafka:
+        produce_rdkafka(broker.bootstrap)
+    told = None
+    if group is not None:
+        told = tool.group(group, "classic", list(GROUP_TOPICS))
+        props = {p["topic"]: p["props"] for p in produce}
+        tool.produce([step for t in GROUP_TOPICS
+                      for step in chunks(t, props[t], records(40, f"{t}-more"), n=2)])
     names = [t["topic"] for t in create]
     wait_compacted(broker, "java-compact")
     by_isolation, ends = {}, {}
     for isolation in ("read_uncommitted", "read_committed"):
         by_isolation[isolation], ends[isolation] = tool.consume(names, isolation)
     wait_checkpointed(broker, ends["read_uncommitted"])
-    return Produced(names, by_isolation, ends)
+    return Produced(names, by_isolation, ends, told)
 
 
 def checkpoint(path) -> dict:
