@@ -3,7 +3,9 @@
 
 The same ``--records`` (default 1,000,000) small records are written (``jobs/
 make_sample_log.py``, codec none) as 10, 200 and 2,000 topic-partitions (``--counts``).
-In ONE Spark session (local[2]), each is read into the noop sink ``--repeat`` times:
+With ``--spread`` (default 4), the 200-partition log is also read spread over that many log
+dirs (partition dirs dealt round-robin, each dir with its own checkpoints). In ONE Spark
+session (local[2]), each is read into the noop sink ``--repeat`` times:
 
 - ``packed``: ``format("kafkalog")`` with its defaults (small slices packed into tasks);
 - ``unpacked``: the same with ``packPartitions=false`` (one task per slice at least),
@@ -43,6 +45,40 @@ def build_log(root: Path, records: int, partitions: int, segment_bytes: int) -> 
     return str(root)
 
 
+def spread_log(src: str, roots: list[Path]) -> str:
+    """The partition dirs of log dir ``src`` dealt round-robin over ``roots`` (hard links),
+    each root with the checkpoints of its own partitions; the comma-joined roots."""
+    import os
+    import re
+
+    from jobs.make_sample_log import checkpoint_text
+
+    src = Path(src)
+    dirs = sorted((d for d in src.iterdir() if d.is_dir()),
+                  key=lambda d: int(d.name.rsplit("-", 1)[1]))
+    names = ("replication-offset-checkpoint", "recovery-point-offset-checkpoint",
+             "log-start-offset-checkpoint")
+    ckpts = {}
+    for name in names:
+        lines = (src / name).read_text().split("\n")[2:]
+        ckpts[name] = {(t, int(p)): int(o) for t, p, o in
+                       (re.split(r"\s+", ln.strip()) for ln in lines if ln.strip())}
+    for i, root in enumerate(roots):
+        root.mkdir(parents=True)
+        mine = dirs[i::len(roots)]
+        for d in mine:
+            (root / d.name).mkdir()
+            for f in d.iterdir():
+                os.link(f, root / d.name / f.name)
+        keys = {("bench", int(d.name.rsplit("-", 1)[1])) for d in mine}
+        for name in names:
+            (root / name).write_text(checkpoint_text(
+                {k: v for k, v in ckpts[name].items() if k in keys}))
+        (root / "cleaner-offset-checkpoint").write_text(checkpoint_text({}))
+        (root / "meta.properties").write_text((src / "meta.properties").read_text())
+    return ",".join(str(r) for r in roots)
+
+
 def plan_time(logdir: str, repeat: int = 3) -> tuple[float, int]:
     """(median seconds, tasks) of planning a read of the whole topic."""
     from spark_kafkalog.log import LogDirs
@@ -53,7 +89,7 @@ def plan_time(logdir: str, repeat: int = 3) -> tuple[float, int]:
     times, n = [], 0
     for _ in range(repeat):
         t0 = time.perf_counter()
-        n = len(plan(LogDirs(logdir), opts))
+        n = len(plan(LogDirs(list(opts.paths)), opts))
         times.append(time.perf_counter() - t0)
     return statistics.median(times), n
 
@@ -79,6 +115,14 @@ def build_floor(logdir: str, ipc: Path) -> int:
     return len(tasks)
 
 
+def _label(n) -> str:
+    return f"{n:,}" if isinstance(n, int) else str(n)
+
+
+def _ipc(work: Path, n) -> Path:
+    return work / f"ipc-{_label(n).replace('/', '-')}"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -86,6 +130,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--unpacked-max", type=int, default=200)
     ap.add_argument("--plan-partitions", type=int, default=10_000)
+    ap.add_argument("--spread", type=int, default=4,
+                    help="also read the 200-partition log spread over this many log dirs "
+                         "(0: no)")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--skip-spark", action="store_true", help="planning only")
     args = ap.parse_args(argv)
@@ -106,13 +153,18 @@ def main(argv=None) -> int:
             logs[n] = build_log(work / f"log-{n}", args.records, n, 8 << 20)
             print(f"{n} partitions: {args.records:,} records written in "
                   f"{time.perf_counter() - t0:.1f}s", flush=True)
+        if args.spread and 200 in logs:
+            label = f"200/{args.spread}dirs"
+            logs[label] = spread_log(logs[200], [work / f"spread-{i}"
+                                                 for i in range(args.spread)])
+            counts.insert(counts.index(200) + 1, label)
         planning = {n: plan_time(logs[n]) for n in counts}
         results = {}
         if not args.skip_spark:
             from bench_read import replay_source
             from pyspark.sql import SparkSession
 
-            floors = {n: build_floor(logs[n], work / f"ipc-{n}") for n in counts}
+            floors = {n: build_floor(logs[n], _ipc(work, n)) for n in counts}
             spark = (SparkSession.builder.master(args.master)
                      .appName("kafkalog-bench-many").config("spark.ui.enabled", "false")
                      .config("spark.driver.bindAddress", "127.0.0.1")
@@ -132,9 +184,9 @@ def main(argv=None) -> int:
                 for n in counts:
                     kinds = {"packed": lambda: run("kafkalog", logs[n]),
                              "floor": lambda: spark.read.format("arrowreplay")
-                             .option("path", str(work / f"ipc-{n}")).load()
+                             .option("path", str(_ipc(work, n))).load()
                              .write.format("noop").mode("overwrite").save()}
-                    if n <= args.unpacked_max:
+                    if isinstance(n, int) and n <= args.unpacked_max:
                         kinds["unpacked"] = lambda: run("kafkalog", logs[n],
                                                         packPartitions="false")
                     got = {}
@@ -160,12 +212,12 @@ def main(argv=None) -> int:
             if n in results:
                 _, got = results[n]
                 un = got.get("unpacked")
-                print(f"{n:16,} {tasks:6} {pt:8.2f}s {got['packed']:7.2f}s "
+                print(f"{_label(n):>16} {tasks:6} {pt:8.2f}s {got['packed']:7.2f}s "
                       f"{(f'{un:8.2f}s' if un else '        -'):>9} {got['floor']:6.2f}s "
                       f"{got['packed'] / got['floor']:13.2f}")
             else:
-                print(f"{n:16,} {tasks:6} {pt:8.2f}s")
-        ran = [n for n in counts if n in results]
+                print(f"{_label(n):>16} {tasks:6} {pt:8.2f}s")
+        ran = [n for n in counts if n in results and isinstance(n, int)]
         if len(ran) > 1:
             lo, hi = min(ran), max(ran)
             print(f"packed read, {hi:,} vs {lo:,} partitions: "
