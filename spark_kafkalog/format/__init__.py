@@ -1,7 +1,8 @@
 """Bytes in, Arrow columns out -- and back. No file I/O, no Spark.
 
 The public API (the log layer and the tests use only these names): ``decode``,
-``decode_run``, ``scan_headers``, ``read_batch_header`` (:mod:`.decode`); ``encode``,
+``decode_run``, ``scan_headers`` (``scan_header_rows``: the same as numpy rows),
+``read_batch_header`` (:mod:`.decode`); ``encode``,
 ``encode_batches``, ``encode_partitioned`` (:mod:`.encode`); ``compress``,
 ``decompress`` (the codec registry, :mod:`.codecs`); ``murmur2``, ``partition_for_keys``
 (the Java producer's default partitioner, :mod:`._partition`). Byte layouts: :mod:`.wire`.
