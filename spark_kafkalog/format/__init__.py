@@ -1,7 +1,8 @@
 """Bytes in, Arrow columns out -- and back. No file I/O, no Spark.
 
 The public API (the log layer and the tests use only these names): ``decode``,
-``decode_run``, ``scan_headers``, ``read_batch_header`` (:mod:`.decode`); ``encode``,
+``decode_run``, ``scan_headers`` (``scan_header_rows``: the same as numpy rows),
+``read_batch_header`` (:mod:`.decode`); ``encode``,
 ``encode_batches``, ``encode_partitioned`` (:mod:`.encode`); ``compress``,
 ``decompress`` (the codec registry, :mod:`.codecs`); ``murmur2``, ``partition_for_keys``
 (the Java producer's default partitioner, :mod:`._partition`). Byte layouts: :mod:`.wire`.
@@ -16,12 +17,15 @@ from spark_kafkalog.errors import (
 )
 from spark_kafkalog.format.codecs import compress, decompress
 from spark_kafkalog.format.decode import (
+    BATCH_HEADER_DTYPE,
     BatchHeader,
     HeaderScan,
     ScanProblem,
     decode,
     decode_run,
+    header_table,
     read_batch_header,
+    scan_header_rows,
     scan_headers,
 )
 from spark_kafkalog.format.encode import encode, encode_batches, encode_partitioned
@@ -35,10 +39,10 @@ from spark_kafkalog.format.schema import (
 from spark_kafkalog.format.wire import DEFAULT_MAX_DECOMPRESSED
 
 __all__ = [
-    "BATCH_HEADER_SCHEMA", "BatchHeader", "CodecError", "CorruptRecordError",
+    "BATCH_HEADER_DTYPE", "BATCH_HEADER_SCHEMA", "BatchHeader", "CodecError", "CorruptRecordError",
     "DEFAULT_MAX_DECOMPRESSED", "HeaderScan", "KafkaLogError", "MissingCodecError",
     "SCHEMA", "SCHEMA_WITH_HEADERS", "ScanProblem", "UnsupportedFormatError", "compress",
     "decode", "decode_run", "decompress", "encode", "encode_batches", "encode_partitioned",
-    "murmur2", "partition_for_keys", "read_batch_header", "record_schema",
-    "scan_headers",
+    "header_table", "murmur2", "partition_for_keys", "read_batch_header", "record_schema",
+    "scan_header_rows", "scan_headers",
 ]

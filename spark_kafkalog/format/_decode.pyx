@@ -33,7 +33,6 @@ from spark_kafkalog.errors import (
     UnsupportedFormatError,
 )
 from spark_kafkalog.format.schema import (
-    BATCH_HEADER_SCHEMA,
     HEADER_TYPE,
     HEADERS_TYPE,
     SCHEMA,
@@ -664,7 +663,6 @@ _T_INT64 = SCHEMA.field("offset").type
 _T_TIMESTAMP = SCHEMA.field("timestamp").type
 _T_HEADER_KEY = HEADER_TYPE.field("key").type
 _T_HEADER_VALUE = HEADER_TYPE.field("value").type
-_HEADER_COLUMN_TYPES = [f.type for f in BATCH_HEADER_SCHEMA]
 
 # ---- batch headers: the layout is _wire.pxd's (wire.py's names) ----------------------------
 cdef extern from "<stdint.h>":
@@ -695,8 +693,6 @@ cdef enum:
     LEG_VALUE_LEN = 7
     LEG_VALUE_PAST = 8
     LEG_LEFTOVER = 9
-    # columns of BATCH_HEADER_SCHEMA
-    NCOLS = 18
 
 cdef struct Hdr:
     # the fields of one top-level batch header (v2), or of a legacy entry
@@ -2047,34 +2043,85 @@ cdef int _control_type(const uint8_t* p, int64_t plen, int32_t* out) noexcept:
     return 0
 
 
-# column widths in BATCH_HEADER_SCHEMA order (bools stored as bytes, packed at the end)
-cdef int64_t[NCOLS] _WIDTH = [8, 4, 1, 2, 1, 8, 8, 8, 8, 8, 2, 4, 4, 4, 1, 1, 4, 2]
+# One batch header as the scan stores it: the fields of BATCH_HEADER_SCHEMA, widest first
+# so that nothing is padded but the end. header_row_layout() tells decode.py the offsets
+# (its numpy dtype is built from them: the layout lives here only).
+cdef struct HRow:
+    int64_t position
+    int64_t base_offset
+    int64_t last_offset
+    int64_t first_timestamp
+    int64_t max_timestamp
+    int64_t producer_id
+    int32_t size
+    int32_t base_sequence
+    int32_t record_count
+    int32_t partition_leader_epoch
+    uint32_t crc
+    int16_t attributes
+    int16_t producer_epoch
+    int16_t control_type
+    int8_t magic
+    int8_t codec
+    uint8_t is_transactional
+    uint8_t is_control
+
+
+def header_row_layout():
+    """``(itemsize, [(name, numpy type, byte offset), ...])`` of the rows
+    :func:`scan_buffer` writes (bools are bytes holding 0 or 1)."""
+    cdef HRow r
+    cdef char* b = <char*>&r
+    return sizeof(HRow), [
+        ("position", "<i8", <char*>&r.position - b),
+        ("size", "<i4", <char*>&r.size - b),
+        ("magic", "i1", <char*>&r.magic - b),
+        ("attributes", "<i2", <char*>&r.attributes - b),
+        ("codec", "i1", <char*>&r.codec - b),
+        ("base_offset", "<i8", <char*>&r.base_offset - b),
+        ("last_offset", "<i8", <char*>&r.last_offset - b),
+        ("first_timestamp", "<i8", <char*>&r.first_timestamp - b),
+        ("max_timestamp", "<i8", <char*>&r.max_timestamp - b),
+        ("producer_id", "<i8", <char*>&r.producer_id - b),
+        ("producer_epoch", "<i2", <char*>&r.producer_epoch - b),
+        ("base_sequence", "<i4", <char*>&r.base_sequence - b),
+        ("record_count", "<i4", <char*>&r.record_count - b),
+        ("partition_leader_epoch", "<i4", <char*>&r.partition_leader_epoch - b),
+        ("is_transactional", "?", <char*>&r.is_transactional - b),
+        ("is_control", "?", <char*>&r.is_control - b),
+        ("crc", "<u4", <char*>&r.crc - b),
+        ("control_type", "<i2", <char*>&r.control_type - b),
+    ]
 
 
 def scan_buffer(data, int64_t start, int64_t max_batches, bint verify_crc,
                 int64_t position_base, object first_offset_hint, int64_t max_decompressed):
     """Batch headers of ``data`` from ``start``, at most ``max_batches`` (-1: all).
 
-    Returns ``(columns, end, problem)``: the BATCH_HEADER_SCHEMA columns as a list of
-    arrays, the relative position after the last whole valid batch, and None or
-    ``(kind, relative position, offset or None, reason)``. Never raises for bad data
+    Returns ``(rows, count, end, problem)``: a bytearray holding at least ``count`` rows
+    of :func:`header_row_layout` (one allocation: the caller views it as a numpy
+    structured array), the relative position after the last whole valid batch, and None
+    or ``(kind, relative position, offset or None, reason)``. Never raises for bad data
     (a missing codec library still raises MissingCodecError)."""
     cdef const uint8_t[::1] mv = data
     cdef int64_t n = mv.shape[0]
     cdef const uint8_t* base = &mv[0] if n else NULL
     cdef const uint8_t* p
-    cdef const uint8_t* rp
-    cdef int64_t pos = start, size, rows = 0, cap = 0, base_off, last_off, prev_last = 0
+    cdef int64_t pos = start, size, rows = 0, cap, base_off, last_off, prev_last = 0
     cdef bint have_prev = False
-    cdef int code, k, codec
+    cdef int code, codec
     cdef int32_t ctype
     cdef uint32_t crc
     cdef Hdr h
-    cdef const uint8_t[::1] rmv
-    cdef list cols = [_Growable() for _ in range(NCOLS)]
-    cdef _Growable g
+    cdef HRow* row
+    cdef HRow* out
     problem = None
-    view = memoryview(data)
+    # a first guess from the size (batches of 1 KiB), grown by doubling
+    cap = (n - start) // 1024 + 4 if n > start else 1
+    if max_batches >= 0 and cap > max_batches:
+        cap = max(max_batches, 1)
+    buf = PyByteArray_FromStringAndSize(NULL, cap * sizeof(HRow))
+    out = <HRow*>PyByteArray_AS_STRING(buf)
     if first_offset_hint is not None:
         prev_last = <int64_t>first_offset_hint - 1
         have_prev = True
@@ -2126,65 +2173,34 @@ def scan_buffer(data, int64_t start, int64_t max_batches, bint verify_crc,
             else:
                 base_off = h.base_offset
         if rows == cap:
-            cap = max(2 * cap, 256)
-            for k in range(NCOLS):
-                (<_Growable>cols[k]).resize(cap * _WIDTH[k], False)
-        _put_row(cols, rows, pos + position_base, size, &h, base_off, last_off, ctype)
+            cap *= 2
+            PyByteArray_Resize(buf, cap * sizeof(HRow))
+            out = <HRow*>PyByteArray_AS_STRING(buf)
+        row = out + rows
+        row.position = pos + position_base
+        row.size = <int32_t>size
+        row.magic = h.magic
+        row.attributes = h.attributes
+        row.codec = <int8_t>(h.attributes & ATTR_CODEC_MASK)
+        row.base_offset = base_off
+        row.last_offset = last_off
+        row.first_timestamp = h.first_ts
+        row.max_timestamp = h.max_ts
+        row.producer_id = h.producer_id
+        row.producer_epoch = h.producer_epoch
+        row.base_sequence = h.base_sequence
+        row.record_count = h.count
+        row.partition_leader_epoch = h.leader_epoch
+        row.is_transactional = (h.magic == 2 and (h.attributes & ATTR_TRANSACTIONAL) != 0)
+        row.is_control = (h.magic == 2 and (h.attributes & ATTR_CONTROL) != 0)
+        row.crc = h.crc
+        row.control_type = <int16_t>ctype
         rows += 1
         prev_last = last_off
         have_prev = True
         pos += size
 
-    return _header_columns(cols, rows), pos, problem
-
-
-cdef int _put_row(list cols, int64_t r, int64_t position, int64_t size, Hdr* h,
-                   int64_t base_off, int64_t last_off, int32_t ctype) except -1:
-    (<int64_t*>(<_Growable>cols[0]).ptr)[r] = position
-    (<int32_t*>(<_Growable>cols[1]).ptr)[r] = <int32_t>size
-    (<int8_t*>(<_Growable>cols[2]).ptr)[r] = h.magic
-    (<int16_t*>(<_Growable>cols[3]).ptr)[r] = h.attributes
-    (<int8_t*>(<_Growable>cols[4]).ptr)[r] = <int8_t>(h.attributes & ATTR_CODEC_MASK)
-    (<int64_t*>(<_Growable>cols[5]).ptr)[r] = base_off
-    (<int64_t*>(<_Growable>cols[6]).ptr)[r] = last_off
-    (<int64_t*>(<_Growable>cols[7]).ptr)[r] = h.first_ts
-    (<int64_t*>(<_Growable>cols[8]).ptr)[r] = h.max_ts
-    (<int64_t*>(<_Growable>cols[9]).ptr)[r] = h.producer_id
-    (<int16_t*>(<_Growable>cols[10]).ptr)[r] = h.producer_epoch
-    (<int32_t*>(<_Growable>cols[11]).ptr)[r] = h.base_sequence
-    (<int32_t*>(<_Growable>cols[12]).ptr)[r] = h.count
-    (<int32_t*>(<_Growable>cols[13]).ptr)[r] = h.leader_epoch
-    (<uint8_t*>(<_Growable>cols[14]).ptr)[r] = (h.magic == 2 and (h.attributes & ATTR_TRANSACTIONAL) != 0)
-    (<uint8_t*>(<_Growable>cols[15]).ptr)[r] = (h.magic == 2 and (h.attributes & ATTR_CONTROL) != 0)
-    (<uint32_t*>(<_Growable>cols[16]).ptr)[r] = h.crc
-    (<int16_t*>(<_Growable>cols[17]).ptr)[r] = <int16_t>ctype
-    return 0
-
-
-cdef list _header_columns(list cols, int64_t rows):
-    cdef list types = _HEADER_COLUMN_TYPES
-    cdef list out = []
-    cdef int k
-    cdef int64_t r
-    cdef uint8_t* bits
-    cdef const uint8_t* src
-    cdef _Growable g
-    for k in range(NCOLS):
-        g = <_Growable>cols[k]
-        if k in (14, 15):
-            bitmap = pa.allocate_buffer(max(_bitmap_bytes(rows), 1))
-            bits = <uint8_t*><uintptr_t>bitmap.address
-            memset(bits, 0, <size_t>max(_bitmap_bytes(rows), 1))
-            src = g.ptr
-            for r in range(rows):
-                if src[r]:
-                    bits[r >> 3] |= <uint8_t>(1 << (r & 7))
-            out.append(pa.Array.from_buffers(types[k], rows, [None, bitmap], null_count=0))
-        else:
-            out.append(pa.Array.from_buffers(types[k], rows,
-                                             [None, g.finish(rows * _WIDTH[k])],
-                                             null_count=0))
-    return out
+    return buf, rows, pos, problem
 
 
 # ---- test hooks ----------------------------------------------------------------------------------

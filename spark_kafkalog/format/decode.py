@@ -43,6 +43,7 @@ import array
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 
 from spark_kafkalog.errors import CorruptRecordError, InvalidOptionError
@@ -52,8 +53,9 @@ from spark_kafkalog.format.schema import BATCH_HEADER_SCHEMA
 from spark_kafkalog.format.wire import DEFAULT_MAX_DECOMPRESSED
 
 __all__ = [
-    "BatchHeader", "HeaderScan", "ScanProblem", "decode", "decode_run", "decode_varint",
-    "decode_varlong", "read_batch_header", "scan_headers", "set_block_cache_limit",
+    "BATCH_HEADER_DTYPE", "BatchHeader", "HeaderScan", "ScanProblem", "decode", "decode_run",
+    "decode_varint", "decode_varlong", "header_table", "read_batch_header", "scan_header_rows",
+    "scan_headers", "set_block_cache_limit",
 ]
 
 # the kernel falls back on the codec registry, which uses the kernel's C decoders
@@ -61,6 +63,21 @@ _decode.set_codec_registry(codecs.decompress, codecs.zstd_decompress_fn)
 
 _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
 _INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
+
+
+def _header_dtype() -> np.dtype:
+    itemsize, fields = _decode.header_row_layout()
+    names = [name for name, _t, _o in fields]
+    if names != BATCH_HEADER_SCHEMA.names:
+        raise ImportError(f"the decode kernel's header rows {names} do not match "
+                          "BATCH_HEADER_SCHEMA: rebuild the kernel")
+    return np.dtype({"names": names, "formats": [t for _n, t, _o in fields],
+                     "offsets": [o for _n, _t, o in fields], "itemsize": itemsize})
+
+
+#: numpy structured dtype of the rows :func:`scan_header_rows` returns: the fields (and
+#: order) of ``BATCH_HEADER_SCHEMA``, laid out as the kernel writes them
+BATCH_HEADER_DTYPE = _header_dtype()
 
 
 class BatchHeader(NamedTuple):
@@ -106,12 +123,14 @@ class ScanProblem:
 
 @dataclass(frozen=True)
 class HeaderScan:
-    """Result of :func:`scan_headers`.
+    """Result of :func:`scan_headers` and :func:`scan_header_rows`.
 
-    ``headers``: one row per whole valid batch, schema ``BATCH_HEADER_SCHEMA``.
+    ``headers``: one row per whole valid batch, a table of schema ``BATCH_HEADER_SCHEMA``
+    (:func:`scan_headers`) or a numpy array of ``BATCH_HEADER_DTYPE``
+    (:func:`scan_header_rows`).
     ``end``: absolute position just after the last of them (where the next append or the
     next scan starts). ``problem``: None when the data ended exactly at a batch end."""
-    headers: pa.Table
+    headers: pa.Table | np.ndarray
     end: int
     problem: ScanProblem | None
 
@@ -264,16 +283,43 @@ def scan_headers(data, *, position_base: int = 0, verify_crc: bool = False,
     entry's last offset + 1 -- ``first_offset_hint`` for the first entry (the segment's
     base offset, say), or the wrapper's own offset without a hint. First/max timestamps
     are the v1 timestamp (-1 for v0)."""
+    scan = scan_header_rows(data, position_base=position_base, verify_crc=verify_crc,
+                            first_offset_hint=first_offset_hint)
+    return HeaderScan(header_table(scan.headers), scan.end, scan.problem)
+
+
+def scan_header_rows(data, *, position_base: int = 0, verify_crc: bool = False,
+                     first_offset_hint: int | None = None) -> HeaderScan:
+    """:func:`scan_headers` with the headers as a numpy structured array of
+    ``BATCH_HEADER_DTYPE`` (one allocation, no Arrow): what the log layer's scans use,
+    where a window holds a few batches and building Arrow arrays would cost more than
+    the scan. ``headers[name]`` is a column (a strided view)."""
     position_base = _int_option("position_base", position_base, 0, _INT64_MAX)
     hint = _optional_offset("first_offset_hint", first_offset_hint)
-    cols, end, problem = _decode.scan_buffer(
+    buf, rows, end, problem = _decode.scan_buffer(
         _byte_view(data), 0, -1, bool(verify_crc), position_base, hint,
         DEFAULT_MAX_DECOMPRESSED)
-    table = pa.Table.from_arrays(cols, schema=BATCH_HEADER_SCHEMA)
+    headers = np.frombuffer(buf, dtype=BATCH_HEADER_DTYPE, count=rows)
     if problem is not None:
         kind, pos, offset, reason = problem
         problem = ScanProblem(kind, position_base + pos, offset, reason)
-    return HeaderScan(table, position_base + end, problem)
+    return HeaderScan(headers, position_base + end, problem)
+
+
+def header_table(rows: np.ndarray) -> pa.Table:
+    """Header rows (``BATCH_HEADER_DTYPE``, as :func:`scan_header_rows` gives them) as a
+    table of ``BATCH_HEADER_SCHEMA``."""
+    n = len(rows)
+    cols = []
+    for f in BATCH_HEADER_SCHEMA:
+        col = rows[f.name]
+        if col.dtype == np.bool_:           # Arrow packs bools into bits
+            col = np.packbits(col, bitorder="little")
+        # built from buffers: pa.array of numpy data would import pandas (npview.py)
+        cols.append(pa.Array.from_buffers(f.type, n,
+                                          [None, pa.py_buffer(np.ascontiguousarray(col))],
+                                          null_count=0))
+    return pa.Table.from_arrays(cols, schema=BATCH_HEADER_SCHEMA)
 
 
 def read_batch_header(data, pos: int = 0) -> BatchHeader:
@@ -285,9 +331,9 @@ def read_batch_header(data, pos: int = 0) -> BatchHeader:
     if pos >= len(view):
         raise CorruptRecordError(f"no batch at position {pos}: the data holds {len(view)} "
                                  f"bytes", position=pos)
-    cols, _end, problem = _decode.scan_buffer(view, pos, 1, False, 0, None,
-                                              DEFAULT_MAX_DECOMPRESSED)
+    buf, rows, _end, problem = _decode.scan_buffer(view, pos, 1, False, 0, None,
+                                                   DEFAULT_MAX_DECOMPRESSED)
     if problem is not None:
         _kind, at, offset, reason = problem
         raise CorruptRecordError(reason, position=at, offset=offset)
-    return BatchHeader(*(col[0].as_py() for col in cols))
+    return BatchHeader(*np.frombuffer(buf, dtype=BATCH_HEADER_DTYPE, count=rows)[0].item())

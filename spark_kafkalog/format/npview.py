@@ -90,5 +90,8 @@ def to_numpy(arr) -> np.ndarray:
 
 
 def column(table, name: str) -> np.ndarray:
-    """``to_numpy`` of a table's (or record batch's) column ``name``."""
+    """``to_numpy`` of a table's (or record batch's) column ``name``; the field ``name``
+    of a numpy structured array (the batch header rows of ``scan_header_rows``)."""
+    if isinstance(table, np.ndarray):
+        return table[name]
     return to_numpy(table.column(name))

@@ -11,10 +11,12 @@ from kafka.record.memory_records import MemoryRecords
 from spark_kafkalog.errors import CorruptRecordError
 from spark_kafkalog.format import wire
 from spark_kafkalog.format.decode import (
+    BATCH_HEADER_DTYPE,
     BatchHeader,
     HeaderScan,
     ScanProblem,
     read_batch_header,
+    scan_header_rows,
     scan_headers,
 )
 from spark_kafkalog.format.schema import BATCH_HEADER_SCHEMA
@@ -189,6 +191,29 @@ def test_many_small_batches():
     assert scan.headers.column("base_offset").to_pylist() == list(range(30_000))
     assert scan.headers.column("first_timestamp").to_pylist() == \
         [TS + i for i in range(30_000)]
+
+
+def test_numpy_rows_are_the_table_rows():
+    """scan_header_rows (what the log layer's scans use) gives the rows scan_headers
+    gives, field for field, bools included (11 batches: not a whole byte of bits), and
+    the same end and problem."""
+    assert list(BATCH_HEADER_DTYPE.names) == BATCH_HEADER_SCHEMA.names
+    data = (control_batch(wire.CONTROL_ABORT, base_offset=0, producer_id=5) +
+            legacy_set([(1, None, b"k", b"a")], magic=0) +
+            legacy_message(2, b"k", b"c", magic=1, timestamp=TS) +
+            b"".join(client_batch("kafka-python", 2, 0, [(TS + i, b"k", b"v", [])],
+                                  base_offset=3 + i, producer=(7, 1, i), transactional=i % 2)
+                     for i in range(8)))
+    torn = data + data[:30]
+    for buf in (data, torn, b""):
+        table = scan_headers(buf, position_base=9, verify_crc=True, first_offset_hint=0)
+        rows = scan_header_rows(buf, position_base=9, verify_crc=True, first_offset_hint=0)
+        assert rows.headers.dtype == BATCH_HEADER_DTYPE
+        assert [dict(zip(BATCH_HEADER_DTYPE.names, r)) for r in rows.headers.tolist()] == \
+            table.headers.to_pylist()
+        assert (rows.end, rows.problem) == (table.end, table.problem)
+    assert len(scan_header_rows(data).headers) == 11
+    assert scan_header_rows(torn).problem.kind == "torn"
 
 
 # ---- read_batch_header ---------------------------------------------------------------------------

@@ -134,7 +134,7 @@ def test_partition_of_segment_for_single_file_tools(real_broker):
     assert (p.topic, p.partition) == ("__consumer_offsets", 6)
     seg = p.segments[0]
     assert seg.index_path.endswith(".index") and seg.txnindex_path is None
-    rows = sum(w.headers.num_rows for w in scan_windows(fs, p))
+    rows = sum(len(w.headers) for w in scan_windows(fs, p))
     assert rows == 13
     with pytest.raises(LogLayoutError):
         partition_of_segment(fs, str(d / "00000000000000000000.index"))

@@ -17,9 +17,9 @@ def _scanned(p, i):
     pos, last, ts = [], [], []
     for w in scan_windows(FS, p, segment_index=i, one_segment=True):
         h = w.headers
-        pos += h.column("position").to_pylist()
-        last += h.column("last_offset").to_pylist()
-        ts += h.column("max_timestamp").to_pylist()
+        pos += h["position"].tolist()
+        last += h["last_offset"].tolist()
+        ts += h["max_timestamp"].tolist()
     return pos, last, ts
 
 

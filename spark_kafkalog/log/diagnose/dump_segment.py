@@ -361,8 +361,8 @@ _DECODE_GROUP_BYTES = 1 << 20
 
 
 def _dump_window(path: str, w, opts: DumpOptions) -> Iterator[DumpLine]:
-    cols = {c: w.headers.column(c).to_pylist() for c in _HEADER_COLUMNS}
-    n = w.headers.num_rows
+    cols = {c: w.headers[c].tolist() for c in _HEADER_COLUMNS}
+    n = len(w.headers)
     hs = [{c: cols[c][r] for c in _HEADER_COLUMNS} for r in range(n)]
     r = 0
     while r < n:

@@ -209,7 +209,7 @@ def _scan_segment(logdirs: LogDirs, p: PartitionDir, i: int, info: SegmentInfo,
                                prev_last_offset=prev_last)
         for w in windows:
             h = w.headers
-            n = h.num_rows
+            n = len(h)
             ctrl = _np(h, "is_control")
             txn = _np(h, "is_transactional")
             count = _np(h, "record_count")
@@ -224,8 +224,8 @@ def _scan_segment(logdirs: LogDirs, p: PartitionDir, i: int, info: SegmentInfo,
             if len(unknown) and decode_records:
                 # compressed legacy wrappers: count their inner messages
                 for r in unknown.tolist():
-                    s = int(h.column("position")[r].as_py()) - w.position
-                    size = int(h.column("size")[r].as_py())
+                    s = int(h["position"][r]) - w.position
+                    size = int(h["size"][r])
                     try:
                         rb = decode_run(memoryview(w.data)[s:s + size], verify_crc=verify_crc,
                                         include_headers=False, position_base=w.position + s)
@@ -234,8 +234,8 @@ def _scan_segment(logdirs: LogDirs, p: PartitionDir, i: int, info: SegmentInfo,
                         info.problems.append(problem("corrupt", w.path, w.position + s,
                                                      err.offset, err.reason))
             if info.first_offset is None:
-                info.first_offset = int(h.column("base_offset")[0].as_py())
-            info.last_offset = int(h.column("last_offset")[-1].as_py())
+                info.first_offset = int(h["base_offset"][0])
+            info.last_offset = int(h["last_offset"][-1])
             data_ts = np.concatenate([_np(h, "first_timestamp")[~ctrl],
                                       _np(h, "max_timestamp")[~ctrl]])
             data_ts = data_ts[data_ts >= 0]

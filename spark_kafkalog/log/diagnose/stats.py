@@ -67,12 +67,12 @@ class _Acc:
         for k, v in zip(uniq.tolist(), sums.tolist()):
             target[k] = target.get(k, 0) + int(v)
 
-    def headers(self, h: pa.Table, decode: bool) -> None:
+    def headers(self, h: np.ndarray, decode: bool) -> None:
         ctrl = _np(h, "is_control")
         data = ~ctrl
         size = _np(h, "size").astype(np.int64)
         count = _np(h, "record_count").astype(np.int64)
-        self.batches += h.num_rows
+        self.batches += len(h)
         self.control += int(ctrl.sum())
         self.txn += int((_np(h, "is_transactional") & data).sum())
         self.empty += int(((count == 0) & data).sum())

@@ -373,13 +373,13 @@ def _abort_marker_checks(logdirs: LogDirs, p: PartitionDir, info: PartitionInfo,
                 if w.segment_index != i:
                     break
                 h = w.headers
-                ctrl = h.column("is_control").to_pylist()
-                ctype = h.column("control_type").to_pylist()
-                pid = h.column("producer_id").to_pylist()
-                base = h.column("base_offset").to_pylist()
-                pos = h.column("position").to_pylist()
-                attrs = h.column("attributes").to_pylist()
-                for r in range(h.num_rows):
+                ctrl = h["is_control"].tolist()
+                ctype = h["control_type"].tolist()
+                pid = h["producer_id"].tolist()
+                base = h["base_offset"].tolist()
+                pos = h["position"].tolist()
+                attrs = h["attributes"].tolist()
+                for r in range(len(h)):
                     if attrs[r] & ATTR_DELETE_HORIZON:
                         continue
                     if ctrl[r] and ctype[r] == CONTROL_ABORT and (pid[r], base[r]) not in entries:

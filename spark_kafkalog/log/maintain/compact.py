@@ -137,7 +137,7 @@ def _headers(fs: pafs.FileSystem, p: PartitionDir) -> dict:
     for w in scan_windows(fs, p, on_corruption="fail", window_bytes=_WINDOW_BYTES):
         for c in _HEADER_COLS:
             cols[c].append(_np(w.headers, c))
-        seg.append(np.full(w.headers.num_rows, w.segment_index, dtype=np.int64))
+        seg.append(np.full(len(w.headers), w.segment_index, dtype=np.int64))
     out = {c: (np.concatenate(v) if v else np.zeros(0, dtype=np.int64))
            for c, v in cols.items()}
     out["segment"] = np.concatenate(seg) if seg else np.zeros(0, dtype=np.int64)
@@ -261,7 +261,7 @@ def _clean_window(w, h: dict, b0: int, dec: dict, latest: np.ndarray, out: _Grou
                   res: PartitionCompaction, settings: CompactSettings, now: int) -> None:
     """Rewrite the batches of window ``w`` (global batch numbers from ``b0``) into
     ``out``; returns nothing, counts into ``res``."""
-    nb = w.headers.num_rows
+    nb = len(w.headers)
     bs = np.arange(b0, b0 + nb)
     if not np.array_equal(_np(w.headers, "position"), h["position"][bs]):
         raise LogLayoutError("segment changed while it was being compacted", path=w.path,
@@ -428,7 +428,7 @@ def compact_partition(root: str, topic: str, partition: int, settings: CompactSe
     omap = OffsetMap()
     b0 = 0
     for w in scan_windows(fs, cleanable, on_corruption="fail", window_bytes=_WINDOW_BYTES):
-        nb = w.headers.num_rows
+        nb = len(w.headers)
         bs = np.arange(b0, b0 + nb)
         skip = h["position"][bs][discard[bs] & ~h["is_control"][bs]] - w.position
         rows = decode_run(w.data, include_headers=False, position_base=w.position,

@@ -26,7 +26,6 @@ import logging
 from typing import Iterable
 
 import numpy as np
-import pyarrow as pa
 
 from spark_kafkalog.errors import InvalidOptionError, TxnIndexError
 from spark_kafkalog.format.npview import column as _np
@@ -44,7 +43,7 @@ log = logging.getLogger(__name__)
 TXN_INDEX_MODES = ("auto", "use", "ignore")
 
 
-def _txn_columns(h: pa.Table):
+def _txn_columns(h: np.ndarray):
     """(producer_id, base_offset, position, is_txn_data, is_control, control_type)."""
     return (_np(h, "producer_id"), _np(h, "base_offset"),
             _np(h, "position"), _np(h, "is_transactional"),
@@ -135,7 +134,7 @@ class AbortedFromMarkers:
         self._frontier: tuple[int, int, int] | None = None  # seg, pos, prev last offset
         self._exhausted = False
 
-    def _add_markers(self, h: pa.Table) -> None:
+    def _add_markers(self, h: np.ndarray) -> None:
         pid, base, _pos, _txn, ctrl, ctype = _txn_columns(h)
         last = _np(h, "last_offset")
         for i in np.flatnonzero(ctrl & ((ctype == CONTROL_ABORT) | (ctype == CONTROL_COMMIT))
@@ -158,7 +157,7 @@ class AbortedFromMarkers:
         after its batches, or the decision limit / log end is reached."""
         if self._exhausted:
             return
-        w_last = int(w.headers.column("last_offset")[-1].as_py())
+        w_last = int(w.headers["last_offset"][-1])
         if self._frontier is None or self._frontier[2] < w_last:
             # the read-ahead starts where the furthest scan so far ended
             self._frontier = (w.segment_index, w.end, w_last)

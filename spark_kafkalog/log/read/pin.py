@@ -91,9 +91,9 @@ def open_segment(fs: pafs.FileSystem, seg: Segment, stats,
         return SegmentFile(fs, seg.path, seg.size, stats, memory_map)
     try:
         f = SegmentFile(fs, seg.path, seg.size, stats, memory_map)
-        # checked after opening: a rename between the check and the open would
-        # otherwise go unseen (this way it only sends us to the new name)
-        if same_file(seg.path, seg.file_id):
+        # checked after opening (the open file itself where it can be): a rename
+        # between the check and the open would otherwise go unseen
+        if f.is_file(seg.file_id):
             return f
         f.close()
     except LogLayoutError as err:

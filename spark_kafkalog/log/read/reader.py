@@ -72,7 +72,7 @@ def _slices(w: Window, target: int) -> Iterator[tuple[Window, int]]:
         stop = max(stop, start_row + 1)
         end_byte = int(ends[stop - 1])
         yield (Window(w.segment_index, w.path, w.position + start_byte,
-                      w.data[start_byte:end_byte], w.headers.slice(start_row, stop - start_row)),
+                      w.data[start_byte:end_byte], w.headers[start_row:stop]),
                start_byte)
         start_row, start_byte = stop, end_byte
 
@@ -112,7 +112,7 @@ def _decode_window(w: Window, skip: np.ndarray | None, *, topic: str, partition:
                 # the batches before the bad one decode: emit them first
                 stopped = yield from _decode_window(
                     Window(w.segment_index, w.path, w.position + lo,
-                           w.data[lo:bad_start], w.headers.slice(0, row)),
+                           w.data[lo:bad_start], w.headers[:row]),
                     None if skip is None else skip[(skip >= lo) & (skip < bad_start)] - lo,
                     topic=topic, partition=partition, include_headers=include_headers,
                     start_offset=start_offset, end_offset=end_offset,

@@ -32,12 +32,10 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import CorruptRecordError, InvalidOptionError, LogLayoutError
-from spark_kafkalog.format import scan_headers
-from spark_kafkalog.format.npview import column as _np
+from spark_kafkalog.format import scan_header_rows
 from spark_kafkalog.format.wire import (
     HEADER_PEEK,
     LEGACY_V0_MIN_SIZE,
@@ -106,13 +104,13 @@ class ReadStats:
 @dataclass(frozen=True)
 class Window:
     """Whole valid batches read from one segment: ``data[0]`` is at file position
-    ``position``; ``headers`` (BATCH_HEADER_SCHEMA, absolute positions) has one row per
-    batch in ``data``."""
+    ``position``; ``headers`` (a numpy array of BATCH_HEADER_DTYPE, absolute positions:
+    ``headers["last_offset"]`` is a column) has one row per batch in ``data``."""
     segment_index: int
     path: str
     position: int
     data: memoryview
-    headers: pa.Table
+    headers: np.ndarray
 
     @property
     def end(self) -> int:
@@ -191,24 +189,31 @@ class _Scan:
         hi = nxt if nxt is not None else seg.base_offset + _MAX_SEGMENT_SPAN
         return lo, hi
 
-    def _check_offsets(self, seg_i: int, h: pa.Table) -> tuple[int, str] | None:
+    def _check_offsets(self, seg_i: int, h: np.ndarray) -> tuple[int, str] | None:
         """First batch in ``h`` whose offsets cannot follow what came before:
         ``(row, reason)``, or None."""
-        n = h.num_rows
+        n = len(h)
         if n == 0:
             return None
         seg = self.p.segments[seg_i]
         nxt = self.p.next_base_offset(seg_i)
         hi = nxt if nxt is not None else seg.base_offset + _MAX_SEGMENT_SPAN
-        base = _np(h, "base_offset")
-        last = _np(h, "last_offset")
-        magic = _np(h, "magic")
-        prev = np.empty(n, dtype=np.int64)
-        prev[0] = self.prev_last if self.prev_last is not None else _INT64_MIN
-        prev[1:] = last[:-1]
+        base = h["base_offset"]
+        last = h["last_offset"]
+        magic = h["magic"]
+        start = self.prev_last if self.prev_last is not None else _INT64_MIN
         # what must lie above the previous batch's last offset: a v2 batch's base and
         # last offsets, a legacy entry's (last) offset
         first = np.where(magic == 2, np.minimum(base, last), last)
+        # the usual case, few operations: each first above the previous last makes the
+        # last offsets increase (a batch's last is not below its first), so the first
+        # and the final last bound them all
+        if first[0] > start and last[0] >= seg.base_offset and last[-1] < hi and (
+                n == 1 or (first[1:] > last[:-1]).all()):
+            return None
+        prev = np.empty(n, dtype=np.int64)
+        prev[0] = start
+        prev[1:] = last[:-1]
         bad = (first <= prev) | (last < seg.base_offset) | (last >= hi)
         if not bad.any():
             return None
@@ -250,10 +255,10 @@ class _Scan:
                 at = pos + c
                 size = LOG_OVERHEAD + struct.unpack_from(">i", data, c + SIZE_POS)[0]
                 batch = data[c:c + size] if c + size <= len(data) else f.read(at, size)
-                scan = scan_headers(batch, position_base=at, verify_crc=True,
-                                    first_offset_hint=lo)
-                first = scan.headers.slice(0, 1)
-                if first.num_rows and self._check_offsets(seg_i, first) is None:
+                scan = scan_header_rows(batch, position_base=at, verify_crc=True,
+                                        first_offset_hint=lo)
+                first = scan.headers[:1]
+                if len(first) and self._check_offsets(seg_i, first) is None:
                     return at
             if pos + len(data) >= f.size:
                 break
@@ -302,17 +307,17 @@ class _Scan:
             carry = b""
             hint = (self.prev_last + 1) if self.prev_last is not None else \
                 (self.p.segments[seg_i].base_offset if pos == 0 else None)
-            scan = scan_headers(data, position_base=pos, verify_crc=self.verify_crc,
-                                first_offset_hint=hint)
+            scan = scan_header_rows(data, position_base=pos, verify_crc=self.verify_crc,
+                                    first_offset_hint=hint)
             h = scan.headers
             end = scan.end
             problem = scan.problem
             if checking:
                 # Trust the start position only once the log confirms it: a whole valid
                 # batch there, starting at or before the offset the index promised.
-                if h.num_rows:
+                if len(h):
                     checking = False
-                    confirmed = h.column("base_offset")[0].as_py() <= seek_check
+                    confirmed = int(h["base_offset"][0]) <= seek_check
                 else:
                     more = (problem is not None and problem.kind == "torn"
                             and pos + len(data) < f.size)
@@ -326,13 +331,13 @@ class _Scan:
             bad = self._check_offsets(seg_i, h)
             if bad is not None:
                 row, why = bad
-                bad_pos = h.column("position")[row].as_py()
-                problem = _Problem(bad_pos, h.column("base_offset")[row].as_py(), why)
-                h = h.slice(0, row)
+                bad_pos = int(h["position"][row])
+                problem = _Problem(bad_pos, int(h["base_offset"][row]), why)
+                h = h[:row]
                 end = bad_pos
-            if h.num_rows:
-                self.stats.batches += h.num_rows
-                self.prev_last = int(h.column("last_offset")[-1].as_py())
+            if len(h):
+                self.stats.batches += len(h)
+                self.prev_last = int(h["last_offset"][-1])
                 # a view, not a copy: the window's bytes are held once
                 yield Window(seg_i, f.path, pos, memoryview(data)[:end - pos], h)
                 if end_offset is not None and self.prev_last >= end_offset - 1:
@@ -457,7 +462,7 @@ def segment_next_offset(fs: pafs.FileSystem, segment: Segment) -> int:
     p = PartitionDir("", 0, "", "", (segment,))
     last = None
     for w in scan_windows(fs, p, on_corruption="stop", quiet=True, initial_window=1 << 16):
-        last = int(w.headers.column("last_offset")[-1].as_py())
+        last = int(w.headers["last_offset"][-1])
     return segment.base_offset if last is None else last + 1
 
 

@@ -175,8 +175,8 @@ def _search(logdirs: LogSource, p: PartitionDir, i: int, pos: int, check: int | 
         ctrl = _np(h, "is_control")
         rows = np.flatnonzero(~ctrl & (last >= search_from) & (maxts >= target_ms))
         for r in rows.tolist():
-            start = int(h.column("position")[r].as_py()) - w.position
-            size = int(h.column("size")[r].as_py())
+            start = int(h["position"][r]) - w.position
+            size = int(h["size"][r])
             batch = decode_run(memoryview(w.data)[start:start + size], verify_crc=False,
                                include_headers=False, start_offset=search_from,
                                end_offset=upper_bound, position_base=w.position + start)

@@ -89,7 +89,7 @@ def _tail(logdirs: LogSource, p: PartitionDir, on_corruption: str, stats: ReadSt
                               initial_window=_PROBE, prev_last_offset=prev,
                               end_offset=end):
             h = w.headers
-            last = int(h.column("last_offset")[-1].as_py())
+            last = int(h["last_offset"][-1])
             data = ~_np(h, "is_control")
             ts = _np(h, "max_timestamp")[data]
             if len(ts):
@@ -120,7 +120,7 @@ def _first_timestamp(logdirs: LogSource, p: PartitionDir, start: int, end: int,
               & (_np(h, "record_count") != 0))
         rows = np.flatnonzero(ok)
         if len(rows):
-            ts = int(h.column("first_timestamp")[int(rows[0])].as_py())
+            ts = int(h["first_timestamp"][int(rows[0])])
             return ts if ts >= 0 else None
     return None
 
