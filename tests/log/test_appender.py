@@ -2,6 +2,7 @@
 codec read back by kafka-python and aiokafka with CRCs checked; modes; idempotence."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import shutil
@@ -999,3 +1000,49 @@ def test_planning_keeps_the_active_files_open_for_the_append_and_closes_every_on
         # each write's two tasks land one after the other
         want = parts[p][0::2] + parts[p][1::2] + more[p][0::2] + more[p][1::2]
         assert got == [(o, r.value) for o, r in enumerate(want)]
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_add_partitioned_stages_what_add_stages_one_by_one(tmp_path, split):
+    """StagingWriter.add_partitioned (one conversion of the batch tables, one write per run
+    of shared sections) leaves the same staging files, sections and batch tables as add()
+    called per section: with partitions moving to files of their own part-way (split),
+    empty partitions, and a damaged table rejected with add()'s error."""
+    import pyarrow as pa
+    from spark_kafkalog.format.encode import encode_partitioned
+
+    n = 30
+    rows = 3000
+    keys = [b"k%d" % i for i in range(rows)]
+    table = pa.table({"key": keys, "value": [b"v" * (i % 97) for i in range(rows)]})
+    # partition 0 gets most rows (it moves to its own file), partition 29 none
+    parts = np.asarray([0 if i % 3 == 0 else i % (n - 1) for i in range(rows)], np.int32)
+    chunks = [encode_partitioned(table.slice(a, 500), parts[a:a + 500], n,
+                                 max_batch_bytes=4096) for a in range(0, rows, 500)]
+    staged = {}
+    for how in ("one by one", "partitioned"):
+        w = StagingWriter(FS, str(tmp_path / how), "batch:1", "t0", per_partition_files=split,
+                          own_file_min_bytes=20_000)
+        for data, sections in chunks:
+            if how == "partitioned":
+                w.add_partitioned("t", data, sections)
+            else:
+                for p, start, end, index in sections:
+                    w.add("t", p, memoryview(data)[start:end], index)
+        sf = w.finish()
+        files = {os.path.basename(f)[len(os.path.basename(sf.path)):]:
+                 open(os.path.join(tmp_path / how, f), "rb").read()
+                 for f in os.listdir(tmp_path / how)}
+        sections = [dataclasses.replace(s, path=s.path and s.path[len(sf.path):])
+                    for s in sf.sections]
+        staged[how] = (sf.table_position, sf.batch_count, sections, files)
+    assert staged["partitioned"] == staged["one by one"]
+    assert split == any(s.path for s in staged["partitioned"][2])
+    data, sections = chunks[0]
+    p, start, end, index = sections[3]
+    bad = index.set_column(index.schema.get_field_index("size"), "size",
+                           pa.array(np.asarray(index["size"]) + 1, index["size"].type))
+    w = StagingWriter(FS, str(tmp_path / "bad"), "batch:1", "t0")
+    with pytest.raises(BadRowError, match="does not tile"):
+        w.add_partitioned("t", data, sections[:3] + [(p, start, end, bad)] + sections[4:])
+    w.abort()
