@@ -61,8 +61,11 @@ CPU it costs is.
 (default 2) tasks' staging writers (one file each, as the Spark writer does), first into
 new partitions (untimed), then ``--repeat`` more times into those existing partitions, each commit timed (median)
 with its steps: lock, recover and plan (to the journal's ``begun``), append and fsync (to
-``synced``), and the rest (commit point, checkpoints, journal). Prints the ratio of the
-largest count's median to the smallest's, and the load average.
+``synced``), and the rest (commit point, checkpoints, journal). Beside each, the bound:
+the same bytes landed durably by the system calls no commit can skip, in a tight loop
+without our code (:func:`commit_bound`). Prints the ratio of the largest count's median
+to the smallest's next to the bound's ratio, the cost of each added partition (ours and
+the bound's), and the load average.
 """
 from __future__ import annotations
 
@@ -281,13 +284,14 @@ def commit_scale(scratch: Path, counts: list[int], records: int, repeat: int,
     from spark_kafkalog.format.encode import encode_partitioned
     from spark_kafkalog.log.write import TopicSpec, commit_write
     from spark_kafkalog.log.write import journal as jr
+    from spark_kafkalog.log.write.config import watcher
     from spark_kafkalog.log.write.staging import StagingWriter
 
     fs = pafs.LocalFileSystem()
     ids = np.arange(records)
     table = pa.table({"key": pa.array([f"key-{i}" for i in ids]),
                       "value": pa.array([f"{i:020d}" + "v" * 90 for i in ids])})
-    medians = {}
+    medians, bounds = {}, {}
     for n in counts:
         root = str(scratch / f"commit-{n}")
         shutil.rmtree(root, ignore_errors=True)
@@ -309,6 +313,7 @@ def commit_scale(scratch: Path, counts: list[int], records: int, repeat: int,
             marks = {}
             t0 = time.perf_counter()
 
+            @watcher
             def fault(step: str) -> None:
                 marks.setdefault(step, time.perf_counter() - t0)
             commit_write(fs, root, write_id, staged,
@@ -322,16 +327,87 @@ def commit_scale(scratch: Path, counts: list[int], records: int, repeat: int,
         med = {k: statistics.median(r.get(k, 0.0) for r in runs)
                for k in ("begun", "synced", "total")}
         medians[n] = med["total"]
+        bounds[n] = commit_bound(scratch, n, sum(len(data) for data, _ in encoded), repeat)
         each = ", ".join(f"{r['total']:.2f}" for r in runs)
         print(f"commit of {tasks} tasks to {n:>5} existing partitions: "
               f"median {med['total']:.3f} s "
               f"(plan {med['begun']:.3f} s, append+fsync {med['synced'] - med['begun']:.3f} s, "
               f"commit point and after {med['total'] - med['synced']:.3f} s; runs: "
-              f"{each})", flush=True)
+              f"{each}); bound {bounds[n]:.3f} s", flush=True)
         shutil.rmtree(root, ignore_errors=True)
     lo, hi = min(counts), max(counts)
-    print(f"ratio commit {hi} / {lo} partitions: {medians[hi] / medians[lo]:.2f}x "
+    ours, bound = medians[hi] / medians[lo], bounds[hi] / bounds[lo]
+    print(f"ratio commit {hi} / {lo} partitions: {ours:.2f}x; the bound's: {bound:.2f}x "
+          f"(ours is {ours / bound:.2f}x the bound's ratio); per added partition: "
+          f"{(medians[hi] - medians[lo]) / (hi - lo) * 1e3:.3f} ms, bound "
+          f"{(bounds[hi] - bounds[lo]) / (hi - lo) * 1e3:.3f} ms "
           f"(load average {', '.join(f'{x:.2f}' for x in os.getloadavg())})")
+
+
+def commit_bound(scratch: Path, n: int, nbytes: int, repeat: int) -> float:
+    """Median seconds of the system calls a commit of ``nbytes`` to ``n`` existing
+    partitions cannot do without, timed in a tight loop with none of our code: per
+    partition, open its ``.log``, ``.index`` and ``.timeindex`` and append to each (its
+    share of the bytes, one offset-index entry, one time-index entry), each file fsynced
+    and closed on ``flush.SYNC_THREADS`` threads as the commit does; per commit, two
+    atomic writes of a small file (write, fsync, rename, fsync of the directory), as the
+    journal's begin and commit point. No listing, no reads, no checkpoints."""
+    import queue
+    import threading
+
+    from spark_kafkalog.log.write.flush import SYNC_THREADS
+
+    root = scratch / f"bound-{n}"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    per = nbytes // n
+    data = os.urandom(per)
+    files = []
+    for p in range(n):
+        d = root / f"t-{p}"
+        d.mkdir()
+        for name, size in (("0.log", per), ("0.index", 8), ("0.timeindex", 12)):
+            (d / name).write_bytes(os.urandom(size))
+        files.append([str(d / name) for name in ("0.log", "0.index", "0.timeindex")])
+
+    def atomic(name: str) -> None:
+        tmp = root / (name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, b"x" * 200)
+        os.fsync(fd)
+        os.close(fd)
+        os.rename(tmp, root / name)
+        fd = os.open(root, os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+
+    def sync(q: queue.SimpleQueue) -> None:
+        while (fd := q.get()) is not None:
+            os.fsync(fd)
+            os.close(fd)
+    times = []
+    for r in range(1, repeat + 1):
+        os.sync()
+        t0 = time.perf_counter()
+        q: queue.SimpleQueue = queue.SimpleQueue()
+        threads = [threading.Thread(target=sync, args=(q,)) for _ in range(SYNC_THREADS)]
+        for t in threads:
+            t.start()
+        atomic("journal")
+        for log, idx, tidx in files:
+            for path, buf, at in ((log, data, per * r), (idx, b"i" * 8, 8 * r),
+                                  (tidx, b"t" * 12, 12 * r)):
+                fd = os.open(path, os.O_WRONLY)
+                os.pwrite(fd, buf, at)
+                q.put(fd)
+        for _ in threads:
+            q.put(None)
+        for t in threads:
+            t.join()
+        atomic("journal")
+        times.append(time.perf_counter() - t0)
+    shutil.rmtree(root, ignore_errors=True)
+    return statistics.median(times)
 
 
 def _tree_bytes(root: Path, pattern: str) -> int:

@@ -343,9 +343,12 @@ class _TaskWriter:
                 offsets=wo.offsets)
         except BadRowError as err:
             raise BadRowError(f"topic {topic!r} {err}{_order_hint(err)}") from err
-        view = memoryview(data)
-        for p, start, end, index in sections:
-            self._add(topic, p, view[start:end], index)
+        if self._preserve:
+            view = memoryview(data)
+            for p, start, end, index in sections:
+                self._add(topic, p, view[start:end], index)
+        else:
+            self.staging.add_partitioned(topic, data, sections)
 
     def _add(self, topic: str, partition: int, data, index: pa.Table) -> None:
         """Stage one partition's batches; with offsets=preserve, check they follow the

@@ -2,6 +2,7 @@
 codec read back by kafka-python and aiokafka with CRCs checked; modes; idempotence."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import shutil
@@ -28,6 +29,7 @@ from spark_kafkalog.log.write import (
     topic_partitions,
 )
 from spark_kafkalog.log.files.checkpoint import read_checkpoint
+from spark_kafkalog.log.files import index
 from spark_kafkalog.log.files.index import IndexBuilder, build_indexes
 from tests.log.test_appender_util import (
     R,
@@ -399,7 +401,10 @@ def test_refuses_a_log_dir_a_broker_holds(tmp_path):
     assert len(read_kp(f"{root}/t-0")) == 3
 
 
-def test_vectorized_index_builder_equals_batch_by_batch():
+@pytest.mark.parametrize("small", [0, index.SMALL_BATCH_COUNT])
+def test_vectorized_index_builder_equals_batch_by_batch(small, monkeypatch):
+    # small=0: every add_batches call takes the vectorized path, however few batches
+    monkeypatch.setattr(index, "SMALL_BATCH_COUNT", small)
     rng = random.Random(11)
     for trial in range(300):
         n = rng.randint(0, 80)
@@ -941,3 +946,103 @@ def test_per_partition_staging_holds_no_descriptor_per_partition(tmp_path):
     r = commit_write(FS, root, "batch:1", [sf], [TopicSpec("t", partitions_if_new=300)])
     assert r.ranges["t"][299] == (0, 3)
     assert [x[0] for x in read_kp(f"{root}/t-299")] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("keep", [None, 6])
+def test_planning_keeps_the_active_files_open_for_the_append_and_closes_every_one(
+        tmp_path, monkeypatch, keep):
+    """Planning reads each active segment's files through descriptors the append then
+    writes with (as many as the process may keep: ``keep`` files, two partitions, forces
+    the rest to be opened again); after a commit, a failed append (rolled back) and a
+    failed plan, no file is left open, and each log reads back whole."""
+    from spark_kafkalog.log.write import plan as plan_mod
+    if keep is not None:
+        monkeypatch.setattr(plan_mod, "_fds_to_keep", lambda: keep)
+    root = str(tmp_path)
+
+    def open_fds():
+        return set(os.listdir("/proc/self/fd"))
+    parts = {p: recs(30, start=1000 * p) for p in range(5)}
+    write(FS, root, "batch:1", parts, partitions=5, tasks=2)
+    before = open_fds()
+    more = {p: recs(20, start=1000 * p + 500) for p in range(5)}
+    opened = []
+    real_open = os.open
+
+    def counting_open(path, *args, **kwargs):
+        if str(path).endswith((".log", ".timeindex")):
+            opened.append(os.path.basename(os.path.dirname(path)))
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr(os, "open", counting_open)
+    write(FS, root, "batch:2", more, partitions=5, tasks=2)
+    monkeypatch.setattr(os, "open", real_open)
+    assert open_fds() == before
+    # the .log and .timeindex of each partition: opened once each (read, then appended
+    # to), or twice past the files planning may keep
+    kept = 5 if keep is None else keep // 3
+    assert sorted(opened.count(f"t-{p}") for p in range(5)) == [2] * kept + [4] * (5 - kept)
+
+    class Boom(Exception):
+        pass
+
+    def fail_at_segment(point):
+        if point == "segment":
+            raise Boom(point)
+    with pytest.raises(Boom):
+        write(FS, root, "batch:3", {p: recs(5) for p in range(5)}, partitions=5,
+              fault=fail_at_segment)
+    assert open_fds() == before
+    with pytest.raises(BadRowError):
+        write(FS, root, "batch:4", {p: recs(5) for p in (0, 1, 7)}, partitions=5)
+    assert open_fds() == before
+    for p in range(5):
+        got = [(o, v) for o, _, v, _, _ in read_kp(f"{root}/t-{p}")]
+        # each write's two tasks land one after the other
+        want = parts[p][0::2] + parts[p][1::2] + more[p][0::2] + more[p][1::2]
+        assert got == [(o, r.value) for o, r in enumerate(want)]
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_add_partitioned_stages_what_add_stages_one_by_one(tmp_path, split):
+    """StagingWriter.add_partitioned (one conversion of the batch tables, one write per run
+    of shared sections) leaves the same staging files, sections and batch tables as add()
+    called per section: with partitions moving to files of their own part-way (split),
+    empty partitions, and a damaged table rejected with add()'s error."""
+    import pyarrow as pa
+    from spark_kafkalog.format.encode import encode_partitioned
+
+    n = 30
+    rows = 3000
+    keys = [b"k%d" % i for i in range(rows)]
+    table = pa.table({"key": keys, "value": [b"v" * (i % 97) for i in range(rows)]})
+    # partition 0 gets most rows (it moves to its own file), partition 29 none
+    parts = np.asarray([0 if i % 3 == 0 else i % (n - 1) for i in range(rows)], np.int32)
+    chunks = [encode_partitioned(table.slice(a, 500), parts[a:a + 500], n,
+                                 max_batch_bytes=4096) for a in range(0, rows, 500)]
+    staged = {}
+    for how in ("one by one", "partitioned"):
+        w = StagingWriter(FS, str(tmp_path / how), "batch:1", "t0", per_partition_files=split,
+                          own_file_min_bytes=20_000)
+        for data, sections in chunks:
+            if how == "partitioned":
+                w.add_partitioned("t", data, sections)
+            else:
+                for p, start, end, index in sections:
+                    w.add("t", p, memoryview(data)[start:end], index)
+        sf = w.finish()
+        files = {os.path.basename(f)[len(os.path.basename(sf.path)):]:
+                 open(os.path.join(tmp_path / how, f), "rb").read()
+                 for f in os.listdir(tmp_path / how)}
+        sections = [dataclasses.replace(s, path=s.path and s.path[len(sf.path):])
+                    for s in sf.sections]
+        staged[how] = (sf.table_position, sf.batch_count, sections, files)
+    assert staged["partitioned"] == staged["one by one"]
+    assert split == any(s.path for s in staged["partitioned"][2])
+    data, sections = chunks[0]
+    p, start, end, index = sections[3]
+    bad = index.set_column(index.schema.get_field_index("size"), "size",
+                           pa.array(np.asarray(index["size"]) + 1, index["size"].type))
+    w = StagingWriter(FS, str(tmp_path / "bad"), "batch:1", "t0")
+    with pytest.raises(BadRowError, match="does not tile"):
+        w.add_partitioned("t", data, sections[:3] + [(p, start, end, bad)] + sections[4:])
+    w.abort()

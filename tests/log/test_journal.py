@@ -80,6 +80,62 @@ def test_a_journal_written_before_the_typed_record_loads_and_saves_unchanged(tmp
         assert f.read() == raw
 
 
+def _body(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    return raw[raw.index(b"\n") + 1:]
+
+
+def test_the_history_is_encoded_once_and_saves_the_document_json_would(tmp_path):
+    """save() copies each history entry's text (encoded once, or as loaded) instead of
+    encoding the history again: the body is still exactly json.dumps of the document,
+    after loads, new commits, a pending write and trimming to RETAIN_COMMITS."""
+    root = str(tmp_path)
+    path = jr.journal_path(root, "t")
+
+    def canonical(st):
+        return json.dumps(st.to_json(), separators=(",", ":"), sort_keys=True).encode()
+
+    st = jr.JournalState(topic="t")
+    for i in range(jr.RETAIN_COMMITS + 3):
+        st.record_commit({"write_id": f"batch:{i}", "mode": "append", "committed_ms": i,
+                          "partitions": {"0": {"start": i, "end": i + 1,
+                                               "segments": [[0, i, i + 1]]}}})
+        if i % 400 == 0 or i > jr.RETAIN_COMMITS:
+            jr.save(FS, root, st)
+            assert _body(path) == canonical(st)
+            st = jr.load(FS, root, "t")
+    st.pending = jr.PendingWrite(write_id="batch:x", mode="append", coordinator="t",
+                                 topics=["t"], partitions={0: jr.PartitionUndo(5, 9)})
+    jr.save(FS, root, st)
+    assert _body(path) == canonical(st)
+    st.commit_pending()
+    jr.save(FS, root, st)
+    loaded = jr.load(FS, root, "t")
+    assert _body(path) == canonical(st) == canonical(loaded)
+    assert loaded.commits[-1]["write_id"] == "batch:x"
+    assert len(loaded.commits) == jr.RETAIN_COMMITS
+
+
+def test_a_journal_laid_out_otherwise_loads_as_json_reads_it(tmp_path):
+    import crc32c
+
+    root = str(tmp_path)
+    doc = {"topic": "t", "pending": None, "streams": {}, "rolled_back": ["batch:0"],
+           "commits": [{"write_id": "batch:1", "partitions": {}}]}
+    path = jr.journal_path(root, "t")
+    for body in (json.dumps(doc), json.dumps(doc, sort_keys=True, indent=1),
+                 json.dumps(doc, sort_keys=True, separators=(",", ":")).replace("}]", "} ]")):
+        raw = body.encode()
+        with open(path, "wb") as f:
+            f.write(f"kafkalog-journal 1 {crc32c.crc32c(raw):08x} {len(raw)}\n".encode()
+                    + raw)
+        st = jr.load(FS, root, "t")
+        assert st.to_json() == doc
+        jr.save(FS, root, st)
+        assert _body(path) == json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+
 def test_round_trip_and_damage_detection(tmp_path):
     root = str(tmp_path)
     write(FS, root, "batch:1", {0: recs(3)})

@@ -100,9 +100,10 @@ def parse_checkpoint(data: bytes, path: str = "<checkpoint>") -> dict[tuple[str,
 def format_checkpoint(mapping: Mapping[tuple[str, int], int]) -> bytes:
     """The bytes Kafka writes for ``mapping`` (entries sorted for reproducibility)."""
     lines = [str(CHECKPOINT_VERSION), str(len(mapping))]
-    for (topic, partition), offset in sorted(mapping.items()):
+    for topic in {topic for topic, _ in mapping}:      # each name once, not per partition
         if not topic or any(c.isspace() for c in topic):
             raise LogLayoutError(f"cannot checkpoint topic name {topic!r}")
+    for (topic, partition), offset in sorted(mapping.items()):
         lines.append(f"{topic} {int(partition)} {int(offset)}")
     return ("\n".join(lines) + "\n").encode("utf-8")
 

@@ -319,6 +319,10 @@ DEFAULT_MAX_INDEX_BYTES = 10 * 1024 * 1024
 INT32_MAX = 2**31 - 1
 
 
+#: batches :meth:`IndexBuilder.add_batches` adds one by one, below its vectorized path
+SMALL_BATCH_COUNT = 8
+
+
 @dataclass
 class IndexBuilder:
     """Index state of one segment while batches are appended to it.
@@ -426,7 +430,15 @@ class IndexBuilder:
 
     def add_batches(self, positions, last_offsets, max_timestamps) -> None:
         """:meth:`add_batch` over parallel sequences (one element per batch, positions
-        increasing), vectorized: the same entries, without a Python step per batch."""
+        increasing), vectorized: the same entries, without a Python step per batch (a
+        few batches, as a commit to many partitions gives each, go one by one: numpy's
+        cost per call is more than theirs)."""
+        if len(positions) <= SMALL_BATCH_COUNT:
+            for p, last, ts in zip(np.asarray(positions).tolist(),
+                                   np.asarray(last_offsets).tolist(),
+                                   np.asarray(max_timestamps).tolist()):
+                self.add_batch(p, last, ts)
+            return
         pos = np.asarray(positions, dtype=np.int64)
         lasts = np.asarray(last_offsets, dtype=np.int64)
         ts = np.asarray(max_timestamps, dtype=np.int64)

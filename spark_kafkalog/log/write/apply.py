@@ -22,7 +22,7 @@ from spark_kafkalog.errors import (
 from spark_kafkalog.format import wire
 from spark_kafkalog.log.io import write_fully
 from spark_kafkalog.log.write import config
-from spark_kafkalog.log.write.config import AppendConfig, Fault, segment_file
+from spark_kafkalog.log.write.config import AppendConfig, Fault, segment_file, splits_writes
 from spark_kafkalog.log.io import is_local
 from spark_kafkalog.log.write.files import FileHandle, make_dirs, write_new
 from spark_kafkalog.log.write.flush import Syncer, will_need, will_need_paths
@@ -35,7 +35,7 @@ class _SegOut:
     """Writes one segment's .log bytes: positioned writes into a local file (appending to
     an existing one) or one sequential output stream (a new object)."""
 
-    def __init__(self, fs: pafs.FileSystem, path: str, seg: SegPlan):
+    def __init__(self, fs: pafs.FileSystem, path: str, seg: SegPlan, fd: int | None = None):
         self.fs = fs
         self.path = path
         self.seg = seg
@@ -48,7 +48,7 @@ class _SegOut:
             self.written_to = seg.adopted_bytes
         elif is_local(fs):
             if seg.existing:
-                self.fd = os.open(path, os.O_RDWR)
+                self.fd = fd if fd is not None else os.open(path, os.O_RDWR)
                 if seg.start_size == 0:
                     os.ftruncate(self.fd, 0)
             else:
@@ -222,12 +222,7 @@ def _copy_run(run: Run, reader: FileHandle, out: _SegOut, table: np.ndarray,
                              run.bases[i:j])
         if bad is not None:
             raise _mismatch(bad, rel, sizes[i:j], reader.path, src)
-        # two writes per window, with a fault point between them, so crash tests also
-        # kill with a batch half written
-        out.write(memoryview(buf)[:half], dst)
-        fault("append-partial")
-        out.write(memoryview(buf)[half:], dst + half)
-        fault("append")
+        _write_halves(out, memoryview(buf), dst, fault)
         i = j
 
 
@@ -278,11 +273,20 @@ def _copy_small_runs(group: list[Run], readers: StagedReaders, own: dict[str, Fi
                 break
             start += run.nbytes
         raise _mismatch(bad, rel - start, size, run.src_path, run.src_position)
-    dst = group[0].dst_position
-    half = at // 2
-    out.write(view[:half], dst)
-    fault("append-partial")
-    out.write(view[half:], dst + half)
+    _write_halves(out, view, group[0].dst_position, fault)
+
+
+def _write_halves(out: _SegOut, view: memoryview, dst: int, fault: Fault) -> None:
+    """Write ``view`` at ``dst`` in two halves with a fault point between them, so crash
+    tests also kill with a batch half written; in one piece when no hook may stop the
+    process between them (:func:`~.config.splits_writes`)."""
+    if not splits_writes(fault):
+        out.write(view, dst)
+    else:
+        half = len(view) // 2
+        out.write(view[:half], dst)
+        fault("append-partial")
+        out.write(view[half:], dst + half)
     fault("append")
 
 
@@ -341,19 +345,23 @@ def _write_indexes(fs: pafs.FileSystem, directory: str, seg: SegPlan, active: Ac
     if seg.continuing_index:
         # entries are appended after the live ones; an index the write adds no entry to
         # is not touched (nor fsynced)
-        writes = ([(idx_path, os.O_WRONLY, None, bytes(b.offset_entries), active.index_size)]
+        # (through the files planning read them with, when it kept them open)
+        writes = ([(idx_path, os.O_WRONLY, None, bytes(b.offset_entries), active.index_size,
+                    active.fds.pop(".index", None))]
                   if len(b.offset_entries) else [])
         keep = active.timeindex_size - b.drop_time_tail_bytes
         data = bytes(b.time_entries) + close
         # the close entry replaced is overwritten, unless the new entries are shorter
         cut = keep if keep + len(data) < active.timeindex_size else None
-        writes.append((tidx_path, os.O_WRONLY, cut, data, keep))
+        writes.append((tidx_path, os.O_WRONLY, cut, data, keep,
+                       active.fds.pop(".timeindex", None)))
     else:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-        writes = [(idx_path, flags, None, bytes(b.offset_entries), 0),
-                  (tidx_path, flags, None, bytes(b.time_entries) + close, 0)]
-    for path, flags, truncate_to, data, position in writes:
-        fd = os.open(path, flags, 0o644)
+        writes = [(idx_path, flags, None, bytes(b.offset_entries), 0, None),
+                  (tidx_path, flags, None, bytes(b.time_entries) + close, 0, None)]
+    for path, flags, truncate_to, data, position, fd in writes:
+        if fd is None:
+            fd = os.open(path, flags, 0o644)
         try:
             if truncate_to is not None:
                 os.ftruncate(fd, truncate_to)
@@ -406,6 +414,7 @@ def apply_partition(fs: pafs.FileSystem, plan: PartPlan, staged: Sequence[Staged
     own: dict[str, FileHandle] = {}
     shared = readers if readers is not None else StagedReaders(fs, ())
     adopted = {run.seg_index: run for run in plan.runs if run.adopt}
+    active = plan.active
     try:
         for k, seg in enumerate(plan.segments):
             path = segment_file(plan.directory, seg.base)
@@ -414,7 +423,10 @@ def apply_partition(fs: pafs.FileSystem, plan: PartPlan, staged: Sequence[Staged
                 # no hard links here: the segment is written by copying after all
                 del adopted[k]
                 seg.adopted_bytes = 0
-            outs[k] = _SegOut(fs, path, seg)
+            fd = None
+            if seg.existing and active is not None and seg.base == active.base:
+                fd = active.fds.pop(".log", None)
+            outs[k] = _SegOut(fs, path, seg, fd)
         runs = [r for r in plan.runs if not (r.adopt and r.seg_index in adopted)]
         for group in _groups(runs):
             if len(group) > 1:
@@ -436,6 +448,8 @@ def apply_partition(fs: pafs.FileSystem, plan: PartPlan, staged: Sequence[Staged
             out.close(None)
         for r in own.values():
             r.close()
+        if active is not None:
+            active.close_files()
     named = []
     if plan.create_dir or not all(s.existing and s.continuing_index for s in plan.segments):
         named.append(plan.directory)

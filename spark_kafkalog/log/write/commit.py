@@ -194,11 +194,15 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
             plan = plan_write(fs, root, staged, specs, existing, cfg, no_append,
                               overwrite=(mode == "overwrite"),
                               preserve=(offsets == "preserve"))
-            if is_local(fs):
-                prefetch_headers(plan)
-            for lk in locks:
-                lk.refresh()
-            _begin_apply_commit(fs, root, write_id, names, states, plan, staged, cfg, fault)
+            try:
+                if is_local(fs):
+                    prefetch_headers(plan)
+                for lk in locks:
+                    lk.refresh()
+                _begin_apply_commit(fs, root, write_id, names, states, plan, staged, cfg,
+                                    fault)
+            finally:
+                plan.close_files()      # the active segments' files the append did not take
             fault(f"committed:{names[0]}")
             try:
                 _finish(fs, root, write_id, names, states, staged_paths, fault)

@@ -42,6 +42,23 @@ def no_fault(_point: str) -> None:
     return None
 
 
+def watcher(hook: Fault) -> Fault:
+    """Mark ``hook`` as one that only watches the steps (timing them) and never stops the
+    process there: the commit then writes each window in one piece, as with no hook
+    (see :func:`splits_writes`)."""
+    hook.splits_writes = False
+    return hook
+
+
+no_fault = watcher(no_fault)
+
+
+def splits_writes(fault: Fault) -> bool:
+    """Whether the commit writes each window in two halves with the ``append-partial``
+    step between them (for a hook that may kill the process there: the crash tests)."""
+    return getattr(fault, "splits_writes", True)
+
+
 def segment_file(directory: str, base_offset: int, suffix: str = ".log") -> str:
     """``<dir>/<20-digit zero-padded base offset><suffix>``, as Kafka names segments."""
     return f"{directory}/{base_offset:020d}{suffix}"

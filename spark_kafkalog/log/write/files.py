@@ -16,27 +16,39 @@ from spark_kafkalog.log.model import Segment, parse_partition_dir_name
 from spark_kafkalog.log.read.discovery import list_segments
 
 
-def listdir(fs: pafs.FileSystem, path: str) -> list[tuple[str, bool, int, float]]:
-    """(name, is_dir, size, mtime seconds) of the entries of ``path`` ([] when absent)."""
+def listdir(fs: pafs.FileSystem, path: str, prefix: str = "", *, stat: bool = True
+            ) -> list[tuple[str, bool, int, float]]:
+    """(name, is_dir, size, mtime seconds) of the entries of ``path`` whose names start
+    with ``prefix`` ([] when absent). On local disk only those are stat'ed, and none with
+    ``stat=False`` (size and mtime 0: a log dir of thousands of partitions is listed
+    without a system call per partition)."""
     if is_local(fs):
         try:
             with os.scandir(path) as it:
                 out = []
                 for e in it:
-                    st = e.stat(follow_symlinks=True)
-                    out.append((e.name, e.is_dir(), st.st_size, st.st_mtime))
+                    if not e.name.startswith(prefix):
+                        continue
+                    if stat:
+                        st = e.stat(follow_symlinks=True)
+                        out.append((e.name, e.is_dir(), st.st_size, st.st_mtime))
+                    else:
+                        out.append((e.name, e.is_dir(), 0, 0.0))
                 return out
         except FileNotFoundError:
             return []
     infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
     return [(i.base_name, i.type == pafs.FileType.Directory, i.size or 0,
-             i.mtime.timestamp() if i.mtime is not None else time.time()) for i in infos]
+             i.mtime.timestamp() if i.mtime is not None else time.time()) for i in infos
+            if i.base_name.startswith(prefix)]
 
 
-def segments(fs: pafs.FileSystem, directory: str) -> tuple[Segment, ...]:
+def segments(fs: pafs.FileSystem, directory: str, *, exists: bool = False
+             ) -> tuple[Segment, ...]:
     """The ``.log`` segments of a partition dir by base offset (none when the dir is
-    absent). ``.swap`` files are not resolved: the writer never writes next to one."""
-    if fs.get_file_info(directory).type != pafs.FileType.Directory:
+    absent; ``exists``: the caller has just listed it, so it is not looked up first).
+    ``.swap`` files are not resolved: the writer never writes next to one."""
+    if not exists and fs.get_file_info(directory).type != pafs.FileType.Directory:
         return ()
     return list_segments(fs, directory, resolve_swaps=False)[0]
 
@@ -45,7 +57,7 @@ def topic_partitions(fs: pafs.FileSystem, root: str, topic: str) -> list[int]:
     """Partition numbers of ``topic`` in log dir ``root`` (directories named exactly
     ``<topic>-<n>``; ``-delete``/``-future``/``-stray`` directories are not partitions)."""
     out = []
-    for name, is_dir, _, _ in listdir(fs, root):
+    for name, is_dir, _, _ in listdir(fs, root, f"{topic}-", stat=False):
         parsed = parse_partition_dir_name(name) if is_dir else None
         # the canonical spelling only: "t-01" is not partition 1 of "t" to this writer
         if parsed is not None and parsed[0] == topic and name == f"{topic}-{parsed[1]}":
@@ -85,7 +97,7 @@ def make_dirs(fs: pafs.FileSystem, directory: str) -> None:
 
 
 def remove_empty_dir(fs: pafs.FileSystem, directory: str) -> None:
-    if listdir(fs, directory):
+    if listdir(fs, directory, stat=False):
         return
     if is_local(fs):
         with contextlib.suppress(FileNotFoundError):

@@ -208,6 +208,10 @@ class JournalState:
     streams: dict = field(default_factory=dict)
     rolled_back: list = field(default_factory=list)
     exists: bool = False
+    #: id(entry) -> (entry, its JSON text) for the commits saved before: a history entry
+    #: never changes once recorded, so each save encodes only the new ones (a commit
+    #: saves the journal three times; its history grows with the partition count)
+    _encoded: dict = field(default_factory=dict, repr=False, compare=False)
 
     def is_committed(self, write_id: str) -> bool:
         """Whether ``write_id`` committed in this journal (a retry or replay is a no-op)."""
@@ -245,6 +249,27 @@ class JournalState:
                 "commits": self.commits, "streams": self.streams,
                 "rolled_back": self.rolled_back}
 
+    def encode(self) -> bytes:
+        """The journal body: exactly ``_dumps(self.to_json())``, with each history entry
+        encoded once per state (see ``_encoded``)."""
+        cache, kept, texts = self._encoded, {}, []
+        for c in self.commits:
+            hit = cache.get(id(c))
+            if hit is None or hit[0] is not c:
+                hit = (c, _dumps(c))
+            kept[id(c)] = hit
+            texts.append(hit[1])
+        self._encoded = kept
+        pending = None if self.pending is None else self.pending.to_json()
+        # to_json's keys, in _dumps' sorted order
+        return ('{"commits":[' + ",".join(texts) + '],"pending":' + _dumps(pending)
+                + ',"rolled_back":' + _dumps(self.rolled_back) + ',"streams":'
+                + _dumps(self.streams) + ',"topic":' + _dumps(self.topic) + "}").encode()
+
+
+def _dumps(doc) -> str:
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True)
+
 
 def load(fs: pafs.FileSystem, root: str, topic: str) -> JournalState:
     """The topic's journal (an empty state when the topic has none). Raises
@@ -269,7 +294,7 @@ def load(fs: pafs.FileSystem, root: str, topic: str) -> JournalState:
         raise LogLayoutError("journal checksum or length mismatch (file damaged)", path=path,
                              position=nl + 1)
     try:
-        doc = json.loads(body.decode("utf-8"))
+        doc, encoded = _decode(body.decode("utf-8"))
     except ValueError as err:
         raise LogLayoutError("journal body is not valid JSON", path=path,
                              position=nl + 1) from err
@@ -282,16 +307,45 @@ def load(fs: pafs.FileSystem, root: str, topic: str) -> JournalState:
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise LogLayoutError(f"journal's pending write is malformed ({err!r})", path=path,
                              position=nl + 1) from err
-    return JournalState(topic=topic, pending=pending,
-                        commits=list(doc.get("commits") or []),
+    commits = doc.get("commits") or []
+    return JournalState(topic=topic, pending=pending, commits=commits,
                         streams=dict(doc.get("streams") or {}),
-                        rolled_back=list(doc.get("rolled_back") or []), exists=True)
+                        rolled_back=list(doc.get("rolled_back") or []), exists=True,
+                        _encoded={id(c): (c, t) for c, t in zip(commits, encoded)})
+
+
+_DECODER = json.JSONDecoder()
+_COMMITS_OPEN = '{"commits":['
+
+
+def _decode(body: str) -> tuple[dict, list[str]]:
+    """The journal document, and the text of each history entry when the body is laid
+    out as :meth:`JournalState.encode` writes it (the next save then copies those texts
+    instead of encoding the history again); else ``json.loads``' document and no texts."""
+    if not body.startswith(_COMMITS_OPEN):
+        return json.loads(body), []
+    commits, texts = [], []
+    i = len(_COMMITS_OPEN)
+    while body[i:i + 1] != "]":
+        entry, end = _DECODER.raw_decode(body, i)
+        if not isinstance(entry, dict) or body[end:end + 1] not in (",", "]"):
+            return json.loads(body), []
+        commits.append(entry)
+        texts.append(body[i:end])
+        i = end + 1 if body[end] == "," else end
+    if body[i + 1:i + 2] != ",":
+        return json.loads(body), []
+    doc = json.loads("{" + body[i + 2:])
+    if not isinstance(doc, dict) or "commits" in doc:
+        return json.loads(body), []
+    doc["commits"] = commits
+    return doc, texts
 
 
 def save(fs: pafs.FileSystem, root: str, state: JournalState) -> None:
     """Write the journal atomically (:func:`spark_kafkalog.log.io.write_atomic`: the old or
     the new document, never a mix, on every filesystem)."""
-    body = json.dumps(state.to_json(), separators=(",", ":"), sort_keys=True).encode()
+    body = state.encode()
     head = f"{JOURNAL_MAGIC} {JOURNAL_VERSION} {crc32c.crc32c(body):08x} {len(body)}\n"
     write_atomic(fs, journal_path(root, state.topic), head.encode("ascii") + body)
     state.exists = True

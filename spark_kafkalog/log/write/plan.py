@@ -50,7 +50,7 @@ class Run:
     dst_position: int
     staged: int                        # index into the staged file list
     src_position: int
-    batch_rows: np.ndarray             # rows of that file's batch table
+    batch_rows: slice                  # rows of that file's batch table
     bases: np.ndarray                  # the base offset each batch gets
     src_path: str = ""                 # the file holding the bytes
     adopt: bool = False                # the whole file becomes the segment (renamed)
@@ -100,6 +100,37 @@ class PartPlan:
             no_append=no_append)
 
 
+class _Columns:
+    """A staged file's batch table as contiguous int64 columns, checked once against its
+    sections (each covers rows of the table, starts at relative position 0 and its
+    batches' sizes add up to the section's)."""
+
+    def __init__(self, sf: StagedFile, table: np.ndarray):
+        self.size = table["size"].astype(np.int64)
+        self.position = table["position"].astype(np.int64)
+        self.count = table["last_offset_delta"].astype(np.int64) + 1
+        self.base_offset = table["base_offset"].astype(np.int64)
+        self.max_timestamp = table["max_timestamp"].astype(np.int64)
+        if not sf.sections:
+            return
+        starts = np.fromiter((sec.batch_start for sec in sf.sections), np.int64,
+                             len(sf.sections))
+        counts = np.fromiter((sec.batch_count for sec in sf.sections), np.int64,
+                             len(sf.sections))
+        outside = np.flatnonzero((counts <= 0) | (starts < 0)
+                                 | (starts + counts > len(table)))
+        if len(outside):
+            raise CommitConflictError("staging batch table does not match its section",
+                                      path=sf.path)
+        ends = np.concatenate([[0], np.cumsum(self.size)])
+        sums = ends[starts + counts] - ends[starts]
+        sizes = np.fromiter((sec.size for sec in sf.sections), np.int64, len(sf.sections))
+        bad = np.flatnonzero((self.position[starts] != 0) | (sums != sizes))
+        if len(bad):
+            raise CorruptRecordError("staging batch table does not tile its section",
+                                     path=sf.path, position=sf.sections[int(bad[0])].position)
+
+
 class TablesCache:
     """Batch tables of the staged files, read once."""
 
@@ -107,6 +138,7 @@ class TablesCache:
         self.fs = fs
         self.staged = staged
         self._tables: dict[int, np.ndarray] = {}
+        self._columns: dict[int, _Columns] = {}
 
     def table(self, i: int) -> np.ndarray:
         t = self._tables.get(i)
@@ -121,6 +153,12 @@ class TablesCache:
             t = np.frombuffer(raw, dtype=BATCH_TABLE_DTYPE)
             self._tables[i] = t
         return t
+
+    def columns(self, i: int) -> _Columns:
+        c = self._columns.get(i)
+        if c is None:
+            c = self._columns[i] = _Columns(self.staged[i], self.table(i))
+        return c
 
 
 @dataclass
@@ -141,6 +179,14 @@ class WritePlan:
             partitions={p.partition: p.undo(self.no_append) for p in plans},
             log_start={p.partition: p.log_start for p in plans
                        if p.log_start is not None})
+
+    def close_files(self) -> None:
+        """Close the active segments' files the append did not take (see
+        :func:`plan_write`)."""
+        for plans in self.topics.values():
+            for p in plans:
+                if p.active is not None:
+                    p.active.close_files()
 
     def ranges(self) -> dict:
         return {t: {p.partition: (p.start, p.end) for p in plans}
@@ -292,43 +338,27 @@ def _section_groups(sections: list[tuple[int, StagedSection]], adopt: bool,
 
 
 class _GroupBatches:
-    """The batch-table rows of a group of sections, one after the other, with the base
-    offsets they get (from ``next_offset``, or as staged with ``preserve``)."""
+    """The batches of a group of sections, one after the other, with the base offsets
+    they get (from ``next_offset``, or as staged with ``preserve``)."""
 
     def __init__(self, group: list[tuple[int, StagedSection]], tables: TablesCache,
                  next_offset: int, preserve: bool):
         self.group = group
         self.tables = tables
-        parts = []
-        for staged_i, sec in group:
-            table = tables.table(staged_i)[sec.batch_start: sec.batch_start + sec.batch_count]
-            if len(table) != sec.batch_count or not len(table):
-                raise CommitConflictError("staging batch table does not match its section",
-                                          path=tables.staged[staged_i].path)
-            parts.append(table)
+        spans = [(tables.columns(i), sec.batch_start, sec.batch_start + sec.batch_count)
+                 for i, sec in group]
 
         def field(name: str) -> np.ndarray:
-            # field by field: concatenating structured rows promotes their dtype each time
-            return parts[0][name] if len(parts) == 1 else np.concatenate(
-                [t[name] for t in parts])
-        counts = [sec.batch_count for _, sec in group]
-        self.bounds = [0, *itertools.accumulate(counts)]
-        firsts = np.asarray(self.bounds[:-1], dtype=np.int64)
-        self.sizes = field("size").astype(np.int64)
+            if len(spans) == 1:
+                c, a, b = spans[0]
+                return getattr(c, name)[a:b]
+            return np.concatenate([getattr(c, name)[a:b] for c, a, b in spans])
+        self.bounds = [0, *itertools.accumulate(sec.batch_count for _, sec in group)]
+        self.sizes = field("size")
         self.positions = field("position")
-        sums = np.add.reduceat(self.sizes, firsts)
-        bad = np.flatnonzero((self.positions[firsts] != 0)
-                             | (sums != [sec.size for _, sec in group]))
-        if len(bad):
-            staged_i, sec = group[int(bad[0])]
-            raise CorruptRecordError("staging batch table does not tile its section",
-                                     path=tables.staged[staged_i].path, position=sec.position)
-        # each batch's row in its staged file's table
-        starts = np.asarray([sec.batch_start for _, sec in group], dtype=np.int64)
-        self.rows = np.arange(len(self.sizes)) + np.repeat(starts - firsts, counts)
-        n = field("last_offset_delta").astype(np.int64) + 1
+        n = field("count")
         if preserve:
-            self.bases = field("base_offset").astype(np.int64)
+            self.bases = field("base_offset")
         else:
             self.bases = next_offset + np.cumsum(n) - n
         self.lasts = self.bases + n - 1
@@ -346,10 +376,11 @@ class _GroupBatches:
             lo, hi = max(a, bounds[s]), min(b, bounds[s + 1])
             staged_i, sec = self.group[s]
             end = int(self.ends[hi - 1])
+            row = sec.batch_start - bounds[s]
             plan.runs.append(Run(
                 seg_index=seg_index, dst_position=dst, staged=staged_i,
                 src_position=sec.position + int(self.positions[lo]),
-                batch_rows=self.rows[lo:hi], bases=self.bases[lo:hi],
+                batch_rows=slice(row + lo, row + hi), bases=self.bases[lo:hi],
                 src_path=sec.path or self.tables.staged[staged_i].path, adopt=adopt,
                 sizes=self.sizes[lo:hi], nbytes=end - done))
             dst += end - done
@@ -422,27 +453,47 @@ def _repair_active(fs: pafs.FileSystem, directory: str, active: Active) -> None:
 def _plan_one(fs: pafs.FileSystem, root: str, topic: str, p: int, create: bool,
               sections: list[tuple[int, StagedSection]], tables: TablesCache,
               cfg: AppendConfig, no_append: bool, overwrite: bool,
-              preserve: bool = False) -> PartPlan:
+              preserve: bool = False, keep_open: bool = False) -> PartPlan:
     directory = partition_dir(root, topic, p)
     segs, active, leo = (), None, 0
+    keep_open = keep_open and not (no_append or overwrite)
     if not create:
-        segs, active, leo = inspect_partition(fs, directory, cfg)
-    if active is not None and active.rebuilt is not None and not no_append:
-        _repair_active(fs, directory, active)
-        segs, active, leo = inspect_partition(fs, directory, cfg)
-        if active.builder is None and active.log_size:
-            raise LogLayoutError("could not repair the active segment's indexes",
-                                 path=directory)
-    plan = PartPlan(topic=topic, partition=p, directory=directory, create_dir=create,
-                    start=leo, active=active, segment_count=len(segs))
-    if (active is not None and active.builder is not None and active.log_size
-            and active.builder.drop_time_tail_bytes and not no_append and not overwrite):
-        plan.timeindex_tail = read_range(fs, segment_file(directory, active.base, ".timeindex"),
-                                         active.timeindex_size - TIME_ENTRY_SIZE,
-                                         TIME_ENTRY_SIZE)
-    _plan_partition(plan, sections, tables, cfg, no_append, overwrite, adopt=is_local(fs),
-                    preserve=preserve)
+        segs, active, leo = inspect_partition(fs, directory, cfg, keep_open=keep_open)
+    try:
+        if active is not None and active.rebuilt is not None and not no_append:
+            active.close_files()
+            _repair_active(fs, directory, active)
+            segs, active, leo = inspect_partition(fs, directory, cfg, keep_open=keep_open)
+            if active.builder is None and active.log_size:
+                raise LogLayoutError("could not repair the active segment's indexes",
+                                     path=directory)
+        plan = PartPlan(topic=topic, partition=p, directory=directory, create_dir=create,
+                        start=leo, active=active, segment_count=len(segs))
+        if (active is not None and active.builder is not None and active.log_size
+                and active.builder.drop_time_tail_bytes and not no_append
+                and not overwrite):
+            # the close entry the append replaces: read with the index's tail
+            plan.timeindex_tail = active.timeindex_tail[-TIME_ENTRY_SIZE:]
+        _plan_partition(plan, sections, tables, cfg, no_append, overwrite,
+                        adopt=is_local(fs), preserve=preserve)
+    except BaseException:
+        if active is not None:
+            active.close_files()
+        raise
     return plan
+
+
+def _fds_to_keep() -> int:
+    """How many files planning may keep open for the append (3 a partition): half of
+    what the process may open, less a margin."""
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 0
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 16
+    return max(0, (soft - 256) // 2)
 
 
 def plan_write(fs: pafs.FileSystem, root: str, staged: Sequence[StagedFile],
@@ -451,22 +502,32 @@ def plan_write(fs: pafs.FileSystem, root: str, staged: Sequence[StagedFile],
                preserve: bool = False) -> WritePlan:
     """Plan every partition the write touches (an overwrite touches all of a topic's).
     Repairs an active segment's damaged indexes first, as a broker's recovery would.
-    ``preserve``: every batch keeps its staged base offset (see :func:`_preserved_order`)."""
+    ``preserve``: every batch keeps its staged base offset (see :func:`_preserved_order`).
+    On local disk the active segments' files stay open for the append, as many as
+    :func:`_fds_to_keep` allows (:meth:`WritePlan.close_files` closes what is left)."""
     tables = TablesCache(fs, staged)
     by_part: dict[tuple[str, int], list[tuple[int, StagedSection]]] = {}
     for i, sf in enumerate(staged):
         for sec in sf.sections:
             by_part.setdefault((sec.topic, sec.partition), []).append((i, sec))
     out = WritePlan(tables=tables, topics={}, no_append=no_append, overwrite=overwrite)
-    for t, spec in specs.items():
-        parts = existing[t]
-        staged_parts = sorted(p for (tt, p) in by_part if tt == t)
-        n = _partition_count(root, t, spec, parts, staged_parts)
-        if overwrite or not parts:
-            touched = list(range(n)) if n is not None else list(parts)
-        else:
-            touched = staged_parts
-        out.topics[t] = [_plan_one(fs, root, t, p, p not in parts, by_part.get((t, p), []),
-                                   tables, cfg, no_append, overwrite, preserve)
-                         for p in touched]
+    keep = _fds_to_keep() // 3 if is_local(fs) else 0
+    try:
+        for t, spec in specs.items():
+            parts = existing[t]
+            staged_parts = sorted(p for (tt, p) in by_part if tt == t)
+            n = _partition_count(root, t, spec, parts, staged_parts)
+            if overwrite or not parts:
+                touched = list(range(n)) if n is not None else list(parts)
+            else:
+                touched = staged_parts
+            plans = out.topics[t] = []
+            for p in touched:
+                plans.append(_plan_one(fs, root, t, p, p not in parts,
+                                       by_part.get((t, p), []), tables, cfg, no_append,
+                                       overwrite, preserve, keep_open=keep > 0))
+                keep -= 1
+    except BaseException:
+        out.close_files()
+        raise
     return out

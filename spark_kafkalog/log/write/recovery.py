@@ -149,8 +149,8 @@ def delete_staging(fs: pafs.FileSystem, root: str, write_id: str | None,
         delete_file(fs, path, missing_ok=True)
     now = time.time()
     token = jr.STAGING_PREFIX + jr.write_token(write_id) + "." if write_id else None
-    for name, is_dir, _, mtime in listdir(fs, root):
-        if is_dir or not name.startswith(jr.STAGING_PREFIX):
+    for name, is_dir, _, mtime in listdir(fs, root, jr.STAGING_PREFIX):
+        if is_dir:
             continue
         if (token and name.startswith(token)) or now - mtime > STAGING_TTL_S:
             delete_file(fs, f"{root.rstrip('/')}/{name}", missing_ok=True)

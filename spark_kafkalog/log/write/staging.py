@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import BadRowError
@@ -124,6 +125,27 @@ def _check_table(table: np.ndarray, data_size: int, path: str) -> None:
                           path=path, position=int(pos[bad[0]]))
 
 
+def _tiles(table: np.ndarray, firsts: np.ndarray, counts: np.ndarray,
+           sizes: np.ndarray) -> bool:
+    """:func:`_check_table`'s rules for many sections at once (rows ``firsts[k]`` on,
+    ``counts[k]`` of them, describing ``sizes[k]`` bytes): True when every one holds."""
+    if ((counts == 0) & (sizes != 0)).any():
+        return False
+    if not len(table):
+        return True
+    pos = table["position"]
+    size = table["size"].astype(np.int64)
+    ends = pos + size
+    last = firsts + counts - 1
+    has = counts > 0
+    inner = np.ones(len(table), dtype=bool)        # rows that follow one of their section
+    inner[firsts[has]] = False
+    ok = ((pos[1:] == ends[:-1]) | ~inner[1:]).all()
+    return bool(ok and (pos[firsts[has]] == 0).all() and (ends[last[has]] == sizes[has]).all()
+                and not ((size < wire.V2_HEADER_SIZE)
+                         | (table["last_offset_delta"] < 0)).any())
+
+
 class _PartFile:
     """One topic-partition's staged bytes in a file of their own (per-partition mode).
     Opened for each append and closed after it: a task writing to thousands of
@@ -220,18 +242,9 @@ class StagingWriter:
         if size == 0:
             return
         partition = int(partition)
-        if self._split:
-            key = (topic, partition)
-            pf = self._parts.get(key)
-            shared = self._shared.get(key, 0)
-            if pf is None and shared + size > self._own_file_min:
-                os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                pf = self._parts[key] = _PartFile(f"{self.path}.{topic}-{partition}",
-                                                  self._flush_behind)
-            if pf is not None:
-                pf.append(data, table)
-                return
-            self._shared[key] = shared + size
+        if self._split and self._to_own_file(topic, partition, size):
+            self._parts[(topic, partition)].append(data, table)
+            return
         self._write(data)
         self._sections.append(StagedSection(
             topic=topic, partition=partition, position=self._pos, size=size,
@@ -240,6 +253,76 @@ class StagingWriter:
         self._tables.append(table)
         self._pos += size
         self._batches += len(table)
+
+    def add_partitioned(self, topic: str, data, sections) -> None:
+        """:meth:`add` for each ``(partition, start, end, batches)`` of ``data`` (the
+        output of ``format.encode_partitioned``), in order, at a cost per call rather
+        than per partition where it can: the batch tables converted and checked at once,
+        the shared file's bytes written in one piece per run of sections."""
+        sections = list(sections)
+        if len(sections) < 2 or not all(isinstance(b, pa.Table) for *_, b in sections):
+            for p, start, end, batches in sections:
+                self.add(topic, p, memoryview(data)[start:end], batches)
+            return
+        view = memoryview(data).cast("B")
+        counts = np.fromiter((b.num_rows for *_, b in sections), np.int64, len(sections))
+        sizes = np.fromiter((end - start for _, start, end, _ in sections), np.int64,
+                            len(sections))
+        try:
+            whole = batch_table(pa.concat_tables([b for *_, b in sections]))
+        except pa.ArrowInvalid:         # tables of different columns: one by one
+            whole = None
+        firsts = np.cumsum(counts) - counts
+        if whole is None or not _tiles(whole, firsts, counts, sizes):
+            # one of them is wrong: add() names it
+            for p, start, end, batches in sections:
+                self.add(topic, p, view[start:end], batches)
+            return
+        records = np.concatenate([[0], np.cumsum(whole["record_count"], dtype=np.int64)])
+        records = records[firsts + counts] - records[firsts]
+        run_start = run_end = None              # shared bytes not written yet
+        for k, (p, start, end, _) in enumerate(sections):
+            size, count = int(sizes[k]), int(counts[k])
+            if size == 0:
+                continue
+            p = int(p)
+            table = whole[firsts[k]:firsts[k] + count]
+            if self._split and self._to_own_file(topic, p, size):
+                if run_start is not None:
+                    self._write(view[run_start:run_end])
+                    run_start = None
+                self._parts[(topic, p)].append(view[start:end], table)
+                continue
+            if run_start is None or start != run_end:
+                if run_start is not None:
+                    self._write(view[run_start:run_end])
+                run_start = start
+            run_end = end
+            self._sections.append(StagedSection(
+                topic=topic, partition=p, position=self._pos, size=size,
+                batch_start=self._batches, batch_count=count,
+                record_count=int(records[k])))
+            self._tables.append(table)
+            self._pos += size
+            self._batches += count
+        if run_start is not None:
+            self._write(view[run_start:run_end])
+
+    def _to_own_file(self, topic: str, partition: int, size: int) -> bool:
+        """Whether ``size`` more bytes of the partition go to its own file (per-partition
+        mode), creating that file once it has more than ``own_file_min_bytes``; else
+        they are counted as the shared file's."""
+        key = (topic, partition)
+        pf = self._parts.get(key)
+        shared = self._shared.get(key, 0)
+        if pf is None and shared + size > self._own_file_min:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            pf = self._parts[key] = _PartFile(f"{self.path}.{topic}-{partition}",
+                                              self._flush_behind)
+        if pf is not None:
+            return True
+        self._shared[key] = shared + size
+        return False
 
     def finish(self) -> StagedFile | None:
         if self._split:
