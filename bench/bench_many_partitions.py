@@ -180,24 +180,29 @@ def main(argv=None) -> int:
                 r.load(path).write.format("noop").mode("overwrite").save()
                 return time.perf_counter() - t0
 
+            def kinds_of(n):
+                kinds = {"packed": lambda: run("kafkalog", logs[n]),
+                         "floor": lambda: spark.read.format("arrowreplay")
+                         .option("path", str(_ipc(work, n))).load()
+                         .write.format("noop").mode("overwrite").save()}
+                if isinstance(n, int) and n <= args.unpacked_max:
+                    kinds["unpacked"] = lambda: run("kafkalog", logs[n],
+                                                    packPartitions="false")
+                return kinds
+
             try:
+                for n in counts:                # warm-up: the JVM's JIT, Python workers
+                    for fn in kinds_of(n).values():
+                        fn()
                 for n in counts:
-                    kinds = {"packed": lambda: run("kafkalog", logs[n]),
-                             "floor": lambda: spark.read.format("arrowreplay")
-                             .option("path", str(_ipc(work, n))).load()
-                             .write.format("noop").mode("overwrite").save()}
-                    if isinstance(n, int) and n <= args.unpacked_max:
-                        kinds["unpacked"] = lambda: run("kafkalog", logs[n],
-                                                        packPartitions="false")
-                    got = {}
-                    for name, fn in kinds.items():
-                        fn()                                    # warm-up
-                        ts = []
-                        for _ in range(args.repeat):
+                    kinds = kinds_of(n)
+                    ts = {name: [] for name in kinds}
+                    for _ in range(args.repeat):    # interleaved: each kind sees the
+                        for name, fn in kinds.items():   # same machine, round by round
                             t0 = time.perf_counter()
                             fn()
-                            ts.append(time.perf_counter() - t0)
-                        got[name] = statistics.median(ts)
+                            ts[name].append(time.perf_counter() - t0)
+                    got = {name: statistics.median(t) for name, t in ts.items()}
                     results[n] = (floors[n], got)
                     print(f"{n} partitions: {got}", flush=True)
             finally:
