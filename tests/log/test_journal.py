@@ -174,6 +174,31 @@ def test_stream_ids_and_retention():
         jr.stream_write_id("a:b", 1)
 
 
+def test_history_of_a_wide_topic_is_bounded_by_partition_ranges():
+    """RETAIN_RANGES bounds what each commit loads and saves: the oldest commits go while
+    the retained ones list more ranges, the newest is kept however wide it is, and
+    commit numbers and stream ids survive the trimming."""
+    def entry(write_id, width):
+        return {"write_id": write_id, "partitions": {
+            str(p): {"start": 0, "end": 1, "segments": [[0, 0, 1]]} for p in range(width)}}
+
+    width = 1000
+    keep = jr.RETAIN_RANGES // width
+    st = jr.JournalState(topic="t")
+    st.record_commit(entry(jr.stream_write_id("q", 0), width))
+    for i in range(keep + 5):
+        st.record_commit(entry(f"batch:{i}", width))
+    assert [c["write_id"] for c in st.commits] == [f"batch:{i}" for i in range(5, keep + 5)]
+    assert [c["seq"] for c in st.commits] == list(range(6, keep + 6))
+    assert sum(len(c["partitions"]) for c in st.commits) <= jr.RETAIN_RANGES
+    assert st.is_committed(jr.stream_write_id("q", 0))      # by the streams record
+    assert not st.is_committed("batch:4")
+    st.record_commit(entry("huge", jr.RETAIN_RANGES + 1))
+    assert [c["write_id"] for c in st.commits] == ["huge"]
+    st.record_commit(entry("small", 3))
+    assert [c["write_id"] for c in st.commits] == ["small"]
+
+
 def test_pending_write_bounds_a_read_only_reader_and_recover_undoes_it(tmp_path):
     root = str(tmp_path)
     write(FS, root, "batch:1", {0: recs(10), 1: recs(4)}, partitions=2)

@@ -171,14 +171,17 @@ def _latest_bounds(j: Journals, roots_of: Mapping[int, str]) -> dict[int, Bound]
     for root, st in j.states.items():
         decided = j.decided[root]
         mine = [q for q, r in roots_of.items() if r == root]
-        commits = _root_commits(root, st, decided)
+        # one pass over the history: each partition's last committed end, and the start
+        # of its last overwrite
+        ends: dict[int, int] = {}
+        starts: dict[int, int] = {}
+        for c in _root_commits(root, st, decided):
+            for q, (lo, hi) in c.ranges.items():
+                ends[q] = hi
+                if c.mode == "overwrite":
+                    starts[q] = lo
         for q in mine:
-            end, start = None, 0
-            for c in commits:
-                if q in c.ranges:
-                    end = c.ranges[q][1]
-                    if c.mode == "overwrite":
-                        start = c.ranges[q][0]
+            end, start = ends.get(q), starts.get(q, 0)
             if st.pending is not None and not decided:
                 info = st.pending.partitions.get(q)
                 if info is not None:
@@ -195,7 +198,8 @@ def _find_commit(topic: str, commits: list[Commit], as_of_commit, as_of_timestam
         raise InvalidOptionError(f"asOfCommit/asOfTimestamp: topic {topic!r} has no "
                                  "commit journal (no kafkalog writer wrote it), so it has "
                                  "no commits to read as of")
-    kept = (f"the journal keeps the last {jr.RETAIN_COMMITS} commits; {topic!r} has "
+    kept = (f"the journal keeps the last {jr.RETAIN_COMMITS} commits, fewer when they list "
+            f"more than {jr.RETAIN_RANGES} partition ranges in all; {topic!r} has "
             f"{commits[0].seq}..{commits[-1].seq} (see list_commits)")
     if as_of_commit is not None:
         key = str(as_of_commit).strip()

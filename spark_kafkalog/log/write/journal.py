@@ -14,8 +14,10 @@ holding one JSON document, replaced atomically, behind a header line
 undoing it needs before any partition file is touched; its coordinator's commit (one
 atomic journal write) is the commit point. The protocol is in :mod:`.commit`, undoing
 and finishing in :mod:`.recovery`; a read-only reader bounds what it returns with
-:func:`committed_bounds`. History is bounded (:data:`RETAIN_COMMITS`; streaming writes,
-``stream:<query id>:<batch id>``, by their query's highest committed batch id).
+:func:`committed_bounds`. History is bounded (:data:`RETAIN_COMMITS` commits and
+:data:`RETAIN_RANGES` partition ranges in all, so a commit's load and save stay small on a
+topic of thousands of partitions; streaming writes, ``stream:<query id>:<batch id>``, by
+their query's highest committed batch id).
 Each commit carries a ``seq`` (its number in the topic's history, kept when older
 commits are trimmed): the versions :mod:`spark_kafkalog.log.read.snapshot` reads as of.
 """
@@ -36,6 +38,10 @@ from spark_kafkalog.log.io import read_small_file, write_atomic
 JOURNAL_MAGIC = "kafkalog-journal"
 JOURNAL_VERSION = 1
 RETAIN_COMMITS = 1000
+#: at most this many partition ranges in the retained commits (the newest commit is kept
+#: whatever its width): ~1.4 MB of journal, what every commit loads and saves. A topic of
+#: 10 partitions keeps RETAIN_COMMITS commits, one of 1,000 partitions the last 20.
+RETAIN_RANGES = 20_000
 RETAIN_ROLLED_BACK = 100
 #: a journal larger than this is not one we wrote (1000 commits of 1000 partitions: ~100 MB)
 JOURNAL_MAX_BYTES = 1 << 30
@@ -229,6 +235,12 @@ class JournalState:
         entry.setdefault("seq", int(last) + 1)
         self.commits.append(entry)
         del self.commits[:-RETAIN_COMMITS]
+        widths = [len(c.get("partitions") or ()) for c in self.commits]
+        total, drop = sum(widths), 0
+        while total > RETAIN_RANGES and drop < len(widths) - 1:
+            total -= widths[drop]
+            drop += 1
+        del self.commits[:drop]
         stream = _parse_stream(entry["write_id"])
         if stream is not None:
             self.streams[stream[0]] = max(self.streams.get(stream[0], -1), stream[1])
