@@ -7,7 +7,9 @@ the latest record of each key at its offset, removes records of aborted transact
 keeps tombstones until their delete horizon (``delete.retention.ms`` after the first
 cleaning that sees them) and removes them after it, regroups the cleaned segments and
 rebuilds their indexes. The active segment (and anything from ``--upto`` on) is left
-alone; ``min.cleanable.dirty.ratio`` and ``min.compaction.lag.ms`` are honoured. Every
+alone; ``min.cleanable.dirty.ratio`` and ``min.compaction.lag.ms`` are honoured, and a
+partition whose oldest dirty data is older than ``max.compaction.lag.ms`` is cleaned
+whatever its dirty ratio (Kafka's default, 2**63-1 ms, never forces one). Every
 partition's new segments land through the topic's journal: a crash at any point leaves
 the old log or the new one, and a reader never sees half of it.
 
@@ -32,6 +34,7 @@ CONFIG_NAMES = {
     "delete.retention.ms": ("delete_retention_ms", int),
     "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", float),
     "min.compaction.lag.ms": ("min_compaction_lag_ms", int),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", int),
     "segment.bytes": ("segment_bytes", int),
     "segment.index.bytes": ("max_index_bytes", int),
     "index.interval.bytes": ("index_interval_bytes", int),

@@ -10,7 +10,8 @@ Per topic, oldest segment first: segments below the log start offset, then segme
 while the log stays at or above retention.bytes without them, then segments whose
 largest timestamp is more than retention.ms before now (``--now``); never the active
 segment nor past the high watermark; -1 disables a limit. The log-start-offset
-checkpoint moves first, then the segments' files are renamed to ``.deleted`` and removed
+checkpoint moves first (each partition's leader-epoch-checkpoint is then truncated from
+it, as a broker does), then the segments' files are renamed to ``.deleted`` and removed
 ``file.delete.delay.ms`` later (the job waits for it unless ``--no-wait``; the next run
 removes what is left), so a reader holding the old view finishes it. Runs under the
 topic's writer lock and refuses a log dir a running broker holds. ``--config-file``

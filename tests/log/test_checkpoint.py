@@ -4,7 +4,8 @@ import pytest
 from spark_kafkalog.errors import LogLayoutError
 from spark_kafkalog.log.files.checkpoint import (format_checkpoint, parse_checkpoint,
                                            parse_leader_epoch_checkpoint, read_checkpoint,
-                                           read_leader_epoch_checkpoint, write_checkpoint)
+                                           read_leader_epoch_checkpoint, write_checkpoint,
+                                           write_leader_epoch_checkpoint)
 
 FS = pafs.LocalFileSystem()
 
@@ -48,6 +49,11 @@ def test_round_trip_and_atomic_write(tmp_path):
 
 def test_leader_epoch_checkpoint(tmp_path):
     assert parse_leader_epoch_checkpoint(b"0\n2\n0 0\n3 120\n") == [(0, 0), (3, 120)]
+    assert read_leader_epoch_checkpoint(FS, str(tmp_path / "x")) == []
+    write_leader_epoch_checkpoint(FS, str(tmp_path / "x"), [(0, 0), (3, 120)])
+    assert (tmp_path / "x").read_bytes() == b"0\n2\n0 0\n3 120\n"
+    write_leader_epoch_checkpoint(FS, str(tmp_path / "x"), [])
+    assert (tmp_path / "x").read_bytes() == b"0\n0\n"
     assert read_leader_epoch_checkpoint(FS, str(tmp_path / "x")) == []
 
 

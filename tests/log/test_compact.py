@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafkalog.errors import UnsupportedFormatError
+from spark_kafkalog.errors import InvalidOptionError, UnsupportedFormatError
 from spark_kafkalog.format import scan_headers
 from spark_kafkalog.log import LogDirs, read_table
 from spark_kafkalog.log.diagnose.verify import verify_log_dirs
@@ -326,3 +326,104 @@ def test_consumer_offsets_latest_state_unchanged(tmp_path, src):
     assert latest_after == latest_before
     assert len({k for _, k, _ in after}) == len(after)     # one record per key
     check_clean(root)
+
+
+# ---- max.compaction.lag.ms -------------------------------------------------------------------
+def segment_times(pdir: Path) -> list[tuple[int, int, int, int]]:
+    """(base, size, first batch's max timestamp, largest max timestamp) of each segment,
+    read by kafka-python."""
+    from kafka.record.memory_records import MemoryRecords
+    out = []
+    for name in sorted(n for n in os.listdir(pdir) if n.endswith(".log")):
+        data = (pdir / name).read_bytes()
+        recs, stamps = MemoryRecords(data), []
+        while recs.has_next():
+            stamps.append(recs.next_batch().max_timestamp)
+        out.append((int(name[:-4]), len(data), stamps[0] if stamps else -1,
+                    max(stamps, default=-1)))
+    return out
+
+
+def kafka_cleans(segs, *, dirty_from, now, ratio, min_lag, max_lag):
+    """Kafka's LogCleanerManager on one log (high watermark at the log end, no open
+    transaction), restated: the offset cleaning stops at (None: the log is not cleaned).
+    The log is cleaned when its cleanable ratio is above ``ratio``, or when it must be
+    compacted now -- the earliest positive first-batch timestamp of the dirty segments
+    before the active one is older than ``now - max_lag`` -- and has cleanable bytes."""
+    active = segs[-1][0]
+    dirty = [s for s, nxt in zip(segs, segs[1:]) if nxt[0] > dirty_from]
+    stop = active
+    if min_lag > 0:
+        young = [s[0] for s in dirty if s[3] > now - min_lag]
+        stop = min([stop] + young)
+    clean_bytes = sum(s[1] for s in segs if s[0] < dirty_from)
+    cleanable = sum(s[1] for s in dirty if s[0] < stop)
+    total = clean_bytes + cleanable
+    firsts = [s[2] for s in dirty if s[2] > 0]
+    must = bool(firsts) and min(firsts) < now - max_lag
+    if cleanable and (cleanable / total > ratio or must):
+        return stop
+    return None
+
+
+def test_max_compaction_lag_forces_cleaning_below_the_dirty_ratio(tmp_path):
+    """Three partitions whose only dirty segment is their last closed one (the cleaner
+    checkpoint says so): a dirty ratio far below 0.5. Which partitions a pass cleans, and
+    up to where, for clocks and lags around their first batches' timestamps, equals
+    Kafka's rule; what a consumer reads of a cleaned one equals the model."""
+    base = tmp_path / "base"
+    b = LogDirBuilder(base)
+    parts = [build(base, 60 + q, q, b) for q in range(3)]
+    b.write()
+    segs = {q: segment_times(base / f"c-{q}") for q in range(3)}
+    dirty_from = {q: segs[q][-2][0] for q in range(3)}
+    (base / "cleaner-offset-checkpoint").write_text(
+        "0\n3\n" + "".join(f"c {q} {dirty_from[q]}\n" for q in range(3)))
+    firsts = sorted(segs[q][-2][2] for q in range(3))
+    assert len(set(firsts)) == 3
+    lag = 60_000
+    cases = [  # (now, min lag, max lag, ratio)
+        (firsts[2] + 10 * lag, 0, 2 ** 63 - 1, 0.5),       # Kafka's default: never forced
+        (firsts[0] + lag, 0, lag, 0.5),                      # exactly max lag old: not yet
+        (firsts[0] + lag + 1, 0, lag, 0.5),                  # one partition over it
+        ((firsts[1] + firsts[2]) // 2 + lag, 0, lag, 0.5),   # two over it
+        (firsts[2] + lag + 1, 0, lag, 0.5),                  # all three
+        (firsts[2] + lag + 1, 0, lag, 0.0),                  # ratio alone cleans all
+        # min lag keeps the dirty segment out of the cleanable range: nothing to force
+        (firsts[2] + lag + 1, lag, lag, 0.5),
+        (max(s[-2][3] for s in segs.values()) + 2 * lag, lag, lag, 0.5),
+    ]
+    outcomes = set()
+    for k, (now, min_lag, max_lag, ratio) in enumerate(cases):
+        root = tmp_path / f"run{k}"
+        shutil.copytree(base, root)
+        want = {q: kafka_cleans(segs[q], dirty_from=dirty_from[q], now=now, ratio=ratio,
+                                min_lag=min_lag, max_lag=max_lag) for q in range(3)}
+        settings = CompactSettings(min_cleanable_dirty_ratio=ratio,
+                                   min_compaction_lag_ms=min_lag,
+                                   max_compaction_lag_ms=max_lag)
+        got = compact_topic(str(root), "c", settings, now_ms=now)
+        assert {r.partition: (r.cleaned_to if r.skipped is None else None)
+                for r in got} == want, (k, [r.skipped for r in got])
+        for r in got:
+            assert (r.compaction_delay_ms > 0) == (now - max_lag > min(
+                s[2] for s in segs[r.partition][-2:-1] if s[2] > 0)), k
+            if want[r.partition] is not None:
+                assert read_all(root, "c")  # readable
+                t = read_table(str(root), "c", partitions=[r.partition])
+                rows = list(zip(t.column("offset").to_pylist(), t.column("key").to_pylist(),
+                                t.column("value").to_pylist()))
+                assert rows == model(parts[r.partition], want[r.partition], [now]), k
+        outcomes.add(tuple(want[q] is not None for q in range(3)))
+        check_clean(root)
+        shutil.rmtree(root)
+    # the table reaches none, one, two and all three partitions
+    assert {sum(o) for o in outcomes} == {0, 1, 2, 3}
+
+
+def test_max_compaction_lag_settings():
+    assert CompactSettings().max_compaction_lag_ms == 2 ** 63 - 1
+    with pytest.raises(InvalidOptionError, match="max_compaction_lag_ms"):
+        CompactSettings(max_compaction_lag_ms=0)
+    with pytest.raises(InvalidOptionError, match="above max_compaction_lag_ms"):
+        CompactSettings(min_compaction_lag_ms=10, max_compaction_lag_ms=5)

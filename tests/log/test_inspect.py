@@ -203,3 +203,44 @@ def test_state_without_timestamps_reads_less(tmp_path):
     assert a.max_timestamp is not None and lean.bytes_read < full.bytes_read
     assert (a.log_start_offset, a.high_watermark, a.log_end_offset, a.upper_bound) == \
         (z.log_start_offset, z.high_watermark, z.log_end_offset, z.upper_bound)
+
+
+def _planted_faults(root):
+    """A rich partition with a corrupt batch, a torn tail and a time index whose
+    entries are not all live (the last goes backwards): every way inspect's own reads
+    differ from what the state reads alone."""
+    b, p = build_rich(root, preallocate=4096)
+    d = b.roots[0] / f"{TOPIC}-0"
+    seg1 = p.segments[1][0]
+    _flip(d / f"{seg1:020d}.log", p.segment_batches(seg1)[1].position + 30)
+    last = p.batches[-1]
+    with open(d / f"{last.segment:020d}.log", "r+b") as f:
+        f.truncate(last.position + last.size - 3)
+    tidx = d / "00000000000000000000.timeindex"
+    data = bytearray(tidx.read_bytes())
+    # the last entry: the largest timestamp of all, at an offset going backwards (the
+    # state reads the entry alone, a whole read drops it)
+    rel = struct.unpack_from(">i", data, len(data) - 16)[0]
+    struct.pack_into(">qi", data, len(data) - 12, 2 ** 50, rel - 1)
+    tidx.write_bytes(bytes(data))
+    return b.roots[0]
+
+
+def test_inspect_state_is_the_state_read_alone(tmp_path, real_broker):
+    """inspect hands the partition's state what its own reads found (the log's tail,
+    each time index's last entry): the state is the one a fresh read gives."""
+    from spark_kafkalog.log.read.state import partition_state
+    roots = [build_rich(tmp_path / "clean", preallocate=4096)[0].roots[0],
+             _planted_faults(tmp_path / "faults"),
+             real_broker / "donaldy-kafka-2.7.1", real_broker / "niloufar-ldi-poc"]
+    seen = 0
+    for root in roots:
+        logdirs = LogDirs(str(root))
+        for part in logdirs.all_partitions(None):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", TornTailWarning)
+                info = inspect_partition(logdirs, part)
+                alone = partition_state(LogDirs(str(root)), part, on_corruption="skip")
+            assert info.state == alone, (root, part.topic, part.partition)
+            seen += 1
+    assert seen > 4

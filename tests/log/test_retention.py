@@ -23,7 +23,13 @@ import pytest
 from spark_kafkalog.errors import InvalidOptionError, LockError
 from spark_kafkalog.log import LogDirs, read_table
 from spark_kafkalog.log.diagnose.verify import verify_log_dirs
-from spark_kafkalog.log.files.checkpoint import read_checkpoint, write_checkpoint
+from spark_kafkalog.errors import LogLayoutError
+from spark_kafkalog.log.files.checkpoint import (
+    leader_epochs_from_start,
+    read_checkpoint,
+    read_leader_epoch_checkpoint,
+    write_checkpoint,
+)
 from spark_kafkalog.log.maintain.retention import (
     RetentionConfig,
     SegmentFacts,
@@ -151,6 +157,53 @@ def test_config_validation():
     assert (cfg.retention_ms, cfg.retention_bytes) == (5, 100)
 
 
+# ---- the leader epoch cache ------------------------------------------------------------
+def kafka_epochs_after(entries, log_start):
+    """Kafka's documented rule (LeaderEpochFileCache.truncateFromStart, "exclusive:
+    truncateFromStart(6) will retain an entry at offset 6"), restated: the epoch of the
+    new first offset (the last epoch starting at or before it) now starts there; epochs
+    starting later stay; when no epoch starts at or before it, nothing changes."""
+    first = None
+    for epoch, start in entries:
+        if start <= log_start:
+            first = epoch
+    if first is None:
+        return list(entries)
+    return [(first, log_start)] + [(e, s) for e, s in entries if s > log_start]
+
+
+EPOCHS = [(2, 6), (3, 8), (4, 11)]
+
+
+@pytest.mark.parametrize("start,want", [
+    (0, EPOCHS), (5, EPOCHS),                 # below the first epoch: untouched
+    (6, EPOCHS),                              # exactly at it: kept as is
+    (7, [(2, 7), (3, 8), (4, 11)]),
+    (8, [(3, 8), (4, 11)]),
+    (9, [(3, 9), (4, 11)]),
+    (11, [(4, 11)]),
+    (12, [(4, 12)]),                          # past the last epoch's start: it moves up
+    (1000, [(4, 1000)]),
+])
+def test_leader_epochs_from_start_hand_computed(start, want):
+    assert kafka_epochs_after(EPOCHS, start) == want
+    assert leader_epochs_from_start(EPOCHS, start) == want
+
+
+def test_leader_epochs_from_start_against_rule():
+    rng = random.Random(7)
+    for _ in range(2000):
+        entries, e, o = [], rng.randint(0, 3), rng.randint(0, 5)
+        for _ in range(rng.randint(0, 6)):
+            entries.append((e, o))
+            e, o = e + rng.randint(1, 3), o + rng.randint(1, 30)
+        start = rng.randint(0, o + 10)
+        assert leader_epochs_from_start(entries, start) == kafka_epochs_after(entries, start)
+    assert leader_epochs_from_start([], 5) == []
+    with pytest.raises(LogLayoutError, match="must both increase"):
+        leader_epochs_from_start([(1, 5), (1, 9)], 7, "x/leader-epoch-checkpoint")
+
+
 # ---- real logs ----------------------------------------------------------------------------
 PARTS = 2
 SEG_BYTES = 3000
@@ -166,6 +219,18 @@ def build_log(root: str, commits: int = 8, per: int = 25) -> None:
                        T0 + k * HOUR + i) for i in range(per + 3 * p)]
                  for p in range(PARTS)}
         write(FS, root, f"batch:b{k}", parts, partitions=PARTS, config=cfg, per_batch=5)
+    epochs = [(e, o) for e, o in LEADER_EPOCHS if o < commits * per]
+    for p in range(PARTS):            # leaders changed along the way (our writer keeps none)
+        with open(f"{root}/t-{p}/leader-epoch-checkpoint", "w") as f:
+            f.write(f"0\n{len(epochs)}\n" + "".join(f"{e} {o}\n" for e, o in epochs))
+
+
+#: (epoch, start offset) of the test logs: several inside the segments retention deletes
+LEADER_EPOCHS = [(0, 0), (2, 30), (3, 61), (5, 95), (6, 130), (9, 190)]
+
+
+def epochs_of(root, p):
+    return read_leader_epoch_checkpoint(FS, f"{root}/t-{p}/leader-epoch-checkpoint")
 
 
 def segment_facts(directory: str) -> list[tuple[int, int, int]]:
@@ -237,6 +302,7 @@ def test_real_log_deletes_what_kafka_would(tmp_path, settings):
     assert {pr.partition: [d["base_offset"] for d in pr.deleted] for pr in dry} == want
     assert any(want.values())
     files_before = sorted(os.listdir(f"{root}/t-0"))
+    epochs_before = {p: epochs_of(root, p) for p in range(PARTS)}
     done = apply_retention(logdirs, "t", RetentionConfig(**settings), now_ms=now)
     assert {pr.partition: [d["base_offset"] for d in pr.deleted] for pr in done} == want
     ckpt = read_checkpoint(FS, f"{root}/log-start-offset-checkpoint")
@@ -245,8 +311,13 @@ def test_real_log_deletes_what_kafka_would(tmp_path, settings):
         segs = segment_facts(f"{root}/t-{p}")
         gone = set(want[p])
         assert [s[0] for s in segs if s[0] in gone] == []
+        # the leader epoch cache truncated from the start as Kafka does it
+        assert epochs_of(root, p) == kafka_epochs_after(epochs_before[p], segs[0][0])
+        assert [list(e) for e in epochs_of(root, p)] == \
+            next(pr.leader_epochs for pr in dry if pr.partition == p)
         if want[p]:
             assert ckpt[("t", p)] == segs[0][0]
+            assert epochs_of(root, p) != epochs_before[p]
             # the records still there are exactly the kept segments' records, in order
             kept = before[p][len(before[p]) - len(after[p]):]
             assert after[p] == kept
@@ -385,8 +456,12 @@ def test_sigkill_at_every_step(tmp_path, name):
     retain(ref, cfg, now, counter)
     new = live_records(ref)
     assert new != old
+    old_epochs = {p: epochs_of(base, p) for p in range(PARTS)}
+    new_epochs = {p: epochs_of(ref, p) for p in range(PARTS)}
+    assert new_epochs != old_epochs
     points = counter.points
     assert len(points) >= 6 and any(p.startswith("purged:") for p in points), points
+    assert points.index("checkpointed") < points.index("epochs:0") < points.index("renamed")
     kills = 0
     for k in range(1, len(points) + 1):
         root = str(tmp_path / f"kill{k}")
@@ -398,13 +473,37 @@ def test_sigkill_at_every_step(tmp_path, name):
         assert got in (old, new), (points[k - 1], {p: len(v) for p, v in got.items()})
         if k > points.index("checkpointed"):
             assert got == new, points[k - 1]
+        # each epoch file is the old one or the new one; once the log start moved, the
+        # epochs a broker loads (truncated from the checkpoint, as its log loader does)
+        # are the new ones
+        starts = read_checkpoint(FS, f"{root}/log-start-offset-checkpoint")
+        for p in range(PARTS):
+            assert epochs_of(root, p) in (old_epochs[p], new_epochs[p]), points[k - 1]
+            if k > points.index("checkpointed"):
+                assert kafka_epochs_after(epochs_of(root, p), starts[("t", p)]) == \
+                    new_epochs[p], points[k - 1]
         assert_verify_clean(root)
         # a later run finishes the job: the new log, nothing old left listed
         apply_retention(LogDirs(root), "t", cfg, now_ms=now)
         purge_deleted(LogDirs(root), "t", delay_ms=0)
         assert live_records(root) == new
+        assert {p: epochs_of(root, p) for p in range(PARTS)} == new_epochs, points[k - 1]
         assert sorted(os.listdir(f"{root}/t-0")) == sorted(os.listdir(f"{ref}/t-0")) or \
             not [n for n in os.listdir(f"{root}/t-0") if n.endswith(".deleted")]
         assert_verify_clean(root)
         shutil.rmtree(root)
     assert kills >= 10
+
+
+def test_malformed_leader_epochs_refused_before_anything_changes(tmp_path):
+    root = str(tmp_path / "logs")
+    build_log(root, commits=4)
+    path = f"{root}/t-1/leader-epoch-checkpoint"
+    with open(path, "w") as f:
+        f.write("0\n2\n3 10\n2 40\n")          # epochs going down: not a file Kafka writes
+    listing = {p: sorted(os.listdir(f"{root}/t-{p}")) for p in range(PARTS)}
+    ckpt = read_checkpoint(FS, f"{root}/log-start-offset-checkpoint")
+    with pytest.raises(LogLayoutError, match="leader-epoch-checkpoint.*|must both increase"):
+        apply_retention(LogDirs(root), "t", RetentionConfig(retention_ms=0), now_ms=T0)
+    assert {p: sorted(os.listdir(f"{root}/t-{p}")) for p in range(PARTS)} == listing
+    assert read_checkpoint(FS, f"{root}/log-start-offset-checkpoint") == ckpt

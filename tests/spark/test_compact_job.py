@@ -45,3 +45,33 @@ def test_compact_job_bad_input_is_one_line(tmp_path, capsys):
         ["--path", str(tmp_path), "--topic", "x", "--set", "no.such=1"]))
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "unknown setting 'no.such'" in err[0]
+
+
+def test_compact_job_max_compaction_lag_per_topic(spark, tmp_path):
+    """max.compaction.lag.ms like the other settings: per topic from --topic-config,
+    for every topic from --set; it cleans a partition whose dirty ratio is too low."""
+    from tests.log.test_compact import kafka_cleans, segment_times
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"a": {"max.compaction.lag.ms": 1000}}))
+    s = job.settings_for(job.parse_args(["--path", "x", "--topic", "a,b",
+                                         "--topic-config", str(cfg)]))
+    assert (s["a"].max_compaction_lag_ms, s["b"].max_compaction_lag_ms) == (1000, 2 ** 63 - 1)
+    with pytest.raises(job.jobkit.JobInputError, match="max_compaction_lag_ms"):
+        job.settings_for(job.parse_args(["--path", "x", "--topic", "a", "--set",
+                                         "max.compaction.lag.ms=0"]))
+    root = tmp_path / "log"
+    p = build(root, 33)
+    segs = segment_times(root / "c-0")
+    (root / "cleaner-offset-checkpoint").write_text(f"0\n1\nc 0 {segs[-2][0]}\n")
+    now = segs[-2][2] + 5000
+    for lag, cleaned in ((10_000, False), (1000, True)):
+        assert (kafka_cleans(segs, dirty_from=segs[-2][0], now=now, ratio=0.5, min_lag=0,
+                             max_lag=lag) is not None) == cleaned
+        summary = job.compact(spark, job.parse_args(
+            ["--path", str(root), "--topic", "c", "--now", str(now), "--no-progress",
+             "--set", f"max.compaction.lag.ms={lag}"]))
+        assert summary["partitions_cleaned"] == int(cleaned), lag
+    t = read_table(str(root), "c")
+    assert list(zip(t.column("offset").to_pylist(), t.column("key").to_pylist(),
+                    t.column("value").to_pylist())) == model(p, segs[-1][0], [now])
+    check_clean(root)

@@ -41,7 +41,7 @@ from spark_kafkalog.log.diagnose.dump_segment import (
     dump_segment,
     file_size,
 )
-from spark_kafkalog.log.io import read_small_file
+from spark_kafkalog.log.io import read_small_file, split_deleted
 from spark_kafkalog.log.files.index import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
 from spark_kafkalog.log.files.txn import (
     ABORTED_TXN,
@@ -55,7 +55,8 @@ __all__ = ["DumpLine", "DumpOptions", "FILE_KINDS", "dump_file", "file_kind"]
 
 _OFFSET_CHECKPOINTS = (REPLICATION_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
                        LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
-_LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap")
+#: a compaction's files before their swap (renamed-for-deletion names: split_deleted)
+_LEFTOVER_SUFFIXES = (".cleaned", ".swap")
 #: index entries read per chunk (bounded memory for 10 MiB index files)
 _INDEX_CHUNK_ENTRIES = 1 << 16
 #: files read whole (checkpoints, producer snapshots, txn indexes)
@@ -68,7 +69,7 @@ FILE_KINDS = (".log, .index, .timeindex, .txnindex, .snapshot, KRaft .checkpoint
 def file_kind(name: str) -> str | None:
     """What a file is by its name (``log``, ``index``, ...), None when dump does not know
     it (Kafka's tool skips such files)."""
-    base = name
+    base = split_deleted(name)[0]
     for suffix in _LEFTOVER_SUFFIXES:
         if base.endswith(suffix):
             base = base[:-len(suffix)]
@@ -143,7 +144,8 @@ def _dump_offset_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
     size = file_size(fs, path)
     if size is None:
         raise LogLayoutError("no such file", path=path)
-    log_path = _sibling(path, f"{name.split('.', 1)[0]}.log")
+    # the segment's .log renamed with the index, by the same suffix (log.io.deleted)
+    log_path = _sibling(path, f"{name.split('.', 1)[0]}.log{split_deleted(name)[1]}")
     log_size = file_size(fs, log_path)
     if log_size is None:
         yield dump_note(f"no {posixpath.basename(log_path)} next to the index: entries are not "

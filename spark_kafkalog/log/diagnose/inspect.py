@@ -41,7 +41,7 @@ from spark_kafkalog.log.read.discovery import LogDirs
 from spark_kafkalog.log.read.scan import ReadStats, TornTailWarning, scan_windows
 from spark_kafkalog.log.read.seek import offset_index, time_index
 from spark_kafkalog.log.read.snapshot import topic_snapshot
-from spark_kafkalog.log.read.state import log_end_offset, partition_state
+from spark_kafkalog.log.read.state import log_tail, partition_state
 
 __all__ = ["SegmentInfo", "PartitionInfo", "inspect_partition", "inspect_partitions",
            "inspect_log_dirs", "partition_summary"]
@@ -295,6 +295,7 @@ def inspect_partition(logdirs: LogDirs, p: PartitionDir, *, scan: bool = True,
         problems.append(problem("checkpoint", join(p.path, LEADER_EPOCH_CHECKPOINT), None,
                                 None, err.reason))
     segments = []
+    time_lasts: dict[int, tuple[int, int] | None] = {}    # what partition_state reads
     done = 0
     prev_last = None
     for i, seg in enumerate(p.segments):
@@ -309,6 +310,9 @@ def inspect_partition(logdirs: LogDirs, p: PartitionDir, *, scan: bool = True,
                     "index", seg.index_path, len(oidx) * 8, None,
                     f"{oidx.dropped} entries after entry {len(oidx) - 1} do not increase or "
                     "point outside the segment"))
+        if tidx is not None and not tidx.dropped and len(tidx) == tidx.file_entries:
+            # every entry of the file is live: its last one is what time_index_last reads
+            time_lasts[i] = tidx.last
         if tidx is not None:
             info.timeindex_entries = len(tidx)
             if tidx.dropped:
@@ -341,23 +345,20 @@ def inspect_partition(logdirs: LogDirs, p: PartitionDir, *, scan: bool = True,
         if info.last_offset is not None:
             prev_last = info.last_offset
         segments.append(info)
-    state = None
+    state = tail = None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TornTailWarning)
+            with contextlib.suppress(KafkaLogError):    # partition_state reports it
+                tail = log_tail(logdirs, p, on_corruption="skip")
             state = partition_state(logdirs, p, isolation_level=isolation_level,
-                                    on_corruption="skip")
+                                    on_corruption="skip", tail=tail, time_lasts=time_lasts)
     except KafkaLogError as err:
         problems.append(problem("layout", err.path or p.path, err.position, err.offset,
                                 err.reason))
     if state is not None:
         # the log's own end (the state clamps it up to a log start checkpointed past it)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", TornTailWarning)
-                leo = log_end_offset(logdirs, p, on_corruption="skip")
-        except KafkaLogError:
-            leo = state.log_end_offset          # already reported through the state
+        leo = tail[0] if tail is not None else state.log_end_offset
         for name, value in checkpoints.items():
             if value is not None and value > leo and name != CLEANER_OFFSET_CHECKPOINT:
                 problems.append(problem("checkpoint", join(p.root, name), None, value,

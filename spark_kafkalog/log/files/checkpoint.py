@@ -11,7 +11,8 @@ below)."""
 # - ``replication-offset-checkpoint`` (high watermarks), ``recovery-point-offset-checkpoint``,
 #   ``log-start-offset-checkpoint``, ``cleaner-offset-checkpoint`` (at a log-dir root):
 #   ``<topic> <partition> <offset>`` (OffsetCheckpointFile).
-# - ``leader-epoch-checkpoint`` (in a partition dir): ``<epoch> <start offset>``.
+# - ``leader-epoch-checkpoint`` (in a partition dir): ``<epoch> <start offset>``, in epoch
+#   order, epochs and start offsets both increasing (LeaderEpochCheckpointFile).
 #
 # The broker writes them to ``<name>.tmp``, fsyncs and renames; :func:`write_checkpoint`
 # does the same (see :func:`spark_kafkalog.log.io.write_atomic`).
@@ -29,6 +30,8 @@ __all__ = [
     "LOG_START_OFFSET_CHECKPOINT", "CLEANER_OFFSET_CHECKPOINT", "LEADER_EPOCH_CHECKPOINT",
     "parse_checkpoint", "format_checkpoint", "read_checkpoint", "write_checkpoint",
     "parse_leader_epoch_checkpoint", "read_leader_epoch_checkpoint", "MAX_CHECKPOINT_BYTES",
+    "format_leader_epoch_checkpoint", "write_leader_epoch_checkpoint",
+    "leader_epochs_from_start",
 ]
 
 CHECKPOINT_VERSION = 0
@@ -142,3 +145,34 @@ def read_leader_epoch_checkpoint(fs: pafs.FileSystem, path: str) -> list[tuple[i
     if data is None:
         return []
     return parse_leader_epoch_checkpoint(data, path)
+
+
+def format_leader_epoch_checkpoint(entries: list[tuple[int, int]]) -> bytes:
+    """The bytes Kafka writes for ``[(epoch, start_offset), ...]`` (in the given order)."""
+    lines = [str(CHECKPOINT_VERSION), str(len(entries))]
+    lines += [f"{int(epoch)} {int(start)}" for epoch, start in entries]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def write_leader_epoch_checkpoint(fs: pafs.FileSystem, path: str,
+                                  entries: list[tuple[int, int]]) -> None:
+    """Atomically replace a partition's ``leader-epoch-checkpoint`` (tmp, fsync, rename)."""
+    write_atomic(fs, path, format_leader_epoch_checkpoint(entries))
+
+
+def leader_epochs_from_start(entries: list[tuple[int, int]], log_start: int,
+                             path: str = "<checkpoint>") -> list[tuple[int, int]]:
+    """The entries once the log start offset moved to ``log_start``: Kafka's
+    ``LeaderEpochFileCache.truncateFromStart``. Going up the epochs, every entry starting at
+    or below ``log_start`` goes; the last of them comes back starting at ``log_start``
+    (the epoch the new first offset belongs to). Entries must increase in both fields (a
+    file the broker wrote); anything else raises LogLayoutError naming ``path``."""
+    for (e0, s0), (e1, s1) in zip(entries, entries[1:]):
+        if e1 <= e0 or s1 <= s0:
+            raise LogLayoutError(f"leader epoch entry ({e1}, {s1}) does not follow "
+                                 f"({e0}, {s0}): epochs and start offsets must both "
+                                 "increase", path=path, offset=s1)
+    below = [e for e in entries if e[1] <= log_start]
+    if not below:
+        return list(entries)
+    return [(below[-1][0], log_start)] + entries[len(below):]

@@ -14,6 +14,7 @@ from spark_kafkalog.log.io.deleted import (
     read_listed,
     rename_for_deletion,
     same_file,
+    split_deleted,
 )
 from spark_kafkalog.log.io.fs import (
     FILESYSTEM_OPTIONS,
@@ -37,4 +38,5 @@ __all__ = ["FILE_DELETE_DELAY_MS", "FILESYSTEM_OPTIONS", "WRITE_PIECE_BYTES",
            "SegmentFile", "delete_file", "file_size", "find_renamed", "fsync_dir",
            "is_local", "join", "list_dir", "map_io", "open_listed", "purge_deleted_files",
            "read_listed", "read_range", "read_small_file", "rename_for_deletion",
-           "resolve_filesystem", "same_file", "write_atomic", "write_fully"]
+           "resolve_filesystem", "same_file", "split_deleted", "write_atomic",
+           "write_fully"]

@@ -32,7 +32,8 @@ import pyarrow.fs as pafs
 from spark_kafkalog.log.io.fs import file_size, fsync_dir, is_local, list_dir, read_small_file
 from spark_kafkalog.log.model.names import DELETED_SUFFIX
 
-__all__ = ["DELETED_SUFFIX", "FILE_DELETE_DELAY_MS", "deleted_name", "rename_for_deletion",
+__all__ = ["DELETED_SUFFIX", "FILE_DELETE_DELAY_MS", "deleted_name", "split_deleted",
+           "rename_for_deletion",
            "purge_deleted_files", "same_file", "find_renamed", "open_listed", "read_listed"]
 
 #: Kafka's ``file.delete.delay.ms`` default
@@ -48,6 +49,20 @@ def _nothing(_: str) -> None:
 def deleted_name(path: str, token: str | None = None) -> str:
     """Where :func:`rename_for_deletion` puts ``path`` (see the module doc)."""
     return f"{path}.{token}{DELETED_SUFFIX}" if token else path + DELETED_SUFFIX
+
+
+def split_deleted(name: str) -> tuple[str, str]:
+    """``(name before the rename, the suffix it added)`` of a file name under either form
+    of :func:`deleted_name` (``("<name>", ".deleted")`` or ``("<name>",
+    ".<token>.deleted")``; the token form only for a segment's files); ``(name, "")`` for
+    a name that is not one."""
+    if not name.endswith(DELETED_SUFFIX):
+        return name, ""
+    stem = name[:-len(DELETED_SUFFIX)]
+    head, dot, token = stem.rpartition(".")
+    if dot and token and _SEGMENT_FILE.match(head):
+        return head, name[len(head):]
+    return stem, DELETED_SUFFIX
 
 
 def rename_for_deletion(fs: pafs.FileSystem, paths: Iterable[str], token: str | None = None,
@@ -122,7 +137,7 @@ def find_renamed(path: str, file_id: tuple) -> str | None:
     except OSError:
         return None
     return next((f"{directory}/{n}" for n in names
-                 if n.startswith(name + ".") and n.endswith(DELETED_SUFFIX)
+                 if n != name and split_deleted(n)[0] == name
                  and same_file(f"{directory}/{n}", file_id)), None)
 
 

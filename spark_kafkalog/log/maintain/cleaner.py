@@ -1,5 +1,9 @@
 """Kafka's log-cleaner decisions for one partition, from its batch headers (no I/O).
 
+Which segments (``LogCleanerManager``): :func:`first_too_young` (``min.compaction.lag.ms``
+bounds the cleanable range) and :func:`compaction_delay` (``max.compaction.lag.ms``
+forces a cleaning whatever the dirty ratio).
+
 What ``Cleaner.cleanInto`` and ``CleanedTransactionMetadata`` decide per batch, in
 offset order over the segments being cleaned:
 
@@ -30,7 +34,7 @@ import pyarrow as pa
 from spark_kafkalog.format.wire import CONTROL_ABORT, CONTROL_COMMIT
 
 __all__ = ["DELETE", "DELETE_EMPTY", "RETAIN_EMPTY", "TxnScan", "scan_transactions",
-           "batch_decisions", "OffsetMap"]
+           "batch_decisions", "OffsetMap", "first_too_young", "compaction_delay"]
 
 DELETE, DELETE_EMPTY, RETAIN_EMPTY = 0, 1, 2
 
@@ -162,3 +166,42 @@ class OffsetMap:
         if self._table is None:
             return np.zeros(0, dtype=np.int64)
         return np.sort(self._table.column("offset").to_numpy())
+
+
+# ---- which segments ----------------------------------------------------------------------
+def _dirty_segments(h: dict, bases: list[int], dirty_from: int):
+    """``(segment number, its batches' slice)`` of the dirty segments before the active
+    one (those ending past ``dirty_from``); ``h["segment"]`` numbers each batch's
+    segment, in order."""
+    seg_of = h["segment"]
+    for i in range(len(bases) - 1):
+        if bases[i + 1] > dirty_from:
+            yield i, slice(int(np.searchsorted(seg_of, i)),
+                           int(np.searchsorted(seg_of, i, side="right")))
+
+
+def first_too_young(h: dict, bases: list[int], dirty_from: int, now: int,
+                    min_lag_ms: int) -> int | None:
+    """The base offset of the first dirty segment whose largest timestamp is within
+    ``min_lag_ms`` of ``now`` (cleaning stops there); None when none is or the lag is 0."""
+    if min_lag_ms <= 0:
+        return None
+    for i, sl in _dirty_segments(h, bases, dirty_from):
+        ts = h["max_timestamp"][sl]
+        if len(ts) and int(ts.max()) > now - min_lag_ms:
+            return bases[i]
+    return None
+
+
+def compaction_delay(h: dict, bases: list[int], dirty_from: int, now: int,
+                     max_lag_ms: int) -> int:
+    """``LogCleanerManager.maxCompactionDelay``: how far the earliest first-batch
+    timestamp (its ``max_timestamp``, as ``LogSegment.getFirstBatchTimestamp``) of the
+    dirty segments lies before ``now - max_lag_ms``; 0 when it does not (> 0: the log
+    must be compacted now). Segments without a batch or a positive timestamp do not
+    count."""
+    firsts = [int(h["max_timestamp"][sl.start]) for _, sl in
+              _dirty_segments(h, bases, dirty_from) if sl.stop > sl.start]
+    firsts = [t for t in firsts if t > 0]
+    until = now - max_lag_ms
+    return until - min(firsts) if firsts and min(firsts) < until else 0

@@ -13,8 +13,9 @@ first uncleanable offset -- the active segment's base, the first unstable offset
 open transaction), the checkpointed high watermark, ``upto``, and the first segment
 whose largest timestamp is newer than ``now - min_compaction_lag_ms``; only when the
 dirty ratio (bytes past the ``cleaner-offset-checkpoint`` over all cleanable bytes)
-exceeds ``min_cleanable_dirty_ratio`` (or ``force``). Segments are regrouped as
-``Cleaner.groupSegmentsBySize`` does. The offset map covers the whole cleanable range
+exceeds ``min_cleanable_dirty_ratio`` (or ``force``), or dirty data is older than
+``max_compaction_lag_ms`` (:func:`~.cleaner.compaction_delay`, KIP-354). Segments are
+regrouped as ``Cleaner.groupSegmentsBySize`` does. The offset map covers the whole cleanable range
 (Kafka's covers the dirty part; on a log a broker cleaned the results are equal).
 Legacy (v0/v1) batches in the cleanable range are refused.
 """
@@ -43,6 +44,8 @@ from spark_kafkalog.log.maintain.cleaner import (
     RETAIN_EMPTY,
     OffsetMap,
     batch_decisions,
+    compaction_delay,
+    first_too_young,
     scan_transactions,
 )
 from spark_kafkalog.log.model import PartitionDir
@@ -82,12 +85,17 @@ _HEADER_COLS = ("position", "size", "magic", "attributes", "base_offset", "last_
                 "is_transactional", "is_control", "control_type")
 
 
+#: Kafka's default max.compaction.lag.ms (Long.MAX_VALUE): no log is ever forced
+MAX_COMPACTION_LAG_MS = 2 ** 63 - 1
+
+
 @dataclass(frozen=True)
 class CompactSettings:
     """A topic's cleaner settings, named as Kafka's topic configs (ms, bytes)."""
     delete_retention_ms: int = 86_400_000               # delete.retention.ms
     min_cleanable_dirty_ratio: float = 0.5              # min.cleanable.dirty.ratio
     min_compaction_lag_ms: int = 0                      # min.compaction.lag.ms
+    max_compaction_lag_ms: int = MAX_COMPACTION_LAG_MS  # max.compaction.lag.ms
     segment_bytes: int = DEFAULT_SEGMENT_BYTES          # segment.bytes
     max_index_bytes: int = DEFAULT_MAX_INDEX_BYTES      # segment.index.bytes
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES  # index.interval.bytes
@@ -98,6 +106,12 @@ class CompactSettings:
         for name in ("delete_retention_ms", "min_compaction_lag_ms"):
             if getattr(self, name) < 0:
                 raise InvalidOptionError(f"{name} must be >= 0")
+        if not 1 <= self.max_compaction_lag_ms <= MAX_COMPACTION_LAG_MS:
+            raise InvalidOptionError("max_compaction_lag_ms must be in [1, 2**63 - 1]")
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:  # Kafka's LogConfig too
+            raise InvalidOptionError(
+                f"min_compaction_lag_ms ({self.min_compaction_lag_ms}) is above "
+                f"max_compaction_lag_ms ({self.max_compaction_lag_ms})")
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
             raise InvalidOptionError("min_cleanable_dirty_ratio must be in [0, 1]")
         if self.segment_bytes < 14 or self.max_index_bytes < 8:
@@ -110,12 +124,14 @@ class CompactSettings:
 class PartitionCompaction:
     """What compacting one partition did (or would do). ``groups``: ``[[new base, [old
     bases]], ...]`` whose ``.cleaned`` files were written; ``skipped``: why nothing was
-    cleaned (None when something was)."""
+    cleaned (None when something was); ``compaction_delay_ms``: how long past
+    ``max.compaction.lag.ms`` its oldest dirty data is (> 0: it must be compacted now)."""
     topic: str
     partition: int
     skipped: str | None = None
     cleaned_to: int | None = None
     dirty_ratio: float = 0.0
+    compaction_delay_ms: int = 0
     groups: list = field(default_factory=list)
     records_before: int = 0
     records_after: int = 0
@@ -384,13 +400,9 @@ def compact_partition(root: str, topic: str, partition: int, settings: CompactSe
     dirty_from = _root_checkpoint(fs, root, CLEANER_OFFSET_CHECKPOINT, topic, partition)
     if dirty_from is None or not log_start <= dirty_from <= bounds[0]:
         dirty_from = log_start
-    if settings.min_compaction_lag_ms > 0:
-        for i in range(len(segs) - 1):
-            sel = seg_of == i
-            if segs[i + 1].base_offset > dirty_from and sel.any() and \
-                    int(h["max_timestamp"][sel].max()) > now - settings.min_compaction_lag_ms:
-                bounds.append(segs[i].base_offset)
-                break
+    bases = [s.base_offset for s in segs]
+    young = first_too_young(h, bases, dirty_from, now, settings.min_compaction_lag_ms)
+    bounds += [] if young is None else [young]
     limit = min(bounds)
     k = 0
     while k < len(segs) - 1 and segs[k + 1].base_offset <= limit:
@@ -414,7 +426,11 @@ def compact_partition(root: str, topic: str, partition: int, settings: CompactSe
     res.batches_before = n
     data = ~h["is_control"][:n]
     res.records_before = int(h["record_count"][:n][data].sum())
-    if not settings.force and res.dirty_ratio <= settings.min_cleanable_dirty_ratio:
+    res.compaction_delay_ms = compaction_delay(h, bases, dirty_from, now,
+                                               settings.max_compaction_lag_ms)
+    must = res.compaction_delay_ms > 0 and dirty > 0
+    if not settings.force and not must and \
+            res.dirty_ratio <= settings.min_cleanable_dirty_ratio:
         res.skipped = (f"dirty ratio {res.dirty_ratio:.3f} is not above "
                        f"min.cleanable.dirty.ratio {settings.min_cleanable_dirty_ratio}")
         return res

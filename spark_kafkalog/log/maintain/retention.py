@@ -22,14 +22,18 @@ topic's writer lock, after finishing what a dead writer left:
 
 1. the ``log-start-offset-checkpoint`` moves to the first kept segment's base offset:
    one atomic file write, the commit point (a read now starts there);
-2. each deleted segment's files (its producer snapshot, indexes, ``.log``) are renamed
+2. each partition's ``leader-epoch-checkpoint`` is truncated from the start at its
+   checkpointed log start (Kafka's ``LeaderEpochFileCache.truncateFromStart``, which a
+   broker also redoes from the checkpoint when it loads a log), one atomic write each;
+3. each deleted segment's files (its producer snapshot, indexes, ``.log``) are renamed
    to ``.deleted``, as a broker does: a reader whose snapshot still holds the segment
    reads it there (:mod:`spark_kafkalog.log.io.deleted`);
-3. ``file.delete.delay.ms`` later the ``.deleted`` files are removed
+4. ``file.delete.delay.ms`` later the ``.deleted`` files are removed
    (:func:`purge_deleted`).
 
 A kill before 1 leaves the old log, after it the new one: segments below the log start
-are invisible to a read, and the next run renames them (the log-start pass).
+are invisible to a read, and the next run finishes what the dead one left (step 2 from
+the checkpoint, as a broker's log loader does; the log-start pass renames the segments).
 """
 from __future__ import annotations
 
@@ -45,9 +49,13 @@ import pyarrow.fs as pafs
 from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.log.files.checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
+    leader_epochs_from_start,
     read_checkpoint,
+    read_leader_epoch_checkpoint,
     write_checkpoint,
+    write_leader_epoch_checkpoint,
 )
 from spark_kafkalog.log.io import (
     FILE_DELETE_DELAY_MS,
@@ -181,6 +189,8 @@ class PartitionRetention:
     size_bytes: int
     segments: int
     deleted: list = field(default_factory=list)     # [{base_offset, size, ..., reason}]
+    #: the leader-epoch-checkpoint's entries from ``new_log_start`` on (None: no file)
+    leader_epochs: list | None = None
 
     @property
     def deleted_bytes(self) -> int:
@@ -231,7 +241,19 @@ def _plan_partition(logdirs: LogDirs, p: PartitionDir, state, cfg: RetentionConf
         new_start = max(new_start, deleted[-1]["next_offset"])
     return PartitionRetention(p.topic, p.partition, p.root, p.path, state.log_start_offset,
                               new_start, state.high_watermark, state.log_end_offset,
-                              p.size_bytes, len(segs), deleted)
+                              p.size_bytes, len(segs), deleted,
+                              _leader_epochs(logdirs.filesystem, p.path, new_start))
+
+
+def _leader_epochs(fs: pafs.FileSystem, directory: str, log_start: int) -> list | None:
+    """The partition's leader epochs once its log starts at ``log_start`` (None: the
+    partition has no ``leader-epoch-checkpoint``); a malformed file raises LogLayoutError
+    here, before anything changes."""
+    path = posixpath.join(directory, LEADER_EPOCH_CHECKPOINT)
+    if file_size(fs, path) is None:
+        return None
+    entries = read_leader_epoch_checkpoint(fs, path)
+    return [list(e) for e in leader_epochs_from_start(entries, log_start, path)]
 
 
 def plan_retention(logdirs: LogDirs, topic: str, config: RetentionConfig, *,
@@ -256,6 +278,24 @@ def _advance_log_start(fs: pafs.FileSystem, root: str, topic: str,
             merged[key] = max(int(current.get(key, 0)), pr.new_log_start)
         if merged != current:
             write_checkpoint(fs, path, merged)
+
+
+def _truncate_leader_epochs(fs: pafs.FileSystem, root: str, topic: str,
+                            plans: list[PartitionRetention], fault: Fault) -> None:
+    """Step 2, idempotent: each partition's leader epochs truncated from the start at the
+    log start the root's checkpoint holds (this run's, or one a dead run or a broker
+    left), written only when that changes them."""
+    starts = read_checkpoint(fs, f"{root}/{LOG_START_OFFSET_CHECKPOINT}")
+    for pr in plans:
+        start = starts.get((topic, pr.partition))
+        path = posixpath.join(pr.path, LEADER_EPOCH_CHECKPOINT)
+        if start is None or file_size(fs, path) is None:
+            continue
+        entries = read_leader_epoch_checkpoint(fs, path)
+        kept = leader_epochs_from_start(entries, start, path)
+        if kept != entries:
+            write_leader_epoch_checkpoint(fs, path, kept)
+            fault(f"epochs:{pr.partition}")
 
 
 def _rename_segments(fs: pafs.FileSystem, pr: PartitionRetention, fault: Fault) -> None:
@@ -291,9 +331,12 @@ def apply_retention(logdirs: LogDirs, topic: str, config: RetentionConfig, *,
             plans = [pr for pr in plan_retention(logdirs, topic, config, now_ms=now_ms)
                      if pr.root == root]
             fault("planned")
-            if any(pr.new_log_start > pr.log_start or pr.deleted for pr in plans):
+            changed = any(pr.new_log_start > pr.log_start or pr.deleted for pr in plans)
+            if changed:
                 _advance_log_start(fs, root, topic, plans)
                 fault("checkpointed")
+            _truncate_leader_epochs(fs, root, topic, plans, fault)
+            if changed:
                 for pr in plans:
                     _rename_segments(fs, pr, fault)
                 fault("renamed")

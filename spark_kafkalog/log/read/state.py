@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from spark_kafkalog.log.read.snapshot import (
 )
 
 __all__ = ["PartitionState", "partition_state", "ISOLATION_LEVELS", "check_isolation",
-           "log_end_offset", "topic_states", "latest_offsets"]
+           "log_end_offset", "log_tail", "topic_states", "latest_offsets"]
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 _PROBE = 1 << 16
@@ -102,9 +102,17 @@ def _tail(logdirs: LogSource, p: PartitionDir, on_corruption: str, stats: ReadSt
     return (p.segments[0].base_offset if p.segments else 0), None
 
 
+def log_tail(logdirs: LogSource, p: PartitionDir, *, on_corruption: str = "fail",
+             stats: ReadStats | None = None) -> tuple[int, int | None]:
+    """``(log end offset, max timestamp of the data batches the tail scan read)``: what
+    :func:`partition_state` finds at the log's end, for a caller that also needs the log's
+    own end (:func:`partition_state` may take it back as ``tail``)."""
+    return _tail(logdirs, p, check_policy(on_corruption), stats or ReadStats())
+
+
 def log_end_offset(logdirs: LogSource, p: PartitionDir, *, on_corruption: str = "fail",
                    stats: ReadStats | None = None) -> int:
-    return _tail(logdirs, p, check_policy(on_corruption), stats or ReadStats())[0]
+    return log_tail(logdirs, p, on_corruption=on_corruption, stats=stats)[0]
 
 
 def _first_timestamp(logdirs: LogSource, p: PartitionDir, start: int, end: int,
@@ -126,13 +134,14 @@ def _first_timestamp(logdirs: LogSource, p: PartitionDir, start: int, end: int,
 
 
 def _max_timestamp(logdirs: LogSource, p: PartitionDir, tail_max: int | None,
-                   on_corruption: str, stats: ReadStats) -> int | None:
+                   on_corruption: str, stats: ReadStats,
+                   time_lasts: Mapping[int, tuple[int, int] | None]) -> int | None:
     best = tail_max
     n = len(p.segments)
     for i, seg in enumerate(p.segments):
         if seg.size == 0:
             continue
-        last = time_index_last(logdirs, p, i)
+        last = time_lasts[i] if i in time_lasts else time_index_last(logdirs, p, i)
         if last is not None:
             best = last[0] if best is None else max(best, last[0])
             continue
@@ -152,7 +161,10 @@ def partition_state(logdirs: LogSource, p: PartitionDir, *,
                     isolation_level: str = "read_uncommitted",
                     read_past_high_watermark: bool = False, on_corruption: str = "fail",
                     window_bytes: int | None = None, stats: ReadStats | None = None,
-                    timestamps: bool = True, snapshot=None) -> PartitionState:
+                    timestamps: bool = True, snapshot=None,
+                    tail: tuple[int, int | None] | None = None,
+                    time_lasts: Mapping[int, tuple[int, int] | None] | None = None
+                    ) -> PartitionState:
     """Offsets of partition ``p`` (see the module docstring). Reads the root
     checkpoints, the index files and a few windows of ``.log`` bytes (the last segment's
     tail, the first data batch); under read_committed also the producer snapshot and the
@@ -160,7 +172,11 @@ def partition_state(logdirs: LogSource, p: PartitionDir, *,
     ``timestamps=False`` skips ``first_timestamp``/``max_timestamp`` (None), which cost
     a read of every segment's time index: planning does not need them. ``snapshot``: the
     :class:`~spark_kafkalog.log.read.snapshot.TopicSnapshot` bounding the partition (default:
-    the one ``logdirs`` took with its listing of the topic)."""
+    the one ``logdirs`` took with its listing of the topic). What a caller already read
+    of the same listing is not read again: ``tail``, :func:`log_tail` under the same
+    ``on_corruption`` (used when the snapshot bounds nothing, else the bounded tail is
+    scanned); ``time_lasts``, segment number -> what
+    :func:`~spark_kafkalog.log.read.seek.time_index_last` returns for it."""
     check_isolation(isolation_level)
     # Offsets are those of the undamaged log: "stop" ends a read at damage, but where the
     # log ends and which transactions are decided is found by skipping over it.
@@ -182,7 +198,9 @@ def partition_state(logdirs: LogSource, p: PartitionDir, *,
             # snapshot: leave them out, so bytes past it are a torn tail at worst
             p = replace(p, segments=tuple(s for s in p.segments
                                           if s.base_offset < end) or p.segments[:1])
-    leo, tail_max = _tail(logdirs, p, on_corruption, stats, end)
+    if tail is None or end is not None:
+        tail = _tail(logdirs, p, on_corruption, stats, end)
+    leo, tail_max = tail
     # a log start checkpointed past the data (everything deleted) leaves an empty log
     leo_eff = max(leo, start)
     if end is not None:
@@ -207,7 +225,8 @@ def partition_state(logdirs: LogSource, p: PartitionDir, *,
         log_end_offset=leo_eff, last_stable_offset=lso, upper_bound=upper,
         first_timestamp=_first_timestamp(logdirs, p, start, leo_eff, on_corruption, stats)
         if timestamps else None,
-        max_timestamp=_max_timestamp(logdirs, p, tail_max, on_corruption, stats)
+        max_timestamp=_max_timestamp(logdirs, p, tail_max, on_corruption, stats,
+                                     time_lasts or {})
         if timestamps else None,
         size_bytes=p.size_bytes, segments=len(p.segments), last_stable_offset_known=lso_known)
 
