@@ -107,11 +107,14 @@ def batch_table(batches) -> np.ndarray:
 
 def _check_table(table: np.ndarray, data_size: int, path: str) -> None:
     """``table`` describes whole batches tiling ``data_size`` bytes (positions relative to
-    the bytes being staged into ``path``)."""
-    if len(table) == 0:
-        if data_size:
-            raise BadRowError(f"{data_size} staged bytes without a batch table", path=path)
+    the bytes being staged into ``path``): :func:`_tiles` for one section, and where it
+    fails, an error saying where."""
+    n = len(table)
+    if _tiles(table, np.zeros(1, np.int64), np.full(1, n, np.int64),
+              np.full(1, data_size, np.int64)):
         return
+    if n == 0:
+        raise BadRowError(f"{data_size} staged bytes without a batch table", path=path)
     pos = table["position"]
     size = table["size"].astype(np.int64)
     steps = np.flatnonzero(pos[1:] != pos[:-1] + size[:-1])
@@ -120,15 +123,17 @@ def _check_table(table: np.ndarray, data_size: int, path: str) -> None:
         raise BadRowError(f"batch table does not tile the staged bytes ({data_size} bytes)",
                           path=path, position=at)
     bad = np.flatnonzero((size < wire.V2_HEADER_SIZE) | (table["last_offset_delta"] < 0))
-    if len(bad):
-        raise BadRowError("batch table has an impossible batch size or offset delta",
-                          path=path, position=int(pos[bad[0]]))
+    raise BadRowError("batch table has an impossible batch size or offset delta",
+                      path=path, position=int(pos[bad[0]]))
 
 
 def _tiles(table: np.ndarray, firsts: np.ndarray, counts: np.ndarray,
            sizes: np.ndarray) -> bool:
-    """:func:`_check_table`'s rules for many sections at once (rows ``firsts[k]`` on,
-    ``counts[k]`` of them, describing ``sizes[k]`` bytes): True when every one holds."""
+    """Whether each section's rows of ``table`` (rows ``firsts[k]`` on, ``counts[k]`` of
+    them, describing ``sizes[k]`` bytes) are whole batches tiling its bytes: positions
+    from 0, each batch right after the previous one, ending at the section's size; no
+    batch smaller than a v2 header or with a negative offset delta. The one place of the
+    rule (:func:`_check_table` says where it fails)."""
     if ((counts == 0) & (sizes != 0)).any():
         return False
     if not len(table):
