@@ -7,7 +7,9 @@ step, for every N: lock, begin, each group's ``.cleaned`` files, the commit poin
 into place, the cleaner checkpoint, done. After each kill:
 
 * a read-only reader (no lock, no recovery) sees, per partition, exactly the old log or
-  exactly the new one -- and the new one only once the commit point has passed;
+  exactly the new one -- the new one once the commit point has passed and no ``.cleaned``
+  file is left in the partition's dir (its swaps are in), the old one before -- and
+  reads the killed state at once: it never waits for the files to settle;
 * recovery (the next open) leaves exactly the old log (killed before the commit point)
   or the new one, ``kafkalog verify`` clean, no ``.cleaned`` / ``.swap`` files, no pending
   record; a few recoveries are killed themselves at each of their steps first;
@@ -34,6 +36,12 @@ SETTINGS = CompactSettings(segment_bytes=2500, delete_retention_ms=3_600_000)
 
 def read_parts(root: Path) -> dict[int, list]:
     return {q: [x for x in read_all(root, "c", partitions=[q])] for q in (0, 1)}
+
+
+def swapped_in(root: Path, q: int) -> bool:
+    """Whether a committed swap of partition ``q`` reads as the new log: no ``.cleaned``
+    file left (discovery ignores the ``.swap`` files until the lowest one is in)."""
+    return not any(n.endswith(".cleaned") for n in os.listdir(root / f"c-{q}"))
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +76,7 @@ def test_fault_points_cover_every_phase(pristine):
 
 
 @pytest.mark.slow
-def test_sigkill_at_every_compaction_step(pristine, tmp_path):
+def test_sigkill_at_every_compaction_step(pristine, tmp_path, settle_waits):
     src, old, new, points = pristine
     commit_at = points.index("committed") + 1     # the kill_at that first follows it
     kills = 0
@@ -80,10 +88,10 @@ def test_sigkill_at_every_compaction_step(pristine, tmp_path):
         committed = kill_at >= commit_at
         # a reader that takes no lock and recovers nothing: whole old or whole new
         seen = read_parts(root)
+        assert not settle_waits, (kill_at, points[kill_at - 1])
         for q in (0, 1):
-            assert seen[q] in (old[q], new[q]), (kill_at, points[kill_at - 1], q)
-            if not committed:
-                assert seen[q] == old[q]
+            want = new if committed and swapped_in(root, q) else old
+            assert seen[q] == want[q], (kill_at, points[kill_at - 1], q)
         if kill_at % 4 == 0:
             for rk in range(1, 4):
                 run_killed(lambda f: recover_topic(FS, str(root), "c", fault=f), rk)
@@ -100,7 +108,7 @@ def test_sigkill_at_every_compaction_step(pristine, tmp_path):
     assert kills == len(points) >= 30
 
 
-def test_a_few_kills_fast(pristine, tmp_path):
+def test_a_few_kills_fast(pristine, tmp_path, settle_waits):
     """Three kill points (before the commit, right after it, mid-swap) in the fast suite."""
     src, old, new, points = pristine
     for kill_at in (points.index("cleaned") + 1, points.index("committed") + 1,
@@ -110,7 +118,8 @@ def test_a_few_kills_fast(pristine, tmp_path):
                                                   fault=f), kill_at)
         committed = kill_at > points.index("committed")
         for q, rows in read_parts(root).items():
-            assert rows in (old[q], new[q])
+            assert rows == (new if committed and swapped_in(root, q) else old)[q]
+        assert not settle_waits
         recover_topic(FS, str(root), "c")
         assert read_parts(root) == (new if committed else old)
         check_clean(root)

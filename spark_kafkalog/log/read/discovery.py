@@ -90,13 +90,19 @@ def list_segments(fs: pafs.FileSystem, path: str, *, resolve_swaps: bool = True,
     and unrelated files are ignored. Valid ``.swap`` segments replace what they swap
     out (see the module docstring); computing a swap's extent reads its batch headers.
     ``infos``: the directory's listing when the caller has just made it."""
+    return _segments(fs, path, _dir_files(fs, path, infos), resolve_swaps)
+
+
+def _segments(fs: pafs.FileSystem, path: str, files: list, resolve_swaps: bool = True
+              ) -> tuple[tuple[Segment, ...], tuple[tuple[int, str], ...]]:
+    """:func:`list_segments` of the listing ``files`` (:func:`_dir_files`)."""
     logs: dict[int, tuple[str, object]] = {}            # base -> (path, info)
     indexes: dict[tuple[int, str], str] = {}
     swap_logs: dict[int, tuple[str, object]] = {}
     swap_indexes: dict[tuple[int, str], str] = {}
     snapshots: list[tuple[int, str]] = []
     min_cleaned: int | None = None
-    for name, file_path, info in _dir_files(fs, path, infos):
+    for name, file_path, info in files:
         if name.endswith(LEFTOVER_SUFFIXES):
             if name.endswith(".cleaned"):
                 digits = name.split(".", 1)[0]
@@ -244,6 +250,7 @@ class LogDirs:
         self._one: dict[tuple[str, int], PartitionDir] = {}   # listed alone (partition())
         self._checkpoints: dict[tuple[str, str], dict[tuple[str, int], int]] = {}
         self._journals: dict = {}       # topic -> snapshot.Journals (journals())
+        self._names: dict[tuple[str, int], tuple[str, ...]] = {}    # see listed_names
 
     def __getstate__(self):
         return {"filesystem": self.filesystem, "roots": self.roots,
@@ -320,11 +327,20 @@ class LogDirs:
         key = (topic, partition)
         p = self._one.get(key)
         if p is None:
-            self.journals(topic)        # the journal before the segments
-            segments, snapshots = list_segments(self.filesystem, path)
+            j = self.journals(topic)    # the journal before the segments
+            files = _dir_files(self.filesystem, path, None)
+            segments, snapshots = _segments(self.filesystem, path, files)
+            if j.swap_groups(root, partition) is not None:
+                self._names[key] = tuple(sorted(name for name, _, _ in files))
             p = self._one[key] = PartitionDir(topic, partition, root, path, segments,
                                               snapshots)
         return p
+
+    def listed_names(self, topic: str, partition: int) -> tuple[str, ...] | None:
+        """Every file name the listing of the partition's dir held, when its journal
+        had a compaction's swap in flight (see
+        :func:`~spark_kafkalog.log.read.snapshot.listing_settled`); None otherwise."""
+        return self._names.get((topic, partition))
 
     def partitions(self, topic: str) -> list[PartitionDir]:
         """The topic's partitions, sorted by number, gathered from every root. A hidden
@@ -347,6 +363,7 @@ class LogDirs:
         self._journals.pop(topic, None)
         for key in [k for k in self._one if k[0] == topic]:
             del self._one[key]
+            self._names.pop(key, None)
 
     def partition(self, topic: str, partition: int) -> PartitionDir:
         """One partition (only its directory is listed); LogLayoutError when absent."""

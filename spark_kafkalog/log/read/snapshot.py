@@ -29,8 +29,10 @@ from typing import Iterable, Mapping
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import DataLossError, InvalidOptionError
-from spark_kafkalog.log.write import journal as jr
 from spark_kafkalog.log.io import is_local
+from spark_kafkalog.log.model.swap import swap_state
+from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.write.lock import topic_lock_free
 from spark_kafkalog.log.files.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -38,12 +40,14 @@ from spark_kafkalog.log.files.checkpoint import (
 )
 
 __all__ = ["Commit", "Bound", "TopicSnapshot", "list_commits", "topic_snapshot",
-           "check_as_of", "moved", "listing_settled", "SNAPSHOT_ATTEMPTS", "SETTLE_TRIES"]
+           "check_as_of", "moved", "listing_settled", "listing_key", "SNAPSHOT_ATTEMPTS",
+           "SETTLE_TRIES"]
 
 #: takes of a snapshot when a partition's files changed under the read; the last take
 #: is accepted as it is (a stable state, such as segments deleted by hand, not a race)
 SNAPSHOT_ATTEMPTS = 3
-#: listings taken again while a compaction swaps segment files (renames take a few ms)
+#: listings taken again while a compaction swaps segment files (renames take a few ms;
+#: see listing_settled)
 SETTLE_TRIES = 40
 
 
@@ -99,6 +103,12 @@ class Journals:
     latest: TopicSnapshot | None = None
     #: root -> the journal file's identity when it was read (see listing_settled)
     ids: dict = field(default_factory=dict)
+
+    def swap_groups(self, root: str, partition: int) -> list | None:
+        """The groups of the partition a compaction committed and is swapping in (or
+        was, when killed) per this journal state; None when none."""
+        st = self.states.get(root)
+        return st.pending.replace.get(int(partition)) if _swapping(st) else None
 
 
 def load_journals(logdirs, topic: str, roots: Iterable[str]) -> Journals:
@@ -321,22 +331,60 @@ def _replace_marks(st) -> tuple:
     return (len(replaces), replaces[-1] if replaces else None)
 
 
-def listing_settled(logdirs, topic: str, parts) -> bool:
+def listing_key(logdirs, topic: str, parts) -> tuple:
+    """What :func:`listing_settled` compares with the listing before: the partition
+    dirs as read, the names their listing held and the journals' identities."""
+    j = _journals(logdirs, topic)
+    return (tuple(parts), tuple(logdirs.listed_names(topic, p.partition) for p in parts),
+            tuple(sorted(j.ids.items())))
+
+
+# Why a listing is checked, and when it is taken as it is.
+# A compaction swaps segment files by renames (write/replace.py). A directory listing
+# that runs while a name changes may show the file under both names or under neither;
+# read as segments, such a listing can lose or double records. The journal, read
+# before the listing, says whether a swap is in flight (committed, not finished): then
+# the listing is trusted when, with the journal file unchanged after it (the same swap
+# throughout),
+#  1. each swapping partition's listing is one of the states the swap passes through
+#     (model/swap.py): renames are the swap's only changes to those names and each
+#     state reads as the old log or the new one, so such a listing reads exactly as a
+#     quiet directory in that state would, whether or not a rename ran during it. A
+#     swap killed at any step (and not yet recovered), left still, is one at once;
+#  2. or else it equals the listing taken just before (same dirs, names and journal)
+#     and no process holds the topic's writer lock now: nothing that could still rename
+#     was running (a killer of the swap mid-listing would need both listings torn alike).
+#     This takes a left-over state the model does not know (a dir changed by hand).
+# Otherwise (files are really changing, or a live writer holds the lock) the reader
+# lists again, up to SETTLE_TRIES times, and then reads what it has.
+def listing_settled(logdirs, topic: str, parts, previous: tuple | None = None) -> bool:
     """Whether the listing of ``topic`` (``parts``, taken after its journals) can be
-    trusted: no compaction was swapping segment files before or after it. Renames
-    under a directory listing can hide both a file's old and new name, so a compaction
-    committed but not finished, or one that finished in between (a new ``replace``
-    commit in the journal), means: list again. A journal is read again only when its
-    file changed since the snapshot read it."""
+    trusted (see the comment above): no compaction was swapping segment files before
+    or after it, or its swapping partitions are each in a state of the swap, or the
+    listing repeats ``previous`` (:func:`listing_key` of the listing before) with no
+    writer alive. A compaction that finished in between (a new ``replace`` commit in the
+    journal) means: list again. A journal is read again only when its file changed since
+    the snapshot read it."""
     fs = logdirs.filesystem
     if not is_local(fs):
         return True         # compactions swap files only on local disk (write.replace)
     j = _journals(logdirs, topic)
     for root in set(j.states) | {p.root for p in parts}:
         before = j.states.get(root)
+        same = root in j.ids and _file_id(fs, jr.journal_path(root, topic)) == j.ids[root]
         if _swapping(before):
+            if not same:
+                return False
+            groups = [(p.partition, j.swap_groups(root, p.partition)) for p in parts
+                      if p.root == root]
+            if all(g is None or swap_state(g, logdirs.listed_names(topic, q) or ()) is not None
+                   for q, g in groups):
+                continue
+            if (previous is not None and previous == listing_key(logdirs, topic, parts)
+                    and topic_lock_free(root, topic)):
+                continue
             return False
-        if root in j.ids and _file_id(fs, jr.journal_path(root, topic)) == j.ids[root]:
+        if same:
             continue
         now = jr.load(fs, root, topic)
         if _swapping(now) or _replace_marks(before) != _replace_marks(now):

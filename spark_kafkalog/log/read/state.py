@@ -44,6 +44,7 @@ from spark_kafkalog.log.read.snapshot import (
     SNAPSHOT_ATTEMPTS,
     TopicSnapshot,
     check_as_of,
+    listing_key,
     listing_settled,
     moved,
     topic_snapshot,
@@ -54,6 +55,8 @@ __all__ = ["PartitionState", "partition_state", "ISOLATION_LEVELS", "check_isola
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 _PROBE = 1 << 16
+#: the wait before a listing is taken again (tests count the waits through it)
+_pause = time.sleep
 
 
 def check_isolation(level: str) -> str:
@@ -243,6 +246,7 @@ def topic_states(logdirs, topic: str, partitions: Iterable[int] | None = None, *
     :data:`SNAPSHOT_ATTEMPTS` times."""
     wanted = None if partitions is None else set(int(q) for q in partitions)
     settle = 0
+    previous = None                 # the listing before, for listing_settled
     attempt = -1
     while attempt < SNAPSHOT_ATTEMPTS - 1:
         attempt += 1
@@ -260,13 +264,14 @@ def topic_states(logdirs, topic: str, partitions: Iterable[int] | None = None, *
             if settle >= SETTLE_TRIES or not isinstance(err.__cause__, FileNotFoundError):
                 raise
             parts = None
-        if settle < SETTLE_TRIES and (parts is None
-                                      or not listing_settled(logdirs, topic, parts)):
+        if settle < SETTLE_TRIES and (parts is None or not listing_settled(
+                logdirs, topic, parts, previous)):
             # a compaction renamed segment files while they were listed: list again
+            previous = None if parts is None else listing_key(logdirs, topic, parts)
             settle += 1
             attempt -= 1
             logdirs.forget(topic)
-            time.sleep(0.002 * settle)
+            _pause(0.002 * settle)
             continue
         try:
             states = dict(zip([p.partition for p in parts], map_io(

@@ -129,6 +129,24 @@ class BrokerDirGuard:
 
 
 # ---- our per-topic writer lock ----------------------------------------------------------
+def topic_lock_free(root: str, topic: str) -> bool:
+    """Whether no process holds ``topic``'s writer lock in local log dir ``root`` right
+    now (a dead holder's flock is gone). A reader's probe: it takes a shared flock for
+    an instant without creating or writing the file (a writer trying the lock then
+    retries), and needs no write permission."""
+    try:
+        fd = os.open(topic_lock_path(root, topic), os.O_RDONLY)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False            # held (EWOULDBLOCK), or flock unsupported: not known free
+    finally:
+        os.close(fd)            # drops the shared lock
+
+
 @dataclass
 class _Held:
     fd: int | None

@@ -41,6 +41,7 @@ from spark_kafkalog.log.io import (
     purge_deleted_files,
     rename_for_deletion,
 )
+from spark_kafkalog.log.model.swap import CLEANED, FINAL_ORDER, SEGMENT_SUFFIXES, SWAP
 from spark_kafkalog.log.write import journal as jr
 from spark_kafkalog.log.write.config import Fault, partition_dir, segment_file
 from spark_kafkalog.log.write.files import listdir, topic_partitions
@@ -50,11 +51,6 @@ from spark_kafkalog.log.write.lock import CheckpointLock
 __all__ = ["SEGMENT_SUFFIXES", "cleaned_path", "check_replace_fs", "begin_replace",
            "commit_replace", "discard_cleaned", "finish_replace", "post_replace"]
 
-#: a segment's files; renames go in this order (its ``.log`` last: while the ``.log`` is
-#: not there under the new name, the indexes under it mean nothing to a reader)
-SEGMENT_SUFFIXES = (".index", ".timeindex", ".txnindex", ".log")
-CLEANED = ".cleaned"
-SWAP = ".swap"
 _LOCAL = pafs.LocalFileSystem()
 
 
@@ -117,7 +113,9 @@ def discard_cleaned(fs: pafs.FileSystem, root: str, topic: str) -> None:
 
 
 def finish_replace(directory: str, groups: list, write_id: str, fault: Fault) -> None:
-    """Step 4 for one partition dir; idempotent (see the module doc)."""
+    """Step 4 for one partition dir; idempotent (see the module doc). The renames go in
+    the order :func:`~spark_kafkalog.log.model.swap.swap_steps` states (a reader relies
+    on it to recognise the states a killed swap leaves)."""
     ordered = sorted(groups, key=lambda g: -int(g[0]))
     for base, _old in ordered:
         if os.path.exists(cleaned_path(directory, base, ".log")):
@@ -132,7 +130,7 @@ def finish_replace(directory: str, groups: list, write_id: str, fault: Fault) ->
     rename_for_deletion(_LOCAL, old_files, jr.write_token(write_id)[:8],
                         lambda _: fault("delete-old"))
     for base, _old in ordered:
-        for suffix in (".log",) + SEGMENT_SUFFIXES[:-1]:
+        for suffix in FINAL_ORDER:
             if _rename(segment_file(directory, base, suffix + SWAP),
                        segment_file(directory, base, suffix)):
                 fault("swapped")
