@@ -375,10 +375,9 @@ def listing_settled(logdirs, topic: str, parts, previous: tuple | None = None) -
         if _swapping(before):
             if not same:
                 return False
-            groups = [(p.partition, j.swap_groups(root, p.partition)) for p in parts
-                      if p.root == root]
-            if all(g is None or swap_state(g, logdirs.listed_names(topic, q) or ()) is not None
-                   for q, g in groups):
+            swaps = [(j.swap_groups(root, p.partition), logdirs.listed_names(topic, p.partition))
+                     for p in parts if p.root == root]
+            if all(g is None or swap_state(g, names or ()) is not None for g, names in swaps):
                 continue
             if (previous is not None and previous == listing_key(logdirs, topic, parts)
                     and topic_lock_free(root, topic)):
