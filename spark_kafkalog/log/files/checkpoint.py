@@ -18,6 +18,7 @@ below)."""
 # does the same (see :func:`spark_kafkalog.log.io.write_atomic`).
 from __future__ import annotations
 
+import posixpath
 from typing import Mapping
 
 import pyarrow.fs as pafs
@@ -31,7 +32,7 @@ __all__ = [
     "parse_checkpoint", "format_checkpoint", "read_checkpoint", "write_checkpoint",
     "parse_leader_epoch_checkpoint", "read_leader_epoch_checkpoint", "MAX_CHECKPOINT_BYTES",
     "format_leader_epoch_checkpoint", "write_leader_epoch_checkpoint",
-    "leader_epochs_from_start",
+    "leader_epochs_from_start", "leader_epochs_at", "truncate_leader_epochs",
 ]
 
 CHECKPOINT_VERSION = 0
@@ -176,3 +177,30 @@ def leader_epochs_from_start(entries: list[tuple[int, int]], log_start: int,
     if not below:
         return list(entries)
     return [(below[-1][0], log_start)] + entries[len(below):]
+
+
+def leader_epochs_at(fs: pafs.FileSystem, directory: str, log_start: int
+                     ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
+    """``(entries, entries once the log starts at log_start)`` of the partition dir's
+    ``leader-epoch-checkpoint`` (:func:`leader_epochs_from_start`); None when it has
+    none. A malformed file raises LogLayoutError naming it: callers check before they
+    move a log start, so the truncation after it cannot fail."""
+    path = posixpath.join(directory, LEADER_EPOCH_CHECKPOINT)
+    data = read_small_file(fs, path, MAX_CHECKPOINT_BYTES)
+    if data is None:
+        return None
+    entries = parse_leader_epoch_checkpoint(data, path)
+    return entries, leader_epochs_from_start(entries, log_start, path)
+
+
+def truncate_leader_epochs(fs: pafs.FileSystem, directory: str, log_start: int) -> bool:
+    """Truncate the partition dir's ``leader-epoch-checkpoint`` from the start at
+    ``log_start`` (Kafka's ``truncateFromStart``, which a broker also redoes from the
+    log-start checkpoint when it loads the log), one atomic write, only when that
+    changes it: idempotent. True when it wrote."""
+    epochs = leader_epochs_at(fs, directory, log_start)
+    if epochs is None or epochs[1] == epochs[0]:
+        return False
+    write_leader_epoch_checkpoint(fs, posixpath.join(directory, LEADER_EPOCH_CHECKPOINT),
+                                  epochs[1])
+    return True

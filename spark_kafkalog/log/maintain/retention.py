@@ -49,13 +49,11 @@ import pyarrow.fs as pafs
 from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.log.files.checkpoint import (
-    LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
-    leader_epochs_from_start,
+    leader_epochs_at,
     read_checkpoint,
-    read_leader_epoch_checkpoint,
+    truncate_leader_epochs,
     write_checkpoint,
-    write_leader_epoch_checkpoint,
 )
 from spark_kafkalog.log.io import (
     FILE_DELETE_DELAY_MS,
@@ -239,24 +237,12 @@ def _plan_partition(logdirs: LogDirs, p: PartitionDir, state, cfg: RetentionConf
     new_start = state.log_start_offset
     if deleted:
         new_start = max(new_start, deleted[-1]["next_offset"])
-    epochs = _leader_epochs(logdirs.filesystem, p.path, new_start)
+    epochs = leader_epochs_at(logdirs.filesystem, p.path, new_start)
     return PartitionRetention(p.topic, p.partition, p.root, p.path, state.log_start_offset,
                               new_start, state.high_watermark, state.log_end_offset,
                               p.size_bytes, len(segs), deleted,
                               # checked here, before anything changes
                               None if epochs is None else [list(e) for e in epochs[1]])
-
-
-def _leader_epochs(fs: pafs.FileSystem, directory: str, log_start: int
-                   ) -> tuple[list, list] | None:
-    """``(entries, entries once the log starts at log_start)`` of the partition's
-    ``leader-epoch-checkpoint`` (None: it has none); a malformed file raises
-    LogLayoutError."""
-    path = posixpath.join(directory, LEADER_EPOCH_CHECKPOINT)
-    if file_size(fs, path) is None:
-        return None
-    entries = read_leader_epoch_checkpoint(fs, path)
-    return entries, leader_epochs_from_start(entries, log_start, path)
 
 
 def plan_retention(logdirs: LogDirs, topic: str, config: RetentionConfig, *,
@@ -291,10 +277,7 @@ def _truncate_leader_epochs(fs: pafs.FileSystem, root: str, topic: str,
     starts = read_checkpoint(fs, f"{root}/{LOG_START_OFFSET_CHECKPOINT}")
     for pr in plans:
         start = starts.get((topic, pr.partition))
-        epochs = None if start is None else _leader_epochs(fs, pr.path, start)
-        if epochs is not None and epochs[1] != epochs[0]:
-            write_leader_epoch_checkpoint(
-                fs, posixpath.join(pr.path, LEADER_EPOCH_CHECKPOINT), epochs[1])
+        if start is not None and truncate_leader_epochs(fs, pr.path, start):
             fault(f"epochs:{pr.partition}")
 
 

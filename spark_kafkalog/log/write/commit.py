@@ -10,8 +10,10 @@
    it needs; 6. append (:mod:`.apply`); 7. fsync every file written (concurrently, as it
    is closed) and, once each, every directory that gained a name;
 8. commit — one atomic journal write (the coordinator topic's, for a multi-topic write);
-9. checkpoints move to the new log end (and the log start, for an overwrite, whose old
-   segments are then deleted); the pending record is cleared; staging files deleted.
+9. checkpoints move to the new log end (and the log start, for an overwrite: its
+   ``leader-epoch-checkpoint`` is then truncated from it as retention does -- checked
+   before step 5 -- and its old segments deleted); the pending record is cleared;
+   staging files deleted.
 
 On filesystems without append (object stores, or ``no_append=True``) each commit writes
 new segment objects named by their base offset, with complete index files.
@@ -37,6 +39,7 @@ from typing import Sequence
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import CommitConflictError, InvalidOptionError
+from spark_kafkalog.log.files.checkpoint import leader_epochs_at
 from spark_kafkalog.log.write import journal as jr
 from spark_kafkalog.log.write.apply import StagedReaders, apply_partition, prefetch_headers
 from spark_kafkalog.log.write.config import (
@@ -78,6 +81,15 @@ def _specs(staged: Sequence[StagedFile], topics: Sequence[TopicSpec]) -> dict[st
     for name in specs:
         jr.validate_topic(name)
     return specs
+
+
+def _check_leader_epochs(fs: pafs.FileSystem, plan: WritePlan, names: list[str]) -> None:
+    """Read the ``leader-epoch-checkpoint`` of each partition whose log start the write
+    moves: a malformed one fails the write now, not its post-commit truncation."""
+    for t in names:
+        for part in plan.topics[t]:
+            if part.log_start is not None:
+                leader_epochs_at(fs, part.directory, part.log_start)
 
 
 def _begin_apply_commit(fs: pafs.FileSystem, root: str, write_id: str, names: list[str],
@@ -195,6 +207,7 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
                               overwrite=(mode == "overwrite"),
                               preserve=(offsets == "preserve"))
             try:
+                _check_leader_epochs(fs, plan, names)
                 if is_local(fs):
                     prefetch_headers(plan)
                 for lk in locks:

@@ -12,7 +12,11 @@ from typing import Iterable
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import CommitConflictError, LogLayoutError
-from spark_kafkalog.log.files.checkpoint import read_checkpoint, write_checkpoint
+from spark_kafkalog.log.files.checkpoint import (
+    read_checkpoint,
+    truncate_leader_epochs,
+    write_checkpoint,
+)
 from spark_kafkalog.log.io import file_size
 from spark_kafkalog.log.write import journal as jr
 from spark_kafkalog.log.write.config import (
@@ -126,13 +130,19 @@ def _update_checkpoints(fs: pafs.FileSystem, root: str, topic: str,
 
 def post_commit(fs: pafs.FileSystem, root: str, topic: str, pending: jr.PendingWrite,
                 fault: Fault) -> None:
-    """Idempotent work after the commit point: checkpoints, then the segments below a
-    moved log start (an overwrite's old ones; an empty one below the first offset a
-    preserving write put in an empty partition), once the checkpoint has moved."""
+    """Idempotent work after the commit point: checkpoints; where the log start moved
+    (an overwrite; a preserving write's first offset in an empty partition), once the
+    checkpoint has: the partition's ``leader-epoch-checkpoint`` truncated from the log
+    start the checkpoint holds, as retention does (the commit checked the file), then
+    the segments below it deleted (an overwrite's old ones; an empty one below the
+    first offset)."""
     _update_checkpoints(fs, root, topic, pending, fault)
     if pending.log_start:
+        starts = read_checkpoint(fs, f"{root.rstrip('/')}/{LOG_START_FILE}")
         for p, start in pending.log_start.items():
             directory = partition_dir(root, topic, p)
+            if truncate_leader_epochs(fs, directory, starts.get((topic, p), start)):
+                fault(f"epochs:{p}")
             for s in segments(fs, directory):
                 if s.base_offset < start:
                     delete_segment_files(fs, directory, s.base_offset)
