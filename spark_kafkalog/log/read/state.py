@@ -185,6 +185,7 @@ def partition_state(logdirs: LogSource, p: PartitionDir, *,
                     window_bytes: int | None = None, stats: ReadStats | None = None,
                     timestamps: bool = True, snapshot=None,
                     tail: tuple[int, int | None] | None = None,
+                    bounded: tuple | None = None,
                     bounded_tail: tuple[int, int | None] | None = None,
                     time_lasts: Mapping[int, tuple[int, int] | None] | None = None
                     ) -> PartitionState:
@@ -198,17 +199,20 @@ def partition_state(logdirs: LogSource, p: PartitionDir, *,
     the one ``logdirs`` took with its listing of the topic). What a caller already read
     of the same listing is not read again: ``tail``, :func:`log_tail` under the same
     ``on_corruption`` (used when the snapshot bounds nothing, else the bounded tail is
-    scanned); ``bounded_tail``, what that bounded scan returns (:func:`topic_states`
-    finds many at once, :mod:`.tails`); ``time_lasts``, segment number -> what
+    scanned); ``bounded``, what ``_bounded`` returns for ``p`` and ``snapshot``;
+    ``bounded_tail``, what the bounded scan returns (:func:`topic_states` finds many at
+    once, :mod:`.tails`); ``time_lasts``, segment number -> what
     :func:`~spark_kafkalog.log.read.seek.time_index_last` returns for it."""
     check_isolation(isolation_level)
     # Offsets are those of the undamaged log: "stop" ends a read at damage, but where the
     # log ends and which transactions are decided is found by skipping over it.
     on_corruption = "fail" if check_policy(on_corruption) == "fail" else "skip"
     stats = stats if stats is not None else ReadStats()
-    if snapshot is None:
-        snapshot = topic_snapshot(logdirs, p.topic)
-    start, end, ckpt_hw, p = _bounded(logdirs, p, snapshot)
+    if bounded is None:
+        if snapshot is None:
+            snapshot = topic_snapshot(logdirs, p.topic)
+        bounded = _bounded(logdirs, p, snapshot)
+    start, end, ckpt_hw, p = bounded
     if bounded_tail is not None:
         tail = bounded_tail
     elif tail is None or end is not None:
@@ -283,14 +287,15 @@ def topic_states(logdirs, topic: str, partitions: Iterable[int] | None = None, *
             continue
         try:
             # the tails of small local segments all at once; the rest one by one
-            tails = small_tails(logdirs.filesystem,
-                                [_bounded(logdirs, p, snap)[3] for p in parts], _PROBE,
+            bounds = [_bounded(logdirs, p, snap) for p in parts]
+            tails = small_tails(logdirs.filesystem, [b[3] for b in bounds], _PROBE,
                                 state_kwargs.get("stats"))
             states = dict(zip([p.partition for p in parts], map_io(
                 logdirs.filesystem,
-                lambda pt: partition_state(logdirs, pt[0], snapshot=snap,
-                                           bounded_tail=pt[1], **state_kwargs),
-                list(zip(parts, tails)))))
+                lambda pbt: partition_state(logdirs, pbt[0], snapshot=snap,
+                                            bounded=pbt[1], bounded_tail=pbt[2],
+                                            **state_kwargs),
+                list(zip(parts, bounds, tails)))))
         except LogLayoutError as err:
             # a segment listed with the snapshot is gone: deleted under the read
             if (attempt == SNAPSHOT_ATTEMPTS - 1
