@@ -121,3 +121,20 @@ def test_not_local_or_nothing_to_do(tmp_path):
     sub = pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
     assert small_tails(sub, parts, PROBE) == [None] * len(parts)
     assert small_tails(pafs.LocalFileSystem(), [], PROBE) == []
+
+
+def test_chunks_give_the_same_answers(tmp_path, monkeypatch):
+    from spark_kafkalog.log.read import tails
+
+    root = tmp_path / "logs"
+    _build(root)
+    flip_byte(root / "t-5" / os.path.basename(_log(root, 5)), 30)
+    parts = LogDirs(str(root)).partitions("t")
+    whole = small_tails(LogDirs(str(root)).filesystem, parts, PROBE)
+    for chunk in (1, 300, 2000):                # one segment a chunk, and a few
+        monkeypatch.setattr(tails, "CHUNK_BYTES", chunk)
+        stats = ReadStats()
+        assert small_tails(LogDirs(str(root)).filesystem, parts, PROBE, stats) == whole
+        assert stats.bytes_read == sum(parts[q].segments[-1].size
+                                       for q, t in enumerate(whole) if t is not None)
+    assert [q for q, t in enumerate(whole) if t is None] == [5, 9]

@@ -28,6 +28,8 @@ __all__ = ["small_tails"]
 _MAX_SEGMENT_SPAN = 1 << 31         # as scan.py: offsets in a segment are base + int32
 _INT64_MIN = np.iinfo(np.int64).min
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+#: segments read into one buffer and scanned in one call, at most (a read window's worth)
+CHUNK_BYTES = 16 << 20
 
 
 def small_tails(fs, parts: Sequence[PartitionDir], probe: int, stats=None
@@ -53,52 +55,69 @@ def small_tails(fs, parts: Sequence[PartitionDir], probe: int, stats=None
             segs.append(seg)
     if not segs:
         return out
-    sizes = np.fromiter((s.size for s in segs), dtype=np.int64, count=len(segs))
-    starts = np.zeros(len(segs), dtype=np.int64)
-    np.cumsum(sizes[:-1], out=starts[1:])
-    buf = np.empty(int(sizes.sum()), dtype=np.uint8)
+    # in chunks of at most CHUNK_BYTES of segments (memory stays bounded), one buffer
+    buf = np.empty(max(min(sum(s.size for s in segs), CHUNK_BYTES),
+                       max(s.size for s in segs)), dtype=np.uint8)
+    i = 0
+    while i < len(segs):
+        j, total = i, 0
+        while j < len(segs) and (j == i or total + segs[j].size <= CHUNK_BYTES):
+            total += segs[j].size
+            j += 1
+        for k, tail in zip(picked[i:j], _chunk_tails(buf, segs[i:j], stats)):
+            out[k] = tail
+        i = j
+    return out
+
+
+def _chunk_tails(buf: np.ndarray, segs: list, stats) -> list:
+    """:func:`small_tails` of the active segments ``segs``, read into ``buf``."""
+    n = len(segs)
+    sizes = np.fromiter((s.size for s in segs), dtype=np.int64, count=n)
+    starts = starts_of(sizes)
     read_ok = _read_into(buf, segs, starts.tolist(), sizes.tolist())
-    bases = np.fromiter((s.base_offset for s in segs), dtype=np.int64, count=len(segs))
-    scans = scan_runs(buf, starts, sizes, bases, verify_crc=True)
-    ok = read_ok & (scans.problems == 0) & (scans.counts > 0) & (scans.ends == sizes)
+    bases = np.fromiter((s.base_offset for s in segs), dtype=np.int64, count=n)
+    scans = scan_runs(buf[:int(sizes.sum())], starts, sizes, bases, verify_crc=True)
+    counts = scans.counts
+    ok = read_ok & (scans.problems == 0) & (counts > 0) & (scans.ends == sizes)
+    out: list = [None] * n
     h = scans.headers
-    if len(h):
-        # scan._Scan._check_offsets over every run at once: a v2 batch's base and last
-        # offsets (a legacy entry's offset) above the previous batch's last offset, and
-        # each last offset inside [segment base, segment base + 2^31)
-        run = np.repeat(np.arange(len(segs)), scans.counts)
-        row0 = starts_of(scans.counts)
-        first_row = np.zeros(len(h), dtype=bool)
-        first_row[row0[scans.counts > 0]] = True
-        last = h["last_offset"]
-        first = np.where(h["magic"] == 2, np.minimum(h["base_offset"], last), last)
-        prev = np.empty(len(h), dtype=np.int64)
-        prev[0] = _INT64_MIN
-        prev[1:] = last[:-1]
-        prev[first_row] = _INT64_MIN
-        seg_base = bases[run]
-        bad = (first <= prev) | (last < seg_base) | (last >= seg_base + _MAX_SEGMENT_SPAN)
-        bad_runs = np.zeros(len(segs), dtype=bool)
-        bad_runs[run[bad]] = True
-        ok &= ~bad_runs
-        ends = row0 + scans.counts - 1          # each run's last row
-        data = ~h["is_control"].astype(bool)
-        ts = np.where(data, h["max_timestamp"], _INT64_MIN)
-        has_data = np.zeros(len(segs), dtype=np.int64)
-        np.add.at(has_data, run[data], 1)
-        max_ts = np.full(len(segs), _INT64_MIN, dtype=np.int64)
-        np.maximum.at(max_ts, run, ts)
-        leo = np.where(scans.counts > 0, last[np.maximum(ends, 0)] + 1, 0)
-        if stats is not None:       # what was read for the partitions answered here
-            stats.bytes_read += int(sizes[ok].sum())
-            stats.batches += int(scans.counts[ok].sum())
-        for j in np.flatnonzero(ok).tolist():
-            out[picked[j]] = (int(leo[j]), int(max_ts[j]) if has_data[j] else None)
+    if not ok.any():
+        return out
+    # scan._Scan._check_offsets over every run at once: a v2 batch's base and last
+    # offsets (a legacy entry's offset) above the previous batch's last offset, and each
+    # last offset inside [segment base, segment base + 2^31)
+    run = np.repeat(np.arange(n), counts)
+    row0 = starts_of(counts)
+    nz = counts > 0
+    last = h["last_offset"]
+    first = np.where(h["magic"] == 2, np.minimum(h["base_offset"], last), last)
+    prev = np.empty(len(h), dtype=np.int64)
+    prev[0] = _INT64_MIN
+    prev[1:] = last[:-1]
+    prev[row0[nz]] = _INT64_MIN                 # each run's first batch follows nothing
+    seg_base = bases[run]
+    bad = (first <= prev) | (last < seg_base) | (last >= seg_base + _MAX_SEGMENT_SPAN)
+    # per run with rows: any bad row, the last row's offset, the data batches' timestamps
+    at = row0[nz]
+    ok[nz] &= ~np.logical_or.reduceat(bad, at)
+    data = ~h["is_control"].astype(bool)
+    has_data = np.zeros(n, dtype=np.int64)
+    has_data[nz] = np.add.reduceat(data.astype(np.int64), at)
+    max_ts = np.zeros(n, dtype=np.int64)
+    max_ts[nz] = np.maximum.reduceat(np.where(data, h["max_timestamp"], _INT64_MIN), at)
+    leo = np.zeros(n, dtype=np.int64)
+    leo[nz] = last[at + counts[nz] - 1] + 1
+    if stats is not None:           # what was read for the partitions answered here
+        stats.bytes_read += int(sizes[ok].sum())
+        stats.batches += int(counts[ok].sum())
+    for j in np.flatnonzero(ok).tolist():
+        out[j] = (int(leo[j]), int(max_ts[j]) if has_data[j] else None)
     return out
 
 
 def starts_of(counts: np.ndarray) -> np.ndarray:
-    """The index of each run's first row in rows laid out run after run."""
+    """Where each of consecutive runs of ``counts`` items starts."""
     starts = np.zeros(len(counts), dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
     return starts
