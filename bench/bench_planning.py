@@ -81,13 +81,13 @@ def main(argv=None) -> int:
     try:
         print(f"load average {os.getloadavg()[0]:.1f}", flush=True)
         for n in counts:
-            logdir = ensure_log(work / f"log-{n}-{args.segment_bytes}", args.records, n,
-                                args.segment_bytes)
+            logdir = ensure_log(work / f"log-{args.records}-{n}-{args.segment_bytes}",
+                                args.records, n, args.segment_bytes)
             tasks, t, least = plan_cpu(logdir, args.repeat)
             print(f"{n:7,} partitions -> {tasks:5} input partitions: {t * 1e3:8.1f} ms CPU "
                   f"(least {least * 1e3:.1f}), {t / n * 1e3:.3f} ms a partition", flush=True)
         if args.profile:
-            profile(str(work / f"log-{max(counts)}-{args.segment_bytes}"))
+            profile(str(work / f"log-{args.records}-{max(counts)}-{args.segment_bytes}"))
         print(f"load average {os.getloadavg()[0]:.1f}")
     finally:
         if tmp is not None:
