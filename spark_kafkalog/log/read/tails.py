@@ -1,15 +1,10 @@
-"""The log ends of many small partitions at once, for planning a topic of thousands.
+"""The log ends of many small local partitions at once (planning a topic of thousands).
 
-:func:`small_tails` finds what ``state._tail`` finds for each partition whose active
-segment one probe reads whole (a local file of at most ``state._PROBE`` bytes): every such
-segment is read into one buffer (open, ``fstat``, ``preadv``, close: no file object, no
-window), the format layer scans them all in one call (:func:`~spark_kafkalog.format.
-scan_runs`, CRCs checked), and the offsets check of :mod:`.scan` is applied to all rows
-with a few numpy operations. A partition answers only when its tail is clean (whole valid
-batches to the end of the file, offsets increasing inside the segment's range), where
-the one-partition scan returns the same without a warning whatever the corruption
-policy; for any other (a torn or damaged tail, a renamed or shortened file, a larger or
-remote segment) the answer is None and the caller scans that partition alone, which
+:func:`small_tails` answers what ``state._tail`` answers for each partition whose active
+segment one probe reads whole: the segments are read into one buffer, scanned in one
+kernel call (:func:`~spark_kafkalog.format.scan_runs`, CRCs checked) and offset-checked
+in numpy as :mod:`.scan` checks them. Only a clean tail is answered; any other (torn,
+corrupt, renamed, cut short, larger, remote) is None: the caller scans it alone, which
 reports, skips or raises as it always has.
 """
 from __future__ import annotations
