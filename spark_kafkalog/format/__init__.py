@@ -1,7 +1,8 @@
 """Bytes in, Arrow columns out -- and back. No file I/O, no Spark.
 
 The public API (the log layer and the tests use only these names): ``decode``,
-``decode_run``, ``scan_headers`` (``scan_header_rows``: the same as numpy rows),
+``decode_run``, ``scan_headers`` (``scan_header_rows``: the same as numpy rows; ``scan_runs``: of many
+runs at once),
 ``read_batch_header`` (:mod:`.decode`); ``encode``,
 ``encode_batches``, ``encode_partitioned`` (:mod:`.encode`); ``compress``,
 ``decompress`` (the codec registry, :mod:`.codecs`); ``murmur2``, ``partition_for_keys``
@@ -27,6 +28,7 @@ from spark_kafkalog.format.decode import (
     read_batch_header,
     scan_header_rows,
     scan_headers,
+    scan_runs,
 )
 from spark_kafkalog.format.encode import encode, encode_batches, encode_partitioned
 from spark_kafkalog.format._partition import murmur2, partition_for_keys
@@ -44,5 +46,5 @@ __all__ = [
     "SCHEMA", "SCHEMA_WITH_HEADERS", "ScanProblem", "UnsupportedFormatError", "compress",
     "decode", "decode_run", "decompress", "encode", "encode_batches", "encode_partitioned",
     "header_table", "murmur2", "partition_for_keys", "read_batch_header", "record_schema",
-    "scan_header_rows", "scan_headers",
+    "scan_header_rows", "scan_headers", "scan_runs",
 ]

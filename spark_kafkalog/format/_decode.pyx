@@ -2333,3 +2333,57 @@ def framing_constants():
     return {"XERIAL_MAGIC": PyBytes_FromStringAndSize(<char*>kl_xerial_magic, 8),
             "XERIAL_HEADER_SIZE": KL_XERIAL_HEADER_SIZE,
             "LZ4_MAGIC": <uint32_t>KL_LZ4_MAGIC, "ZSTD_MAGIC": <uint32_t>KL_ZSTD_MAGIC}
+
+
+# ==== many runs of batches at once (planning: the tails of many small segments) ==============
+# One call scans the bytes of many segments held in one buffer, each exactly as scan_buffer
+# scans it alone (the byte rules stay in scan_buffer), and gathers every run's header rows
+# into one allocation: the log layer then checks thousands of partitions' tails with a few
+# numpy operations instead of one Python scan each.
+
+def scan_buffers(data, const int64_t[::1] starts, const int64_t[::1] lengths,
+                 const int64_t[::1] hints, bint verify_crc, int64_t max_decompressed):
+    """Batch headers of runs ``data[starts[i]:starts[i] + lengths[i]]``, each scanned as
+    ``scan_buffer(run, 0, -1, verify_crc, 0, hints[i], max_decompressed)`` scans it
+    (positions relative to the run's start).
+
+    Returns ``(rows, counts, ends, problems)``: a bytearray holding the rows of
+    :func:`header_row_layout` of every run, run after run; per run (int64 arrays) its
+    number of rows, the relative position after its last whole valid batch, and 1 where
+    its scan stopped at a problem (torn or corrupt bytes), else 0. Never raises for bad
+    data; a run outside ``data`` raises ValueError."""
+    cdef const uint8_t[::1] mv = data
+    cdef Py_ssize_t n_runs = starts.shape[0], i
+    cdef int64_t total = 0, cap, count, s, ln
+    cdef int64_t n = mv.shape[0]
+    if lengths.shape[0] != n_runs or hints.shape[0] != n_runs:
+        raise ValueError("starts, lengths and hints must have one entry per run")
+    counts = bytearray(8 * n_runs)
+    ends = bytearray(8 * n_runs)
+    problems = bytearray(8 * n_runs)
+    cdef int64_t[::1] c_counts = memoryview(counts).cast("q")
+    cdef int64_t[::1] c_ends = memoryview(ends).cast("q")
+    cdef int64_t[::1] c_problems = memoryview(problems).cast("q")
+    cap = 16
+    out = PyByteArray_FromStringAndSize(NULL, cap * sizeof(HRow))
+    view = memoryview(data).cast("B")
+    for i in range(n_runs):
+        s = starts[i]
+        ln = lengths[i]
+        if s < 0 or ln < 0 or s + ln > n:
+            raise ValueError(f"run {i} ({s}, {ln}) is outside the buffer of {n} bytes")
+        buf, count, end, problem = scan_buffer(view[s:s + ln], 0, -1, verify_crc, 0,
+                                               hints[i], max_decompressed)
+        if total + count > cap:
+            while total + count > cap:
+                cap *= 2
+            PyByteArray_Resize(out, cap * sizeof(HRow))
+        if count:
+            memcpy(PyByteArray_AS_STRING(out) + total * sizeof(HRow),
+                   PyByteArray_AS_STRING(buf), count * sizeof(HRow))
+        total += count
+        c_counts[i] = count
+        c_ends[i] = end
+        c_problems[i] = 0 if problem is None else 1
+    PyByteArray_Resize(out, total * sizeof(HRow))
+    return out, counts, ends, problems

@@ -54,8 +54,8 @@ from spark_kafkalog.format.wire import DEFAULT_MAX_DECOMPRESSED
 
 __all__ = [
     "BATCH_HEADER_DTYPE", "BatchHeader", "HeaderScan", "ScanProblem", "decode", "decode_run",
-    "decode_varint", "decode_varlong", "header_table", "read_batch_header", "scan_header_rows",
-    "scan_headers", "set_block_cache_limit",
+    "decode_varint", "decode_varlong", "header_table", "read_batch_header", "RunScans",
+    "scan_header_rows", "scan_headers", "scan_runs", "set_block_cache_limit",
 ]
 
 # the kernel falls back on the codec registry, which uses the kernel's C decoders
@@ -305,6 +305,35 @@ def scan_header_rows(data, *, position_base: int = 0, verify_crc: bool = False,
         problem = ScanProblem(kind, position_base + pos, offset, reason)
     return HeaderScan(headers, position_base + end, problem)
 
+
+
+class RunScans(NamedTuple):
+    """Result of :func:`scan_runs`: ``headers`` (``BATCH_HEADER_DTYPE``) of every run, run
+    after run (positions relative to each run's start); per run (int64 arrays) ``counts``
+    of rows, ``ends`` (relative position after its last whole valid batch) and
+    ``problems`` (1 where its scan stopped at torn or corrupt bytes)."""
+    headers: np.ndarray
+    counts: np.ndarray
+    ends: np.ndarray
+    problems: np.ndarray
+
+
+def scan_runs(data, starts, lengths, first_offset_hints, *, verify_crc: bool = False
+              ) -> RunScans:
+    """:func:`scan_header_rows` of many independent runs of batches in one buffer in one
+    call: run ``i`` is ``data[starts[i]:starts[i] + lengths[i]]``, scanned with
+    ``first_offset_hint=first_offset_hints[i]`` and ``position_base=0``. For callers
+    that look at thousands of small segments at once (the tails a plan needs); what
+    went wrong in a run with a problem is found by scanning that run alone."""
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    hints = np.ascontiguousarray(first_offset_hints, dtype=np.int64)
+    rows, counts, ends, problems = _decode.scan_buffers(
+        _byte_view(data), starts, lengths, hints, bool(verify_crc), DEFAULT_MAX_DECOMPRESSED)
+    return RunScans(np.frombuffer(rows, dtype=BATCH_HEADER_DTYPE),
+                    np.frombuffer(counts, dtype=np.int64),
+                    np.frombuffer(ends, dtype=np.int64),
+                    np.frombuffer(problems, dtype=np.int64))
 
 def header_table(rows: np.ndarray) -> pa.Table:
     """Header rows (``BATCH_HEADER_DTYPE``, as :func:`scan_header_rows` gives them) as a

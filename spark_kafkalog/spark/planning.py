@@ -155,8 +155,13 @@ def apply_pushdown(logdirs, ranges: list[PartitionRange], pushdown: Pushdown, *,
             found = logdirs.offset_for_timestamp(r.partition_dir, ts_ms, upper_bound=end,
                                                  on_corruption=on_corruption)
             start = end if found is None else max(start, found)
-        return replace(r, start_offset=start, end_offset=max(start, end))
+        end = max(start, end)
+        if start == r.start_offset and end == r.end_offset:
+            return r
+        return replace(r, start_offset=start, end_offset=end)
 
+    if ts_ms is None or ts_ms <= 0:     # no seek: nothing to do concurrently
+        return [one(r) for r in ranges]
     return map_io(logdirs.filesystem, one, ranges)
 
 

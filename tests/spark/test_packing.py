@@ -198,6 +198,7 @@ def test_planning_reads_each_checkpoint_and_lists_each_root_once(tmp_path, monke
     ckpts, listed = [], []
     real_ckpt, real_list = layout.read_checkpoint, layout.list_dir
     real_files = layout._dir_files      # a partition dir's listing (os.scandir locally)
+    real_subdirs = layout._subdirs      # a root's listing (os.scandir locally)
 
     def counting_ckpt(fs, path):
         ckpts.append(path)
@@ -211,9 +212,14 @@ def test_planning_reads_each_checkpoint_and_lists_each_root_once(tmp_path, monke
         listed.append(path)
         return real_files(fs, path, infos)
 
+    def counting_subdirs(fs, path):
+        listed.append(path)
+        return real_subdirs(fs, path)
+
     monkeypatch.setattr(layout, "read_checkpoint", counting_ckpt)
     monkeypatch.setattr(layout, "list_dir", counting_list)
     monkeypatch.setattr(layout, "_dir_files", counting_files)
+    monkeypatch.setattr(layout, "_subdirs", counting_subdirs)
     path = ",".join(map(str, roots))
     ts = plan(LogDirs(path), parse_read_options({"path": path, "subscribe": "x,y"}))
     assert sum(t.est_records for t in ts) == 4000

@@ -8,6 +8,7 @@ digits plus a suffix. Pure functions, no I/O.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 __all__ = ["METADATA_TOPIC", "INTERNAL_TOPICS", "HIDDEN_TOPICS", "MAX_TOPIC_LENGTH",
            "is_internal_topic", "is_legal_topic",
@@ -61,6 +62,7 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     return topic, partition
 
 
+@lru_cache(maxsize=1 << 14)     # the same names recur in every partition dir
 def parse_segment_file_name(name: str) -> tuple[int, str, bool] | None:
     """``(base offset, kind, is swap)`` of a segment file name (kind: log, index,
     timeindex, txnindex, snapshot), None for any other name."""

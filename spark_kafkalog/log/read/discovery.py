@@ -76,6 +76,21 @@ def _dir_files(fs: pafs.FileSystem, path: str, infos) -> list[tuple[str, str, ob
             if i.type == pafs.FileType.File]
 
 
+def _subdirs(fs: pafs.FileSystem, path: str) -> list[tuple[str, str]]:
+    """``(name, path)`` of the directories in ``path``. On local disk from the entries'
+    types (``os.scandir``: no ``stat`` of each, as a ``pyarrow`` listing makes)."""
+    if is_local(fs):
+        try:
+            with os.scandir(path) as it:
+                return [(e.name, posixpath.join(path, e.name)) for e in it if e.is_dir()]
+        except FileNotFoundError as err:
+            raise LogLayoutError("log directory does not exist", path=path) from err
+        except OSError as err:
+            raise LogLayoutError(f"cannot list directory: {err}", path=path) from err
+    return [(i.base_name, i.path) for i in list_dir(fs, path)
+            if i.type == pafs.FileType.Directory]
+
+
 def _size(info) -> int:
     return info.stat().st_size if isinstance(info, os.DirEntry) else int(info.size or 0)
 
@@ -272,23 +287,20 @@ class LogDirs:
             return self._dirs
         found: dict[str, dict[int, tuple[str, str]]] = {}
         for root in self.roots:
-            infos = list_dir(self.filesystem, root)
-            for info in infos:
-                if info.type != pafs.FileType.Directory:
-                    continue
-                parsed = parse_partition_dir_name(info.base_name)
+            for name, path in _subdirs(self.filesystem, root):
+                parsed = parse_partition_dir_name(name)
                 if parsed is None:
-                    log.debug("skipping %s: not a current partition directory", info.path)
+                    log.debug("skipping %s: not a current partition directory", path)
                     continue
                 topic, partition = parsed
                 previous = found.setdefault(topic, {}).get(partition)
                 if previous is not None:
                     raise LogLayoutError(
                         f"partition {topic}-{partition} is present in two log dirs, "
-                        f"{previous[1]} and {info.path}; a broker refuses to start like "
+                        f"{previous[1]} and {path}; a broker refuses to start like "
                         "this: remove the stale copy or pass only one of the roots",
-                        path=info.path)
-                found[topic][partition] = (root, info.path)
+                        path=path)
+                found[topic][partition] = (root, path)
         self._dirs = found
         return found
 

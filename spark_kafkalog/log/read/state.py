@@ -49,6 +49,7 @@ from spark_kafkalog.log.read.snapshot import (
     moved,
     topic_snapshot,
 )
+from spark_kafkalog.log.read.tails import small_tails
 
 __all__ = ["PartitionState", "partition_state", "ISOLATION_LEVELS", "check_isolation",
            "log_end_offset", "log_tail", "topic_states", "latest_offsets"]
@@ -160,34 +161,11 @@ def _max_timestamp(logdirs: LogSource, p: PartitionDir, tail_max: int | None,
     return best if best is None or best >= 0 else None
 
 
-def partition_state(logdirs: LogSource, p: PartitionDir, *,
-                    isolation_level: str = "read_uncommitted",
-                    read_past_high_watermark: bool = False, on_corruption: str = "fail",
-                    window_bytes: int | None = None, stats: ReadStats | None = None,
-                    timestamps: bool = True, snapshot=None,
-                    tail: tuple[int, int | None] | None = None,
-                    time_lasts: Mapping[int, tuple[int, int] | None] | None = None
-                    ) -> PartitionState:
-    """Offsets of partition ``p`` (see the module docstring). Reads the root
-    checkpoints, the index files and a few windows of ``.log`` bytes (the last segment's
-    tail, the first data batch); under read_committed also the producer snapshot and the
-    batch headers from it to the high watermark (the whole log without a snapshot).
-    ``timestamps=False`` skips ``first_timestamp``/``max_timestamp`` (None), which cost
-    a read of every segment's time index: planning does not need them. ``snapshot``: the
-    :class:`~spark_kafkalog.log.read.snapshot.TopicSnapshot` bounding the partition (default:
-    the one ``logdirs`` took with its listing of the topic). What a caller already read
-    of the same listing is not read again: ``tail``, :func:`log_tail` under the same
-    ``on_corruption`` (used when the snapshot bounds nothing, else the bounded tail is
-    scanned); ``time_lasts``, segment number -> what
-    :func:`~spark_kafkalog.log.read.seek.time_index_last` returns for it."""
-    check_isolation(isolation_level)
-    # Offsets are those of the undamaged log: "stop" ends a read at damage, but where the
-    # log ends and which transactions are decided is found by skipping over it.
-    on_corruption = "fail" if check_policy(on_corruption) == "fail" else "skip"
-    stats = stats if stats is not None else ReadStats()
+def _bounded(logdirs: LogSource, p: PartitionDir, snapshot: TopicSnapshot
+             ) -> tuple[int, int | None, int | None, PartitionDir]:
+    """``(log start offset, the snapshot's end or None, checkpointed high watermark,
+    p with only the segments the snapshot holds)``."""
     start = log_start_offset(logdirs, p)
-    if snapshot is None:
-        snapshot = topic_snapshot(logdirs, p.topic)
     bound = snapshot.bound(p.partition)
     end = None
     ckpt_hw = logdirs.checkpointed_high_watermark(p)
@@ -201,7 +179,46 @@ def partition_state(logdirs: LogSource, p: PartitionDir, *,
             # snapshot: leave them out, so bytes past it are a torn tail at worst
             p = replace(p, segments=tuple(s for s in p.segments
                                           if s.base_offset < end) or p.segments[:1])
-    if tail is None or end is not None:
+    return start, end, ckpt_hw, p
+
+
+def partition_state(logdirs: LogSource, p: PartitionDir, *,
+                    isolation_level: str = "read_uncommitted",
+                    read_past_high_watermark: bool = False, on_corruption: str = "fail",
+                    window_bytes: int | None = None, stats: ReadStats | None = None,
+                    timestamps: bool = True, snapshot=None,
+                    tail: tuple[int, int | None] | None = None,
+                    bounded: tuple | None = None,
+                    bounded_tail: tuple[int, int | None] | None = None,
+                    time_lasts: Mapping[int, tuple[int, int] | None] | None = None
+                    ) -> PartitionState:
+    """Offsets of partition ``p`` (see the module docstring). Reads the root
+    checkpoints, the index files and a few windows of ``.log`` bytes (the last segment's
+    tail, the first data batch); under read_committed also the producer snapshot and the
+    batch headers from it to the high watermark (the whole log without a snapshot).
+    ``timestamps=False`` skips ``first_timestamp``/``max_timestamp`` (None), which cost
+    a read of every segment's time index: planning does not need them. ``snapshot``: the
+    :class:`~spark_kafkalog.log.read.snapshot.TopicSnapshot` bounding the partition (default:
+    the one ``logdirs`` took with its listing of the topic). What a caller already read
+    of the same listing is not read again: ``tail``, :func:`log_tail` under the same
+    ``on_corruption`` (used when the snapshot bounds nothing, else the bounded tail is
+    scanned); ``bounded``, what ``_bounded`` returns for ``p`` and ``snapshot``;
+    ``bounded_tail``, what the bounded scan returns (:func:`topic_states` finds many at
+    once, :mod:`.tails`); ``time_lasts``, segment number -> what
+    :func:`~spark_kafkalog.log.read.seek.time_index_last` returns for it."""
+    check_isolation(isolation_level)
+    # Offsets are those of the undamaged log: "stop" ends a read at damage, but where the
+    # log ends and which transactions are decided is found by skipping over it.
+    on_corruption = "fail" if check_policy(on_corruption) == "fail" else "skip"
+    stats = stats if stats is not None else ReadStats()
+    if bounded is None:
+        if snapshot is None:
+            snapshot = topic_snapshot(logdirs, p.topic)
+        bounded = _bounded(logdirs, p, snapshot)
+    start, end, ckpt_hw, p = bounded
+    if bounded_tail is not None:
+        tail = bounded_tail
+    elif tail is None or end is not None:
         tail = _tail(logdirs, p, on_corruption, stats, end)
     leo, tail_max = tail
     # a log start checkpointed past the data (everything deleted) leaves an empty log
@@ -274,10 +291,16 @@ def topic_states(logdirs, topic: str, partitions: Iterable[int] | None = None, *
             _pause(0.002 * settle)
             continue
         try:
+            # the tails of small local segments all at once; the rest one by one
+            bounds = [_bounded(logdirs, p, snap) for p in parts]
+            tails = small_tails(logdirs.filesystem, [b[3] for b in bounds], _PROBE,
+                                state_kwargs.get("stats"))
             states = dict(zip([p.partition for p in parts], map_io(
                 logdirs.filesystem,
-                lambda p: partition_state(logdirs, p, snapshot=snap, **state_kwargs),
-                parts)))
+                lambda pbt: partition_state(logdirs, pbt[0], snapshot=snap,
+                                            bounded=pbt[1], bounded_tail=pbt[2],
+                                            **state_kwargs),
+                list(zip(parts, bounds, tails)))))
         except LogLayoutError as err:
             # a segment listed with the snapshot is gone: deleted under the read
             if (attempt == SNAPSHOT_ATTEMPTS - 1
