@@ -76,6 +76,66 @@ def _with_fix(e: CorruptRecordError) -> CorruptRecordError:
     return type(e)(e.reason + fix, path=e.path, position=e.position, offset=e.offset)
 
 
+#: a packed task reads its slices that lie in one small segment a run at a time, with one
+#: kernel call per run (:mod:`spark_kafkalog.log.read.packed`); False: slice by slice
+#: (the general path, which tests compare it with)
+PACKED_KERNEL = True
+
+
+def read_slices(logdirs, opts: ReadOptions, slices, pushdown: Pushdown = NONE) -> Iterator:
+    """Arrow record batches of ``slices`` in order, as :func:`read_slice` of each gives
+    them. Slices in one small segment go in runs of at most COALESCE_ROWS rows and
+    ``min(COALESCE_BYTES, windowBytes)`` bytes of segments through one kernel call each
+    (read_uncommitted); a run the kernel does not take, and every other slice, is read
+    by :func:`read_slice`. Memory: one run's segments and rows, or one window."""
+    if not PACKED_KERNEL or opts.isolation_level != "read_uncommitted":
+        for s in slices:
+            yield from read_slice(logdirs, opts, s, pushdown)
+        return
+    from spark_kafkalog.log.read.packed import small_range
+
+    max_bytes = min(COALESCE_BYTES, int(opts.window_bytes))
+    run, items, rows, size = [], [], 0, 0
+    for s in slices:
+        item = small_range(s.partition_dir, s.start_offset, s.end_offset, s.start_position,
+                           max_bytes)
+        if item is None:
+            if run:
+                yield from _read_run(logdirs, opts, run, items, pushdown)
+                run, items, rows, size = [], [], 0, 0
+            yield from read_slice(logdirs, opts, s, pushdown)
+            continue
+        if run and size + item[0].size > max_bytes:
+            yield from _read_run(logdirs, opts, run, items, pushdown)
+            run, items, rows, size = [], [], 0, 0
+        run.append(s)
+        items.append(item)
+        rows += s.end_offset - s.start_offset
+        size += item[0].size
+        if rows >= COALESCE_ROWS:
+            yield from _read_run(logdirs, opts, run, items, pushdown)
+            run, items, rows, size = [], [], 0, 0
+    if run:
+        yield from _read_run(logdirs, opts, run, items, pushdown)
+
+
+def _read_run(logdirs, opts: ReadOptions, run, items, pushdown: Pushdown) -> Iterator:
+    from spark_kafkalog.log.read.packed import read_small
+
+    batch = read_small(logdirs.filesystem, items, include_headers=opts.include_headers,
+                       memory_map=opts.memory_map)
+    if batch is None:
+        for s in run:
+            yield from read_slice(logdirs, opts, s, pushdown)
+        return
+    if pushdown.has_row_filter:
+        mask = row_mask(batch, pushdown)
+        if mask is not None:
+            batch = batch.filter(mask)
+    if batch.num_rows:
+        yield batch
+
+
 #: a packed task's small batches are joined into batches of at least this many rows (or
 #: COALESCE_BYTES): Spark pays per Arrow batch it takes from a Python worker
 COALESCE_ROWS = 65_536
@@ -202,8 +262,10 @@ class KafkaLogReader(DataSourceReader):
 
         def rows():
             logdirs = open_logdirs(opts)
-            it = (b for s in slices for b in read_slice(logdirs, opts, s, pushdown))
-            yield from (coalesced(it) if len(slices) > 1 else it)
+            if len(slices) == 1:
+                yield from read_slice(logdirs, opts, slices[0], pushdown)
+            else:
+                yield from coalesced(read_slices(logdirs, opts, slices, pushdown))
 
         if PREFETCH_BATCHES <= 0:
             return rows()
