@@ -76,6 +76,35 @@ def _with_fix(e: CorruptRecordError) -> CorruptRecordError:
     return type(e)(e.reason + fix, path=e.path, position=e.position, offset=e.offset)
 
 
+#: a packed task's small batches are joined into batches of at least this many rows (or
+#: COALESCE_BYTES): Spark pays per Arrow batch it takes from a Python worker
+COALESCE_ROWS = 65_536
+COALESCE_BYTES = 8 * 1024 * 1024
+
+
+def coalesced(batches: Iterator, min_rows: int = COALESCE_ROWS,
+              max_bytes: int = COALESCE_BYTES) -> Iterator:
+    """``batches`` joined in order into batches of at least ``min_rows`` rows (the last
+    may be smaller), a joined batch ending early once it holds ``max_bytes``. Batches
+    already that large pass through uncopied. Memory: one joined batch."""
+    import pyarrow as pa
+
+    buf, rows, size = [], 0, 0
+    for b in batches:
+        if not buf and (b.num_rows >= min_rows or b.nbytes >= max_bytes):
+            yield b
+            continue
+        buf.append(b)
+        rows += b.num_rows
+        size += b.nbytes
+        if rows >= min_rows or size >= max_bytes:
+            yield pa.Table.from_batches(buf).combine_chunks().to_batches()[0]
+            buf, rows, size = [], 0, 0
+    if buf:
+        yield (buf[0] if len(buf) == 1
+               else pa.Table.from_batches(buf).combine_chunks().to_batches()[0])
+
+
 #: a packed task reads its slices that lie in one small segment a run at a time, with one
 #: kernel call per run (:mod:`spark_kafkalog.log.read.packed`); False: slice by slice
 #: (the general path, which tests compare it with)
@@ -134,35 +163,6 @@ def _read_run(logdirs, opts: ReadOptions, run, items, pushdown: Pushdown) -> Ite
             batch = batch.filter(mask)
     if batch.num_rows:
         yield batch
-
-
-#: a packed task's small batches are joined into batches of at least this many rows (or
-#: COALESCE_BYTES): Spark pays per Arrow batch it takes from a Python worker
-COALESCE_ROWS = 65_536
-COALESCE_BYTES = 8 * 1024 * 1024
-
-
-def coalesced(batches: Iterator, min_rows: int = COALESCE_ROWS,
-              max_bytes: int = COALESCE_BYTES) -> Iterator:
-    """``batches`` joined in order into batches of at least ``min_rows`` rows (the last
-    may be smaller), a joined batch ending early once it holds ``max_bytes``. Batches
-    already that large pass through uncopied. Memory: one joined batch."""
-    import pyarrow as pa
-
-    buf, rows, size = [], 0, 0
-    for b in batches:
-        if not buf and (b.num_rows >= min_rows or b.nbytes >= max_bytes):
-            yield b
-            continue
-        buf.append(b)
-        rows += b.num_rows
-        size += b.nbytes
-        if rows >= min_rows or size >= max_bytes:
-            yield pa.Table.from_batches(buf).combine_chunks().to_batches()[0]
-            buf, rows, size = [], 0, 0
-    if buf:
-        yield (buf[0] if len(buf) == 1
-               else pa.Table.from_batches(buf).combine_chunks().to_batches()[0])
 
 
 #: batches decoded ahead of the one Spark is consuming (see :func:`prefetched`); 0 reads
