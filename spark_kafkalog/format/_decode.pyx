@@ -2442,7 +2442,10 @@ def decode_segments(list segments, bint include_headers, int64_t max_decompresse
         prm.hi = hi
         pos = 0
         while pos < n:
-            _peek(base + pos, n - pos, &h)
+            if _peek(base + pos, n - pos, &h) != PEEK_OK:
+                # pass 1 found it whole: only bytes changed under us (a mapped file)
+                raise CorruptRecordError("segment bytes changed while being decoded",
+                                         position=pos, offset=h.base_offset)
             size = LOG_OVERHEAD + <int64_t>h.length
             s.where_pos = pos
             s.where_off = h.base_offset

@@ -3,7 +3,8 @@
 Spark pickles the reader once (after ``pushFilters``, before ``partitions``) and sends it
 with every task; so everything ``read`` needs lives in the options and the pushdown, and
 ``read`` opens the log dirs itself (cached per Python worker process). ``read`` reads
-and decodes one batch ahead of Spark in a background thread (:func:`prefetched`).
+and decodes one batch ahead of Spark in a background thread (:func:`prefetched`); a
+packed task's slices in small segments are decoded a run at a time (:func:`read_slices`).
 """
 from __future__ import annotations
 
