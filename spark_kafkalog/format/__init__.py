@@ -24,6 +24,7 @@ from spark_kafkalog.format.decode import (
     ScanProblem,
     decode,
     decode_run,
+    decode_segments,
     header_table,
     read_batch_header,
     scan_header_rows,
@@ -44,7 +45,7 @@ __all__ = [
     "BATCH_HEADER_DTYPE", "BATCH_HEADER_SCHEMA", "BatchHeader", "CodecError", "CorruptRecordError",
     "DEFAULT_MAX_DECOMPRESSED", "HeaderScan", "KafkaLogError", "MissingCodecError",
     "SCHEMA", "SCHEMA_WITH_HEADERS", "ScanProblem", "UnsupportedFormatError", "compress",
-    "decode", "decode_run", "decompress", "encode", "encode_batches", "encode_partitioned",
+    "decode", "decode_run", "decode_segments", "decompress", "encode", "encode_batches", "encode_partitioned",
     "header_table", "murmur2", "partition_for_keys", "read_batch_header", "record_schema",
     "scan_header_rows", "scan_headers", "scan_runs",
 ]

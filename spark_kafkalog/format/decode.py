@@ -54,8 +54,8 @@ from spark_kafkalog.format.wire import DEFAULT_MAX_DECOMPRESSED
 
 __all__ = [
     "BATCH_HEADER_DTYPE", "BatchHeader", "HeaderScan", "ScanProblem", "decode", "decode_run",
-    "decode_varint", "decode_varlong", "header_table", "read_batch_header", "RunScans",
-    "scan_header_rows", "scan_headers", "scan_runs", "set_block_cache_limit",
+    "decode_segments", "decode_varint", "decode_varlong", "header_table", "read_batch_header",
+    "RunScans", "scan_header_rows", "scan_headers", "scan_runs", "set_block_cache_limit",
 ]
 
 # the kernel falls back on the codec registry, which uses the kernel's C decoders
@@ -243,6 +243,25 @@ def decode_run(data, *, topic: str = "", partition: int = 0, verify_crc: bool = 
         _optional_offset("start_offset", start_offset),
         _optional_offset("end_offset", end_offset),
         _skip_buffer(skip_positions), position_base)
+
+
+def decode_segments(segments, *, include_headers: bool = True,
+                    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED
+                    ) -> pa.RecordBatch | None:
+    """Several whole segments decoded into one ``pa.RecordBatch`` (rows segment after
+    segment), or None when one of them is not what a scan of it would pass as it stands
+    (a torn or corrupt batch, offsets not increasing or outside the segment, a range not
+    reached): the caller then reads them one by one, through its corruption policy.
+
+    ``segments``: tuples ``(data, topic, partition, start_offset, end_offset, seg_base,
+    seg_hi, reach)``: a segment's bytes from its position 0; the values of the topic and
+    partition columns; rows ``start_offset <= offset < end_offset`` are kept; every
+    batch's last offset must lie in ``[seg_base, seg_hi)``; ``reach``: an offset the
+    segment's batches must get to (None: none). CRCs are checked (v2 and the outer legacy
+    ones, as the log layer's scan does) before anything is decoded. Errors of records
+    that do not decode are :func:`decode_run`'s, their positions in the segment."""
+    return _decode.decode_segments(segments, bool(include_headers),
+                                   _max_decompressed(max_decompressed_bytes))
 
 
 def set_block_cache_limit(limit_bytes: int) -> int:

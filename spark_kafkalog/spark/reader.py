@@ -3,7 +3,8 @@
 Spark pickles the reader once (after ``pushFilters``, before ``partitions``) and sends it
 with every task; so everything ``read`` needs lives in the options and the pushdown, and
 ``read`` opens the log dirs itself (cached per Python worker process). ``read`` reads
-and decodes one batch ahead of Spark in a background thread (:func:`prefetched`).
+and decodes one batch ahead of Spark in a background thread (:func:`prefetched`); a
+packed task's slices in small segments are decoded a run at a time (:func:`read_slices`).
 """
 from __future__ import annotations
 
@@ -105,6 +106,66 @@ def coalesced(batches: Iterator, min_rows: int = COALESCE_ROWS,
                else pa.Table.from_batches(buf).combine_chunks().to_batches()[0])
 
 
+#: a packed task reads its slices that lie in one small segment a run at a time, with one
+#: kernel call per run (:mod:`spark_kafkalog.log.read.packed`); False: slice by slice
+#: (the general path, which tests compare it with)
+PACKED_KERNEL = True
+
+
+def read_slices(logdirs, opts: ReadOptions, slices, pushdown: Pushdown = NONE) -> Iterator:
+    """Arrow record batches of ``slices`` in order, as :func:`read_slice` of each gives
+    them. Slices in one small segment go in runs of at most COALESCE_ROWS rows and
+    ``min(COALESCE_BYTES, windowBytes)`` bytes of segments through one kernel call each
+    (read_uncommitted); a run the kernel does not take, and every other slice, is read
+    by :func:`read_slice`. Memory: one run's segments and rows, or one window."""
+    if not PACKED_KERNEL or opts.isolation_level != "read_uncommitted":
+        for s in slices:
+            yield from read_slice(logdirs, opts, s, pushdown)
+        return
+    from spark_kafkalog.log.read.packed import small_range
+
+    max_bytes = min(COALESCE_BYTES, int(opts.window_bytes))
+    run, items, rows, size = [], [], 0, 0
+    for s in slices:
+        item = small_range(s.partition_dir, s.start_offset, s.end_offset, s.start_position,
+                           max_bytes)
+        if item is None:
+            if run:
+                yield from _read_run(logdirs, opts, run, items, pushdown)
+                run, items, rows, size = [], [], 0, 0
+            yield from read_slice(logdirs, opts, s, pushdown)
+            continue
+        if run and size + item[0].size > max_bytes:
+            yield from _read_run(logdirs, opts, run, items, pushdown)
+            run, items, rows, size = [], [], 0, 0
+        run.append(s)
+        items.append(item)
+        rows += s.end_offset - s.start_offset
+        size += item[0].size
+        if rows >= COALESCE_ROWS:
+            yield from _read_run(logdirs, opts, run, items, pushdown)
+            run, items, rows, size = [], [], 0, 0
+    if run:
+        yield from _read_run(logdirs, opts, run, items, pushdown)
+
+
+def _read_run(logdirs, opts: ReadOptions, run, items, pushdown: Pushdown) -> Iterator:
+    from spark_kafkalog.log.read.packed import read_small
+
+    batch = read_small(logdirs.filesystem, items, include_headers=opts.include_headers,
+                       memory_map=opts.memory_map)
+    if batch is None:
+        for s in run:
+            yield from read_slice(logdirs, opts, s, pushdown)
+        return
+    if pushdown.has_row_filter:
+        mask = row_mask(batch, pushdown)
+        if mask is not None:
+            batch = batch.filter(mask)
+    if batch.num_rows:
+        yield batch
+
+
 #: batches decoded ahead of the one Spark is consuming (see :func:`prefetched`); 0 reads
 #: in Spark's thread (no prefetch thread)
 PREFETCH_BATCHES = 1
@@ -202,8 +263,10 @@ class KafkaLogReader(DataSourceReader):
 
         def rows():
             logdirs = open_logdirs(opts)
-            it = (b for s in slices for b in read_slice(logdirs, opts, s, pushdown))
-            yield from (coalesced(it) if len(slices) > 1 else it)
+            if len(slices) == 1:
+                yield from read_slice(logdirs, opts, slices[0], pushdown)
+            else:
+                yield from coalesced(read_slices(logdirs, opts, slices, pushdown))
 
         if PREFETCH_BATCHES <= 0:
             return rows()

@@ -240,3 +240,104 @@ def test_coalesced_joins_small_batches_in_order():
     assert list(coalesced(iter([big]), min_rows=40))[0] is big
     by_bytes = list(coalesced(iter(small), min_rows=10_000, max_bytes=small[0].nbytes * 3))
     assert [b.num_rows for b in by_bytes][:2] == [30, 30]
+
+
+def _packed_read(path, monkeypatch, kernel: bool, reader_cls=KafkaLogReader, filters=(),
+                 after_planning=None, **opts):
+    """Every packed task of the topic read in this process with the packed kernel on or
+    off (``reader.PACKED_KERNEL``): the table, and how many runs the kernel took."""
+    from spark_kafkalog.log.read import packed
+    from spark_kafkalog.spark import reader as reader_mod
+
+    monkeypatch.setattr(reader_mod, "PACKED_KERNEL", kernel)
+    monkeypatch.setattr(reader_mod, "PREFETCH_BATCHES", 0)
+    taken = []
+    real = packed.read_small
+
+    def counting(*a, **kw):
+        out = real(*a, **kw)
+        taken.append(out is not None)
+        return out
+
+    monkeypatch.setattr(packed, "read_small", counting)
+    reader = reader_cls(parse_read_options({"path": str(path), "subscribe": "x", **opts}))
+    if filters:
+        assert not list(reader.pushFilters(list(filters)))
+    tasks = reader.partitions()
+    assert all(isinstance(t, PackedSlices) for t in tasks)
+    if after_planning is not None:
+        after_planning()
+    batches = [b for t in tasks for b in reader.read(t)]
+    return pa.Table.from_batches(batches), taken
+
+
+@pytest.mark.parametrize("opts", [{}, {"includeHeaders": "true"}, {"windowBytes": "64k"}])
+def test_the_packed_kernel_reads_what_the_slices_read_one_by_one(tmp_path, monkeypatch, opts):
+    """Small partitions of several codecs: one kernel call per run gives the same table
+    (rows, order, schema) as each slice read by read_partition; with a small window the
+    runs are cut by bytes."""
+    from jobs.make_sample_log import make_sample_log
+
+    make_sample_log(tmp_path, records=20_000, partitions=60, topic="x",
+                    codecs=("none", "lz4", "zstd", "gzip"))
+    got, taken = _packed_read(tmp_path, monkeypatch, True, **opts)
+    want, none = _packed_read(tmp_path, monkeypatch, False, **opts)
+    assert got.num_rows == 20_000 and got.schema == want.schema and got.equals(want)
+    assert taken and all(taken) and not none
+    if opts.get("windowBytes"):
+        assert len(taken) > 5       # runs of at most 64 KiB of segments
+
+
+def test_the_packed_kernel_applies_pushed_row_filters(tmp_path, monkeypatch):
+    import datetime as dt
+
+    from pyspark.sql.datasource import GreaterThanOrEqual, In
+
+    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.spark.reader import KafkaLogPushdownReader
+
+    make_sample_log(tmp_path, records=6000, partitions=30, topic="x", codecs=("none",))
+    everything, _ = _packed_read(tmp_path, monkeypatch, False)
+    ts = sorted(everything.column("timestamp").to_pylist())[len(everything) // 2]
+    filters = [GreaterThanOrEqual(("timestamp",), ts.astimezone(dt.timezone.utc)),
+               In(("timestampType",), (0,))]
+    got, taken = _packed_read(tmp_path, monkeypatch, True, KafkaLogPushdownReader, filters)
+    want, _ = _packed_read(tmp_path, monkeypatch, False, KafkaLogPushdownReader, filters)
+    assert all(taken) and 0 < got.num_rows < 6000 and got.equals(want)
+
+
+@pytest.mark.parametrize("policy", ["fail", "skip", "stop"])
+def test_a_damaged_segment_in_a_packed_task_reads_as_before(tmp_path, monkeypatch, policy):
+    """A CRC mismatch in one small partition, made after planning: the run it is in goes
+    the general way, so the read fails with the same message (file, position, offset,
+    the option to set) or skips / stops exactly as slice by slice."""
+    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.errors import CorruptRecordError
+
+    make_sample_log(tmp_path, records=6000, partitions=30, topic="x", codecs=("none",))
+    seg = sorted((tmp_path / "x-7").glob("*.log"))[0]
+    good = seg.read_bytes()
+
+    def damage():
+        data = bytearray(good)
+        data[len(data) // 2] ^= 0x40
+        seg.write_bytes(bytes(data))
+
+    opts = {"onCorruption": policy}
+    runs = {}
+    for kernel in (True, False):
+        seg.write_bytes(good)
+        if policy == "fail":
+            with pytest.raises(CorruptRecordError) as err:
+                _packed_read(tmp_path, monkeypatch, kernel, after_planning=damage, **opts)
+            runs[kernel] = str(err.value)
+        else:
+            runs[kernel] = _packed_read(tmp_path, monkeypatch, kernel,
+                                        after_planning=damage, **opts)
+    if policy == "fail":
+        assert runs[True] == runs[False]
+        assert "x-7" in runs[True] and "onCorruption=skip" in runs[True]
+        return
+    (got, taken), (want, _) = runs[True], runs[False]
+    assert False in taken and True in taken      # only the damaged run went the other way
+    assert 0 < got.num_rows < 6000 and got.equals(want)

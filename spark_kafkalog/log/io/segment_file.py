@@ -15,7 +15,7 @@ import pyarrow.fs as pafs
 from spark_kafkalog.errors import LogLayoutError
 from spark_kafkalog.log.io.deleted import open_listed, same_file
 
-__all__ = ["SegmentFile"]
+__all__ = ["SegmentFile", "read_whole_local"]
 
 # memory maps start on this boundary (0: no mmap module here, read instead)
 _PAGE = getattr(mmap, "ALLOCATIONGRANULARITY", 0) if hasattr(mmap, "PROT_READ") else 0
@@ -162,3 +162,28 @@ class SegmentFile:
             self._fd = None
         if self._f is not None:
             self._f.close()
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_whole_local(path: str, size: int, file_id: tuple) -> bytes | None:
+    """The first ``size`` bytes of the local file at ``path`` in one read, when it still
+    is the file a listing saw as ``file_id`` (device, inode) and holds them; None
+    otherwise (gone, renamed, replaced, shorter, unreadable): the caller then reads it
+    through :class:`SegmentFile`, which handles and reports each case. For small
+    segments read whole: one open, fstat, read and close, nothing else."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if st.st_ino != file_id[1] or st.st_dev != file_id[0]:
+            return None
+        data = os.pread(fd, size, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) == size else None
