@@ -1,9 +1,14 @@
 """Page-cache and flush tuning of the write path, in one place: flushing staging files
 behind the task writing them, dropping flushed pages from the page cache, asking for the
-batch headers the commit reads back, and fsyncing the commit's files in background
-threads. None of it changes what is written or when it is durable (the commit still
-fsyncs everything before its commit point). Why each is done, measured, is in
-``docs/PERFORMANCE.md`` (section ``log/write/flush.py``)."""
+batch headers the commit reads back, and making the commit's files durable — fsyncs in
+background threads, or for a commit of many files one ``syncfs`` of the log dir's
+filesystem (:func:`choose_syncer`). None of it changes what is written or when it is
+durable: everything the commit wrote is on disk before its commit point either way. A
+killed process needs neither (the kernel keeps what was written); a power loss needs the
+data before the journal's commit record, which a syncfs (ext4: the data written back,
+then one journal commit and a device-cache flush) gives as the fsyncs do, with writeback
+errors reported since Linux 5.8. Why each is done, measured, is in ``docs/PERFORMANCE.md``
+(section ``log/write/flush.py``)."""
 from __future__ import annotations
 
 import errno
