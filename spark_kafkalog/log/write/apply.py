@@ -26,14 +26,8 @@ from spark_kafkalog.log.write.config import AppendConfig, Fault, segment_file, s
 from spark_kafkalog.log.io import is_local
 from spark_kafkalog.log.write.files import FileHandle, make_dirs, write_new
 from spark_kafkalog.log.write.flush import Syncer, will_need, will_need_paths
-from spark_kafkalog.log.write.plan import (
-    Gather,
-    PartPlan,
-    Run,
-    SegPlan,
-    TablesCache,
-    WritePlan,
-)
+from spark_kafkalog.log.write.plan import Gather, PartPlan, Run, SegPlan, WritePlan
+from spark_kafkalog.log.write.staged_tables import TablesCache
 from spark_kafkalog.log.write.staging import StagedFile
 from spark_kafkalog.log.write.tail import Active
 
