@@ -273,13 +273,12 @@ def choose_syncer(method: str, root: str, files: int) -> Syncer | FilesystemSync
     """The syncer a commit writing about ``files`` files under the local log dir ``root``
     uses: ``method`` (one of :data:`~.config.SYNC_METHODS`) where the filesystem allows
     it, else per-file fsync."""
-    if method == "fsync" or _libc_syncfs() is None \
-            or filesystem_type(root) not in _SYNCFS_FS_TYPES:
+    if method == "fsync" or (method == "auto" and files < SYNCFS_MIN_FILES) \
+            or _libc_syncfs() is None or filesystem_type(root) not in _SYNCFS_FS_TYPES:
         return Syncer()
     if method == "auto":
         dirty = dirty_bytes()
-        if files < SYNCFS_MIN_FILES or dirty is None \
-                or dirty > files * SYNCFS_DIRTY_BYTES_PER_FILE:
+        if dirty is None or dirty > files * SYNCFS_DIRTY_BYTES_PER_FILE:
             return Syncer()
     return FilesystemSyncer(root)
 
