@@ -61,11 +61,12 @@ CPU it costs is.
 (default 2) tasks' staging writers (one file each, as the Spark writer does), first into
 new partitions (untimed), then ``--repeat`` more times into those existing partitions, each commit timed (median)
 with its steps: lock, recover and plan (to the journal's ``begun``), append and fsync (to
-``synced``), and the rest (commit point, checkpoints, journal). Beside each, the bound:
-the same bytes landed durably by the system calls no commit can skip, in a tight loop
-without our code (:func:`commit_bound`). Prints the ratio of the largest count's median
-to the smallest's next to the bound's ratio, the cost of each added partition (ours and
-the bound's), and the load average.
+``synced``), and the rest (commit point, checkpoints, journal), once per ``--commit-sync``
+method (default ``auto,fsync``, interleaved). Beside them, two bounds: the same bytes
+landed durably by the system calls no commit can skip, in a tight loop without our code
+(:func:`commit_bound`), with an fsync per file and with one syncfs. Prints the ratio of
+the largest count's median to the smallest's for each method and bound, the cost of each
+added partition, and the load average.
 """
 from __future__ import annotations
 
@@ -275,14 +276,14 @@ def _floor_sources():
 
 
 def commit_scale(scratch: Path, counts: list[int], records: int, repeat: int,
-                 tasks: int) -> None:
+                 tasks: int, methods: list[str]) -> None:
     """See ``--commit-scale`` in the module doc."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.fs as pafs
 
     from spark_kafkalog.format.encode import encode_partitioned
-    from spark_kafkalog.log.write import TopicSpec, commit_write
+    from spark_kafkalog.log.write import AppendConfig, TopicSpec, commit_write
     from spark_kafkalog.log.write import journal as jr
     from spark_kafkalog.log.write.config import watcher
     from spark_kafkalog.log.write.staging import StagingWriter
@@ -291,7 +292,8 @@ def commit_scale(scratch: Path, counts: list[int], records: int, repeat: int,
     ids = np.arange(records)
     table = pa.table({"key": pa.array([f"key-{i}" for i in ids]),
                       "value": pa.array([f"{i:020d}" + "v" * 90 for i in ids])})
-    medians, bounds = {}, {}
+    medians: dict = {m: {} for m in methods}
+    bounds: dict = {m: {} for m in ("fsync", "syncfs")}
     for n in counts:
         root = str(scratch / f"commit-{n}")
         shutil.rmtree(root, ignore_errors=True)
@@ -300,7 +302,7 @@ def commit_scale(scratch: Path, counts: list[int], records: int, repeat: int,
         encoded = [encode_partitioned(table.slice(a, b - a), parts[a:b], n)
                    for a, b in zip(cuts, cuts[1:])]
 
-        def one_commit() -> dict:
+        def one_commit(method: str) -> dict:
             write_id = jr.batch_write_id()
             staged = []
             for k, (data, sections) in enumerate(encoded):
@@ -311,6 +313,7 @@ def commit_scale(scratch: Path, counts: list[int], records: int, repeat: int,
                 staged.append(w.finish())
             os.sync()                 # untimed: the commit pays only for its own files
             marks = {}
+            c0 = time.process_time()
             t0 = time.perf_counter()
 
             @watcher
@@ -318,45 +321,63 @@ def commit_scale(scratch: Path, counts: list[int], records: int, repeat: int,
                 marks.setdefault(step, time.perf_counter() - t0)
             commit_write(fs, root, write_id, staged,
                          [TopicSpec("bench", partitions_if_new=n, expected_partitions=n)],
-                         fault=fault)
+                         config=AppendConfig(sync_method=method), fault=fault)
             marks["total"] = time.perf_counter() - t0
+            marks["cpu"] = time.process_time() - c0
             return marks
 
-        one_commit()                  # creates the partitions
-        runs = [one_commit() for _ in range(repeat)]
-        med = {k: statistics.median(r.get(k, 0.0) for r in runs)
-               for k in ("begun", "synced", "total")}
-        medians[n] = med["total"]
-        bounds[n] = commit_bound(scratch, n, sum(len(data) for data, _ in encoded), repeat)
-        each = ", ".join(f"{r['total']:.2f}" for r in runs)
-        print(f"commit of {tasks} tasks to {n:>5} existing partitions: "
-              f"median {med['total']:.3f} s "
-              f"(plan {med['begun']:.3f} s, append+fsync {med['synced'] - med['begun']:.3f} s, "
-              f"commit point and after {med['total'] - med['synced']:.3f} s; runs: "
-              f"{each}); bound {bounds[n]:.3f} s", flush=True)
+        one_commit(methods[0])        # creates the partitions
+        runs: dict = {m: [] for m in methods}
+        for _ in range(repeat):       # interleaved: a change in load hits every method
+            for m in methods:
+                runs[m].append(one_commit(m))
+        nbytes = sum(len(data) for data, _ in encoded)
+        for m in bounds:
+            bounds[m][n] = commit_bound(scratch, n, nbytes, repeat, m)
+        for m in methods:
+            med = {k: statistics.median(r.get(k, 0.0) for r in runs[m])
+                   for k in ("begun", "synced", "total", "cpu")}
+            medians[m][n] = med["total"]
+            each = ", ".join(f"{r['total']:.2f}" for r in runs[m])
+            print(f"commit ({m}) of {tasks} tasks to {n:>5} existing partitions: "
+                  f"median {med['total']:.3f} s, CPU {med['cpu']:.3f} s "
+                  f"(plan {med['begun']:.3f} s, append+sync {med['synced'] - med['begun']:.3f} s, "
+                  f"commit point and after {med['total'] - med['synced']:.3f} s; runs: "
+                  f"{each})", flush=True)
+        print(f"bound to {n:>5} partitions: {bounds['fsync'][n]:.3f} s with an fsync per "
+              f"file, {bounds['syncfs'][n]:.3f} s with one syncfs", flush=True)
         shutil.rmtree(root, ignore_errors=True)
     lo, hi = min(counts), max(counts)
-    ours, bound = medians[hi] / medians[lo], bounds[hi] / bounds[lo]
-    print(f"ratio commit {hi} / {lo} partitions: {ours:.2f}x; the bound's: {bound:.2f}x "
-          f"(ours is {ours / bound:.2f}x the bound's ratio); per added partition: "
-          f"{(medians[hi] - medians[lo]) / (hi - lo) * 1e3:.3f} ms, bound "
-          f"{(bounds[hi] - bounds[lo]) / (hi - lo) * 1e3:.3f} ms "
-          f"(load average {', '.join(f'{x:.2f}' for x in os.getloadavg())})")
+
+    def ratio(t: dict) -> str:
+        return (f"{t[hi] / t[lo]:.2f}x ({t[lo]:.3f} -> {t[hi]:.3f} s), per added partition "
+                f"{(t[hi] - t[lo]) / (hi - lo) * 1e3:.3f} ms")
+    for m in methods:
+        print(f"ratio commit ({m}) {hi} / {lo} partitions: {ratio(medians[m])}")
+    for m, t in bounds.items():
+        print(f"ratio bound ({m}) {hi} / {lo} partitions: {ratio(t)}")
+    print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
-def commit_bound(scratch: Path, n: int, nbytes: int, repeat: int) -> float:
+def commit_bound(scratch: Path, n: int, nbytes: int, repeat: int, method: str) -> float:
     """Median seconds of the system calls a commit of ``nbytes`` to ``n`` existing
     partitions cannot do without, timed in a tight loop with none of our code: per
     partition, open its ``.log``, ``.index`` and ``.timeindex`` and append to each (its
-    share of the bytes, one offset-index entry, one time-index entry), each file fsynced
-    and closed on ``flush.SYNC_THREADS`` threads as the commit does; per commit, two
-    atomic writes of a small file (write, fsync, rename, fsync of the directory), as the
-    journal's begin and commit point. No listing, no reads, no checkpoints."""
+    share of the bytes, one offset-index entry, one time-index entry); then, with
+    ``method`` ``fsync``, each file fsynced and closed on ``flush.SYNC_THREADS`` threads
+    as the commit does, with ``syncfs``, each closed and one syncfs of the filesystem at
+    the end; per commit, two atomic writes of a small file (write, fsync, rename, fsync of
+    the directory), as the journal's begin and commit point. No listing, no reads, no
+    checkpoints."""
     import queue
     import threading
 
+    from spark_kafkalog.log.write import flush
     from spark_kafkalog.log.write.flush import SYNC_THREADS
 
+    syncfs = flush._libc_syncfs() if method == "syncfs" else None
+    if method == "syncfs" and syncfs is None:
+        return float("nan")
     root = scratch / f"bound-{n}"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
@@ -390,7 +411,8 @@ def commit_bound(scratch: Path, n: int, nbytes: int, repeat: int) -> float:
         os.sync()
         t0 = time.perf_counter()
         q: queue.SimpleQueue = queue.SimpleQueue()
-        threads = [threading.Thread(target=sync, args=(q,)) for _ in range(SYNC_THREADS)]
+        threads = [] if syncfs else [threading.Thread(target=sync, args=(q,))
+                                     for _ in range(SYNC_THREADS)]
         for t in threads:
             t.start()
         atomic("journal")
@@ -399,11 +421,19 @@ def commit_bound(scratch: Path, n: int, nbytes: int, repeat: int) -> float:
                                   (tidx, b"t" * 12, 12 * r)):
                 fd = os.open(path, os.O_WRONLY)
                 os.pwrite(fd, buf, at)
-                q.put(fd)
+                if syncfs:
+                    os.close(fd)
+                else:
+                    q.put(fd)
         for _ in threads:
             q.put(None)
         for t in threads:
             t.join()
+        if syncfs:
+            fd = os.open(root, os.O_RDONLY)
+            if syncfs(fd) != 0:
+                raise OSError("syncfs failed")
+            os.close(fd)
         atomic("journal")
         times.append(time.perf_counter() - t0)
     shutil.rmtree(root, ignore_errors=True)
@@ -438,13 +468,16 @@ def main() -> None:
     ap.add_argument("--commit-records", type=int, default=100_000)
     ap.add_argument("--commit-tasks", type=int, default=2,
                     help="staging writers (Spark tasks) the --commit-scale records come from")
+    ap.add_argument("--commit-sync", default="auto,fsync",
+                    help="the commit's syncMethod values to time, interleaved")
     args = ap.parse_args()
     if args.commit_scale:
         scratch = Path(args.dir or tempfile.mkdtemp(prefix="bench_commit_"))
         scratch.mkdir(parents=True, exist_ok=True)
         try:
             commit_scale(scratch, [int(c) for c in args.commit_scale.split(",")],
-                         args.commit_records, args.repeat, args.commit_tasks)
+                         args.commit_records, args.repeat, args.commit_tasks,
+                         [m.strip() for m in args.commit_sync.split(",") if m.strip()])
         finally:
             if not args.dir:
                 shutil.rmtree(scratch, ignore_errors=True)

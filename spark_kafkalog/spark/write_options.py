@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.log.write.config import SYNC_METHODS
 from spark_kafkalog.spark.option_values import (
     lower_keys,
     parse_bool,
@@ -60,6 +61,9 @@ class WriteOptions:
     # power loss). false: a committed write is in the OS page cache when save() returns —
     # safe against a killed process, not a machine crash (a broker's default flush policy)
     fsync: bool = True
+    # how (SYNC_METHODS): "fsync" each file, one "syncfs" of the log dir's filesystem, or
+    # "auto" (syncfs for a commit of many files)
+    sync_method: str = "auto"
     # "assign": offsets continue from each partition's log end; "preserve": each record
     # keeps its 'offset' column (see writer.py)
     offsets: str = "assign"
@@ -78,6 +82,7 @@ _WRITE_ALIASES = {
     "saveMode": ("savemode",),
     "checkpointLocation": ("checkpointlocation",),
     "fsync": ("fsync",),
+    "syncMethod": ("syncmethod",),
     "offsets": ("offsets",),
 }
 OFFSET_MODES = ("assign", "preserve")
@@ -163,6 +168,9 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
                                      f"mode('overwrite') to replace a topic), got "
                                      f"{get('saveMode')[1]!r}")
     fsync = parse_bool(get("fsync")[0], get("fsync")[1]) if get("fsync") else True
+    sync_method = "auto"
+    if get("syncMethod"):
+        sync_method = parse_choice(get("syncMethod")[0], get("syncMethod")[1], SYNC_METHODS)
     offsets = "assign"
     if get("offsets"):
         offsets = parse_choice(get("offsets")[0], get("offsets")[1], OFFSET_MODES)
@@ -173,7 +181,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
                         save_mode=save_mode,
                         checkpoint_location=get("checkpointLocation")[1]
                         if get("checkpointLocation") else None, fsync=fsync,
-                        offsets=offsets)
+                        sync_method=sync_method, offsets=offsets)
 
 
 # Kafka's per-codec level ranges (compression.gzip.level, .lz4.level, .zstd.level, KIP-390).

@@ -440,7 +440,7 @@ def _specs(plan: _Plan, messages) -> list[TopicSpec]:
 def _config(plan: _Plan) -> AppendConfig:
     return AppendConfig(segment_bytes=plan.wo.segment_bytes,
                         index_interval_bytes=plan.wo.index_interval_bytes,
-                        fsync=plan.wo.fsync)
+                        fsync=plan.wo.fsync, sync_method=plan.wo.sync_method)
 
 
 def _staged(messages) -> list[StagedFile]:

@@ -294,6 +294,32 @@ def test_staged_bytes_that_do_not_match_their_table_are_rejected(tmp_path):
     assert [r[0] for r in read_kp(f"{root}/t-0")] == [0, 1, 2]
 
 
+def test_a_bad_batch_among_many_tasks_small_sections_names_its_staging_file(tmp_path):
+    """A partition every task staged a little of is copied through one buffer (planned
+    as one gather): a damaged batch is still reported in the file and at the position
+    where it was staged."""
+    from spark_kafkalog.log.write.plan import Gather, plan_write
+
+    root = str(tmp_path)
+    staged = [stage(FS, root, "batch:1", {0: recs(6, start=10 * k)}, per_batch=3,
+                    label=f"t{k}") for k in range(3)]
+    plan = plan_write(FS, root, staged, {"t": TopicSpec("t")}, {"t": []}, AppendConfig(),
+                      no_append=False, overwrite=False)
+    assert [type(r) for r in plan.topics["t"][0].runs] == [Gather]
+    plan.close_files()
+    bad = staged[1]
+    second = bad.sections[0].position + 12 + struct.unpack(
+        ">i", open(bad.path, "rb").read()[8:12])[0]
+    with open(bad.path, "r+b") as f:            # the magic byte of its second batch
+        f.seek(second + 16)
+        f.write(b"\x07")
+    with pytest.raises(CorruptRecordError, match="not the record batch") as info:
+        commit_write(FS, root, "batch:1", staged, [TopicSpec("t")])
+    assert (info.value.path, info.value.position) == (bad.path, second)
+    write(FS, root, "batch:2", {0: recs(3)})
+    assert [r[0] for r in read_kp(f"{root}/t-0")] == [0, 1, 2]
+
+
 def test_batch_table_validation():
     w = StagingWriter(FS, "/nonexistent-never-written", "batch:1")
     data, table = kp_encode(recs(10), per_batch=3)

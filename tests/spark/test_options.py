@@ -195,12 +195,14 @@ def test_write_aliases_and_values():
     w = parse_write_options({"PATH": "/out", "topic": "t", "compression.type": "ZSTD",
                              "compressionLevel": "3", "batch.size": "1m",
                              "segmentBytes": "1048576", "index.interval.bytes": "0",
-                             "partitions": "4", "fs.s3.region": "eu", "FSYNC": "False"})
+                             "partitions": "4", "fs.s3.region": "eu", "FSYNC": "False",
+                             "syncMethod": "SYNCFS"})
     assert (w.topic, w.compression, w.compression_level, w.batch_size) == ("t", "zstd", 3,
                                                                            1 << 20)
     assert (w.segment_bytes, w.index_interval_bytes, w.partitions) == (1048576, 0, 4)
     assert w.filesystem_options == {"fs.s3.region": "eu"}
     assert w.fsync is False and WriteOptions(path="/out").fsync is True
+    assert w.sync_method == "syncfs" and WriteOptions(path="/out").sync_method == "auto"
 
 
 @pytest.mark.parametrize("opts,name", [
@@ -217,6 +219,7 @@ def test_write_aliases_and_values():
     ({"path": "/a", "segmentBytes": "10"}, "segmentbytes"),
     ({"path": "/a", "partitions": "0"}, "partitions"),
     ({"path": "/a", "fsync": "yes"}, "fsync"),
+    ({"path": "/a", "syncMethod": "fdatasync"}, "syncmethod"),
     ({"path": "/a", "compression": "gzip", "compression.type": "lz4"}, "compression"),
     ({"path": "/a", "kafka.bootstrap.servers": "h:9092"}, "kafka.bootstrap.servers"),
     ({"path": "/a", "kafka.acks": "all"}, "kafka.acks"),

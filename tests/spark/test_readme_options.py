@@ -82,6 +82,7 @@ def test_documented_write_defaults_are_the_parsers():
     assert _size(rows["segmentBytes"][1]) == w.segment_bytes
     assert _size(rows["indexIntervalBytes"][1]) == w.index_interval_bytes
     assert rows["fsync"][1] == f"`{str(w.fsync).lower()}`"
+    assert rows["syncMethod"][1] == f"`{w.sync_method}`"
     assert rows["saveMode"][1] == f"`{w.save_mode}`"
     assert w.partitions is None and rows["partitions"][1] == "`1`"   # a new topic's count
 

@@ -26,7 +26,8 @@ from spark_kafkalog.log.write.config import AppendConfig, Fault, segment_file, s
 from spark_kafkalog.log.io import is_local
 from spark_kafkalog.log.write.files import FileHandle, make_dirs, write_new
 from spark_kafkalog.log.write.flush import Syncer, will_need, will_need_paths
-from spark_kafkalog.log.write.plan import PartPlan, Run, SegPlan, TablesCache, WritePlan
+from spark_kafkalog.log.write.plan import Gather, PartPlan, Run, SegPlan, WritePlan
+from spark_kafkalog.log.write.staged_tables import TablesCache
 from spark_kafkalog.log.write.staging import StagedFile
 from spark_kafkalog.log.write.tail import Active
 
@@ -226,17 +227,18 @@ def _copy_run(run: Run, reader: FileHandle, out: _SegOut, table: np.ndarray,
         i = j
 
 
-def _groups(runs: list[Run]) -> list[list[Run]]:
+def _groups(runs: list[Run | Gather]) -> list[list[Run | Gather]]:
     """``runs`` in order, consecutive small ones that are contiguous in one segment
     grouped (at most :data:`~.config.COPY_WINDOW_BYTES` a group): the runs of a
-    partition that every task staged a little of, written with one buffer."""
+    partition that every task staged a little of, written with one buffer (planning
+    made most such groups a :class:`~.plan.Gather` already: each is a group alone)."""
     out: list[list[Run]] = []
     total = 0
     end = -1
     prev_small = False
     for run in runs:
         size = run.nbytes
-        small = size < config.KERNEL_COPY_MIN_BYTES
+        small = size < config.KERNEL_COPY_MIN_BYTES and isinstance(run, Run)
         if (small and prev_small and out[-1][-1].seg_index == run.seg_index
                 and end == run.dst_position and total + size <= config.COPY_WINDOW_BYTES):
             out[-1].append(run)
@@ -249,30 +251,40 @@ def _groups(runs: list[Run]) -> list[list[Run]]:
     return out
 
 
-def _copy_small_runs(group: list[Run], readers: StagedReaders, own: dict[str, FileHandle],
-                     out: _SegOut, fault: Fault) -> None:
-    """Copy consecutive small runs into one segment through one buffer: each run read
-    into its place, every batch checked and its baseOffset patched, then written in two
-    halves with a fault point between them (as :func:`_copy_run` writes a window)."""
-    at = sum(run.nbytes for run in group)
-    buf = bytearray(at)
+def _pieces(group: list[Run | Gather]) -> tuple[list[str], list[int], list[int],
+                                                 np.ndarray, np.ndarray]:
+    """Where the bytes of a group come from (paths, positions, lengths, one per piece)
+    and its batches' sizes and base offsets."""
+    if isinstance(group[0], Gather):
+        g = group[0]
+        return g.src_paths, g.src_positions.tolist(), g.lengths.tolist(), g.sizes, g.bases
+    return ([run.src_path for run in group], [run.src_position for run in group],
+            [run.nbytes for run in group], np.concatenate([run.sizes for run in group]),
+            np.concatenate([run.bases for run in group]))
+
+
+def _copy_small_runs(group: list[Run | Gather], readers: StagedReaders,
+                     own: dict[str, FileHandle], out: _SegOut, fault: Fault) -> None:
+    """Copy consecutive small runs (or a gather) into one segment through one buffer:
+    each piece read into its place, every batch checked and its baseOffset patched, then
+    written in two halves with a fault point between them (as :func:`_copy_run` writes
+    a window)."""
+    paths, positions, lengths, size, bases = _pieces(group)
+    buf = bytearray(sum(lengths))
     view = memoryview(buf)
     start = 0
-    for run in group:
-        readers.get(run.src_path, own).read_into(view[start:start + run.nbytes],
-                                                 run.src_position)
-        start += run.nbytes
-    size = np.concatenate([run.sizes for run in group])
+    for path, position, n in zip(paths, positions, lengths):
+        readers.get(path, own).read_into(view[start:start + n], position)
+        start += n
     rel = np.cumsum(size) - size
-    bad = _patch_batches(np.frombuffer(buf, dtype=np.uint8), rel, size,
-                         np.concatenate([run.bases for run in group]))
+    bad = _patch_batches(np.frombuffer(buf, dtype=np.uint8), rel, size, bases)
     if bad is not None:
         start = 0
-        for run in group:                   # the run holding the bad batch
-            if start + run.nbytes > int(rel[bad[0]]):
+        for path, position, n in zip(paths, positions, lengths):   # the piece holding it
+            if start + n > int(rel[bad[0]]):
                 break
-            start += run.nbytes
-        raise _mismatch(bad, rel - start, size, run.src_path, run.src_position)
+            start += n
+        raise _mismatch(bad, rel - start, size, path, position)
     _write_halves(out, view, group[0].dst_position, fault)
 
 
@@ -429,7 +441,7 @@ def apply_partition(fs: pafs.FileSystem, plan: PartPlan, staged: Sequence[Staged
             outs[k] = _SegOut(fs, path, seg, fd)
         runs = [r for r in plan.runs if not (r.adopt and r.seg_index in adopted)]
         for group in _groups(runs):
-            if len(group) > 1:
+            if len(group) > 1 or isinstance(group[0], Gather):
                 _copy_small_runs(group, shared, own, outs[group[0].seg_index], fault)
             else:
                 run = group[0]

@@ -8,7 +8,10 @@
 3. no-op if the journal already holds the write id (a retried or replayed commit);
 4. plan (:mod:`.plan`); 5. begin — each topic's journal records the plan and what undoing
    it needs; 6. append (:mod:`.apply`); 7. fsync every file written (concurrently, as it
-   is closed) and, once each, every directory that gained a name;
+   is closed) and, once each, every directory that gained a name — or, for a commit of
+   many files, one ``syncfs`` of the log dir's filesystem (option ``syncMethod``): either
+   way all of it is on disk before step 8 (a killed process needs neither; a power loss
+   needs the data before the journal's commit point);
 8. commit — one atomic journal write (the coordinator topic's, for a multi-topic write);
 9. checkpoints move to the new log end (and the log start, for an overwrite: its
    ``leader-epoch-checkpoint`` is then truncated from it as retention does -- checked
@@ -53,7 +56,7 @@ from spark_kafkalog.log.write.config import (
 )
 from spark_kafkalog.log.io import is_local
 from spark_kafkalog.log.write.files import topic_partitions
-from spark_kafkalog.log.write.flush import Syncer
+from spark_kafkalog.log.write.flush import choose_syncer
 from spark_kafkalog.log.write.lock import BrokerDirGuard, TopicLock
 from spark_kafkalog.log.write.plan import WritePlan, plan_write
 from spark_kafkalog.log.write.recovery import delete_staging, post_commit, recover_locked
@@ -106,7 +109,12 @@ def _begin_apply_commit(fs: pafs.FileSystem, root: str, write_id: str, names: li
             jr.save(fs, root, st)
             begun.append(t)
         fault("begun")
-        syncer = Syncer() if cfg.fsync and is_local(fs) else None
+        syncer = None
+        if cfg.fsync and is_local(fs):
+            # a segment's .log, .index and .timeindex, and a directory per partition at most
+            files = sum(3 * len(part.segments) + part.create_dir
+                        for parts in plan.topics.values() for part in parts)
+            syncer = choose_syncer(cfg.sync_method, root, files)
         readers = StagedReaders(fs, staged)
         try:
             named: dict[str, None] = {}     # directories that gained a name, in order

@@ -30,6 +30,11 @@ HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 
 MODES = ("append", "overwrite", "errorifexists", "ignore")
+#: how a commit makes what it wrote durable before its commit point: ``fsync`` each file
+#: (and each directory that gained a name); ``syncfs`` the log dir's filesystem once
+#: (Linux >= 5.8 on a local ext4, xfs or btrfs; elsewhere per file); ``auto`` syncfs for a
+#: commit of many files when little else waits to be written (:func:`.flush.choose_syncer`)
+SYNC_METHODS = ("auto", "fsync", "syncfs")
 #: how a write's records get their offsets: assigned from the log end, or kept as staged
 OFFSET_MODES = ("assign", "preserve")
 
@@ -83,6 +88,8 @@ class AppendConfig:
     no_append: bool | None = None
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S
     fsync: bool = True
+    #: how ``fsync`` is done, one of :data:`SYNC_METHODS`
+    sync_method: str = "auto"
     #: a staged section in a file of its own (``StagingWriter(per_partition_files=True)``)
     #: at least this large becomes a new segment by renaming the file into the partition
     #: directory, instead of being copied into the active segment (local filesystems)
@@ -94,6 +101,9 @@ class AppendConfig:
                                      "small for one record batch")
         if self.index_interval_bytes < 0:
             raise InvalidOptionError("option 'index.interval.bytes' must be >= 0")
+        if self.sync_method not in SYNC_METHODS:
+            raise InvalidOptionError(f"option 'syncMethod': {self.sync_method!r} is not one "
+                                     f"of {', '.join(SYNC_METHODS)}")
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,17 @@
 """Page-cache and flush tuning of the write path, in one place: flushing staging files
 behind the task writing them, dropping flushed pages from the page cache, asking for the
-batch headers the commit reads back, and fsyncing the commit's files in background
-threads. None of it changes what is written or when it is durable (the commit still
-fsyncs everything before its commit point). Why each is done, measured, is in
-``docs/PERFORMANCE.md`` (section ``log/write/flush.py``)."""
+batch headers the commit reads back, and making the commit's files durable — fsyncs in
+background threads, or for a commit of many files one ``syncfs`` of the log dir's
+filesystem (:func:`choose_syncer`). None of it changes what is written or when it is
+durable: everything the commit wrote is on disk before its commit point either way. A
+killed process needs neither (the kernel keeps what was written); a power loss needs the
+data before the journal's commit record, which a syncfs (ext4: the data written back,
+then one journal commit and a device-cache flush) gives as the fsyncs do, with writeback
+errors reported since Linux 5.8. Why each is done, measured, is in ``docs/PERFORMANCE.md``
+(section ``log/write/flush.py``)."""
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import queue
@@ -201,6 +207,131 @@ class Syncer:
         if self._errors:
             err, self._errors = self._errors[0], []
             raise err
+
+
+#: ``auto`` keeps per-file fsync for a commit of fewer files than this (a few ms at most)
+SYNCFS_MIN_FILES = 64
+#: ``auto`` takes syncfs only while the machine's dirty and in-writeback page cache, which
+#: a syncfs may have to write too, is at most this much per file the commit writes (what
+#: one file's fsync costs, in bytes the disk writes in the same time)
+SYNCFS_DIRTY_BYTES_PER_FILE = 64 * 1024
+#: filesystems whose syncfs commits their journal and flushes the device cache, as an
+#: fsync does (FUSE, for one, does not pass a syncfs on to its server)
+_SYNCFS_FS_TYPES = frozenset({"ext4", "xfs", "btrfs"})
+_SYNCFS = None
+
+
+def _libc_syncfs():
+    """libc's ``syncfs`` when the kernel reports writeback errors through it (Linux 5.8
+    on) and the system call is allowed, else None. Probed once per process, with a bad
+    descriptor (flushes nothing)."""
+    global _SYNCFS
+    if _SYNCFS is None:
+        _SYNCFS = False
+        try:
+            import ctypes
+            release = tuple(int(x) for x in os.uname().release.split(".")[:2])
+            libc = ctypes.CDLL(None, use_errno=True)
+            fn = libc.syncfs
+            fn.argtypes = [ctypes.c_int]
+            if os.uname().sysname == "Linux" and release >= (5, 8) and fn(-1) != 0 \
+                    and ctypes.get_errno() == errno.EBADF:
+                _SYNCFS = fn
+        except (AttributeError, OSError, ValueError):
+            pass
+    return _SYNCFS or None
+
+
+def filesystem_type(path: str) -> str | None:
+    """The type of the mounted filesystem holding ``path`` (``/proc/self/mountinfo``,
+    matched by device number), None when not found."""
+    try:
+        dev = os.stat(path).st_dev
+        want = f"{os.major(dev)}:{os.minor(dev)}"
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 2 and fields[2] == want and "-" in fields:
+                    return fields[fields.index("-") + 1]
+    except OSError:
+        pass
+    return None
+
+
+def dirty_bytes() -> int | None:
+    """The machine's dirty and in-writeback page cache (``/proc/meminfo``), None if
+    unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            sizes = dict(line.split(":", 1) for line in f)
+        return sum(int(sizes[k].split()[0]) * 1024 for k in ("Dirty", "Writeback"))
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def choose_syncer(method: str, root: str, files: int) -> Syncer | FilesystemSyncer:
+    """The syncer a commit writing about ``files`` files under the local log dir ``root``
+    uses: ``method`` (one of :data:`~.config.SYNC_METHODS`) where the filesystem allows
+    it, else per-file fsync."""
+    if method == "fsync" or (method == "auto" and files < SYNCFS_MIN_FILES) \
+            or _libc_syncfs() is None or filesystem_type(root) not in _SYNCFS_FS_TYPES:
+        return Syncer()
+    if method == "auto":
+        dirty = dirty_bytes()
+        if dirty is None or dirty > files * SYNCFS_DIRTY_BYTES_PER_FILE:
+            return Syncer()
+    return FilesystemSyncer(root)
+
+
+class FilesystemSyncer:
+    """A :class:`Syncer` that makes files durable with one ``syncfs`` of the log dir's
+    filesystem in :meth:`wait`, instead of an fsync each: a file handed over is just
+    closed (its dirty pages stay in the page cache until the syncfs writes them, with
+    every other dirty page of that filesystem, and commits the filesystem's journal,
+    which holds the new directory entries). A file on another filesystem (a mount under
+    the log dir) is fsynced by a :class:`Syncer`. Writeback errors since the log dir was
+    opened here (when the commit starts writing) are raised by :meth:`wait`, whichever
+    file of that filesystem they came from."""
+
+    def __init__(self, root: str):
+        self._syncfs = _libc_syncfs()
+        self._fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        self._dev = os.fstat(self._fd).st_dev
+        self._others: Syncer | None = None
+
+    def fsync_and_close(self, fd: int) -> None:
+        try:
+            same = os.fstat(fd).st_dev == self._dev
+        except BaseException:
+            os.close(fd)
+            raise
+        if same:
+            os.close(fd)
+        else:
+            if self._others is None:
+                self._others = Syncer()
+            self._others.fsync_and_close(fd)
+
+    def fsync_dir(self, directory: str) -> None:
+        self.fsync_and_close(os.open(directory, os.O_RDONLY | os.O_DIRECTORY))
+
+    def wait(self) -> None:
+        """syncfs (and join the fsyncs of other filesystems' files); raises the first
+        error. Once: the descriptor is closed."""
+        if self._fd < 0:
+            return
+        fd, self._fd = self._fd, -1
+        try:
+            if self._others is not None:
+                self._others.wait()
+        finally:
+            try:
+                if self._syncfs(fd) != 0:
+                    import ctypes
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"syncfs: {os.strerror(err)}")
+            finally:
+                os.close(fd)
 
 
 def fsync_dir(directory: str) -> None:

@@ -18,18 +18,18 @@ import pyarrow.fs as pafs
 from spark_kafkalog.errors import (
     BadRowError,
     CommitConflictError,
-    CorruptRecordError,
     InternalError,
     InvalidOptionError,
     LogLayoutError,
 )
-from spark_kafkalog.log.io import read_range, write_atomic
+from spark_kafkalog.log.io import write_atomic
 from spark_kafkalog.log.files.index import (
     INT32_MAX,
     OFFSET_ENTRY_SIZE,
     TIME_ENTRY_SIZE,
     IndexBuilder,
 )
+from spark_kafkalog.log.write import config
 from spark_kafkalog.log.write import journal as jr
 from spark_kafkalog.log.write.config import (
     AppendConfig,
@@ -38,7 +38,8 @@ from spark_kafkalog.log.write.config import (
     segment_file,
 )
 from spark_kafkalog.log.io import is_local
-from spark_kafkalog.log.write.staging import BATCH_TABLE_DTYPE, StagedFile, StagedSection
+from spark_kafkalog.log.write.staged_tables import TablesCache
+from spark_kafkalog.log.write.staging import StagedFile, StagedSection
 from spark_kafkalog.log.write.tail import Active, inspect_partition
 
 
@@ -56,6 +57,24 @@ class Run:
     adopt: bool = False                # the whole file becomes the segment (renamed)
     sizes: np.ndarray | None = None    # each batch's size
     nbytes: int = 0                    # their sum
+
+
+@dataclass
+class Gather:
+    """Consecutive small runs of one partition (a section of each of many staging files)
+    written to one segment through one buffer: piece ``k`` is ``lengths[k]`` bytes at
+    ``src_positions[k]`` of ``src_paths[k]``; ``sizes`` and ``bases`` are every batch's,
+    piece after piece. Planned with a few vector operations, not a :class:`Run` each."""
+
+    seg_index: int
+    dst_position: int
+    src_paths: list[str]
+    src_positions: np.ndarray
+    lengths: np.ndarray
+    sizes: np.ndarray
+    bases: np.ndarray
+    nbytes: int
+    adopt: bool = False
 
 
 @dataclass
@@ -78,7 +97,7 @@ class PartPlan:
     start: int
     end: int = 0
     segments: list[SegPlan] = field(default_factory=list)
-    runs: list[Run] = field(default_factory=list)
+    runs: list[Run | Gather] = field(default_factory=list)
     active: Active | None = None
     planned_bytes: int = 0
     timeindex_tail: bytes = b""        # the close entry the append replaces (for rollback)
@@ -98,67 +117,6 @@ class PartPlan:
             segments=[[s.base, s.start_size, s.end_size] for s in self.segments
                       if s.end_size > s.start_size],
             no_append=no_append)
-
-
-class _Columns:
-    """A staged file's batch table as contiguous int64 columns, checked once against its
-    sections (each covers rows of the table, starts at relative position 0 and its
-    batches' sizes add up to the section's)."""
-
-    def __init__(self, sf: StagedFile, table: np.ndarray):
-        self.size = table["size"].astype(np.int64)
-        self.position = table["position"].astype(np.int64)
-        self.count = table["last_offset_delta"].astype(np.int64) + 1
-        self.base_offset = table["base_offset"].astype(np.int64)
-        self.max_timestamp = table["max_timestamp"].astype(np.int64)
-        if not sf.sections:
-            return
-        starts = np.fromiter((sec.batch_start for sec in sf.sections), np.int64,
-                             len(sf.sections))
-        counts = np.fromiter((sec.batch_count for sec in sf.sections), np.int64,
-                             len(sf.sections))
-        outside = np.flatnonzero((counts <= 0) | (starts < 0)
-                                 | (starts + counts > len(table)))
-        if len(outside):
-            raise CommitConflictError("staging batch table does not match its section",
-                                      path=sf.path)
-        ends = np.concatenate([[0], np.cumsum(self.size)])
-        sums = ends[starts + counts] - ends[starts]
-        sizes = np.fromiter((sec.size for sec in sf.sections), np.int64, len(sf.sections))
-        bad = np.flatnonzero((self.position[starts] != 0) | (sums != sizes))
-        if len(bad):
-            raise CorruptRecordError("staging batch table does not tile its section",
-                                     path=sf.path, position=sf.sections[int(bad[0])].position)
-
-
-class TablesCache:
-    """Batch tables of the staged files, read once."""
-
-    def __init__(self, fs: pafs.FileSystem, staged: Sequence[StagedFile]):
-        self.fs = fs
-        self.staged = staged
-        self._tables: dict[int, np.ndarray] = {}
-        self._columns: dict[int, _Columns] = {}
-
-    def table(self, i: int) -> np.ndarray:
-        t = self._tables.get(i)
-        if t is None:
-            sf = self.staged[i]
-            n = sf.batch_count * BATCH_TABLE_DTYPE.itemsize
-            raw = read_range(self.fs, sf.path, sf.table_position, n)
-            if len(raw) != n:
-                raise CommitConflictError("staging file is shorter than its commit message "
-                                          "says (deleted or truncated?)", path=sf.path,
-                                          position=sf.table_position)
-            t = np.frombuffer(raw, dtype=BATCH_TABLE_DTYPE)
-            self._tables[i] = t
-        return t
-
-    def columns(self, i: int) -> _Columns:
-        c = self._columns.get(i)
-        if c is None:
-            c = self._columns[i] = _Columns(self.staged[i], self.table(i))
-        return c
 
 
 @dataclass
@@ -345,15 +303,24 @@ class _GroupBatches:
                  next_offset: int, preserve: bool):
         self.group = group
         self.tables = tables
-        spans = [(tables.columns(i), sec.batch_start, sec.batch_start + sec.batch_count)
-                 for i, sec in group]
-
-        def field(name: str) -> np.ndarray:
-            if len(spans) == 1:
-                c, a, b = spans[0]
-                return getattr(c, name)[a:b]
-            return np.concatenate([getattr(c, name)[a:b] for c, a, b in spans])
         self.bounds = [0, *itertools.accumulate(sec.batch_count for _, sec in group)]
+        if len(group) == 1:
+            i, sec = group[0]
+            c = tables.columns(i)
+            a, b = sec.batch_start, sec.batch_start + sec.batch_count
+
+            def field(name: str) -> np.ndarray:
+                return getattr(c, name)[a:b]
+        else:
+            # one gather from all files' columns: row r of the group is file row
+            # first[k] + (r - bounds[k]) for the section k holding it
+            joined, file_rows = tables.joined()
+            counts = np.diff(self.bounds)
+            first = file_rows[[i for i, _ in group]] + [sec.batch_start for _, sec in group]
+            rows = np.repeat(first - self.bounds[:-1], counts) + np.arange(self.bounds[-1])
+
+            def field(name: str) -> np.ndarray:
+                return joined[name][rows]
         self.sizes = field("size")
         self.positions = field("position")
         n = field("count")
@@ -372,6 +339,9 @@ class _GroupBatches:
         bounds = self.bounds
         s = bisect.bisect_right(bounds, a) - 1
         done = int(self.ends[a - 1]) if a else 0
+        if not adopt and bounds[s + 1] < b and self._gather(plan, seg_index, a, b, dst, s,
+                                                              done):
+            return
         while bounds[s] < b:
             lo, hi = max(a, bounds[s]), min(b, bounds[s + 1])
             staged_i, sec = self.group[s]
@@ -388,6 +358,33 @@ class _GroupBatches:
             s += 1
             if s >= len(self.group):
                 break
+
+
+    def _gather(self, plan: PartPlan, seg_index: int, a: int, b: int, dst: int, s: int,
+                done: int) -> bool:
+        """Batches ``[a, b)`` (from section ``s`` on, several sections) as one
+        :class:`Gather`, when every piece is small (under
+        :data:`~.config.KERNEL_COPY_MIN_BYTES`) and all fit one copy window; else False
+        (a :class:`Run` each, which apply groups likewise)."""
+        nbytes = int(self.ends[b - 1]) - done
+        if nbytes > config.COPY_WINDOW_BYTES:
+            return False
+        e = bisect.bisect_left(self.bounds, b, lo=s)     # sections s..e-1 hold [a, b)
+        bounds = np.asarray(self.bounds[s:e + 1], dtype=np.int64)
+        lo = np.maximum(bounds[:-1], a)
+        hi = np.minimum(bounds[1:], b)
+        ends = self.ends[hi - 1]
+        lengths = ends - np.concatenate([[done], ends[:-1]])
+        if int(lengths.max()) >= config.KERNEL_COPY_MIN_BYTES:
+            return False
+        group = self.group[s:e]
+        paths = [sec.path or self.tables.staged[i].path for i, sec in group]
+        starts = np.fromiter((sec.position for _, sec in group), np.int64, len(group))
+        plan.runs.append(Gather(
+            seg_index=seg_index, dst_position=dst, src_paths=paths,
+            src_positions=starts + self.positions[lo], lengths=lengths,
+            sizes=self.sizes[a:b], bases=self.bases[a:b], nbytes=nbytes))
+        return True
 
 
 def _batches_that_fit(cur: SegPlan, ends: np.ndarray, lasts: np.ndarray, j: int,
