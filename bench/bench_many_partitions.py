@@ -231,12 +231,15 @@ def main(argv=None) -> int:
         if args.plan_partitions:
             big = args.plan_partitions
             t0 = time.perf_counter()
-            # ~100 records a partition in segments of 4 KiB: several segments each
-            logdir = build_log(work / "plan", max(args.records, big * 100), big, 4096)
+            # 400 records (~38 KB, three 16 KiB batches) a partition in segments of
+            # 4 KiB: a segment per batch, three a partition
+            logdir = build_log(work / "plan", big * 400, big, 4096)
             built = time.perf_counter() - t0
+            segments = sum(1 for _ in Path(logdir).glob("*/*.log"))
             pt, tasks = plan_time(logdir, repeat=1)
-            print(f"\nplanning {big:,} small partitions (built in {built:.0f}s): "
-                  f"{pt:.2f}s, {pt / big * 1000:.2f} ms per partition, {tasks} tasks")
+            print(f"\nplanning {big:,} small partitions, {segments / big:.1f} segments each "
+                  f"(built in {built:.0f}s): {pt:.2f}s, {pt / big * 1000:.2f} ms per "
+                  f"partition, {tasks} tasks")
     finally:
         tmp.cleanup()
     return 0
