@@ -1947,6 +1947,18 @@ cdef object _empty_batch(bint include_headers):
     return batch
 
 
+cdef inline int _do_batch(_Sink s, object view, const uint8_t* p, Hdr* h, int64_t size,
+                          Params* prm, int64_t* comp_left) except -1:
+    """One top-level entry at ``p`` of ``size`` bytes by its magic: a v2 batch (skipped
+    when wholly outside the offset range) or a legacy message or wrapper."""
+    if h.magic == 2:
+        if not _v2_out_of_range(prm, h):
+            _do_v2(s, view, p, h, prm, comp_left)
+    else:
+        _do_legacy(s, view, p, size, prm, comp_left)
+    return 0
+
+
 def decode_buffer(data, str topic, int32_t partition, bint verify_crc, bint include_headers,
                   int64_t max_decompressed, object start_offset, object end_offset,
                   object skip_positions, int64_t position_base):
@@ -2001,11 +2013,7 @@ def decode_buffer(data, str topic, int32_t partition, bint verify_crc, bint incl
         if prm.nskip and _skipped(&prm, &skip_idx, pos):
             pos += size
             continue
-        if h.magic == 2:
-            if not _v2_out_of_range(&prm, &h):
-                _do_v2(s, view, base + pos, &h, &prm, &comp)
-        else:
-            _do_legacy(s, view, base + pos, size, &prm, &comp)
+        _do_batch(s, view, base + pos, &h, size, &prm, &comp)
         pos += size
     return s.finish(topic, partition)
 
@@ -2503,11 +2511,7 @@ def decode_segments(list segments, bint include_headers, int64_t max_decompresse
             size = LOG_OVERHEAD + <int64_t>h.length
             s.where_pos = pos
             s.where_off = h.base_offset
-            if h.magic == 2:
-                if not _v2_out_of_range(&prm, &h):
-                    _do_v2(s, view, base + pos, &h, &prm, &comp)
-            else:
-                _do_legacy(s, view, base + pos, size, &prm, &comp)
+            _do_batch(s, view, base + pos, &h, size, &prm, &comp)
             pos += size
         ends.append(s.o.n)
     n = s.o.n
