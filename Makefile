@@ -30,13 +30,14 @@ test: build kafka-jars browser
 test-fast: build
 	$(PY) -m pytest -q -m "not spark and not slow and not kafka" $(PYTEST_ARGS)
 
-# Apache Kafka 4.3.1 and 3.9.1 (broker, tools, clients) and Spark's Kafka connector for the
+# Apache Kafka 4.3.1, 3.9.1 and 4.4.0 (broker, tools, clients; 4.4's LocalTieredStorage) and Spark's Kafka connector for the
 # `kafka` test tier, fetched from Maven Central by tests/kafka/pom.xml into .cache/ (once).
 KAFKA_JARS       := .cache/kafka-jars
 KAFKA39_JARS     := .cache/kafka39-jars
+KAFKA44_JARS     := .cache/kafka44-jars
 SPARK_KAFKA_JARS := .cache/spark-kafka-jars
 KAFKA_MVN        := mvn -q -B -f tests/kafka/pom.xml dependency:copy-dependencies
-kafka-jars: $(KAFKA_JARS)/.fetched $(KAFKA39_JARS)/.fetched $(SPARK_KAFKA_JARS)/.fetched
+kafka-jars: $(KAFKA_JARS)/.fetched $(KAFKA39_JARS)/.fetched $(KAFKA44_JARS)/.fetched $(SPARK_KAFKA_JARS)/.fetched
 
 $(KAFKA_JARS)/.fetched: tests/kafka/pom.xml
 	@command -v mvn >/dev/null || { echo "kafka-jars: mvn not found: the kafka test tier needs Maven to fetch Apache Kafka"; exit 1; }
@@ -48,6 +49,12 @@ $(KAFKA39_JARS)/.fetched: tests/kafka/pom.xml
 	@command -v mvn >/dev/null || { echo "kafka-jars: mvn not found: the kafka test tier needs Maven to fetch Apache Kafka 3.9"; exit 1; }
 	@rm -rf $(KAFKA39_JARS) && mkdir -p .cache
 	@$(KAFKA_MVN) -P kafka39,-broker -DoutputDirectory=$(abspath $(KAFKA39_JARS)) >.cache/kafka39-jars.log 2>&1 || { echo "kafka-jars: Maven could not fetch Apache Kafka 3.9's jars from Maven Central (see .cache/kafka39-jars.log)"; exit 1; }
+	@touch $@
+
+$(KAFKA44_JARS)/.fetched: tests/kafka/pom.xml
+	@command -v mvn >/dev/null || { echo "kafka-jars: mvn not found: the kafka test tier needs Maven to fetch Apache Kafka 4.4"; exit 1; }
+	@rm -rf $(KAFKA44_JARS) && mkdir -p .cache
+	@$(KAFKA_MVN) -P kafka44,-broker -DoutputDirectory=$(abspath $(KAFKA44_JARS)) >.cache/kafka44-jars.log 2>&1 || { echo "kafka-jars: Maven could not fetch Apache Kafka 4.4's jars from Maven Central (see .cache/kafka44-jars.log)"; exit 1; }
 	@touch $@
 
 $(SPARK_KAFKA_JARS)/.fetched: tests/kafka/pom.xml

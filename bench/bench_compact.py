@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _data import make_table  # noqa: E402
 
-from jobs import compact as compact_job  # noqa: E402
-from jobs import copy_topic  # noqa: E402
+from spark_kafkalog.jobs import compact as compact_job  # noqa: E402
+from spark_kafkalog.jobs import copy_topic  # noqa: E402
 from spark_kafkalog.format import encode_batches  # noqa: E402
 from spark_kafkalog.log.write import (  # noqa: E402
     AppendConfig,

@@ -45,8 +45,8 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     args = ap.parse_args()
 
-    from jobs import copy_topic, export_parquet
-    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.jobs import copy_topic, export_parquet
+    from spark_kafkalog.jobs.make_sample_log import make_sample_log
     from tests.conftest import spark_env, spark_test_conf
 
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="bench_jobs_"))

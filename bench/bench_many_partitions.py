@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 
 def build_log(root: Path, records: int, partitions: int, segment_bytes: int) -> str:
-    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.jobs.make_sample_log import make_sample_log
 
     make_sample_log(root, records=records, partitions=partitions, topic="bench",
                     segment_bytes=segment_bytes, codecs=("none",))
@@ -51,7 +51,7 @@ def spread_log(src: str, roots: list[Path]) -> str:
     import os
     import re
 
-    from jobs.make_sample_log import checkpoint_text
+    from spark_kafkalog.jobs.make_sample_log import checkpoint_text
 
     src = Path(src)
     dirs = sorted((d for d in src.iterdir() if d.is_dir()),

@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args(argv)
 
-    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.jobs.make_sample_log import make_sample_log
 
     with tempfile.TemporaryDirectory(prefix="kafkalog-bench-open-") as tmp:
         got = {}

@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 
 def ensure_log(root: Path, records: int, partitions: int, segment_bytes: int) -> str:
-    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.jobs.make_sample_log import make_sample_log
 
     if not (root / "SAMPLE.json").exists():
         make_sample_log(root, records=records, partitions=partitions, topic="bench",

@@ -42,7 +42,7 @@ def build_inputs(work: Path, codec: str, records: int, partitions: int) -> tuple
     planning + ``read()`` produce, one file per input partition, batch for batch."""
     import pyarrow as pa
 
-    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.jobs.make_sample_log import make_sample_log
     from spark_kafkalog.spark.options import parse_read_options
     from spark_kafkalog.spark.planning import plan
     from spark_kafkalog.spark.reader import open_logdirs, read_slice

@@ -43,7 +43,7 @@ def idle_poll_ms(work: Path, partitions: int, polls: int = 200) -> tuple[float, 
     """(median, p90) ms of an idle ``latestOffset`` over ``partitions`` partitions."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.jobs.make_sample_log import make_sample_log
     from spark_kafkalog.spark.datasource import KafkaLogDataSource
 
     logdir = work / "poll-log"
@@ -125,7 +125,7 @@ def main(argv=None) -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
-    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.jobs.make_sample_log import make_sample_log
 
     tmp = tempfile.TemporaryDirectory(prefix="kafkalog-bench-stream-")
     work = Path(tmp.name)

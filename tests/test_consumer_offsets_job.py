@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs import consumer_offsets as job
+from spark_kafkalog.jobs import consumer_offsets as job
 from spark_kafkalog.format import encode
 from tests.format import coordinator_builders as cb
 from tests.format import group_builders as gb

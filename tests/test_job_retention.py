@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from jobs import retention as job
-from jobs.make_sample_log import START_MS, make_sample_log
+from spark_kafkalog.jobs import retention as job
+from spark_kafkalog.jobs.make_sample_log import START_MS, make_sample_log
 from spark_kafkalog.log import LogDirs, read_table
 from tests.conftest import REPO
 

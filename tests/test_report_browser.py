@@ -20,7 +20,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from jobs.make_sample_log import make_sample_log
+from spark_kafkalog.jobs.make_sample_log import make_sample_log
 from spark_kafkalog.cli import main as kafkalog
 from spark_kafkalog.report_html import MAX_BARS
 from tests.log.logbuilder import build_rich_partition, flip_byte

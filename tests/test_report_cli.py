@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import json
 
-from jobs.make_sample_log import make_sample_log
+from spark_kafkalog.jobs.make_sample_log import make_sample_log
 from spark_kafkalog.cli import main as kafkalog
 
 

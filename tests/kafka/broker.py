@@ -25,6 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 KAFKA_JARS = REPO / ".cache" / "kafka-jars"
 KAFKA39_JARS = REPO / ".cache" / "kafka39-jars"
+KAFKA44_JARS = REPO / ".cache" / "kafka44-jars"
 SPARK_KAFKA_JARS = REPO / ".cache" / "spark-kafka-jars"
 HERE = Path(__file__).resolve().parent
 #: the JDK's java and javac (Kafka 4 needs 17+): $JAVA_HOME's when set, else PATH's
@@ -49,6 +50,8 @@ class Kafka:
 
 KAFKA4 = Kafka("4.3.1", KAFKA_JARS, "org.apache.kafka.tools.DumpLogSegments", True)
 KAFKA39 = Kafka("3.9.1", KAFKA39_JARS, "kafka.tools.DumpLogSegments", False)
+#: the newest release: kafka-dump-log parity and tiered storage (its jars hold LocalTieredStorage)
+KAFKA44 = Kafka("4.4.0", KAFKA44_JARS, "org.apache.kafka.tools.DumpLogSegments", True)
 
 
 class KafkaTierError(RuntimeError):

@@ -15,7 +15,7 @@ import subprocess
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from jobs import consumer_offsets as job
+from spark_kafkalog.jobs import consumer_offsets as job
 from spark_kafkalog.cli import main as kafkalog
 from spark_kafkalog.format import encode
 from spark_kafkalog.log import read_group_state

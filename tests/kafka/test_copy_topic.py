@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import re
 
-from jobs import copy_topic
+from spark_kafkalog.jobs import copy_topic
 from spark_kafkalog.cli import main as kafkalog
 from spark_kafkalog.log import read_table
 from tests.kafka.compare import differences, dump_log_segments_findings, from_arrow

@@ -22,9 +22,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobs import compact
-from jobs import consumer_offsets
-from jobs import copy_topic
+from spark_kafkalog.jobs import compact
+from spark_kafkalog.jobs import consumer_offsets
+from spark_kafkalog.jobs import copy_topic
 from spark_kafkalog.log import read_group_state, read_table
 from tests.kafka.broker import KAFKA39, dump_log_segments
 from tests.kafka.compare import compare_dumps, differences, from_arrow

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from jobs import compact as job
+from spark_kafkalog.jobs import compact as job
 from spark_kafkalog.log import read_table
 from tests.log.logbuilder import LogDirBuilder
 from tests.log.test_compact import T0, build, check_clean, model

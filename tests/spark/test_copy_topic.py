@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs import copy_topic
+from spark_kafkalog.jobs import copy_topic
 from spark_kafkalog import jobkit
 from spark_kafkalog.cli import main as kafkalog_main
 from spark_kafkalog.log import LogDirs, read_checkpoint
@@ -355,7 +355,7 @@ def test_groups_translated_through_a_real_repartitioned_copy(spark, keyed, tmp_p
     --translate turns each group's commits on the old log into positions on the copy.
     Checked record by record on the copy as read back: every record before a group's
     new position was consumed on the old log, the one at it was not."""
-    from jobs import consumer_offsets
+    from spark_kafkalog.jobs import consumer_offsets
     from tests.test_consumer_offsets_job import commits, read_csv, write_consumer_offsets
 
     src, truth = keyed

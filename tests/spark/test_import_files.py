@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from jobs import export_parquet, import_files
+from spark_kafkalog.jobs import export_parquet, import_files
 from spark_kafkalog.jobkit import JobInputError
 from spark_kafkalog.log import LogDirs, read_table
 from tests.conftest import REPO

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from jobs import log_report
-from jobs.make_sample_log import make_sample_log
+from spark_kafkalog.jobs import log_report
+from spark_kafkalog.jobs.make_sample_log import make_sample_log
 from spark_kafkalog.jobkit import JobInputError
 from spark_kafkalog.log import LogDirs
 from spark_kafkalog.report import build_report, collect_stats

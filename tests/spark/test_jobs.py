@@ -10,8 +10,8 @@ import pytest
 
 from spark_kafkalog.jobkit import JobInputError
 
-from jobs import export_parquet
-from jobs.make_sample_log import make_sample_log
+from spark_kafkalog.jobs import export_parquet
+from spark_kafkalog.jobs.make_sample_log import make_sample_log
 from spark_kafkalog.log import LogDirs, read_offset_index, read_table, read_time_index
 from tests.conftest import REPO
 

@@ -134,7 +134,7 @@ def test_pack_slices_alone_is_identity():
 def test_packed_tasks_read_the_same_rows_in_offset_order(tmp_path):
     """Real files: 30 small partitions over 2 topics, read task by task through the
     reader packed and unpacked: the same rows, each topic-partition in offset order."""
-    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.jobs.make_sample_log import make_sample_log
 
     roots = [tmp_path / "a", tmp_path / "b"]         # two log dirs (make_sample_log
     make_sample_log(roots[0], records=6000, partitions=20, topic="x", codecs=("none",))
@@ -166,7 +166,7 @@ def test_a_packed_task_reads_what_its_slices_read_unpacked_row_for_row(tmp_path)
     """Each packed task's output (its slices' batches joined into larger ones) equals,
     row for row and in order, its slices read one by one as unpacked tasks; headers and
     read_committed included."""
-    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.jobs.make_sample_log import make_sample_log
 
     make_sample_log(tmp_path, records=20_000, partitions=60, topic="x",
                     codecs=("none", "lz4"))
@@ -188,7 +188,7 @@ def test_a_packed_task_reads_what_its_slices_read_unpacked_row_for_row(tmp_path)
 def test_planning_reads_each_checkpoint_and_lists_each_root_once(tmp_path, monkeypatch):
     """Cheap planning: checkpoint files once per log dir, each root listed once, one
     listing per partition dir, however many partitions."""
-    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.jobs.make_sample_log import make_sample_log
     from spark_kafkalog.log import io as logfs
     from spark_kafkalog.log.read import discovery as layout     # patched: what it calls
 
@@ -276,7 +276,7 @@ def test_the_packed_kernel_reads_what_the_slices_read_one_by_one(tmp_path, monke
     """Small partitions of several codecs: one kernel call per run gives the same table
     (rows, order, schema) as each slice read by read_partition; with a small window the
     runs are cut by bytes."""
-    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.jobs.make_sample_log import make_sample_log
 
     make_sample_log(tmp_path, records=20_000, partitions=60, topic="x",
                     codecs=("none", "lz4", "zstd", "gzip"))
@@ -293,7 +293,7 @@ def test_the_packed_kernel_applies_pushed_row_filters(tmp_path, monkeypatch):
 
     from pyspark.sql.datasource import GreaterThanOrEqual, In
 
-    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.jobs.make_sample_log import make_sample_log
     from spark_kafkalog.spark.reader import KafkaLogPushdownReader
 
     make_sample_log(tmp_path, records=6000, partitions=30, topic="x", codecs=("none",))
@@ -311,7 +311,7 @@ def test_a_damaged_segment_in_a_packed_task_reads_as_before(tmp_path, monkeypatc
     """A CRC mismatch in one small partition, made after planning: the run it is in goes
     the general way, so the read fails with the same message (file, position, offset,
     the option to set) or skips / stops exactly as slice by slice."""
-    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.jobs.make_sample_log import make_sample_log
     from spark_kafkalog.errors import CorruptRecordError
 
     make_sample_log(tmp_path, records=6000, partitions=30, topic="x", codecs=("none",))

@@ -19,15 +19,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE_DIR = REPO / "sample" / "kafka-logs"
+#: the folder holding the ``spark_kafkalog`` package (the repo root in a source tree)
+ROOT = Path(__file__).resolve().parents[2]
+#: a source tree's Spark configuration (quiet logging), when there is one
+CONF = ROOT / "conf"
+SAMPLE_DIR = Path("sample") / "kafka-logs"
 SAMPLE_VALUE_SCHEMA = "user_id long, event string, amount double"
 
 
 def ensure_sample(records: int, partitions: int, sample_dir: Path = SAMPLE_DIR) -> Path:
     """The sample log dir, generated when missing or made with other parameters."""
-    sys.path.insert(0, str(REPO))
-    from jobs.make_sample_log import make_sample_log
+    from spark_kafkalog.jobs.make_sample_log import make_sample_log
 
     stamp = sample_dir / "SAMPLE.json"
     if stamp.is_file():
@@ -66,7 +68,7 @@ JVM_INCUBATOR_NOTICE = "WARNING: Using incubator modules: jdk.incubator.vector"
 def run_quiet_jvm(cmd: list[str], env: dict) -> subprocess.CompletedProcess:
     """Run ``cmd`` with its stdout as is and its stderr passed through line by line,
     less the JVM's incubator-module notice (a plain ``make run`` prints no warning)."""
-    with subprocess.Popen(cmd, env=env, cwd=str(REPO), stderr=subprocess.PIPE) as proc:
+    with subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE) as proc:
         for line in proc.stderr:
             if line.rstrip(b"\r\n").decode("utf-8", "replace") != JVM_INCUBATOR_NOTICE:
                 sys.stderr.buffer.write(line)
@@ -99,20 +101,21 @@ def main(argv=None) -> int:
             extra += ["--value-schema", SAMPLE_VALUE_SCHEMA]
 
     env = dict(os.environ)
-    env.setdefault("SPARK_CONF_DIR", str(REPO / "conf"))
+    if CONF.is_dir():
+        env.setdefault("SPARK_CONF_DIR", str(CONF))
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     # Run from the source tree: make the package (and its pyspark_kafkalog shim, which
     # Spark's data source lookup finds on sys.path) importable in every Python worker.
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        [str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
 
     with tempfile.TemporaryDirectory(prefix="kafkalog-run-") as tmp:
         summary_file = Path(tmp) / "summary.json"
         cmd = [spark_submit()]
         if args.master:
             cmd += ["--master", args.master]
-        cmd += [str(REPO / "jobs" / "export_parquet.py"), "--path", str(logdir),
+        cmd += [str(Path(__file__).with_name("export_parquet.py")), "--path", str(logdir),
                 "--output", str(Path(args.output).resolve()),
                 "--summary-json", str(summary_file)] + extra
         print("running:", " ".join(cmd), flush=True)
