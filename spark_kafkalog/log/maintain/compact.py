@@ -9,8 +9,9 @@ picklable :class:`PartitionCompaction`. :class:`Compaction` is the driver side: 
 the journal's begin and commit, the swap. :func:`compact_topic` runs both in-process.
 
 What is cleaned (``LogCleanerManager.cleanableOffsets``): whole segments below the
-first uncleanable offset -- the active segment's base, the first unstable offset (an
-open transaction), the checkpointed high watermark, ``upto``, and the first segment
+first uncleanable offset -- the active segment's base, the last stable offset (the
+checkpointed high watermark, or the first offset of a transaction still open or decided
+by a marker at or above it), ``upto``, and the first segment
 whose largest timestamp is newer than ``now - min_compaction_lag_ms``; only when the
 dirty ratio (bytes past the ``cleaner-offset-checkpoint`` over all cleanable bytes)
 exceeds ``min_cleanable_dirty_ratio`` (or ``force``), or dirty data is older than
@@ -43,6 +44,7 @@ from spark_kafkalog.log.maintain.cleaner import (
     batch_decisions,
     compaction_delay,
     first_too_young,
+    first_unstable_offset,
     scan_transactions,
 )
 from spark_kafkalog.log.model import PartitionDir
@@ -224,11 +226,13 @@ def compact_partition(root: str, topic: str, partition: int, settings: CompactSe
     txns = scan_transactions(h)
     seg_of = h["segment"]
     bounds = [segs[-1].base_offset]
-    if txns.first_unstable is not None:
-        bounds.append(txns.first_unstable)
     hw = _root_checkpoint(fs, root, HIGH_WATERMARK_FILE, topic, partition)
     if hw is not None:
         bounds.append(hw)
+    # the last stable offset is min(first unstable offset, high watermark)
+    unstable = first_unstable_offset(txns, hw)
+    if unstable is not None:
+        bounds.append(unstable)
     if settings.upto is not None:
         bounds.append(settings.upto)
     log_start = max(segs[0].base_offset,
