@@ -68,6 +68,7 @@ from spark_kafkalog.log.write.recovery import recover_locked
 from spark_kafkalog.log.write.replace import (
     begin_replace,
     check_replace_fs,
+    cleaned_path,
     commit_replace,
     discard_cleaned,
     post_replace,
@@ -121,7 +122,10 @@ class CompactSettings:
 @dataclass
 class PartitionCompaction:
     """What compacting one partition did (or would do). ``groups``: ``[[new base, [old
-    bases]], ...]`` whose ``.cleaned`` files were written; ``skipped``: why nothing was
+    bases]], ...]`` whose ``.cleaned`` files were written (with ``fingerprints[new base]``
+    = ``[size, sha256]`` of each new ``.log``; a segment the cleaning left as it was but
+    that lies between two new ones is a group too, its ``.cleaned`` files hard links to
+    its own, so that the swap replaces one contiguous range); ``skipped``: why nothing was
     cleaned (None when something was); ``compaction_delay_ms``: how long past
     ``max.compaction.lag.ms`` its oldest dirty data is (> 0: it must be compacted now)."""
     topic: str
@@ -131,6 +135,7 @@ class PartitionCompaction:
     dirty_ratio: float = 0.0
     compaction_delay_ms: int = 0
     groups: list = field(default_factory=list)
+    fingerprints: dict = field(default_factory=dict)
     records_before: int = 0
     records_after: int = 0
     bytes_before: int = 0
@@ -298,6 +303,7 @@ def compact_partition(root: str, topic: str, partition: int, settings: CompactSe
     # pass 3: each group into its new segment
     res.cleaned_to = upto
     seg_first = np.searchsorted(seg_of, np.arange(len(segs) + 1))
+    kept_as_is = []
     for i0, i1 in _groups(p, k, settings, upto):
         gb = np.arange(seg_first[i0], seg_first[i1])
         if not len(gb):
@@ -321,6 +327,7 @@ def compact_partition(root: str, topic: str, partition: int, settings: CompactSe
                 out.drop()
                 res.bytes_after += segs[i0].size
                 res.batches_after += len(gb)
+                kept_as_is.append(segs[i0])
                 continue
             out.finish(settings.index_interval_bytes)
         except BaseException:
@@ -329,10 +336,34 @@ def compact_partition(root: str, topic: str, partition: int, settings: CompactSe
         res.bytes_after += out.size
         res.batches_after += len(out.lasts)
         res.groups.append([segs[i0].base_offset, [s.base_offset for s in segs[i0:i1]]])
+        res.fingerprints[segs[i0].base_offset] = out.fingerprint
         fault("cleaned")
+    _link_between(res, kept_as_is, directory, dry_run)
     if res.groups and not dry_run:
         fsync_dir(directory)
     return res
+
+
+def _link_between(res: PartitionCompaction, kept: list, directory: str, dry_run: bool) -> None:
+    """Make each segment in ``kept`` (left as it was) that lies between two new segments
+    a group of its own, its ``.cleaned`` files hard links to its files. A broker that
+    finds ``.swap`` files at startup (``LogLoader``) deletes every other file whose base
+    offset lies between the smallest ``.swap`` base and the largest ``.swap`` segment's
+    next offset, then renames the ``.swap`` files: a segment in that range without a
+    ``.swap`` of its own would be lost."""
+    if len(res.groups) < 2:
+        return
+    lo, hi = res.groups[0][0], res.groups[-1][0]
+    for seg in kept:
+        if not lo < seg.base_offset < hi:
+            continue
+        if not dry_run:
+            for src, suffix in ((seg.index_path, ".index"), (seg.timeindex_path, ".timeindex"),
+                                (seg.txnindex_path, ".txnindex"), (seg.path, ".log")):
+                if src and os.path.exists(src):
+                    os.link(src, cleaned_path(directory, seg.base_offset, suffix))
+        res.groups.append([seg.base_offset, [seg.base_offset]])
+    res.groups.sort(key=lambda g: g[0])
 
 
 # ---- the driver -------------------------------------------------------------------------------
@@ -389,7 +420,8 @@ class Compaction:
         groups = {r.partition: r.groups for r in results if r.groups}
         cleaned = {r.partition: r.cleaned_to for r in results
                    if r.groups and r.cleaned_to is not None}
-        commit_replace(self.fs, self.root, self._state, groups, cleaned)
+        prints = {r.partition: r.fingerprints for r in results if r.groups}
+        commit_replace(self.fs, self.root, self._state, groups, cleaned, prints)
         self.committed = True
         self.fault("committed")
         post_replace(self.fs, self.root, self.topic, self._state.pending, self.fault)
