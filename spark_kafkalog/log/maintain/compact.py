@@ -18,7 +18,9 @@ exceeds ``min_cleanable_dirty_ratio`` (or ``force``), or dirty data is older tha
 ``max_compaction_lag_ms`` (:func:`~.cleaner.compaction_delay`, KIP-354). Segments are
 regrouped as ``Cleaner.groupSegmentsBySize`` does. The offset map covers the whole cleanable range
 (Kafka's covers the dirty part; on a log a broker cleaned the results are equal).
-Legacy (v0/v1) batches in the cleanable range are refused.
+Legacy (v0/v1) message sets are refused, before any work (:func:`check_compactable`):
+Kafka's cleaner keeps their magic and rewrites compressed wrappers, which this module
+does not do; copying the topic to v2 batches first (``copy_topic``) makes it compactable.
 """
 from __future__ import annotations
 
@@ -75,7 +77,7 @@ from spark_kafkalog.log.write.replace import (
 )
 
 __all__ = ["CompactSettings", "PartitionCompaction", "Compaction", "compact_partition",
-           "compact_topic"]
+           "compact_topic", "check_compactable"]
 
 _WINDOW_BYTES = 16 << 20
 _HEADER_COLS = ("position", "size", "magic", "attributes", "base_offset", "last_offset",
@@ -165,6 +167,43 @@ def _headers(fs: pafs.FileSystem, p: PartitionDir) -> dict:
     for c in ("attributes", "record_count", "control_type", "magic", "producer_epoch"):
         out[c] = out[c].astype(np.int64)
     return out
+
+
+def _legacy_error(topic: str, partition: int, magic: int, path: str, position: int,
+                  offset: int) -> UnsupportedFormatError:
+    return UnsupportedFormatError(
+        f"topic {topic!r} partition {partition}: compaction of legacy (magic {magic}) "
+        "message sets is not supported (Kafka's cleaner keeps their magic and rewrites "
+        "compressed wrappers; this one does not): copy the topic to v2 batches first "
+        "(copy_topic), then compact the copy", path=path, position=position, offset=offset)
+
+
+def check_compactable(root: str, topic: str, partitions: Iterable[int] | None = None) -> None:
+    """Refuse, before any work, a topic whose closed segments (those a compaction can
+    clean; of ``partitions`` only, when given) hold a legacy (v0/v1) message set: raises :class:`UnsupportedFormatError`
+    naming the partition, the magic, the segment, position and offset of the first one.
+    Reads 17 bytes a batch (offset, length, magic), no payload."""
+    root = norm_root(root)
+    fs = pafs.LocalFileSystem()
+    parts = topic_partitions(fs, root, topic)
+    if partitions is not None:          # those of the topic (a missing one is named later)
+        parts = sorted(set(parts) & {int(x) for x in partitions})
+    for q in parts:
+        segs = list_segments(fs, partition_dir(root, topic, q), resolve_swaps=False)[0]
+        for seg in segs[:-1]:
+            with open(seg.path, "rb") as f:
+                pos, end = 0, seg.size
+                while pos + 17 <= end:
+                    head = os.pread(f.fileno(), 17, pos)
+                    if len(head) < 17:
+                        break
+                    base, length = int.from_bytes(head[:8], "big", signed=True), \
+                        int.from_bytes(head[8:12], "big", signed=True)
+                    if head[16] < 2:
+                        raise _legacy_error(topic, q, head[16], seg.path, pos, base)
+                    if length <= 0:
+                        break           # the cleaner's own scan names the damage
+                    pos += 12 + length
 
 
 def _root_checkpoint(fs, root: str, name: str, topic: str, partition: int) -> int | None:
@@ -263,10 +302,8 @@ def compact_partition(root: str, topic: str, partition: int, settings: CompactSe
     legacy = np.flatnonzero(h["magic"][:n] < 2)
     if len(legacy):
         b = int(legacy[0])
-        raise UnsupportedFormatError(
-            f"compaction of legacy (magic {int(h['magic'][b])}) message sets is not "
-            "supported; copy the topic to v2 batches first", path=segs[int(seg_of[b])].path,
-            position=int(h["position"][b]), offset=int(h["base_offset"][b]))
+        raise _legacy_error(topic, partition, int(h["magic"][b]), segs[int(seg_of[b])].path,
+                            int(h["position"][b]), int(h["base_offset"][b]))
     res.bytes_before = sum(s.size for s in segs[:k])
     res.batches_before = n
     data = ~h["is_control"][:n]
@@ -462,6 +499,7 @@ def compact_topic(root: str, topic: str, settings: CompactSettings | None = None
             parts = wanted
         if not parts:
             raise InvalidOptionError(f"topic {topic!r} has no partitions in {root}")
+        check_compactable(c.root, topic, parts)
         c.begin()
 
         def one(q: int) -> PartitionCompaction:
