@@ -101,3 +101,24 @@ def test_streaming_sink_refused(spark, tmp_path):
         finally:
             q.stop()
     _nothing_written(root, "__transaction_state")
+
+
+def test_copy_topic_restores_an_internal_topic_and_refuses_a_rename_into_one(
+        spark, real_broker, tmp_path):
+    """copy_topic of ``__consumer_offsets`` as itself is a deliberate restore (the job
+    sets allowInternalTopic); renaming an ordinary topic into an internal one is not."""
+    from spark_kafkalog.jobs import copy_topic
+
+    src = str(real_broker / "seanorth-kafka-server")
+    out = str(tmp_path / "out")
+    copy_topic.run(spark, copy_topic.parse_args(
+        ["--path", src, "--output", out, "--topic", "__consumer_offsets"]))
+    want = read_table(src, "__consumer_offsets", isolation_level="read_committed")
+    got = read_table(out, "__consumer_offsets")
+    assert got.num_rows == want.num_rows > 0
+    assert got.column("offset").to_pylist() == want.column("offset").to_pylist()
+    with pytest.raises(Exception, match=REFUSED):
+        copy_topic.run(spark, copy_topic.parse_args(
+            ["--path", src, "--output", str(tmp_path / "out2"), "--topic", "some-topic",
+             "--rename", "some-topic=__transaction_state"]))
+    assert not os.path.exists(tmp_path / "out2" / "__transaction_state-0")
