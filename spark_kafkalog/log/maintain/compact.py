@@ -180,9 +180,12 @@ def _legacy_error(topic: str, partition: int, magic: int, path: str, position: i
 
 def check_compactable(root: str, topic: str, partitions: Iterable[int] | None = None) -> None:
     """Refuse, before any work, a topic whose closed segments (those a compaction can
-    clean; of ``partitions`` only, when given) hold a legacy (v0/v1) message set: raises :class:`UnsupportedFormatError`
-    naming the partition, the magic, the segment, position and offset of the first one.
-    Reads 17 bytes a batch (offset, length, magic), no payload."""
+    clean; of ``partitions`` only, when given) begin with a legacy (v0/v1) message set:
+    raises :class:`UnsupportedFormatError` naming the partition, the magic, the segment,
+    position and offset. Reads the first 17 bytes of each segment (offset, length,
+    magic): a broker upgraded to v2 writes v2 from then on, so a legacy log shows in its
+    segments' first batches; a legacy batch after a v2 one in a segment (a downgraded
+    ``message.format.version``) is refused by :func:`compact_partition` itself."""
     root = norm_root(root)
     fs = pafs.LocalFileSystem()
     parts = topic_partitions(fs, root, topic)
@@ -192,18 +195,10 @@ def check_compactable(root: str, topic: str, partitions: Iterable[int] | None = 
         segs = list_segments(fs, partition_dir(root, topic, q), resolve_swaps=False)[0]
         for seg in segs[:-1]:
             with open(seg.path, "rb") as f:
-                pos, end = 0, seg.size
-                while pos + 17 <= end:
-                    head = os.pread(f.fileno(), 17, pos)
-                    if len(head) < 17:
-                        break
-                    base, length = int.from_bytes(head[:8], "big", signed=True), \
-                        int.from_bytes(head[8:12], "big", signed=True)
-                    if head[16] < 2:
-                        raise _legacy_error(topic, q, head[16], seg.path, pos, base)
-                    if length <= 0:
-                        break           # the cleaner's own scan names the damage
-                    pos += 12 + length
+                head = os.pread(f.fileno(), 17, 0)
+            if len(head) == 17 and head[16] < 2:
+                raise _legacy_error(topic, q, head[16], seg.path, 0,
+                                    int.from_bytes(head[:8], "big", signed=True))
 
 
 def _root_checkpoint(fs, root: str, name: str, topic: str, partition: int) -> int | None:
