@@ -26,6 +26,16 @@ T = 1_700_000_000_000
 MINUTE = 60_000
 
 
+def inspect_first(root: Path, topic: str) -> int:
+    """``first_timestamp`` of ``kafkalog inspect --no-scan`` (what its table shows as the
+    minimum without a scan): the first record's timestamp."""
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["inspect", str(root), "--json", "--no-scan", "--topic", topic],
+                stdout=out, stderr=err) == 0, err.getvalue()
+    [p] = json.loads(out.getvalue())["partitions"]
+    return p["first_timestamp"]
+
+
 def inspect_range(root: Path, topic: str) -> tuple:
     out, err = io.StringIO(), io.StringIO()
     assert main(["inspect", str(root), "--json", "--topic", topic], stdout=out,
@@ -56,6 +66,7 @@ def test_a_repartitioned_batch_whose_first_record_is_the_latest(tmp_path):
     want = (min(stamps), max(stamps))
     assert want[1] - want[0] == 7 * MINUTE
     assert inspect_range(tmp_path, "re") == want
+    assert inspect_first(tmp_path, "re") == stamps[0]
     assert report_range(tmp_path, "re") == want
 
 
@@ -69,6 +80,7 @@ def test_log_append_time_batches_use_the_append_time(tmp_path):
     b.write()
     # every record's timestamp is its batch's append time; producer times never show
     assert inspect_range(tmp_path, "lat") == (T, T + MINUTE)
+    assert inspect_first(tmp_path, "lat") == T
     assert report_range(tmp_path, "lat") == (T, T + MINUTE)
     assert report_range(tmp_path, "lat", decode=False) == (T, T + MINUTE)
 
@@ -93,6 +105,7 @@ def test_a_delete_horizon_is_not_a_record_time(tmp_path):
     # a=2 (T + 2 min), z (T + 3 min)
     want = (T + MINUTE, T + 3 * MINUTE)
     assert inspect_range(tmp_path, "h") == want
+    assert inspect_first(tmp_path, "h") == T + MINUTE     # b's tombstone, offset 1
     assert report_range(tmp_path, "h") == want
     # from the headers alone the horizon is not taken for a record time either
     lo, hi = report_range(tmp_path, "h", decode=False)
