@@ -17,8 +17,32 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+_FIXTURE_DIR = Path("shared") / "fixtures" / "real-broker"
+
+
+def _real_broker_dir() -> Path:
+    """``../shared/fixtures/real-broker`` from the repo root, or from the nearest
+    directory above it that has one (a worktree sits one level deeper than a clone)."""
+    for d in REPO.parents:
+        if (d / _FIXTURE_DIR).is_dir():
+            return (d / _FIXTURE_DIR).resolve()
+    return REPO.parent / _FIXTURE_DIR
+
+
 #: broker-written log dirs, outside the repo (see its MANIFEST.md)
-REAL_BROKER = (REPO.parent / "shared" / "fixtures" / "real-broker").resolve()
+REAL_BROKER = _real_broker_dir()
+
+
+def require_real_broker() -> Path:
+    """:data:`REAL_BROKER`; when it is missing the test skips, but fails under CI
+    (``CI=true``): there a skip would hide that the tests never ran."""
+    if not REAL_BROKER.is_dir():
+        msg = (f"real broker fixtures not found at {REAL_BROKER} "
+               f"(looked for {_FIXTURE_DIR} in every directory above {REPO})")
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail(msg + ": CI must have them")
+        pytest.skip(msg)
+    return REAL_BROKER
 
 
 def spark_test_conf() -> dict[str, str]:
@@ -61,10 +85,9 @@ def spark():
 
 @pytest.fixture(scope="session")
 def real_broker() -> Path:
-    """The real-broker fixture root; skips when the shared fixtures are not present."""
-    if not REAL_BROKER.is_dir():
-        pytest.skip(f"real broker fixtures not found at {REAL_BROKER}")
-    return REAL_BROKER
+    """The real-broker fixture root (:func:`require_real_broker`: skips when the shared
+    fixtures are not present, fails under CI)."""
+    return require_real_broker()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -11,7 +11,7 @@ import pytest
 
 from spark_kafkalog.cli import main
 from spark_kafkalog.format import encode
-from tests.conftest import REAL_BROKER
+from tests.conftest import require_real_broker
 from tests.format import coordinator_builders as cb
 
 
@@ -21,10 +21,8 @@ def run(*argv):
 
 
 def test_offsets_decoder_on_a_real_broker_segment():
-    seg = REAL_BROKER / "kafka-0.10-magic1" / "__consumer_offsets-40" / \
+    seg = require_real_broker() / "kafka-0.10-magic1" / "__consumer_offsets-40" / \
         "00000000000000000000.log"
-    if not seg.exists():
-        pytest.skip("real broker fixtures not found")
     code, out, _err = run("dump", "--offsets-decoder", str(seg))
     assert code == 0
     assert ('key: {"type":"1","data":{"group":"GroupA","topic":"foo","partition":0}} '

@@ -22,12 +22,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 from spark_kafkalog import jobkit
 from spark_kafkalog.log import LogDirs
-from spark_kafkalog.log.maintain import Compaction, CompactSettings, compact_partition
+from spark_kafkalog.log.maintain import (
+    Compaction,
+    CompactSettings,
+    check_compactable,
+    compact_partition,
+)
 
 #: Kafka's topic config names -> CompactSettings fields
 CONFIG_NAMES = {
@@ -161,7 +167,15 @@ def summary_line(summary: dict) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    settings_for(args)                  # bad settings fail before Spark starts
+    settings = settings_for(args)       # bad settings fail before Spark starts
+    if os.path.isdir(args.path):        # so do legacy (v0/v1) message sets
+        try:
+            parts = None if not args.partitions else \
+                [int(x) for x in args.partitions.split(",")]
+        except ValueError:
+            parts = None                # compact() names the bad value
+        for topic in settings:
+            check_compactable(args.path, topic, parts)
     with jobkit.spark_session("kafkalog-compact") as spark, \
             jobkit.SparkProgress(spark, "compact", enabled=args.progress):
         summary = compact(spark, args)

@@ -365,6 +365,10 @@ def writer_options(args: argparse.Namespace, plan: TopicPlan) -> dict[str, str]:
             "fsync": "false" if args.no_fsync else "true"}
     if args.level is not None:
         opts["compressionLevel"] = str(args.level)
+    if plan.target == plan.source:
+        # restoring a broker's internal topic as itself (__consumer_offsets, ...) is
+        # deliberate; the writer refuses it otherwise
+        opts["allowInternalTopic"] = "true"
     if args.batch_size:
         opts["batch.size"] = args.batch_size
     if args.segment_bytes:

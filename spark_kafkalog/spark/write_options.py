@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.log.model.names import internal_write_refusal
 from spark_kafkalog.log.write.config import SYNC_METHODS
 from spark_kafkalog.spark.option_values import (
     lower_keys,
@@ -67,6 +68,15 @@ class WriteOptions:
     # "assign": offsets continue from each partition's log end; "preserve": each record
     # keeps its 'offset' column (see writer.py)
     offsets: str = "assign"
+    # write into a broker's internal topic (__consumer_offsets, ...): a restore that means it
+    allow_internal_topic: bool = False
+
+    def check_topic(self, topic: str) -> None:
+        """Refuse a write into a broker's internal topic unless allowInternalTopic."""
+        why = None if self.allow_internal_topic else \
+            internal_write_refusal(topic, "option allowInternalTopic=true")
+        if why:
+            raise InvalidOptionError(why)
 
 
 # Write options: canonical name -> accepted lower-cased spellings (ours, then Kafka's).
@@ -84,6 +94,7 @@ _WRITE_ALIASES = {
     "fsync": ("fsync",),
     "syncMethod": ("syncmethod",),
     "offsets": ("offsets",),
+    "allowInternalTopic": ("allowinternaltopic",),
 }
 OFFSET_MODES = ("assign", "preserve")
 SAVE_MODES = ("append", "errorifexists", "ignore")
@@ -174,14 +185,20 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     offsets = "assign"
     if get("offsets"):
         offsets = parse_choice(get("offsets")[0], get("offsets")[1], OFFSET_MODES)
-    return WriteOptions(path=path, topic=topic, compression=compression,
+    allow_internal = parse_bool(get("allowInternalTopic")[0], get("allowInternalTopic")[1]) \
+        if get("allowInternalTopic") else False
+    parsed = WriteOptions(path=path, topic=topic, compression=compression,
                         compression_level=level, batch_size=batch_size,
                         segment_bytes=segment_bytes, index_interval_bytes=index_interval,
                         partitions=partitions, filesystem_options=parse_fs_options(opts),
                         save_mode=save_mode,
                         checkpoint_location=get("checkpointLocation")[1]
                         if get("checkpointLocation") else None, fsync=fsync,
-                        sync_method=sync_method, offsets=offsets)
+                        sync_method=sync_method, offsets=offsets,
+                        allow_internal_topic=allow_internal)
+    if topic is not None:
+        parsed.check_topic(topic)
+    return parsed
 
 
 # Kafka's per-codec level ranges (compression.gzip.level, .lz4.level, .zstd.level, KIP-390).

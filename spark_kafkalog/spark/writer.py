@@ -264,6 +264,7 @@ class _TaskWriter:
         n = self.counts.get(topic)
         if n is None:
             jr.validate_topic(topic)
+            self.plan.wo.check_topic(topic)
             n = self.counts[topic] = _partition_count(self.fs, self.root, topic, self.plan.wo)
         return n
 

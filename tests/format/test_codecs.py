@@ -527,16 +527,9 @@ def test_random_round_trips():
 
 
 # ---- payloads written by real Java clients/brokers ---------------------------------------------
-FIXTURES = (os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
-                         "shared", "fixtures", "real-broker"))
-
-
 def _fixture(path: str) -> bytes:
-    full = os.path.join(FIXTURES, path)
-    if not os.path.exists(full):
-        pytest.skip(f"real-broker fixtures not found at {os.path.normpath(FIXTURES)}")
-    with open(full, "rb") as f:
-        return f.read()
+    from tests.conftest import require_real_broker
+    return (require_real_broker() / path).read_bytes()
 
 
 def _v2_payloads(data: bytes):

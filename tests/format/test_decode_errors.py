@@ -184,14 +184,18 @@ def test_unknown_codec_id(codec):
 def test_decompressed_size_limit(codec):
     data = v2_simple([(i, TS, None, b"\x00" * 10_000) for i in range(20)], codec=codec)
     assert decode(data, max_decompressed_bytes=300_000).num_rows == 20
-    err = _err(data, "", CodecError, max_decompressed_bytes=100_000)
+    name = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}[codec]
+    err = _err(data, f"magic 2 {name} batch: {name} payload decompresses to more than "
+               "the limit of 100000 bytes", CodecError, max_decompressed_bytes=100_000)
     assert (err.position, err.offset) == (0, 0)
 
 
 def test_legacy_wrapper_size_limit():
     inner = b"".join(legacy_message(i, None, b"\x00" * 5000, magic=0) for i in range(20))
     data = legacy_wrapper(inner, offset=19, magic=0, codec=wire.CODEC_GZIP)
-    _err(data, "", CodecError, max_decompressed_bytes=50_000)
+    err = _err(data, "magic 0 gzip batch: gzip payload decompresses to more than the "
+               "limit of 50000 bytes", CodecError, max_decompressed_bytes=50_000)
+    assert (err.position, err.offset) == (0, 19)
 
 
 def test_a_client_batch_with_a_flipped_payload_bit():

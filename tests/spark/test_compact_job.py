@@ -75,3 +75,40 @@ def test_compact_job_max_compaction_lag_per_topic(spark, tmp_path):
     assert list(zip(t.column("offset").to_pylist(), t.column("key").to_pylist(),
                     t.column("value").to_pylist())) == model(p, segs[-1][0], [now])
     check_clean(root)
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_compact_job_refuses_a_legacy_log_in_one_line_before_spark(tmp_path, capsys,
+                                                                    monkeypatch, magic):
+    """Kafka's cleaner keeps a v0/v1 message set's magic; ours does not rewrite them, so
+    the job refuses, naming the partition and the magic, before Spark starts (a session
+    asked for fails the test) and before anything is written."""
+    from tests.log.logbuilder import rec
+    b = LogDirBuilder(tmp_path / "log")
+    p0 = b.partition("c", 0)
+    p0.append([rec(b"k", b"v1", ts=T0)])
+    p0.roll()
+    p0.append([rec(b"k", b"v2", ts=T0)])
+    p1 = b.partition("c", 1)
+    p1.append_legacy(magic, [rec(b"k", b"v%d" % i, ts=T0) for i in range(3)],
+                     compression="gzip")
+    p1.roll()
+    p1.append_legacy(magic, [rec(b"k", b"last", ts=T0)])
+    b.write()
+    before = {f: f.read_bytes() for f in (tmp_path / "log").rglob("*") if f.is_file()}
+
+    def no_spark(*a, **kw):
+        raise AssertionError("Spark was started")
+    monkeypatch.setattr(job.jobkit, "spark_session", no_spark)
+    code = job.jobkit.run("compact", lambda: job.main(
+        ["--path", str(tmp_path / "log"), "--topic", "c", "--no-progress"]))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert f"topic 'c' partition 1: compaction of legacy (magic {magic}) message sets " \
+        "is not supported" in err[0] and "c-1/00000000000000000000.log" in err[0]
+    assert {f: f.read_bytes() for f in (tmp_path / "log").rglob("*") if f.is_file()} \
+        == before
+    # partition 0 alone is v2: it is not refused (the job goes on to start Spark)
+    with pytest.raises(AssertionError, match="Spark was started"):
+        job.main(["--path", str(tmp_path / "log"), "--topic", "c", "--partitions", "0",
+                  "--no-progress"])

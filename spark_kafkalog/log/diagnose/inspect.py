@@ -25,6 +25,7 @@ from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.format.wire import CODEC_NAMES, CONTROL_ABORT
 from spark_kafkalog.errors import KafkaLogError, TxnIndexError
 from spark_kafkalog.log.diagnose.findings import Finding, problem
+from spark_kafkalog.log.diagnose.times import header_time_range, merge_range, record_time_range
 from spark_kafkalog.log.files.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
@@ -195,7 +196,8 @@ class _SegmentChecks:
 
 
 def _scan_segment(logdirs: LogDirs, p: PartitionDir, i: int, info: SegmentInfo,
-                  checks: _SegmentChecks, verify_crc: bool, decode_records: bool, progress,
+                  checks: _SegmentChecks, verify_crc: bool, decode_records: bool,
+                  record_times: bool, progress,
                   done_before: int,
                   prev_last: int | None) -> None:
     stats = ReadStats()
@@ -233,17 +235,23 @@ def _scan_segment(logdirs: LogDirs, p: PartitionDir, i: int, info: SegmentInfo,
                     except KafkaLogError as err:
                         info.problems.append(problem("corrupt", w.path, w.position + s,
                                                      err.offset, err.reason))
+            span = header_time_range(h)
+            if record_times and (~ctrl).any():
+                # the records' own timestamps (times.py); the scan checked the CRCs
+                try:
+                    span = record_time_range(decode_run(
+                        w.data, verify_crc=False, include_headers=False,
+                        position_base=w.position))
+                except KafkaLogError as err:
+                    info.problems.append(problem("corrupt", err.path or w.path,
+                                                 err.position, err.offset, err.reason))
+            if span is not None:
+                info.min_timestamp, info.max_timestamp = merge_range(
+                    None if info.min_timestamp is None
+                    else (info.min_timestamp, info.max_timestamp), span)
             if info.first_offset is None:
                 info.first_offset = int(h["base_offset"][0])
             info.last_offset = int(h["last_offset"][-1])
-            data_ts = np.concatenate([_np(h, "first_timestamp")[~ctrl],
-                                      _np(h, "max_timestamp")[~ctrl]])
-            data_ts = data_ts[data_ts >= 0]
-            if len(data_ts):
-                lo, hi = int(data_ts.min()), int(data_ts.max())
-                if info.min_timestamp is not None:
-                    lo, hi = min(info.min_timestamp, lo), max(info.max_timestamp, hi)
-                info.min_timestamp, info.max_timestamp = lo, hi
             codecs.update(CODEC_NAMES.get(int(c), f"codec-{int(c)}")
                           for c in np.unique(_np(h, "codec")[~ctrl]))
             magics.update(int(m) for m in np.unique(magic))
@@ -272,13 +280,15 @@ def _scan_segment(logdirs: LogDirs, p: PartitionDir, i: int, info: SegmentInfo,
 
 def inspect_partition(logdirs: LogDirs, p: PartitionDir, *, scan: bool = True,
                       verify_crc: bool = True, decode_records: bool = True,
+                      record_times: bool = True,
                       isolation_level: str = "read_uncommitted",
                       progress: Callable[[int, int], None] | None = None
                       ) -> PartitionInfo:
     """Describe partition ``p`` (see the module docstring). Never raises for damaged
     data: damage is reported in ``problems``. ``progress(bytes_done, bytes_total)`` is called
     as segments are scanned. ``decode_records`` decodes compressed legacy wrappers to
-    count their records."""
+    count their records; ``record_times`` decodes the records for their own time range
+    (:mod:`.times`; else the range comes from the batch headers)."""
     problems: list[Finding] = []
     checkpoints = {}
     for name in _ROOT_CHECKPOINTS:
@@ -337,6 +347,7 @@ def inspect_partition(logdirs: LogDirs, p: PartitionDir, *, scan: bool = True,
             checks = _SegmentChecks(info, oidx, tidx, aborted)
             try:
                 _scan_segment(logdirs, p, i, info, checks, verify_crc, decode_records,
+                              record_times,
                               progress, done, prev_last)
             except KafkaLogError as err:
                 info.problems.append(problem("layout", err.path or seg.path, err.position,

@@ -2,14 +2,16 @@
 of a partition's batches (damage skipped, as inspect does), plain JSON out.
 
 From the batch headers: batches, bytes, segments, bytes and batches by codec, bytes per
-hour (a batch counts in the hour of its max timestamp), time range, batches per producer,
+hour (a batch counts in the hour of its max timestamp), batches per producer,
 transactional batches, committed and aborted transactions (their control markers).
-From the decoded records (``decode=True``, the default): records, records per hour (by
+From the decoded records (``decode=True``, the default): records, the time range (the
+records' own timestamps, :mod:`.times`), records per hour (by
 each record's timestamp), keyed and null-key records, distinct keys estimated with a
 HyperLogLog sketch (:mod:`.distinct`) and the compaction ratio, the estimated distinct
 keys over the keyed records (the share of keyed records a compaction would keep; 1.0:
 nothing to compact). Without decoding, records and records per hour come from the
-headers' record counts (a legacy compressed wrapper, whose header has none, counts 0).
+headers' record counts (a legacy compressed wrapper, whose header has none, counts 0)
+and the time range from the headers (:func:`.times.header_time_range`).
 With ``verify=True`` every finding of ``kafkalog verify`` for the
 partition is included (verify reads the partition again: its own checks).
 """
@@ -27,6 +29,7 @@ from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.format.wire import CODEC_NAMES, CONTROL_ABORT, CONTROL_COMMIT
 from spark_kafkalog.log.diagnose.distinct import HyperLogLog, key_hashes
 from spark_kafkalog.log.diagnose.findings import ERROR, WARNING, Finding
+from spark_kafkalog.log.diagnose.times import header_time_range, merge_range, record_time_range
 from spark_kafkalog.log.model import PartitionDir
 from spark_kafkalog.log.read.discovery import LogDirs
 from spark_kafkalog.log.read.scan import ReadStats, TornTailWarning, scan_windows
@@ -87,12 +90,8 @@ class _Acc:
                          dtype=object)
         self._add(self.codec_bytes, names[np.clip(codec, 0, 7)], size[data])
         self._add(self.codec_batches, names[np.clip(codec, 0, 7)])
-        first, last = _np(h, "first_timestamp")[data], _np(h, "max_timestamp")[data]
-        stamps = np.concatenate([first[first >= 0], last[last >= 0]])
-        if len(stamps):
-            lo, hi = int(stamps.min()), int(stamps.max())
-            self.first_ts = lo if self.first_ts is None else min(self.first_ts, lo)
-            self.max_ts = hi if self.max_ts is None else max(self.max_ts, hi)
+        if not decode:
+            self._time(header_time_range(h))
         timed = data & (_np(h, "max_timestamp") >= 0)
         hours = _np(h, "max_timestamp")[timed] // HOUR_MS * HOUR_MS
         self._add(self.hour_bytes, hours, size[timed])
@@ -101,8 +100,14 @@ class _Acc:
         pid = _np(h, "producer_id")
         self._add(self.producers, pid[data & (pid >= 0)])
 
+    def _time(self, span: tuple[int, int] | None) -> None:
+        if span is not None:
+            self.first_ts, self.max_ts = merge_range(
+                None if self.first_ts is None else (self.first_ts, self.max_ts), span)
+
     def records_of(self, rb: pa.RecordBatch, keys: bool) -> None:
         self.records += rb.num_rows
+        self._time(record_time_range(rb))
         ts = np.asarray(rb.column(rb.schema.get_field_index("timestamp"))
                         .cast(pa.int64()).to_numpy(zero_copy_only=False))
         ts = ts[ts >= 0] // 1000

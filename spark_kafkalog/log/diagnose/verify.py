@@ -464,7 +464,8 @@ def verify_partition(logdirs: LogDirs, p: PartitionDir, *, verify_crc: bool = Tr
     out = _Collector(p)
     scan_progress = None if progress is None else (lambda done, _total: progress(done))
     info = inspect_partition(logdirs, p, scan=True, verify_crc=verify_crc,
-                             decode_records=True, progress=scan_progress)
+                             decode_records=True, record_times=False,
+                             progress=scan_progress)
     torn_seg = {pr.path: pr.position for s in info.segments for pr in s.problems
                 if pr.kind == "torn_tail"}
     for i, sinfo in enumerate(info.segments):

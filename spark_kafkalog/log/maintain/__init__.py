@@ -7,9 +7,10 @@ from spark_kafkalog.log.maintain.compact import (
     Compaction,
     CompactSettings,
     PartitionCompaction,
+    check_compactable,
     compact_partition,
     compact_topic,
 )
 
-__all__ = ["Compaction", "CompactSettings", "PartitionCompaction", "compact_partition",
-           "compact_topic"]
+__all__ = ["Compaction", "CompactSettings", "PartitionCompaction", "check_compactable",
+           "compact_partition", "compact_topic"]

@@ -6,6 +6,7 @@ horizon set on its first pass over tombstones), kept empty or dropped, as
 """
 from __future__ import annotations
 
+import hashlib
 import os
 
 import numpy as np
@@ -40,8 +41,16 @@ class GroupWriter:
         self.max_ts: list[int] = []
         self.txn_entries: list[tuple] = []
         self.raw = 0            # batches copied unchanged
+        self._digest = hashlib.sha256()
+
+    @property
+    def fingerprint(self) -> list:
+        """``[size, sha256 hex]`` of the new ``.log``: how a recovery knows it is the file
+        under the segment's name (:func:`~spark_kafkalog.log.write.replace.post_replace`)."""
+        return [self.size, self._digest.hexdigest()]
 
     def add(self, data: bytes, last: int, max_ts: int) -> None:
+        self._digest.update(data)
         if self.fd is not None:
             write_fully(self.fd, data)
         self.positions.append(self.size)

@@ -34,6 +34,7 @@ import pyarrow as pa
 from spark_kafkalog.format.wire import CONTROL_ABORT, CONTROL_COMMIT
 
 __all__ = ["DELETE", "DELETE_EMPTY", "RETAIN_EMPTY", "TxnScan", "scan_transactions",
+           "first_unstable_offset",
            "batch_decisions", "OffsetMap", "first_too_young", "compaction_delay"]
 
 DELETE, DELETE_EMPTY, RETAIN_EMPTY = 0, 1, 2
@@ -47,9 +48,22 @@ class TxnScan:
     aborted: list = field(default_factory=list)
     #: first offset of the earliest transaction still open at the log end, None if none
     first_unstable: int | None = None
+    #: (first offset, marker offset) of every decided transaction, in marker order
+    decided: list = field(default_factory=list)
     #: producer id -> (its latest epoch, last offset of its last data batch of that
     #: epoch or None)
     last_of_producer: dict = field(default_factory=dict)
+
+
+def first_unstable_offset(txns: TxnScan, high_watermark: int | None) -> int | None:
+    """Kafka's first unstable offset (``ProducerStateManager.firstUnstableOffset``): the
+    first offset of the earliest transaction that is undecided, or decided by a marker
+    at or above the high watermark (not yet replicated: its outcome may still be
+    truncated away). ``high_watermark`` None: every marker counts as replicated."""
+    firsts = [] if txns.first_unstable is None else [txns.first_unstable]
+    if high_watermark is not None:
+        firsts += [f for f, marker in txns.decided if marker >= high_watermark]
+    return min(firsts) if firsts else None
 
 
 def scan_transactions(h: dict) -> TxnScan:
@@ -65,6 +79,7 @@ def scan_transactions(h: dict) -> TxnScan:
         p = int(pid[i])
         if ctrl[i]:
             first = open_first.pop(p, int(base[i]))
+            out.decided.append((first, int(last[i])))
             if int(ctype[i]) == CONTROL_ABORT:
                 lso = min(open_first.values()) if open_first else int(last[i]) + 1
                 out.aborted.append((p, first, int(last[i]), lso))

@@ -9,15 +9,18 @@ picklable :class:`PartitionCompaction`. :class:`Compaction` is the driver side: 
 the journal's begin and commit, the swap. :func:`compact_topic` runs both in-process.
 
 What is cleaned (``LogCleanerManager.cleanableOffsets``): whole segments below the
-first uncleanable offset -- the active segment's base, the first unstable offset (an
-open transaction), the checkpointed high watermark, ``upto``, and the first segment
+first uncleanable offset -- the active segment's base, the last stable offset (the
+checkpointed high watermark, or the first offset of a transaction still open or decided
+by a marker at or above it), ``upto``, and the first segment
 whose largest timestamp is newer than ``now - min_compaction_lag_ms``; only when the
 dirty ratio (bytes past the ``cleaner-offset-checkpoint`` over all cleanable bytes)
 exceeds ``min_cleanable_dirty_ratio`` (or ``force``), or dirty data is older than
 ``max_compaction_lag_ms`` (:func:`~.cleaner.compaction_delay`, KIP-354). Segments are
 regrouped as ``Cleaner.groupSegmentsBySize`` does. The offset map covers the whole cleanable range
 (Kafka's covers the dirty part; on a log a broker cleaned the results are equal).
-Legacy (v0/v1) batches in the cleanable range are refused.
+Legacy (v0/v1) message sets are refused, before any work (:func:`check_compactable`):
+Kafka's cleaner keeps their magic and rewrites compressed wrappers, which this module
+does not do; copying the topic to v2 batches first (``copy_topic``) makes it compactable.
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ from spark_kafkalog.log.maintain.cleaner import (
     batch_decisions,
     compaction_delay,
     first_too_young,
+    first_unstable_offset,
     scan_transactions,
 )
 from spark_kafkalog.log.model import PartitionDir
@@ -66,13 +70,14 @@ from spark_kafkalog.log.write.recovery import recover_locked
 from spark_kafkalog.log.write.replace import (
     begin_replace,
     check_replace_fs,
+    cleaned_path,
     commit_replace,
     discard_cleaned,
     post_replace,
 )
 
 __all__ = ["CompactSettings", "PartitionCompaction", "Compaction", "compact_partition",
-           "compact_topic"]
+           "compact_topic", "check_compactable"]
 
 _WINDOW_BYTES = 16 << 20
 _HEADER_COLS = ("position", "size", "magic", "attributes", "base_offset", "last_offset",
@@ -119,7 +124,10 @@ class CompactSettings:
 @dataclass
 class PartitionCompaction:
     """What compacting one partition did (or would do). ``groups``: ``[[new base, [old
-    bases]], ...]`` whose ``.cleaned`` files were written; ``skipped``: why nothing was
+    bases]], ...]`` whose ``.cleaned`` files were written (with ``fingerprints[new base]``
+    = ``[size, sha256]`` of each new ``.log``; a segment the cleaning left as it was but
+    that lies between two new ones is a group too, its ``.cleaned`` files hard links to
+    its own, so that the swap replaces one contiguous range); ``skipped``: why nothing was
     cleaned (None when something was); ``compaction_delay_ms``: how long past
     ``max.compaction.lag.ms`` its oldest dirty data is (> 0: it must be compacted now)."""
     topic: str
@@ -129,6 +137,7 @@ class PartitionCompaction:
     dirty_ratio: float = 0.0
     compaction_delay_ms: int = 0
     groups: list = field(default_factory=list)
+    fingerprints: dict = field(default_factory=dict)
     records_before: int = 0
     records_after: int = 0
     bytes_before: int = 0
@@ -158,6 +167,38 @@ def _headers(fs: pafs.FileSystem, p: PartitionDir) -> dict:
     for c in ("attributes", "record_count", "control_type", "magic", "producer_epoch"):
         out[c] = out[c].astype(np.int64)
     return out
+
+
+def _legacy_error(topic: str, partition: int, magic: int, path: str, position: int,
+                  offset: int) -> UnsupportedFormatError:
+    return UnsupportedFormatError(
+        f"topic {topic!r} partition {partition}: compaction of legacy (magic {magic}) "
+        "message sets is not supported (Kafka's cleaner keeps their magic and rewrites "
+        "compressed wrappers; this one does not): copy the topic to v2 batches first "
+        "(copy_topic), then compact the copy", path=path, position=position, offset=offset)
+
+
+def check_compactable(root: str, topic: str, partitions: Iterable[int] | None = None) -> None:
+    """Refuse, before any work, a topic whose closed segments (those a compaction can
+    clean; of ``partitions`` only, when given) begin with a legacy (v0/v1) message set:
+    raises :class:`UnsupportedFormatError` naming the partition, the magic, the segment,
+    position and offset. Reads the first 17 bytes of each segment (offset, length,
+    magic): a broker upgraded to v2 writes v2 from then on, so a legacy log shows in its
+    segments' first batches; a legacy batch after a v2 one in a segment (a downgraded
+    ``message.format.version``) is refused by :func:`compact_partition` itself."""
+    root = norm_root(root)
+    fs = pafs.LocalFileSystem()
+    parts = topic_partitions(fs, root, topic)
+    if partitions is not None:          # those of the topic (a missing one is named later)
+        parts = sorted(set(parts) & {int(x) for x in partitions})
+    for q in parts:
+        segs = list_segments(fs, partition_dir(root, topic, q), resolve_swaps=False)[0]
+        for seg in segs[:-1]:
+            with open(seg.path, "rb") as f:
+                head = os.pread(f.fileno(), 17, 0)
+            if len(head) == 17 and head[16] < 2:
+                raise _legacy_error(topic, q, head[16], seg.path, 0,
+                                    int.from_bytes(head[:8], "big", signed=True))
 
 
 def _root_checkpoint(fs, root: str, name: str, topic: str, partition: int) -> int | None:
@@ -224,11 +265,13 @@ def compact_partition(root: str, topic: str, partition: int, settings: CompactSe
     txns = scan_transactions(h)
     seg_of = h["segment"]
     bounds = [segs[-1].base_offset]
-    if txns.first_unstable is not None:
-        bounds.append(txns.first_unstable)
     hw = _root_checkpoint(fs, root, HIGH_WATERMARK_FILE, topic, partition)
     if hw is not None:
         bounds.append(hw)
+    # the last stable offset is min(first unstable offset, high watermark)
+    unstable = first_unstable_offset(txns, hw)
+    if unstable is not None:
+        bounds.append(unstable)
     if settings.upto is not None:
         bounds.append(settings.upto)
     log_start = max(segs[0].base_offset,
@@ -254,10 +297,8 @@ def compact_partition(root: str, topic: str, partition: int, settings: CompactSe
     legacy = np.flatnonzero(h["magic"][:n] < 2)
     if len(legacy):
         b = int(legacy[0])
-        raise UnsupportedFormatError(
-            f"compaction of legacy (magic {int(h['magic'][b])}) message sets is not "
-            "supported; copy the topic to v2 batches first", path=segs[int(seg_of[b])].path,
-            position=int(h["position"][b]), offset=int(h["base_offset"][b]))
+        raise _legacy_error(topic, partition, int(h["magic"][b]), segs[int(seg_of[b])].path,
+                            int(h["position"][b]), int(h["base_offset"][b]))
     res.bytes_before = sum(s.size for s in segs[:k])
     res.batches_before = n
     data = ~h["is_control"][:n]
@@ -294,6 +335,7 @@ def compact_partition(root: str, topic: str, partition: int, settings: CompactSe
     # pass 3: each group into its new segment
     res.cleaned_to = upto
     seg_first = np.searchsorted(seg_of, np.arange(len(segs) + 1))
+    kept_as_is = []
     for i0, i1 in _groups(p, k, settings, upto):
         gb = np.arange(seg_first[i0], seg_first[i1])
         if not len(gb):
@@ -317,6 +359,7 @@ def compact_partition(root: str, topic: str, partition: int, settings: CompactSe
                 out.drop()
                 res.bytes_after += segs[i0].size
                 res.batches_after += len(gb)
+                kept_as_is.append(segs[i0])
                 continue
             out.finish(settings.index_interval_bytes)
         except BaseException:
@@ -325,10 +368,34 @@ def compact_partition(root: str, topic: str, partition: int, settings: CompactSe
         res.bytes_after += out.size
         res.batches_after += len(out.lasts)
         res.groups.append([segs[i0].base_offset, [s.base_offset for s in segs[i0:i1]]])
+        res.fingerprints[segs[i0].base_offset] = out.fingerprint
         fault("cleaned")
+    _link_between(res, kept_as_is, directory, dry_run)
     if res.groups and not dry_run:
         fsync_dir(directory)
     return res
+
+
+def _link_between(res: PartitionCompaction, kept: list, directory: str, dry_run: bool) -> None:
+    """Make each segment in ``kept`` (left as it was) that lies between two new segments
+    a group of its own, its ``.cleaned`` files hard links to its files. A broker that
+    finds ``.swap`` files at startup (``LogLoader``) deletes every other file whose base
+    offset lies between the smallest ``.swap`` base and the largest ``.swap`` segment's
+    next offset, then renames the ``.swap`` files: a segment in that range without a
+    ``.swap`` of its own would be lost."""
+    if len(res.groups) < 2:
+        return
+    lo, hi = res.groups[0][0], res.groups[-1][0]
+    for seg in kept:
+        if not lo < seg.base_offset < hi:
+            continue
+        if not dry_run:
+            for src, suffix in ((seg.index_path, ".index"), (seg.timeindex_path, ".timeindex"),
+                                (seg.txnindex_path, ".txnindex"), (seg.path, ".log")):
+                if src and os.path.exists(src):
+                    os.link(src, cleaned_path(directory, seg.base_offset, suffix))
+        res.groups.append([seg.base_offset, [seg.base_offset]])
+    res.groups.sort(key=lambda g: g[0])
 
 
 # ---- the driver -------------------------------------------------------------------------------
@@ -385,7 +452,8 @@ class Compaction:
         groups = {r.partition: r.groups for r in results if r.groups}
         cleaned = {r.partition: r.cleaned_to for r in results
                    if r.groups and r.cleaned_to is not None}
-        commit_replace(self.fs, self.root, self._state, groups, cleaned)
+        prints = {r.partition: r.fingerprints for r in results if r.groups}
+        commit_replace(self.fs, self.root, self._state, groups, cleaned, prints)
         self.committed = True
         self.fault("committed")
         post_replace(self.fs, self.root, self.topic, self._state.pending, self.fault)
@@ -426,6 +494,7 @@ def compact_topic(root: str, topic: str, settings: CompactSettings | None = None
             parts = wanted
         if not parts:
             raise InvalidOptionError(f"topic {topic!r} has no partitions in {root}")
+        check_compactable(c.root, topic, parts)
         c.begin()
 
         def one(q: int) -> PartitionCompaction:

@@ -11,7 +11,8 @@ import re
 from functools import lru_cache
 
 __all__ = ["METADATA_TOPIC", "INTERNAL_TOPICS", "HIDDEN_TOPICS", "MAX_TOPIC_LENGTH",
-           "is_internal_topic", "is_legal_topic",
+           "WRITE_PROTECTED_TOPICS", "is_internal_topic", "is_legal_topic",
+           "internal_write_refusal",
            "parse_partition_dir_name", "parse_segment_file_name", "DELETED_SUFFIX",
            "LEFTOVER_SUFFIXES"]
 
@@ -21,6 +22,9 @@ HIDDEN_TOPICS = frozenset({METADATA_TOPIC})
 #: internal topics a consumer's pattern subscription excludes by default
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", METADATA_TOPIC,
                              "__share_group_state"})
+#: topics only a broker (or its tiered-storage plugin) writes: a broker refuses a
+#: client's produce to them (``ReplicaManager``: "Cannot append to internal topic")
+WRITE_PROTECTED_TOPICS = INTERNAL_TOPICS | {"__remote_log_metadata"}
 MAX_TOPIC_LENGTH = 249
 _LEGAL_TOPIC = re.compile(rf"[a-zA-Z0-9._-]{{1,{MAX_TOPIC_LENGTH}}}")
 _SKIP_DIR_SUFFIXES = ("-delete", "-future", "-stray")
@@ -35,6 +39,16 @@ LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
 def is_internal_topic(topic: str) -> bool:
     """Kafka's internal topics (excluded from pattern subscriptions by default)."""
     return topic in INTERNAL_TOPICS
+
+
+def internal_write_refusal(topic: str, allow: str) -> str | None:
+    """Why a write into ``topic`` is refused (None when it is not a broker's internal
+    topic); ``allow``: how the caller says the write is deliberate."""
+    if topic not in WRITE_PROTECTED_TOPICS:
+        return None
+    return (f"topic {topic!r} is an internal topic: only the broker writes it (a broker "
+            f"refuses a client's append to it, \"Cannot append to internal topic\"); if "
+            f"this write is deliberate (restoring a copy of it), set {allow}")
 
 
 def is_legal_topic(topic: str) -> bool:

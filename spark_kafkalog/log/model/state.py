@@ -10,8 +10,9 @@ __all__ = ["PartitionState"]
 class PartitionState:
     """Offsets of one partition. Picklable.
 
-    ``first_timestamp``: the first timestamp (batch header) of the first data batch at or
-    above the log start offset; ``max_timestamp``: the largest record timestamp of the
+    ``first_timestamp``: the timestamp of the first record at or above the log start
+    offset, as a consumer sees it (LogAppendTime, or base timestamp + delta: never a
+    delete horizon); ``max_timestamp``: the largest record timestamp of the
     partition, from the rolled segments' time indexes (a broker writes the segment's max
     timestamp there on roll; segments without one are scanned) and the active segment's
     index plus a scan of its tail. Both in ms, None when unknown or absent (magic 0).

@@ -26,8 +26,11 @@ from dataclasses import replace
 from typing import Iterable, Mapping
 
 import numpy as np
+import pyarrow as pa
 
-from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
+from spark_kafkalog.errors import InvalidOptionError, KafkaLogError, LogLayoutError
+from spark_kafkalog.format import decode_run
+from spark_kafkalog.format.wire import ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TYPE
 from spark_kafkalog.log.io import map_io
 from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.log.model import LogSource, PartitionDir, PartitionState
@@ -132,9 +135,35 @@ def _first_timestamp(logdirs: LogSource, p: PartitionDir, start: int, end: int,
               & (_np(h, "record_count") != 0))
         rows = np.flatnonzero(ok)
         if len(rows):
-            ts = int(h["first_timestamp"][int(rows[0])])
-            return ts if ts >= 0 else None
+            return _first_record_time(w, h, int(rows[0]), start)
     return None
+
+
+def _first_record_time(w, h, r: int, start: int) -> int | None:
+    """The timestamp a consumer sees on the first record at or after ``start`` of batch
+    ``r``: its LogAppendTime (the batch's max timestamp), else the base timestamp +
+    delta, decoded when the base is a delete horizon (bit 6) or ``start`` is inside
+    the batch; the base timestamp otherwise (the first record's, as producers write)."""
+    attrs = int(h["attributes"][r])
+    if attrs & ATTR_TIMESTAMP_TYPE:
+        ts = int(h["max_timestamp"][r])
+    elif attrs & ATTR_DELETE_HORIZON or int(h["base_offset"][r]) < start:
+        at = int(h["position"][r]) - w.position
+        try:
+            rb = decode_run(memoryview(w.data)[at:at + int(h["size"][r])],
+                            verify_crc=False, include_headers=False, start_offset=start,
+                            position_base=int(h["position"][r]))
+        except KafkaLogError:
+            # a payload that does not decode is verify's to report, not the state's
+            ts = -1 if attrs & ATTR_DELETE_HORIZON else int(h["first_timestamp"][r])
+            return ts if ts >= 0 else None
+        if not rb.num_rows:
+            return None
+        ts = rb.column(rb.schema.get_field_index("timestamp")).cast(pa.int64())[0].as_py()
+        ts = None if ts is None else ts // 1000
+    else:
+        ts = int(h["first_timestamp"][r])
+    return ts if ts is not None and ts >= 0 else None
 
 
 def _max_timestamp(logdirs: LogSource, p: PartitionDir, tail_max: int | None,

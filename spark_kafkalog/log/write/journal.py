@@ -152,8 +152,10 @@ class PendingWrite:
     ``log_start`` holds the new log start offset of the partitions whose log start the
     write moves (every partition of an overwrite; a partition with no record yet that an
     offset-preserving write starts at its first offset); ``replace`` a replace's groups
-    per partition (``[[new base, [old bases]], ...]``) and ``cleaned_to`` the offset each
-    partition was cleaned up to."""
+    per partition (``[[new base, [old bases]], ...]``), ``cleaned_to`` the offset each
+    partition was cleaned up to and ``replace_files`` the ``[size, sha256]`` of each new
+    ``.log`` by partition and new base (how recovery tells a finished swap from one a
+    broker's startup undid)."""
 
     write_id: str
     mode: str
@@ -165,6 +167,7 @@ class PendingWrite:
     begun_ms: int = 0
     replace: dict = field(default_factory=dict)
     cleaned_to: dict = field(default_factory=dict)
+    replace_files: dict = field(default_factory=dict)
 
     @property
     def committed(self) -> bool:
@@ -187,7 +190,9 @@ class PendingWrite:
                 "partitions": {str(p): u.to_json() for p, u in self.partitions.items()},
                 "log_start": {str(p): s for p, s in self.log_start.items()},
                 **({"replace": {str(p): g for p, g in self.replace.items()},
-                    "cleaned_to": {str(p): o for p, o in self.cleaned_to.items()}}
+                    "cleaned_to": {str(p): o for p, o in self.cleaned_to.items()},
+                    "replace_files": {str(p): {str(b): f for b, f in fs.items()}
+                                      for p, fs in self.replace_files.items()}}
                    if self.mode == "replace" else {})}
 
     @classmethod
@@ -202,7 +207,10 @@ class PendingWrite:
                    replace={int(p): [[int(g[0]), [int(b) for b in g[1]]] for g in gs]
                             for p, gs in (doc.get("replace") or {}).items()},
                    cleaned_to={int(p): int(o)
-                               for p, o in (doc.get("cleaned_to") or {}).items()})
+                               for p, o in (doc.get("cleaned_to") or {}).items()},
+                   replace_files={int(p): {int(b): [int(f[0]), str(f[1])]
+                                           for b, f in fs.items()}
+                                  for p, fs in (doc.get("replace_files") or {}).items()})
 
 
 # ---- state --------------------------------------------------------------------------------

@@ -16,7 +16,13 @@ by the group's first base offset. The protocol (journal mode ``"replace"``):
    lowest group's ``.log.swap`` appears, and all new from then on; the old segments are
    renamed for delayed deletion (``<name>.<token>.deleted``, kept for readers that listed
    them: :mod:`spark_kafkalog.log.io.deleted`); ``.swap`` -> final names, ``.log``
-   first; the root's ``cleaner-offset-checkpoint`` moves to the cleaned offset.
+   first; the root's ``cleaner-offset-checkpoint`` moves to the cleaned offset, for a
+   partition whose new segments are in place: its swap was still in flight (a
+   ``.cleaned`` or ``.swap`` file of it was there) or each new ``.log`` is, by size and
+   SHA-256, the one recorded at the commit. A broker started after a kill deletes
+   ``.cleaned`` files, and ``.swap`` files at or above the smallest one, before it
+   finishes the rest (Kafka's ``LogLoader``): so the new segments are either all in,
+   or all gone and the range not cleaned.
 
 Not committed at recovery: every ``.cleaned`` file of the topic's partitions is deleted
 (what a broker does with them on startup); nothing else was touched. Local filesystems
@@ -24,6 +30,7 @@ only (the protocol needs atomic rename).
 """
 from __future__ import annotations
 
+import hashlib
 import os
 
 import pyarrow.fs as pafs
@@ -85,12 +92,17 @@ def begin_replace(fs: pafs.FileSystem, root: str, state: jr.JournalState,
 
 
 def commit_replace(fs: pafs.FileSystem, root: str, state: jr.JournalState,
-                   groups: dict[int, list], cleaned_to: dict[int, int]) -> None:
-    """The commit point (step 3): ``groups[p] = [[new base, [old bases]], ...]``."""
+                   groups: dict[int, list], cleaned_to: dict[int, int],
+                   fingerprints: dict[int, dict] | None = None) -> None:
+    """The commit point (step 3): ``groups[p] = [[new base, [old bases]], ...]``;
+    ``fingerprints[p][new base] = [size, sha256 hex]`` of each new ``.log`` (a group
+    without one is an unchanged segment linked in)."""
     p = state.pending
     p.replace = {int(q): [[int(g[0]), [int(b) for b in g[1]]] for g in gs]
                  for q, gs in groups.items() if gs}
     p.cleaned_to = {int(q): int(o) for q, o in cleaned_to.items()}
+    p.replace_files = {int(q): {int(b): [int(f[0]), str(f[1])] for b, f in fp.items()}
+                       for q, fp in (fingerprints or {}).items() if int(q) in p.replace}
     state.commit_pending()
     jr.save(fs, root, state)
 
@@ -116,7 +128,7 @@ def finish_replace(directory: str, groups: list, write_id: str, fault: Fault) ->
     """Step 4 for one partition dir; idempotent (see the module doc). The renames go in
     the order :func:`~spark_kafkalog.log.model.swap.swap_steps` states (a reader relies
     on it to recognise the states a killed swap leaves)."""
-    ordered = sorted(groups, key=lambda g: -int(g[0]))
+    ordered = [(int(g[0]), g[1]) for g in sorted(groups, key=lambda g: -int(g[0]))]
     for base, _old in ordered:
         if os.path.exists(cleaned_path(directory, base, ".log")):
             for suffix in SEGMENT_SUFFIXES:
@@ -137,21 +149,60 @@ def finish_replace(directory: str, groups: list, write_id: str, fault: Fault) ->
     fsync_dir(directory)
 
 
+def _in_flight(directory: str, groups: list) -> bool:
+    """Whether a ``.log.cleaned`` or ``.log.swap`` of the swap is in ``directory``: no
+    broker opened the dir since the swap began (a broker's startup leaves neither), so
+    finishing it puts every new segment in."""
+    return any(os.path.exists(segment_file(directory, int(g[0]), ".log" + suffix))
+               for g in groups for suffix in (CLEANED, SWAP))
+
+
+def _same_file(path: str, fingerprint: list) -> bool:
+    """Whether ``path`` is the file of ``fingerprint`` (``[size, sha256 hex]``)."""
+    size, digest = int(fingerprint[0]), str(fingerprint[1])
+    try:
+        if os.stat(path).st_size != size:
+            return False
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(8 << 20), b""):
+                h.update(chunk)
+    except FileNotFoundError:
+        return False
+    return h.hexdigest() == digest
+
+
+def _swapped_in(directory: str, groups: list, fingerprints: dict | None) -> bool:
+    """Whether every new segment of ``groups`` is in place under its final name (a
+    swap finished by this library or by a broker's startup); False when the journal
+    has no fingerprints (written before they were recorded): the checkpoint then stays."""
+    if not fingerprints:
+        return False
+    return all(_same_file(segment_file(directory, int(g[0]), ".log"), fingerprints[int(g[0])])
+               for g in groups if int(g[0]) in fingerprints)
+
+
 def post_replace(fs: pafs.FileSystem, root: str, topic: str, pending: jr.PendingWrite,
                  fault: Fault) -> None:
     """Everything after the commit point: each partition's swap, then the cleaner
     checkpoint (Kafka's ``cleaner-offset-checkpoint``: where the next cleaning's dirty
-    section starts)."""
+    section starts) of each partition whose new segments are in place (see the module
+    doc): a range is never marked clean unless it was cleaned."""
+    done = set()
     for q, groups in sorted(pending.replace.items()):
         directory = partition_dir(root, topic, q)
+        ours = _in_flight(directory, groups)
         finish_replace(directory, groups, pending.write_id, fault)
         purge_deleted_files(fs, directory, FILE_DELETE_DELAY_MS)
-    if pending.cleaned_to:
+        if ours or _swapped_in(directory, groups, pending.replace_files.get(q)):
+            done.add(q)
+    cleaned_to = {q: off for q, off in pending.cleaned_to.items() if q in done}
+    if cleaned_to:
         with CheckpointLock(fs, root):
             path = f"{root.rstrip('/')}/{CLEANER_OFFSET_CHECKPOINT}"
             current = read_checkpoint(fs, path) if file_size(fs, path) is not None else {}
             merged = dict(current)
-            for q, off in pending.cleaned_to.items():
+            for q, off in cleaned_to.items():
                 merged[(topic, q)] = max(int(current.get((topic, q), -1)), off)
             if merged != current:
                 write_checkpoint(fs, path, merged)

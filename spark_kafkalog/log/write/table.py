@@ -13,6 +13,7 @@ from spark_kafkalog.errors import BadRowError, InvalidOptionError
 from spark_kafkalog.format.encode import encode_partitioned
 from spark_kafkalog.format.npview import to_numpy
 from spark_kafkalog.log.io import resolve_filesystem
+from spark_kafkalog.log.model.names import internal_write_refusal
 from spark_kafkalog.log.write import journal as jr
 from spark_kafkalog.log.write.commit import CommitResult, abort_write, commit_write
 from spark_kafkalog.log.write.config import OFFSET_MODES, AppendConfig, TopicSpec
@@ -28,7 +29,8 @@ def write_table(path: str, topic: str, table: pa.Table, *, offsets: str = "assig
                 compression_level: int | None = None,
                 batch_bytes: int = DEFAULT_BATCH_BYTES, mode: str = "append",
                 config: AppendConfig | None = None, filesystem: pafs.FileSystem | None = None,
-                write_id: str | None = None) -> CommitResult:
+                write_id: str | None = None, allow_internal_topic: bool = False
+                ) -> CommitResult:
     """Append (or, ``mode="overwrite"``, replace) ``table``'s rows to ``topic`` in the log
     dir ``path`` (a URI, or a path in ``filesystem``), in one commit.
 
@@ -38,6 +40,8 @@ def write_table(path: str, topic: str, table: pa.Table, *, offsets: str = "assig
     ``timestampType``, 1 keeping LogAppendTime): every record keeps its offset; a
     partition's rows must be in strictly increasing offset order and at or past the
     partition's log end offset. A new topic gets ``partitions`` partitions (default 1).
+    A broker's internal topic (``__consumer_offsets``, ``__transaction_state``, ...) is
+    refused unless ``allow_internal_topic`` (a restore that means it).
 
     Raises :class:`BadRowError` (naming topic, partition and offsets) for offsets that do
     not increase or fall below the log end, rows outside the topic's partitions;
@@ -49,6 +53,10 @@ def write_table(path: str, topic: str, table: pa.Table, *, offsets: str = "assig
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     jr.validate_topic(topic)
+    why = None if allow_internal_topic else \
+        internal_write_refusal(topic, "allow_internal_topic=True")
+    if why:
+        raise InvalidOptionError(why)
     if filesystem is None:
         fs, root = resolve_filesystem(path)
     else:
