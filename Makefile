@@ -10,7 +10,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_CONF_DIR        := $(abspath conf)
 
-.PHONY: venv build test test-fast bench run clean kafka-jars browser
+.PHONY: venv build test test-fast bench run clean kafka-jars browser fuzz-kernels
 
 venv: $(STAMP)
 
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml setup.py
 build: $(STAMP)
 	flock .build.lock $(PY) setup.py -q build_ext --inplace -j 2
 
-test: build kafka-jars browser
+test: build kafka-jars browser fuzz-kernels
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: build
@@ -74,6 +74,15 @@ $(CHROMIUM):
 	@echo "browser: installing Debian's chromium package (once)"
 	@$(SUDO) apt-get update -qq >.cache-chromium.log 2>&1 && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >>.cache-chromium.log 2>&1 || { echo "browser: apt-get could not install chromium (see .cache-chromium.log)"; exit 1; }
 	@rm -f .cache-chromium.log
+
+# The kernels built with clang for coverage-guided fuzzing (libFuzzer coverage, ASan,
+# UBSan) into build/fuzz/, for tests/format/test_fuzz_guided.py and fuzz/run.py; Debian's
+# clang is installed once, only when missing.
+fuzz-kernels: build
+	@command -v clang >/dev/null || { command -v apt-get >/dev/null || { echo "fuzz-kernels: clang not found and no apt-get to install it"; exit 1; }; \
+	  echo "fuzz-kernels: installing Debian's clang package (once)"; \
+	  $(SUDO) apt-get update -qq >.cache-clang.log 2>&1 && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >>.cache-clang.log 2>&1 || { echo "fuzz-kernels: apt-get could not install clang (see .cache-clang.log)"; exit 1; }; rm -f .cache-clang.log; }
+	flock .build.lock $(PY) fuzz/build_kernels.py >/dev/null
 
 bench: build
 	$(PY) bench/bench_format.py $(BENCH_ARGS)

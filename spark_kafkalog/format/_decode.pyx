@@ -2131,7 +2131,11 @@ def scan_buffer(data, int64_t start, int64_t max_batches, bint verify_crc,
     buf = PyByteArray_FromStringAndSize(NULL, cap * sizeof(HRow))
     out = <HRow*>PyByteArray_AS_STRING(buf)
     if first_offset_hint is not None:
-        prev_last = <int64_t>first_offset_hint - 1
+        prev_last = <int64_t>first_offset_hint
+        if prev_last < 0:
+            raise InvalidOptionError(f"first_offset_hint must be an offset (>= 0), not "
+                                     f"{first_offset_hint}")
+        prev_last -= 1
         have_prev = True
 
     while pos < n and (max_batches < 0 or rows < max_batches):

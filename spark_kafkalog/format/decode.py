@@ -314,7 +314,8 @@ def scan_header_rows(data, *, position_base: int = 0, verify_crc: bool = False,
     where a window holds a few batches and building Arrow arrays would cost more than
     the scan. ``headers[name]`` is a column (a strided view)."""
     position_base = _int_option("position_base", position_base, 0, _INT64_MAX)
-    hint = _optional_offset("first_offset_hint", first_offset_hint)
+    hint = (None if first_offset_hint is None
+            else _int_option("first_offset_hint", first_offset_hint, 0, _INT64_MAX))
     buf, rows, end, problem = _decode.scan_buffer(
         _byte_view(data), 0, -1, bool(verify_crc), position_base, hint,
         DEFAULT_MAX_DECOMPRESSED)

@@ -298,6 +298,12 @@ def load(fs: pafs.FileSystem, root: str, topic: str) -> JournalState:
     raw = read_small_file(fs, path, JOURNAL_MAX_BYTES)
     if raw is None:
         return JournalState(topic=topic)
+    return parse(raw, path, topic)
+
+
+def parse(raw: bytes, path: str, topic: str) -> JournalState:
+    """The journal document in ``raw`` (a file's bytes). Raises :class:`LogLayoutError`
+    naming ``path`` for anything that is not a journal of ``topic`` this build wrote."""
     nl = raw.find(b"\n")
     head = raw[:nl].decode("ascii", "replace").split() if nl > 0 else []
     if len(head) != 4 or head[0] != JOURNAL_MAGIC:
@@ -318,6 +324,10 @@ def load(fs: pafs.FileSystem, root: str, topic: str) -> JournalState:
     except ValueError as err:
         raise LogLayoutError("journal body is not valid JSON", path=path,
                              position=nl + 1) from err
+    problem = _shape_problem(doc)
+    if problem:
+        raise LogLayoutError(f"journal document is malformed: {problem}", path=path,
+                             position=nl + 1)
     if doc.get("topic") != topic:
         raise LogLayoutError(f"journal belongs to topic {doc.get('topic')!r}, not {topic!r}",
                              path=path)
@@ -332,6 +342,39 @@ def load(fs: pafs.FileSystem, root: str, topic: str) -> JournalState:
                         streams=dict(doc.get("streams") or {}),
                         rolled_back=list(doc.get("rolled_back") or []), exists=True,
                         _encoded={id(c): (c, t) for c, t in zip(commits, encoded)})
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _shape_problem(doc) -> str | None:
+    """What makes ``doc`` not a journal document, or None. The checksum guards against
+    damage; this guards every later reader of the history against a document that is
+    valid JSON of another shape (a hand edit, another program's file)."""
+    if not isinstance(doc, dict):
+        return f"a JSON {type(doc).__name__}, not an object"
+    commits = doc.get("commits") or []
+    if not isinstance(commits, list):
+        return "'commits' is not a list"
+    for i, c in enumerate(commits):
+        parts = c.get("partitions") if isinstance(c, dict) else None
+        if not isinstance(c, dict) or not isinstance(c.get("write_id"), str) \
+                or not isinstance(parts, dict) or ("seq" in c and not _is_int(c["seq"])):
+            return f"commit {i} is not a commit entry"
+        for p, r in parts.items():
+            if not (isinstance(p, str) and p.lstrip("-").isdigit() and isinstance(r, dict)
+                    and _is_int(r.get("start")) and _is_int(r.get("end"))):
+                return f"commit {i} has a malformed range for partition {p!r}"
+    streams = doc.get("streams") or {}
+    if not isinstance(streams, dict) or not all(_is_int(v) for v in streams.values()):
+        return "'streams' is not a map of query ids to batch ids"
+    rolled_back = doc.get("rolled_back") or []
+    if not isinstance(rolled_back, list) or not all(isinstance(w, str) for w in rolled_back):
+        return "'rolled_back' is not a list of write ids"
+    if not isinstance(doc.get("pending"), (dict, type(None))):
+        return "'pending' is not an object"
+    return None
 
 
 _DECODER = json.JSONDecoder()

@@ -1,0 +1,157 @@
+"""Run one fuzz target under atheris (libFuzzer) with the kernels built by
+``build_kernels.py`` (edge coverage, ASan, UBSan) and the package's Python instrumented
+for coverage.
+
+    .venv/bin/python fuzz/run.py decode_buffer --seconds 600      # a long run
+    .venv/bin/python fuzz/run.py --all --seconds 5                # every target briefly
+    .venv/bin/python fuzz/run.py journal --replay fuzz/regressions/journal
+
+The corpus lives in ``build/fuzz-corpus/<target>/`` (seeded from ``targets.seeds``);
+a crashing input is written to ``build/fuzz-findings/<target>/``. Keep every fixed
+finding in ``fuzz/regressions/<target>/``: ``--replay`` (and the test suite) runs them.
+Each run prints one summary line: target, executions, edges covered, findings.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CORPUS = REPO / "build" / "fuzz-corpus"
+FINDINGS = REPO / "build" / "fuzz-findings"
+REGRESSIONS = HERE / "regressions"
+
+
+def _child(target: str, libfuzzer_args: list[str]) -> None:
+    """Inside the instrumented process: the instrumented package shadows the source
+    tree's, and the package's Python is instrumented for coverage as it is imported."""
+    os.environ.pop("LD_PRELOAD", None)       # not for the symbolizer ASan may start
+    import importlib.util
+
+    import atheris
+
+    sys.path.insert(0, str(REPO))
+    sys.path.insert(1, str(HERE))
+    import build_kernels
+
+    instrumented = build_kernels.kernels()
+
+    class Instrumented:
+        """Loads the instrumented kernels in place of the source tree's."""
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            where = instrumented.get(name)
+            return importlib.util.spec_from_file_location(name, where) if where else None
+
+    sys.meta_path.insert(0, Instrumented)
+    with atheris.instrument_imports(include=["spark_kafkalog"]):
+        import spark_kafkalog.format.decode  # noqa: F401  (kernels and their Python)
+        import spark_kafkalog.log.files  # noqa: F401
+        import spark_kafkalog.log.write.journal  # noqa: F401
+        import spark_kafkalog.format.coordinator.records  # noqa: F401
+    import targets
+
+    fn = targets.TARGETS[target]
+    atheris.Setup([sys.argv[0], *libfuzzer_args], fn)
+    atheris.Fuzz()
+
+
+def _preload() -> dict[str, str]:
+    """The environment of the instrumented process: ASan + libFuzzer preloaded (see
+    ``build_kernels.fuzz_runtime``); every sanitizer report aborts the run."""
+    sys.path.insert(0, str(HERE))
+    import build_kernels
+
+    return {"LD_PRELOAD": str(build_kernels.fuzz_runtime()),
+            "ASAN_OPTIONS": "detect_leaks=0:handle_segv=1:allocator_may_return_null=0",
+            "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+            "PYTHONMALLOC": "malloc"}
+
+
+def _seed(target: str) -> Path:
+    sys.path.insert(0, str(HERE))
+    import targets
+
+    corpus = CORPUS / target
+    corpus.mkdir(parents=True, exist_ok=True)
+    if not any(corpus.iterdir()):
+        for data in targets.seeds(target):
+            (corpus / hashlib.sha1(data).hexdigest()).write_bytes(data)
+    return corpus
+
+
+def run(target: str, seconds: int, replay: Path | None = None, jobs: int = 1) -> dict:
+    """Fuzz ``target`` for ``seconds`` (or run each file of ``replay`` once); returns
+    ``{"target", "execs", "edges", "findings", "returncode", "log"}``."""
+    sys.path.insert(0, str(HERE))
+    import build_kernels
+    import targets
+
+    build_kernels.build()
+    findings = FINDINGS / target
+    findings.mkdir(parents=True, exist_ok=True)
+    args = [f"-max_len={targets.MAX_LEN}", "-rss_limit_mb=3072", "-timeout=20",
+            f"-artifact_prefix={findings}/", "-print_final_stats=1"]
+    if replay is not None:
+        files = sorted(str(p) for p in replay.iterdir()) if replay.is_dir() else [str(replay)]
+        if not files:
+            return {"target": target, "execs": 0, "edges": 0, "findings": 0,
+                    "returncode": 0, "log": ""}
+        args += ["-runs=1", *files]
+    else:
+        args += [f"-max_total_time={seconds}", str(_seed(target))]
+    env = dict(os.environ, **_preload())
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", target,
+                           "--", *args], env=env, capture_output=True, text=True,
+                          errors="replace", cwd=REPO)
+    log = proc.stdout + proc.stderr
+    execs = re.findall(r"stat::number_of_executed_units:\s*(\d+)", log)
+    edges = re.findall(r"\bcov: (\d+)", log)
+    return {"target": target, "execs": int(execs[-1]) if execs else 0,
+            "edges": int(edges[-1]) if edges else 0,
+            "findings": len(list(findings.iterdir())), "returncode": proc.returncode,
+            "log": log}
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--child"]:
+        _child(argv[1], argv[3:])
+        return 0
+    sys.path.insert(0, str(HERE))
+    import targets
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("target", nargs="?", choices=sorted(targets.TARGETS))
+    ap.add_argument("--all", action="store_true", help="every target in turn")
+    ap.add_argument("--seconds", type=int, default=60, help="per target (default 60)")
+    ap.add_argument("--replay", type=Path, help="run these inputs once each")
+    ap.add_argument("--json", action="store_true", help="print the summaries as JSON")
+    args = ap.parse_args(argv)
+    names = sorted(targets.TARGETS) if args.all or not args.target else [args.target]
+    failed = 0
+    for name in names:
+        replay = args.replay
+        if replay is None and args.all and args.seconds == 0:
+            replay = REGRESSIONS / name
+        out = run(name, args.seconds, replay)
+        ok = out["returncode"] == 0
+        failed += not ok
+        summary = {k: v for k, v in out.items() if k != "log"}
+        print(json.dumps(summary) if args.json else
+              f"{name}: {out['execs']:,} executions, {out['edges']:,} edges, "
+              f"{'ok' if ok else 'FINDING (exit %d)' % out['returncode']}", flush=True)
+        if not ok:
+            print(out["log"][-6000:], file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,333 @@
+"""The fuzz targets: each takes one input (bytes) and feeds it to one parser of untrusted
+bytes. The contract every parser keeps, and a target checks: a result, or one of our own
+errors (:class:`KafkaLogError`); anything else -- another exception, a crash, a sanitizer
+report, a hang, an unbounded allocation -- is a finding.
+
+Inputs start with a flags byte that picks options (CRC checked or not, headers, offset
+bounds, which record type); formats guarded by a checksum have it recomputed when flag
+bit 0 is set, so the fuzzer reaches the parser behind the checksum. ``seeds(name)`` gives
+each target's starting inputs, taken from the real-broker fixtures (never copied into the
+repo) and from small logs our writer makes.
+"""
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Callable, Iterator
+
+import crc32c
+
+from spark_kafkalog.errors import KafkaLogError
+
+REPO = Path(__file__).resolve().parents[1]
+REAL_BROKER = REPO.parent / "shared" / "fixtures" / "real-broker"
+#: largest input a target is given (libFuzzer's -max_len)
+MAX_LEN = 1 << 16
+MAX_DECOMPRESSED = 1 << 20
+
+
+class Finding(AssertionError):
+    """A parser broke its contract without raising (a wrong result)."""
+
+
+def _decode_module():
+    """``spark_kafkalog.format.decode`` (the package exports a function of that name)."""
+    import importlib
+
+    return importlib.import_module("spark_kafkalog.format.decode")
+
+
+def _split(data: bytes) -> tuple[int, bytes]:
+    return (data[0], data[1:]) if data else (0, b"")
+
+
+def _i64(data: bytes, at: int) -> int | None:
+    """An optional offset bound taken from the input's tail (None when too short)."""
+    return struct.unpack_from(">q", data, at)[0] if len(data) >= at + 8 else None
+
+
+# ---- record batches (the compiled kernels) ---------------------------------------------------
+
+def decode_buffer(data: bytes) -> None:
+    decode = _decode_module()
+
+    flags, body = _split(data)
+    start = (flags >> 4) & 3 if flags & 4 else None
+    end = start + ((flags >> 6) & 3) + 1 if start is not None and flags & 8 else None
+    try:
+        batch = decode.decode_run(body, verify_crc=bool(flags & 1),
+                                  include_headers=bool(flags & 2),
+                                  max_decompressed_bytes=MAX_DECOMPRESSED,
+                                  start_offset=start, end_offset=end)
+    except KafkaLogError:
+        return
+    batch.validate(full=True)
+
+
+def scan_buffer(data: bytes) -> None:
+    """``scan_header_rows`` never raises for bad data; what ``decode`` accepts whole, the
+    scan accepts whole (the log layer scans with one and reads with the other)."""
+    decode = _decode_module()
+
+    flags, body = _split(data)
+    hint = _i64(body, 0) if flags & 2 else None
+    hint = None if hint is None else hint & ((1 << 63) - 1)     # an offset: >= 0
+    scan = decode.scan_header_rows(body, verify_crc=bool(flags & 1), first_offset_hint=hint)
+    if scan.problem is None and scan.end != len(body):
+        raise Finding(f"scan ended at {scan.end} of {len(body)} with no problem")
+    if flags & 4 and scan.problem is not None:
+        try:
+            decode.decode_run(body, verify_crc=bool(flags & 1),
+                              max_decompressed_bytes=MAX_DECOMPRESSED)
+        except KafkaLogError:
+            return
+        raise Finding(f"decode accepted what the scan refused: {scan.problem}")
+
+
+def decode_segments(data: bytes) -> None:
+    decode = _decode_module()
+
+    flags, body = _split(data)
+    seg_base = flags & 7
+    start = seg_base + ((flags >> 3) & 3)
+    end = (1 << 63) - 1 if flags & 0x20 else start + 100
+    reach = start + 3 if flags & 0x40 else None
+    segments = [(body, "t", 0, start, end, seg_base, seg_base + (1 << 31), reach)]
+    if flags & 0x80:       # two segments: the input split at its middle
+        half = len(body) // 2
+        segments = [(body[:half], "t", 0, 0, 1 << 20, 0, 1 << 20, None),
+                    (body[half:], "t", 1, 0, 1 << 40, 0, 1 << 31, None)]
+    try:
+        batch = decode.decode_segments(segments, include_headers=bool(flags & 1),
+                                       max_decompressed_bytes=MAX_DECOMPRESSED)
+    except KafkaLogError:
+        return
+    if batch is not None:
+        batch.validate(full=True)
+
+
+# ---- the files beside the .log -----------------------------------------------------------------
+
+def offset_index(data: bytes) -> None:
+    from spark_kafkalog.log.files import index
+
+    flags, body = _split(data)
+    index.parse_offset_index(body, flags * 1000, segment_size=None if flags & 1 else 1 << 20,
+                             next_base_offset=None if flags & 2 else flags * 1000 + 5000)
+
+
+def time_index(data: bytes) -> None:
+    from spark_kafkalog.log.files import index
+
+    flags, body = _split(data)
+    index.parse_time_index(body, flags * 1000,
+                           next_base_offset=None if flags & 2 else flags * 1000 + 5000)
+
+
+def txn_index(data: bytes) -> None:
+    from spark_kafkalog.log.files import txn
+
+    flags, body = _split(data)
+    try:
+        txn.parse_txn_index(body, segment_base_offset=None if flags & 1 else 0,
+                            next_base_offset=None if flags & 2 else 1 << 20)
+    except KafkaLogError:
+        pass
+
+
+def producer_snapshot(data: bytes) -> None:
+    from spark_kafkalog.log.files import txn
+
+    flags, body = _split(data)
+    if flags & 1 and len(body) >= txn.SNAPSHOT_HEADER.size:
+        fixed = bytearray(body)
+        struct.pack_into(">I", fixed, txn.SNAPSHOT_CRC_FROM - 4,
+                         crc32c.crc32c(bytes(fixed[txn.SNAPSHOT_CRC_FROM:])))
+        body = bytes(fixed)
+    try:
+        txn.parse_producer_snapshot(body, 0)
+    except KafkaLogError:
+        pass
+
+
+def checkpoint(data: bytes) -> None:
+    from spark_kafkalog.log.files import checkpoint as cp
+
+    flags, body = _split(data)
+    try:
+        if flags & 1:
+            cp.parse_leader_epoch_checkpoint(body)
+        else:
+            cp.parse_checkpoint(body)
+    except KafkaLogError:
+        pass
+
+
+def journal(data: bytes) -> None:
+    from spark_kafkalog.log.write import journal as jr
+
+    flags, body = _split(data)
+    if flags & 1:          # a well-formed header over the fuzzed body
+        body = (f"{jr.JOURNAL_MAGIC} {jr.JOURNAL_VERSION} {crc32c.crc32c(body):08x} "
+                f"{len(body)}\n").encode() + body
+    try:
+        state = jr.parse(body, "<journal>", "t")
+        state.encode()
+    except KafkaLogError:
+        pass
+
+
+def coordinator_record(data: bytes) -> None:
+    """A ``__consumer_offsets`` or ``__transaction_state`` record's key or value."""
+    from spark_kafkalog.format.coordinator import records
+
+    flags, body = _split(data)
+    which = flags % 6
+    try:
+        if which == 0:
+            records.decode_group_key(body)
+        elif which == 1:
+            records.decode_group_value(_i16(body), body[2:])
+        elif which == 2:
+            records.decode_txn_key(body)
+        elif which == 3:
+            records.decode_txn_value(body)
+        elif which == 4:
+            records.decode_subscription(body)
+        else:
+            records.decode_assignment(body)
+    except KafkaLogError:
+        pass
+
+
+def _i16(data: bytes) -> int:
+    return struct.unpack_from(">h", data, 0)[0] if len(data) >= 2 else 0
+
+
+TARGETS: dict[str, Callable[[bytes], None]] = {
+    "decode_buffer": decode_buffer,
+    "scan_buffer": scan_buffer,
+    "decode_segments": decode_segments,
+    "offset_index": offset_index,
+    "time_index": time_index,
+    "txn_index": txn_index,
+    "producer_snapshot": producer_snapshot,
+    "checkpoint": checkpoint,
+    "journal": journal,
+    "coordinator_record": coordinator_record,
+}
+
+
+# ---- seeds ----------------------------------------------------------------------------------------
+
+def _fixture_files(*suffixes: str) -> Iterator[Path]:
+    if not REAL_BROKER.is_dir():
+        return
+    for path in sorted(REAL_BROKER.rglob("*")):
+        if path.is_file() and (path.suffix in suffixes or path.name in suffixes):
+            yield path
+
+
+def _batches(limit: int = 400) -> Iterator[bytes]:
+    """Whole batches (one each, and runs of three) cut out of the fixtures' .log files,
+    kept small, one per (magic, attributes) kind and file."""
+    decode = _decode_module()
+
+    for path in _fixture_files(".log"):
+        with open(path, "rb") as f:
+            head = f.read(1 << 20)
+        rows = decode.scan_header_rows(head).headers
+        seen = set()
+        for i, row in enumerate(rows):
+            kind = (int(row["magic"]), int(row["attributes"]))
+            size = int(row["size"])
+            if kind in seen or size > MAX_LEN - 1:
+                continue
+            seen.add(kind)
+            pos = int(row["position"])
+            yield head[pos:pos + size]
+            if i + 2 < len(rows):
+                run_end = int(rows[i + 2]["position"]) + int(rows[i + 2]["size"])
+                if run_end - pos < MAX_LEN - 1:
+                    yield head[pos:run_end]
+            limit -= 1
+            if limit <= 0:
+                return
+
+
+def _prefixes(*suffixes: str, size: int = 4096) -> Iterator[bytes]:
+    for path in _fixture_files(*suffixes):
+        with open(path, "rb") as f:
+            data = f.read(size)
+        if data.strip(b"\0"):
+            yield data
+
+
+def _journal_seed() -> bytes:
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    from spark_kafkalog.log.write import journal as jr
+    from spark_kafkalog.log.write import write_table
+
+    with tempfile.TemporaryDirectory() as tmp:
+        table = pa.table({"value": [b"a", b"b", b"c"]})
+        write_table(tmp, "t", table)
+        write_table(tmp, "t", table)
+        return Path(jr.journal_path(tmp, "t")).read_bytes()
+
+
+def _coordinator_seeds() -> Iterator[bytes]:
+    decode = _decode_module()
+
+    for path in _fixture_files(".log"):
+        if "__consumer_offsets" not in str(path) and "__transaction_state" not in str(path):
+            continue
+        with open(path, "rb") as f:
+            head = f.read(1 << 18)
+        scan = decode.scan_header_rows(head)
+        try:
+            batch = decode.decode_run(head[:scan.end], verify_crc=False)
+        except KafkaLogError:
+            continue
+        txn = "__transaction_state" in str(path)
+        for key, value in list(zip(batch.column("key").to_pylist(),
+                                   batch.column("value").to_pylist()))[:20]:
+            if key:
+                yield bytes([2 if txn else 0]) + key
+            if value:
+                yield (bytes([3]) + value if txn else bytes([1]) + key[:2] + value)
+
+
+def seeds(name: str) -> Iterator[bytes]:
+    """Starting inputs of target ``name`` (flags byte included)."""
+    if name in ("decode_buffer", "scan_buffer", "decode_segments"):
+        for batch in _batches():
+            for flags in (0x01, 0x07, 0x4d) if name != "decode_segments" else (0x01, 0x40):
+                yield bytes([flags]) + batch
+    elif name in ("offset_index", "time_index", "txn_index", "producer_snapshot"):
+        suffix = {"offset_index": ".index", "time_index": ".timeindex",
+                  "txn_index": ".txnindex", "producer_snapshot": ".snapshot"}[name]
+        for data in _prefixes(suffix, size=4096 if name != "producer_snapshot" else MAX_LEN):
+            yield b"\x01" + data
+            yield b"\x00" + data
+        if name == "txn_index":        # the fixtures' .txnindex files are all empty
+            from spark_kafkalog.log.files.txn import encode_txn_index
+
+            yield b"\x00" + encode_txn_index([(7, 10, 20, 10), (8, 15, 30, 15), (7, 40, 41, 40)])
+    elif name == "checkpoint":
+        for data in _prefixes("replication-offset-checkpoint", "recovery-point-offset-checkpoint",
+                              "log-start-offset-checkpoint", "cleaner-offset-checkpoint"):
+            yield b"\x00" + data
+        for data in _prefixes("leader-epoch-checkpoint"):
+            yield b"\x01" + data
+    elif name == "journal":
+        raw = _journal_seed()
+        yield b"\x00" + raw
+        yield b"\x01" + raw[raw.find(b"\n") + 1:]
+    elif name == "coordinator_record":
+        yield from _coordinator_seeds()
+    else:
+        raise KeyError(name)

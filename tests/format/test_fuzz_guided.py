@@ -1,0 +1,81 @@
+"""Coverage-guided fuzzing (atheris over libFuzzer, kernels built with ASan + UBSan by
+``fuzz/build_kernels.py``): every target of ``fuzz/targets.py`` -- the compiled decode,
+scan and packed-segment kernels and the parsers of every file beside the ``.log`` --
+runs briefly from its seeds (the real-broker fixtures), and every kept finding replays.
+
+The smoke run needs clang (``make fuzz-kernels`` installs it and builds the kernels);
+under CI a missing build fails instead of skipping. Long runs: ``fuzz/run.py --all
+--seconds 600``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.format.decode import scan_header_rows
+from tests.conftest import REAL_BROKER, REPO
+
+sys.path.insert(0, str(REPO / "fuzz"))
+import run as fuzz_run  # noqa: E402
+import targets  # noqa: E402
+
+#: the smoke run's whole budget, shared by the targets
+SMOKE_SECONDS = 60
+
+
+def _regressions():
+    for target_dir in sorted((REPO / "fuzz" / "regressions").iterdir()):
+        for case in sorted(target_dir.iterdir()):
+            yield pytest.param(target_dir.name, case, id=f"{target_dir.name}/{case.name[:14]}")
+
+
+@pytest.mark.parametrize("target,case", list(_regressions()))
+def test_finding_stays_fixed(target, case):
+    """Each kept finding, through the ordinary build: a result or our own error."""
+    targets.TARGETS[target](case.read_bytes())
+
+
+def test_every_target_has_seeds():
+    if not REAL_BROKER.is_dir():
+        pytest.fail(f"the real-broker fixtures are missing ({REAL_BROKER})")
+    for name in targets.TARGETS:
+        assert next(iter(targets.seeds(name)), None) is not None, name
+
+
+def test_negative_first_offset_hint_is_an_option_error():
+    """Found by the scan target: a hint of -2**63 overflowed ``hint - 1`` (UBSan)."""
+    with pytest.raises(InvalidOptionError, match="first_offset_hint"):
+        scan_header_rows(b"", first_offset_hint=-(1 << 63))
+    with pytest.raises(InvalidOptionError, match="first_offset_hint"):
+        scan_header_rows(b"", first_offset_hint=-1)
+
+
+def _instrumented_build_ready() -> bool:
+    import build_kernels
+
+    return shutil.which("clang") is not None and bool(build_kernels.kernels()) \
+        and build_kernels.up_to_date()
+
+
+@pytest.mark.slow
+def test_guided_smoke_run(tmp_path, monkeypatch):
+    if not _instrumented_build_ready():
+        reason = "no instrumented kernels: run `make fuzz-kernels` (needs clang)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    monkeypatch.setattr(fuzz_run, "CORPUS", tmp_path / "corpus")
+    monkeypatch.setattr(fuzz_run, "FINDINGS", tmp_path / "findings")
+    per_target = max(2, SMOKE_SECONDS // len(targets.TARGETS))
+    failed = []
+    for name in sorted(targets.TARGETS):
+        out = fuzz_run.run(name, per_target)
+        if out["returncode"] != 0 or out["execs"] == 0 or out["edges"] == 0:
+            failed.append(f"{name}: exit {out['returncode']}, {out['execs']} executions, "
+                          f"{out['edges']} edges\n{out['log'][-3000:]}")
+    assert not failed, "\n\n".join(failed)
