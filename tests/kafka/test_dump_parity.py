@@ -89,3 +89,18 @@ def test_decoders(kafka_broker, broker_topics, kafka_tool, topic, flag):
             shutil.os.makedirs(dst, exist_ok=True)
             copies.append(shutil.copy(f, dst))
         assert_same(copies, flag)
+
+
+def test_cluster_metadata_log(kafka_broker, broker_topics, tmp_path):
+    """The broker's KRaft log and snapshots (control records: LeaderChange, snapshot
+    header and footer, KRaft version and voters), copied so that the controller's appends
+    meanwhile do not change what both tools read."""
+    import shutil
+    src = kafka_broker.logdir / "__cluster_metadata-0"
+    dst = tmp_path / "__cluster_metadata-0"
+    dst.mkdir()
+    files = [shutil.copy(f, dst) for f in sorted(src.iterdir())
+             if f.suffix in (".log", ".checkpoint") and f.stat().st_size > 0]
+    assert files, "the broker wrote no __cluster_metadata segment"
+    for flags in ([], ["--deep-iteration"], ["--print-data-log"]):
+        assert_same(files, *flags)

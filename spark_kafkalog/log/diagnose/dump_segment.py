@@ -25,6 +25,7 @@ from spark_kafkalog.format import decode_run, decompress
 from spark_kafkalog.format._text import dump_records, java_string
 from spark_kafkalog.format.coordinator import offsets_text, transaction_log_text
 from spark_kafkalog.format.decode import decode_varint, decode_varlong
+from spark_kafkalog.format.kraft_control import KRAFT_CONTROL_TYPES, control_text
 from spark_kafkalog.format.wire import (
     ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
@@ -226,6 +227,14 @@ def _describe_control(key: bytes | None, value: bytes | None) -> tuple[str, dict
         name = CONTROL_TYPE_NAMES[ctype]
         return (f" endTxnMarker: {name} coordinatorEpoch: {epoch}",
                 {"endTxnMarker": name, "coordinatorEpoch": epoch})
+    if ctype in KRAFT_CONTROL_TYPES and value is not None:
+        try:
+            text = control_text(ctype, value)
+        except KafkaLogError:
+            text = None
+        if text is not None:
+            return " " + text, {"controlType": KRAFT_CONTROL_TYPES[ctype][1],
+                                "controlTypeId": ctype, "decoded": text}
     name = CONTROL_TYPE_NAMES.get(ctype, "UNKNOWN")
     return f" controlType: {name}({ctype})", {"controlType": name, "controlTypeId": ctype}
 
