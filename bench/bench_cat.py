@@ -44,7 +44,7 @@ def run(label: str, cmd: list[str], n: int, results: dict) -> float:
             errf.seek(0)
             raise SystemExit(f"{label} failed: {errf.read().decode(errors='replace')[-2000:]}")
     cpu = usage.ru_utime + usage.ru_stime
-    results[label] = cpu
+    results[label] = (cpu, wall)
     print(f"{label:<50} cpu {cpu:7.2f} s {n / cpu:12,.0f} rec/s   wall {wall:7.2f} s "
           f"{n / wall:12,.0f} rec/s", flush=True)
     return cpu
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     n = args.records
     home = Path(tempfile.mkdtemp(prefix="bench-cat-"))
-    results: dict[str, float] = {}
+    results: dict[str, tuple[float, float]] = {}
     try:
         from spark_kafkalog.log.write.table import write_table
         table = make_table(n).select(["key", "value", "timestamp"])
@@ -115,7 +115,9 @@ def main(argv=None) -> int:
                   "kafka-dump-log.sh --print-data-log (Kafka 4.4)")]
         for ours, theirs in pairs:
             if ours in results and theirs in results:
-                print(f"{ours} vs {theirs}: {results[theirs] / results[ours]:.1f}x less CPU")
+                (c1, w1), (c2, w2) = results[ours], results[theirs]
+                print(f"{ours} vs {theirs}: {c2 / c1:.2f}x the speed by CPU time, "
+                      f"{w2 / w1:.2f}x by wall time")
     finally:
         shutil.rmtree(home, ignore_errors=True)
     return 0

@@ -96,7 +96,7 @@ def test_cluster_metadata_log(kafka_broker, broker_topics, tmp_path):
     header and footer, KRaft version and voters), copied so that the controller's appends
     meanwhile do not change what both tools read."""
     import shutil
-    src = kafka_broker.logdir / "__cluster_metadata-0"
+    src = kafka_broker.home / "metadata" / "__cluster_metadata-0"   # metadata.log.dir
     dst = tmp_path / "__cluster_metadata-0"
     dst.mkdir()
     files = [shutil.copy(f, dst) for f in sorted(src.iterdir())
@@ -104,3 +104,47 @@ def test_cluster_metadata_log(kafka_broker, broker_topics, tmp_path):
     assert files, "the broker wrote no __cluster_metadata segment"
     for flags in ([], ["--deep-iteration"], ["--print-data-log"]):
         assert_same(files, *flags)
+
+
+def share_records() -> list:
+    """__share_group_state records built from Kafka 4.4's share-coordinator schemas:
+    snapshots and updates (with and without the tagged deliveryCompleteCount), a
+    tombstone, an unknown record type."""
+    import struct
+    import uuid
+
+    from tests.log.logbuilder import rec
+
+    def key(rtype, group, topic_id, partition):
+        g = group.encode()
+        return struct.pack(">hh", rtype, len(g)) + g + topic_id + struct.pack(">i", partition)
+
+    def batches(items):
+        out = bytes([len(items) + 1])
+        for first, last, state, count in items:
+            out += struct.pack(">qqbh", first, last, state, count) + b"\x00"
+        return out
+
+    def tags(complete):
+        return b"\x00" if complete is None else b"\x01\x00\x04" + struct.pack(">i", complete)
+
+    tid = uuid.UUID(int=0x0102030405060708090A0B0C0D0E0F10).bytes
+    snap = (struct.pack(">hiiiq", 0, 1, 2, 3, 40) + struct.pack(">qq", 1700000000000,
+            1700000000500) + batches([(40, 45, 0, 1), (46, 50, 2, 3)]))
+    update = struct.pack(">hiiq", 0, 1, 3, -1) + batches([(51, 51, 4, 5)])
+    return [rec(key(0, "sg", tid, 0), snap + tags(None)),
+            rec(key(0, "sg", tid, 1), snap + tags(7)),
+            rec(key(1, "sg", tid, 0), update + tags(None)),
+            rec(key(1, "sg-é", tid, 2), update + tags(0)),
+            rec(key(1, "sg", tid, 0), None),
+            rec(key(9, "sg", tid, 0), b"\x00\x00")]
+
+
+def test_share_group_state_decoder(tmp_path):
+    from tests.log.logbuilder import LogDirBuilder
+    b = LogDirBuilder(tmp_path / "logs")
+    b.partition("__share_group_state", 0, base_timestamp=1000).append(share_records())
+    b.write()
+    files = sorted((b.roots[0] / "__share_group_state-0").glob("*.log"))
+    text = assert_same(files, "--share-group-state-decoder")
+    assert '"deliveryCompleteCount":7' in text and "<DELETE>" in text

@@ -24,6 +24,7 @@ from spark_kafkalog.errors import InvalidOptionError, KafkaLogError, LogLayoutEr
 from spark_kafkalog.format import decode_run, decompress
 from spark_kafkalog.format._text import dump_records, java_string
 from spark_kafkalog.format.coordinator import offsets_text, transaction_log_text
+from spark_kafkalog.format.coordinator.share import share_group_state_text
 from spark_kafkalog.format.decode import decode_varint, decode_varlong
 from spark_kafkalog.format.kraft_control import KRAFT_CONTROL_TYPES, control_text
 from spark_kafkalog.format.wire import (
@@ -39,6 +40,7 @@ from spark_kafkalog.format.wire import (
     V2_RECORDS_POS,
     LOG_OVERHEAD,
 )
+from spark_kafkalog.log.diagnose.dump_legacy import legacy_inner_crcs
 from spark_kafkalog.log.model import PartitionDir, Segment
 from spark_kafkalog.log.read.scan import (
     DEFAULT_WINDOW_BYTES,
@@ -64,9 +66,10 @@ def _remote_log_metadata_text(key: bytes | None, value: bytes | None, offset: in
 
 #: DumpOptions.decoder -> (key, value, offset) -> (key text, payload text)
 DECODERS = {"offsets": offsets_text, "transaction-log": transaction_log_text,
-            "remote-log-metadata": _remote_log_metadata_text}
+            "remote-log-metadata": _remote_log_metadata_text,
+            "share-group-state": share_group_state_text}
 #: Kafka's decoders kafkalog dump does not have yet (refused by name)
-NOT_YET = ("cluster-metadata", "share-group-state")
+NOT_YET = ("cluster-metadata",)
 
 
 @dataclass(frozen=True)
@@ -317,30 +320,6 @@ class _Rows:
         return range(start, k)
 
 
-def _legacy_inner_crcs(offsets, idx: range, entry, codec: int, magic: int
-                       ) -> list[tuple[int, bool]]:
-    """``(stored CRC, valid)`` of each inner message of a compressed legacy wrapper
-    ``entry`` (its whole bytes), for the rows ``idx`` (matched by offset)."""
-    if entry is None:
-        return [(0, False)] * len(idx)
-    pos = LEGACY_MAGIC_POS + 2 + (8 if magic == 1 else 0)
-    klen = struct.unpack_from(">i", entry, pos)[0]
-    pos += 4 + max(klen, 0)
-    vlen = struct.unpack_from(">i", entry, pos)[0]
-    data = bytes(decompress(codec, entry[pos + 4:pos + 4 + max(vlen, 0)], magic=magic))
-    found, q = [], 0
-    while q + LOG_OVERHEAD + 4 <= len(data):
-        size = struct.unpack_from(">i", data, q + 8)[0]
-        body = data[q + LOG_OVERHEAD:q + LOG_OVERHEAD + size]
-        crc = struct.unpack_from(">I", body, 0)[0]
-        found.append((crc, zlib.crc32(body[4:]) & 0xFFFFFFFF == crc))
-        q += LOG_OVERHEAD + size
-    # inner offsets are relative (magic 1) or absolute (magic 0): match by position
-    if len(found) != len(idx):
-        return [(c, v) for c, v in (found + [(0, False)] * len(idx))[:len(idx)]]
-    return found
-
-
 def _decode_rows(view: memoryview, *, verify_crc: bool, position: int, print_data: bool
                  ) -> _Rows:
     return _Rows(decode_run(view, verify_crc=verify_crc, include_headers=True,
@@ -355,8 +334,7 @@ def _print_rows(path: str, h: dict, valid: bool, rows: _Rows, idx: range,
     if opts.text_only and opts.decoder is None:
         if len(idx) and magic < 2 and h["codec"] != 0 and not opts.skip_metadata:
             # a compressed legacy wrapper: each inner message shows its own CRC
-            inner = _legacy_inner_crcs(rows.rb.column("offset"), idx,
-                                       rows.legacy_view(h), h["codec"], magic)
+            inner = legacy_inner_crcs(len(idx), rows.legacy_view(h), h["codec"], magic)
             for i, (crc, ok) in zip(idx, inner):
                 yield DumpLine("block", "", {"data": dump_records(
                     rows.rb, i, i + 1, ttype.encode(), magic, base, -1, True, ok, crc,
