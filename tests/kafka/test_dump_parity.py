@@ -102,7 +102,8 @@ def test_cluster_metadata_log(kafka_broker, broker_topics, tmp_path):
     files = [shutil.copy(f, dst) for f in sorted(src.iterdir())
              if f.suffix in (".log", ".checkpoint") and f.stat().st_size > 0]
     assert files, "the broker wrote no __cluster_metadata segment"
-    for flags in ([], ["--deep-iteration"], ["--print-data-log"]):
+    for flags in ([], ["--deep-iteration"], ["--print-data-log"],
+                  ["--cluster-metadata-decoder"]):
         assert_same(files, *flags)
 
 
@@ -148,3 +149,80 @@ def test_share_group_state_decoder(tmp_path):
     files = sorted((b.roots[0] / "__share_group_state-0").glob("*.log"))
     text = assert_same(files, "--share-group-state-decoder")
     assert '"deliveryCompleteCount":7' in text and "<DELETE>" in text
+
+
+def metadata_records() -> list:
+    """KRaft metadata records built from Kafka 4.4's metadata schemas (frame version 1,
+    apiKey, version, then the flexible record): a quota (float64, nullable string), a SCRAM
+    credential (bytes), a partition with and without its tagged fields, and bytes that do
+    not decode."""
+    import struct
+    import uuid
+
+    from tests.log.logbuilder import rec
+
+    def cs(text):                      # compact string (None: null)
+        return b"\x00" if text is None else bytes([len(text.encode()) + 1]) + text.encode()
+
+    def cb(data):                      # compact bytes
+        return bytes([len(data) + 1]) + data
+
+    def ints(values):                  # compact int32 array
+        return bytes([len(values) + 1]) + b"".join(struct.pack(">i", v) for v in values)
+
+    tid = uuid.UUID(int=0x1F2E3D4C5B6A79880102030405060708).bytes
+    quota = (b"\x01\x0e\x00" + b"\x03" + cs("user") + cs("alice") + b"\x00"
+             + cs("client-id") + cs(None) + b"\x00" + cs("consumer_byte_rate")
+             + struct.pack(">d", 1048576.0) + b"\x00" + b"\x00")
+    big = (b"\x01\x0e\x00" + b"\x02" + cs("ip") + cs(None) + b"\x00" + cs("connection_rate")
+           + struct.pack(">d", 2.5e10) + b"\x01" + b"\x00")
+    scram = (b"\x01\x0b\x00" + cs("bob") + b"\x01" + cb(b"salt\x00\xff") + cb(b"stored")
+             + cb(b"server") + struct.pack(">i", 4096) + b"\x00")
+    part = (b"\x01\x03\x00" + struct.pack(">i", 3) + tid + ints([1, 2]) + ints([1])
+            + ints([]) + ints([]) + struct.pack(">iii", 1, 5, 6))
+    part_tagged = part + b"\x01\x00\x01\x01"          # leaderRecoveryState=1
+    part_plain = part + b"\x00"
+    return [rec(None, quota), rec(None, big), rec(None, scram), rec(None, part_plain),
+            rec(None, part_tagged), rec(None, b"\x01\x63\x00\x00")]
+
+
+def test_cluster_metadata_decoder_on_our_log(tmp_path):
+    from tests.log.logbuilder import LogDirBuilder
+    b = LogDirBuilder(tmp_path / "logs")
+    b.partition("__cluster_metadata", 0, base_timestamp=1000).append(metadata_records())
+    b.write()
+    files = sorted((b.roots[0] / "__cluster_metadata-0").glob("*.log"))
+    text = assert_same(files, "--cluster-metadata-decoder")
+    assert '"type":"CLIENT_QUOTA_RECORD"' in text and '"leaderRecoveryState":1' in text
+
+
+def test_cluster_metadata_tables_match_kafkas_decoding(real_broker):
+    """read_cluster_metadata's tables hold what Kafka 4.4's --cluster-metadata-decoder
+    decodes from a real KRaft log: every record's type, version and fields, and the
+    topics that exist at its end."""
+    import json
+
+    from spark_kafkalog.log import read_cluster_metadata
+    log = real_broker / "niloufar-ldi-poc" / "__cluster_metadata-0" / \
+        "00000000000000000000.log"
+    theirs = [json.loads(line.split(" payload: ", 1)[1])
+              for line in kafka_dump([log], "--cluster-metadata-decoder").splitlines()
+              if " payload: " in line]
+    state = read_cluster_metadata(str(real_broker / "niloufar-ldi-poc"))
+    ours = [{"type": r["type"], "version": r["version"], "data": json.loads(r["data"])}
+            for r in state.records().to_pylist()]
+    assert len(ours) == len(theirs) > 4000
+    assert [(o["type"], o["version"]) for o in ours] == \
+        [(t["type"], t["version"]) for t in theirs]
+    topics = {t["data"]["topicId"]: t["data"]["name"] for t in theirs
+              if t["type"] == "TOPIC_RECORD"}
+    for t in theirs:
+        if t["type"] == "REMOVE_TOPIC_RECORD":
+            topics.pop(t["data"]["topicId"], None)
+    assert dict(zip(state.topics().column("topicId").to_pylist(),
+                    state.topics().column("name").to_pylist())) == topics
+    partitions = [t["data"] for t in theirs if t["type"] == "PARTITION_RECORD"]
+    assert state.of("PARTITION_RECORD").select(
+        ["partitionId", "topicId", "replicas", "isr", "leader"]).to_pylist() == \
+        [{k: p[k] for k in ("partitionId", "topicId", "replicas", "isr", "leader")}
+         for p in partitions]

@@ -25,6 +25,7 @@ from spark_kafkalog.format import decode_run, decompress
 from spark_kafkalog.format._text import dump_records, java_string
 from spark_kafkalog.format.coordinator import offsets_text, transaction_log_text
 from spark_kafkalog.format.coordinator.share import share_group_state_text
+from spark_kafkalog.format.cluster_metadata import cluster_metadata_text
 from spark_kafkalog.format.decode import decode_varint, decode_varlong
 from spark_kafkalog.format.kraft_control import KRAFT_CONTROL_TYPES, control_text
 from spark_kafkalog.format.wire import (
@@ -67,9 +68,10 @@ def _remote_log_metadata_text(key: bytes | None, value: bytes | None, offset: in
 #: DumpOptions.decoder -> (key, value, offset) -> (key text, payload text)
 DECODERS = {"offsets": offsets_text, "transaction-log": transaction_log_text,
             "remote-log-metadata": _remote_log_metadata_text,
-            "share-group-state": share_group_state_text}
+            "share-group-state": share_group_state_text,
+            "cluster-metadata": cluster_metadata_text}
 #: Kafka's decoders kafkalog dump does not have yet (refused by name)
-NOT_YET = ("cluster-metadata",)
+NOT_YET = ()
 
 
 @dataclass(frozen=True)
