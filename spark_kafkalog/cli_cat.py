@@ -23,7 +23,7 @@ __all__ = ["add_parser", "run"]
 
 EPILOG = """\
 kcat's consumer flags: -C and -e are implied (a log dir is read to its end and cat exits);
--o beginning|end|N|-N|s@TS|e@TS; -f tokens %s %S %R %k %K %T %h %t %p %o %%% and escapes
+-o beginning|end|N|-N|s@TS|e@TS; -f tokens %s %S %R %k %K %T %h %t %p %o %% and escapes
 \\n \\r \\t \\xHH \\NNN; -J prints kcat's JSON envelope; -D/-K delimiters; -Z prints NULL
 for null keys and values; -s key=FMT / value=FMT / FMT unpack with kcat's pack tokens
 (bBhHiIqQcs$ and space); -X isolation.level=read_uncommitted|read_committed (default

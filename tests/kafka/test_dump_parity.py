@@ -40,7 +40,9 @@ def our_dump(files, *flags) -> str:
                     stderr=err)
     out.flush()
     assert code in (0, 1), err.getvalue()
-    return raw.getvalue().decode("utf-8")
+    # dump_log_segments reads Kafka's output with universal newlines ("\r" and "\r\n"
+    # in printed payloads become "\n"): read ours the same way
+    return raw.getvalue().decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def assert_same(files, *flags):
