@@ -10,7 +10,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_CONF_DIR        := $(abspath conf)
 
-.PHONY: venv build test test-fast bench run clean kafka-jars browser fuzz-kernels
+.PHONY: venv build test test-fast bench run clean kafka-jars browser kcat fuzz-kernels
 
 venv: $(STAMP)
 
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml setup.py
 build: $(STAMP)
 	flock .build.lock $(PY) setup.py -q build_ext --inplace -j 2
 
-test: build kafka-jars browser fuzz-kernels
+test: build kafka-jars browser kcat fuzz-kernels
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: build
@@ -83,6 +83,17 @@ fuzz-kernels: build
 	  echo "fuzz-kernels: installing Debian's clang package (once)"; \
 	  $(SUDO) apt-get update -qq >.cache-clang.log 2>&1 && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >>.cache-clang.log 2>&1 || { echo "fuzz-kernels: apt-get could not install clang (see .cache-clang.log)"; exit 1; }; rm -f .cache-clang.log; }
 	flock .build.lock $(PY) fuzz/build_kernels.py >/dev/null
+
+# kcat (Debian's package, librdkafka's consumer) for the kafka tier's `kafkalog cat` parity
+# tests (tests/kafka/test_kcat_parity.py) and bench/bench_cat.py; installed once, only when missing.
+KCAT := /usr/bin/kcat
+kcat: $(KCAT)
+
+$(KCAT):
+	@command -v apt-get >/dev/null || { echo "kcat: apt-get not found: install kcat so that $(KCAT) exists (the kcat parity tests need it)"; exit 1; }
+	@echo "kcat: installing Debian's kcat package (once)"
+	@$(SUDO) apt-get update -qq >.cache-kcat.log 2>&1 && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >>.cache-kcat.log 2>&1 || { echo "kcat: apt-get could not install kcat (see .cache-kcat.log)"; exit 1; }
+	@rm -f .cache-kcat.log
 
 bench: build
 	$(PY) bench/bench_format.py $(BENCH_ARGS)

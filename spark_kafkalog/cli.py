@@ -24,10 +24,12 @@ an unreadable path, or nothing found (no partitions at the paths, no file dump r
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import os
 import posixpath
+import re
 import sys
 import time
 import warnings
@@ -35,8 +37,8 @@ from typing import Iterable, Sequence, TextIO
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog import __version__, kcat, report
-from spark_kafkalog._console import Progress, format_table, human_bytes, iso_ms, json_line, plural
+from spark_kafkalog import __version__, cli_cat, cli_dump, report
+from spark_kafkalog._console import Progress, format_table, human_bytes, iso_ms, plural
 from spark_kafkalog.errors import InvalidOptionError, KafkaLogError, LogLayoutError
 from spark_kafkalog.log import (
     LogDirs,
@@ -45,10 +47,8 @@ from spark_kafkalog.log import (
     parse_partition_dir_name,
     resolve_filesystem,
 )
-from spark_kafkalog.log.diagnose.dump import FILE_KINDS, DumpOptions, dump_file, file_kind
 from spark_kafkalog.log.diagnose.inspect import inspect_partitions, partition_summary
 from spark_kafkalog.log.io import list_dir
-from spark_kafkalog.log.read.scan import DEFAULT_WINDOW_BYTES
 from spark_kafkalog.log.diagnose.verify import ERROR, Finding, verify_log_dirs
 
 __all__ = ["main", "Progress", "format_table"]
@@ -271,83 +271,6 @@ def _report_verify(args, out: TextIO, result, findings: list[Finding]) -> int:
     return status
 
 
-# ---- dump ------------------------------------------------------------------------------------
-
-def _cmd_dump(args, out: TextIO, err: TextIO) -> int:
-    fs_options = _fs_options(args.fs_option)
-    opts = DumpOptions(records=args.records, print_data=args.print_data,
-                       verify_crc=args.verify_crc, max_bytes=args.max_bytes,
-                       window_bytes=args.window_bytes, decoder=args.decoder)
-    dumped = problems = 0
-    for raw in args.files:
-        fs, path = resolve_filesystem(_plain_uri(raw), fs_options)
-        if file_kind(posixpath.basename(path)) is None:
-            # Kafka's DumpLogSegments skips what it does not know, so `dump dir/*` works
-            note = f"Ignoring unknown file {raw} (cannot dump it: expected a {FILE_KINDS})"
-            if args.json:
-                json_line({"type": "note", "message": note, "path": raw}, out)
-            else:
-                err.write(note + "\n")
-            continue
-        info = fs.get_file_info(path)
-        if info.type == pafs.FileType.NotFound:
-            raise LogLayoutError("no such file", path=raw)
-        if info.type != pafs.FileType.File:
-            raise LogLayoutError("not a file", path=raw)
-        log.info("dumping %s (%s)", raw, human_bytes(info.size))
-        dumped += 1
-        if not args.json:
-            out.write(f"Dumping {raw}\n")
-        for item in dump_file(fs, path, opts):
-            if item.kind == "problem":
-                problems += 1
-            if args.json:
-                json_line(item.fields, out)
-            elif item.kind == "line":
-                out.write(item.text + "\n")
-            elif item.kind == "note":
-                err.write(item.text + "\n")
-            else:
-                f = item.fields
-                where = [f["path"]] + [f"{k} {f[k]}" for k in ("position", "offset")
-                                       if f[k] is not None]
-                err.write(f"problem: {item.text} ({', '.join(where)})\n")
-    if not dumped:
-        err.write("kafkalog dump: error: none of the files is one dump reads\n")
-        return EXIT_USAGE
-    return EXIT_PROBLEMS if problems else EXIT_OK
-
-
-# ---- cat ---------------------------------------------------------------------------------------
-
-def _cmd_cat(args, out: TextIO, err: TextIO) -> int:
-    if args.json and args.format:
-        raise InvalidOptionError("--format and --json exclude each other")
-    render = kcat.compile_format(args.format if args.format else kcat.DEFAULT_FORMAT)
-    records = kcat.iter_records(
-        [_plain_uri(x) for x in args.paths], args.topic, partitions=args.partition,
-        offset=kcat.parse_offset(args.offset),
-        from_time=kcat.parse_time(args.from_time) if args.from_time else None,
-        count=args.count, isolation_level=args.isolation_level,
-        filesystem_options=_fs_options(args.fs_option))
-    # keys and values are bytes: written as they are when stdout has a byte buffer
-    raw = None if args.json else getattr(out, "buffer", None)
-    if raw is not None:
-        out.flush()
-    n = 0
-    for row in records:
-        n += 1
-        if args.json:
-            json_line(kcat.record_json(row), out)
-        elif raw is not None:
-            raw.write(render(row))
-        else:
-            out.write(render(row).decode("utf-8", "replace"))
-    (raw or out).flush()
-    log.info("cat: %s of %s", plural(n, "record"), args.topic)
-    return EXIT_OK
-
-
 # ---- argument parsing --------------------------------------------------------------------------
 
 def _parser() -> argparse.ArgumentParser:
@@ -369,7 +292,7 @@ def _parser() -> argparse.ArgumentParser:
     sel.add_argument("--topic", action="append", metavar="TOPIC",
                      help="only this topic (repeatable)")
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kafkalog", description="Inspect, dump and verify Kafka log directories "
         "without a broker.",
         epilog="exit status: 0 ok; 1 problems found (dump, verify); 2 bad usage, an "
@@ -389,33 +312,8 @@ def _parser() -> argparse.ArgumentParser:
                         "no record counts or codecs")
     p.set_defaults(func=_cmd_inspect)
 
-    p = sub.add_parser("dump", parents=[common],
-                       help="print segments, indexes, snapshots, checkpoints like Kafka's "
-                            "DumpLogSegments",
-                       description="Print .log (and KRaft .checkpoint) batches, .index, "
-                                   ".timeindex, .txnindex, producer .snapshot and checkpoint "
-                                   "files, in the format of Kafka's DumpLogSegments.")
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--records", "--deep-iteration", action="store_true",
-                   help="print every record (Kafka's --deep-iteration)")
-    p.add_argument("--print-data", action="store_true",
-                   help="also print keys and values (implies --records, as in Kafka): as "
-                        "UTF-8 text, or as base64 with --json")
-    p.add_argument("--max-bytes", type=_non_negative, default=None, metavar="N",
-                   help="only the batches within the first N bytes of each segment "
-                        "(Kafka's --max-bytes)")
-    p.add_argument("--verify-crc", action="store_true",
-                   help="fail (exit 1) on checksum mismatches, inner legacy messages "
-                        "included with --records")
-    dec = p.add_mutually_exclusive_group()
-    dec.add_argument("--offsets-decoder", dest="decoder", action="store_const",
-                     const="offsets", help="decode __consumer_offsets keys and values "
-                     "(Kafka's --offsets-decoder; implies --print-data)")
-    dec.add_argument("--transaction-log-decoder", dest="decoder", action="store_const",
-                     const="transaction-log", help="decode __transaction_state records")
-    p.add_argument("--window-bytes", type=int, default=DEFAULT_WINDOW_BYTES,
-                   help=argparse.SUPPRESS)
-    p.set_defaults(func=_cmd_dump)
+    p = cli_dump.add_parser(sub, common, _non_negative)
+    p.set_defaults(func=lambda a, out, err: cli_dump.run(a, out, err, _fs_options(a.fs_option)))
 
     p = sub.add_parser("verify", parents=[common, bar, sel],
                        help="check CRCs, offsets, indexes and checkpoints; exit 1 on problems",
@@ -433,30 +331,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-crc", action="store_true", help="skip batch CRC checks (faster)")
     p.set_defaults(func=_cmd_verify)
 
-    p = sub.add_parser("cat", parents=[common],
-                       help="print a topic's records, like kcat -C",
-                       description="Print the records of one topic, partition by "
-                                   "partition in offset order, up to the high watermark "
-                                   "(like `kcat -C -t TOPIC -p N -o OFFSET -c COUNT -f FMT`).",
-                       epilog="format tokens: %%t topic, %%p partition, %%o offset, %%T "
-                              "timestamp (ms), %%k key, %%s value, %%K/%%S key/value length, "
-                              "%%h headers, %%%%; escapes \\n \\t \\r. --json prints one "
-                              "object per record, key, value and header values in base64.")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="broker log dir(s)")
-    p.add_argument("-t", "--topic", required=True)
-    p.add_argument("-p", "--partition", type=int, action="append", metavar="N",
-                   help="only this partition (repeatable; default: all)")
-    p.add_argument("-o", "--offset", default="beginning",
-                   help="beginning (default), end, an offset, or -N: N before the end")
-    p.add_argument("--from-time", metavar="TIME",
-                   help="start at the first record at or after TIME (epoch ms or ISO-8601)")
-    p.add_argument("-c", "--count", type=_non_negative, metavar="N",
-                   help="stop after N records (in all)")
-    p.add_argument("-f", "--format", default=None, metavar="FMT",
-                   help="kcat format string (default '%%s\\n')")
-    p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
-                   default="read_uncommitted")
-    p.set_defaults(func=_cmd_cat)
+    p = cli_cat.add_parser(sub, common._option_string_actions["--fs-option"].help)
+    p.set_defaults(func=cli_cat.run)
+    parser.commands = sub.choices
 
     p = sub.add_parser("report", parents=[common, bar, sel], help="stats, charts, problems",
                        description=report.DESCRIPTION)
@@ -464,6 +341,48 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=lambda a, out, err: report.run_cli(
         a, *_select(a.paths, _fs_options(a.fs_option), a.topic), out, err))
     return parser
+
+
+class _UsageError(Exception):
+    def __init__(self, message: str, parser: argparse.ArgumentParser):
+        super().__init__(message)
+        self.parser = parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors raise (main prints the subcommand's usage and a suggestion)."""
+
+    def error(self, message):
+        raise _UsageError(message, self)
+
+
+def _usage(parser: argparse.ArgumentParser, e: _UsageError, argv: list[str],
+           err: TextIO) -> int:
+    """A usage error like a Unix tool's: the subcommand's usage, the message and a "did
+    you mean" for a mistyped flag or command; exit 2."""
+    commands = getattr(parser, "commands", {})
+    cmd = next((a for a in argv if a in commands), None)
+    # argparse reports a subcommand's unknown flags from the top parser: use the sub's
+    target = commands[cmd] if cmd is not None and e.parser is parser else e.parser
+    message = str(e)
+    hint = ""
+    unknown = re.search(r"unrecognized arguments: (\S+)", message)
+    choice = re.search(r"invalid choice: '([^']*)'", message)
+    if unknown:
+        word = unknown.group(1).split("=", 1)[0]
+        flags = [o for a in target._actions for o in a.option_strings]
+        close = difflib.get_close_matches(word, flags, n=3, cutoff=0.6)
+        if close:
+            hint = f"did you mean {' or '.join(close)}?"
+    elif choice and e.parser is parser:
+        close = difflib.get_close_matches(choice.group(1), list(commands), n=1, cutoff=0.5)
+        if close:
+            hint = f"did you mean {close[0]}?"
+    err.write(target.format_usage())
+    err.write(f"{target.prog}: error: {message}\n")
+    if hint:
+        err.write(f"{target.prog}: {hint}\n")
+    return EXIT_USAGE
 
 
 def _non_negative(text: str) -> int:
@@ -497,18 +416,24 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
     parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = parser.parse_args(argv)
-    except SystemExit as e:          # --help, or a usage error argparse already printed
+    except _UsageError as e:
+        return _usage(parser, e, argv, err)
+    except SystemExit as e:          # --help or --version (printed)
         return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
     _setup_logging(args.verbose)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TornTailWarning)
             return args.func(args, out, err)
-    except KafkaLogError as e:
+    except (InvalidOptionError, LogLayoutError) as e:
         err.write(f"kafkalog {args.command}: error: {e}\n")
         return EXIT_USAGE
+    except KafkaLogError as e:          # the data: corrupt, unsupported, lost
+        err.write(f"kafkalog {args.command}: error: {e}\n")
+        return EXIT_PROBLEMS
     except BrokenPipeError:
         # the reader went away (`kafkalog dump ... | head`): stop quietly
         try:

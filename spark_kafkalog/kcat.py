@@ -1,42 +1,180 @@
-"""Records of one topic for ``kafkalog cat``, as kcat's consumer prints them
-(``kcat -C -t TOPIC -p N -o OFFSET -c COUNT -f FORMAT``), read through the public log API.
+"""``kafkalog cat``: kcat's consume mode (``kcat -C -t T -p N -o OFF -c N -f FMT / -J``) over
+log dirs, partition dirs or one segment, through the public log API.
 
-:func:`iter_records` yields records one by one from bounded windows (it never holds a
-partition in memory); :func:`compile_format` turns a kcat format string into a function
-from a record to bytes; :func:`record_json` is the ``--json`` form of a record.
+kcat's rules (1.7, ``kcat.c``/``format.c``): :func:`parse_format` turns ``-f`` (or the
+default built from ``-D``/``-K``) into a program of tokens and literals, escapes
+processed; :func:`parse_offset` reads ``-o``; :func:`cat` writes whole record batches
+formatted by the compiled kernel (:mod:`spark_kafkalog.format._text`) to one writer.
 """
 from __future__ import annotations
 
-import base64
 import re
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Sequence
 
+import numpy as np
 import pyarrow as pa
 
-from spark_kafkalog.errors import InvalidOptionError
-from spark_kafkalog.log import LogDirs, read_partition
+from spark_kafkalog.errors import CorruptRecordError, InvalidOptionError, KafkaLogError
+from spark_kafkalog.format import _text
+from spark_kafkalog.log import LogDirs, PartitionDir, read_partition
 
-__all__ = ["compile_format", "iter_records", "parse_offset", "parse_time", "record_json"]
+__all__ = ["CatOptions", "cat", "parse_delim", "parse_format", "parse_offset", "parse_time",
+           "check_pack", "broker_id", "DEFAULT_FORMAT"]
 
-#: kcat's default consumer format: the value and a newline
+#: kcat's default consumer format: the value and ``-D``'s delimiter (a newline)
 DEFAULT_FORMAT = "%s\\n"
-_EARLIEST, _LATEST = "earliest", "latest"
+#: what ``-Z`` prints for a null (or empty) key or value
+NULL_STR = b"NULL"
+_TOKENS = {"o": _text.OP_OFFSET, "k": _text.OP_KEY, "K": _text.OP_KEY_LEN,
+           "s": _text.OP_PAYLOAD, "S": _text.OP_PAYLOAD_LEN, "R": _text.OP_PAYLOAD_LEN_BINARY,
+           "t": _text.OP_TOPIC, "p": _text.OP_PARTITION, "T": _text.OP_TIMESTAMP,
+           "h": _text.OP_HEADERS}
+_PACK_TOKENS = " <>bBhHiIqQcs$"
 
 
-def parse_offset(text: str) -> int | str:
-    """kcat's ``-o``: ``beginning``/``earliest``, ``end``/``latest``, an absolute offset,
-    or ``-N`` (N records before the end of each partition)."""
-    t = text.strip().lower()
+def _strtoul(s: bytes, i: int, base: int) -> tuple[int, int]:
+    """C's strtoul at ``s[i:]``: (value, index after the digits); base 0 reads 0x.. hex,
+    0.. octal, else decimal."""
+    if base == 0:
+        if s[i:i + 2].lower() == b"0x" and i + 2 < len(s) and chr(s[i + 2]) in "0123456789abcdefABCDEF":
+            base, i = 16, i + 2
+        elif s[i:i + 1] == b"0":
+            base = 8
+        else:
+            base = 10
+    digits = "0123456789abcdef"[:base]
+    j = i
+    while j < len(s) and chr(s[j]).lower() in digits:
+        j += 1
+    return (int(s[i:j], base) if j > i else 0), j
+
+
+def _unescape(lit: bytes) -> bytes:
+    """kcat's ``fmt_add``: ``\\t \\n \\r``, ``\\xHH`` and ``\\NNN`` (C's strtoul, the low
+    byte kept), any other ``\\c`` is ``c``; the literal ends at a NUL (kcat keeps it as a C
+    string, so ``\\x00`` prints nothing)."""
+    out = bytearray()
+    i = 0
+    while i < len(lit):
+        c = lit[i]
+        if c == 0x5C and i + 1 < len(lit):
+            i += 1
+            e = lit[i]
+            if e in b"tnr":
+                out.append({0x74: 9, 0x6E: 10, 0x72: 13}[e])
+            else:
+                base = 0
+                if e == 0x78:                      # \x
+                    i += 1
+                    base = 16
+                if i >= len(lit):
+                    out.append(0)                  # "\\x" at the end: the C string ends
+                elif 0x30 <= lit[i] <= 0x39:
+                    # kcat checks for a decimal digit, then lets strtoul read the rest
+                    v, j = _strtoul(lit, i, base)
+                    out.append(v & 0xFF)
+                    i = j - 1
+                else:
+                    out.append(lit[i])
+        else:
+            out.append(c)
+        i += 1
+    nul = out.find(0)
+    return bytes(out if nul < 0 else out[:nul])
+
+
+def parse_delim(text: bytes) -> bytes:
+    """kcat's ``parse_delim`` (``-D``/``-K``): ``\\n``, ``\\t`` and ``\\xHH`` replaced,
+    one at a time, first ``\\n`` anywhere, then ``\\t``, then ``\\x``."""
+    s = bytearray(text)
+    while True:
+        for pat, rep in ((b"\\n", 10), (b"\\t", 9)):
+            k = s.find(pat)
+            if k >= 0:
+                s[k:k + 2] = bytes([rep])
+                break
+        else:
+            k = s.find(b"\\x")
+            if k < 0:
+                return bytes(s)
+            v, j = _strtoul(bytes(s), k + 2, 16)
+            if j == k + 2:
+                raise InvalidOptionError(f"Delimiter {bytes(s[k:]).decode('latin-1')} expects "
+                                         "hex number")
+            s[k:j] = bytes([v & 0xFF])
+
+
+def parse_format(fmt: bytes) -> list[tuple[int, bytes]]:
+    """kcat's ``fmt_parse``: ``(opcode, literal)`` pairs for the compiled formatter."""
+    prog: list[tuple[int, bytes]] = []
+
+    def lit(raw: bytes):
+        text = _unescape(raw)
+        prog.append((_text.OP_STR, text))
+
+    s = 0
+    while s < len(fmt):
+        t = fmt.find(b"%", s)
+        if t < 0:
+            lit(fmt[s:])
+            break
+        if t > s:
+            lit(fmt[s:t])
+        if t + 1 >= len(fmt):
+            raise InvalidOptionError("-f: Empty formatter (a % ends the format)")
+        c = chr(fmt[t + 1])
+        if c == "%":
+            prog.append((_text.OP_STR, b"%"))
+        elif c in _TOKENS:
+            prog.append((_TOKENS[c], b""))
+        else:
+            raise InvalidOptionError(f"-f: Unsupported formatter: %{c} (known: "
+                                     f"{' '.join('%' + k for k in _TOKENS)} %%)")
+        s = t + 2
+    return prog
+
+
+def check_pack(what: str, fmt: str) -> None:
+    """kcat's ``pack_check`` of a ``-s`` format."""
+    if not fmt:
+        raise InvalidOptionError(f"-s: {what} pack-format must not be empty")
+    for c in fmt:
+        if c not in _PACK_TOKENS:
+            raise InvalidOptionError(f"-s: Invalid token '{c}' in {what} pack-format "
+                                     f"(tokens: {_PACK_TOKENS.strip()}; avro needs a schema "
+                                     "registry, which kafkalog does not use)")
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where each partition starts: ``kind`` beginning | end | offset | tail | time."""
+    kind: str
+    value: int = 0
+
+
+def parse_offset(text: str) -> tuple[OffsetSpec | None, int | None]:
+    """kcat's ``-o``: ``(start spec or None, stop timestamp or None)``: ``beginning``,
+    ``end``, ``N``, ``-N`` (N before the end), ``s@TS`` (first record at or after TS ms),
+    ``e@TS`` (stop a partition at its first record at or after TS ms)."""
+    t = text.strip()
     if t in ("beginning", "earliest"):
-        return _EARLIEST
+        return OffsetSpec("beginning"), None
     if t in ("end", "latest"):
-        return _LATEST
-    try:
-        return int(t)
-    except ValueError:
-        raise InvalidOptionError(f"--offset {text!r}: expected beginning, end, an offset "
-                                 "or -N (N before the end)") from None
+        return OffsetSpec("end"), None
+    if t == "stored":
+        raise InvalidOptionError("-o stored: a log dir has no committed offsets of kcat's "
+                                 "consumer (use beginning, end, N, -N, s@TS or e@TS)")
+    m = re.fullmatch(r"([se])@(-?\d+)", t)
+    if m:
+        return (OffsetSpec("time", int(m.group(2))), None) if m.group(1) == "s" \
+            else (None, int(m.group(2)))
+    if re.fullmatch(r"-?\d+", t):
+        n = int(t)
+        return (OffsetSpec("tail", -n) if n < 0 else OffsetSpec("offset", n)), None
+    raise InvalidOptionError(f"-o {text!r}: expected beginning, end, an offset N, -N (N "
+                             "before the end), s@TS or e@TS (TS in epoch ms)")
 
 
 def parse_time(text: str) -> int:
@@ -54,108 +192,135 @@ def parse_time(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
-def iter_records(path, topic: str, *, partitions: Sequence[int] | None = None,
-                 offset: int | str = _EARLIEST, from_time: int | None = None,
-                 count: int | None = None, isolation_level: str = "read_uncommitted",
-                 filesystem_options: Mapping | None = None) -> Iterator[dict]:
-    """Up to ``count`` records of ``topic`` (partition by partition, in offset order), as
-    dicts with Spark's Kafka columns, ``timestamp`` in epoch milliseconds (-1 for none).
-
-    Each partition starts at ``offset`` (see :func:`parse_offset`; a start below the log
-    start is moved up to it, as a consumer with ``auto.offset.reset=earliest`` would) or,
-    with ``from_time``, at its first record at or after that time; it ends at the high
-    watermark (the last stable offset under read_committed)."""
-    logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options)
-    parts = logdirs.partitions(topic)
-    if partitions is not None:
-        parts = [logdirs.partition(topic, int(q)) for q in sorted(set(partitions))]
-    left = count
-    for p in parts:
-        if left is not None and left <= 0:
-            return
-        state = logdirs.state(p, isolation_level=isolation_level, timestamps=False)
-        lo, hi = state.log_start_offset, state.upper_bound
-        if from_time is not None:
-            found = logdirs.offset_for_timestamp(p, from_time, upper_bound=hi)
-            start = hi if found is None else max(found, lo)
-        elif offset == _EARLIEST:
-            start = lo
-        elif offset == _LATEST:
-            start = hi
-        elif offset < 0:
-            start = max(hi + offset, lo)
-        else:
-            start = min(max(offset, lo), hi)
-        if start >= hi:
+def broker_id(logdirs: LogDirs) -> int:
+    """The ``node.id`` (or ``broker.id``) in a log dir's ``meta.properties``: what kcat's
+    ``-J`` shows as ``broker``; -1 when there is none."""
+    from spark_kafkalog.log.io import read_small_file
+    for root in logdirs.roots:
+        try:
+            data = read_small_file(logdirs.filesystem, root.rstrip("/") + "/meta.properties",
+                                   1 << 20)
+        except (OSError, KafkaLogError):
+            data = None
+        if not data:
             continue
-        # to the upper bound, not start + count: compaction gaps and aborted records
-        # make offsets outnumber records; the generator stops at the count
-        for rb in read_partition(logdirs, p, start_offset=start, end_offset=hi,
-                                 isolation_level=isolation_level):
-            # microseconds (UTC) to Kafka's epoch milliseconds; null (no timestamp) is -1
-            stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()
-            for row, ts in zip(rb.to_pylist(), stamps):
-                row["timestamp"] = -1 if ts is None else ts // 1000
-                yield row
+        props = dict(line.split("=", 1) for line in data.decode("utf-8", "replace").splitlines()
+                     if "=" in line and not line.lstrip().startswith("#"))
+        for key in ("node.id", "broker.id"):
+            if props.get(key, "").strip().lstrip("-").isdigit():
+                return int(props[key])
+    return -1
+
+
+@dataclass
+class CatOptions:
+    """What ``kafkalog cat`` prints and where it starts and stops (kcat's flags)."""
+    program: list = field(default_factory=lambda: parse_format(DEFAULT_FORMAT.encode()))
+    json: bool = False
+    json_delimiter: bytes = b"\n"
+    null_str: bytes | None = None
+    key_pack: bytes | None = None
+    value_pack: bytes | None = None
+    start: OffsetSpec = OffsetSpec("beginning")
+    stop_timestamp: int | None = None
+    count: int | None = None
+    isolation_level: str = "read_committed"
+    exit_on_error: bool = True
+    unbuffered: bool = False
+    broker: int = -1
+
+
+@dataclass
+class Selection:
+    """One source's partitions to print, each with an optional offset range
+    (a single segment: its base offset up to the next segment's)."""
+    logdirs: LogDirs
+    parts: list[tuple[PartitionDir, int | None, int | None]]
+
+
+def _start(logdirs: LogDirs, p: PartitionDir, spec: OffsetSpec, lo: int, hi: int) -> int:
+    if spec.kind == "beginning":
+        return lo
+    if spec.kind == "end":
+        return hi
+    if spec.kind == "tail":
+        return max(hi - spec.value, lo)
+    if spec.kind == "time":
+        found = logdirs.offset_for_timestamp(p, spec.value, upper_bound=hi)
+        return hi if found is None else max(found, lo)
+    return min(max(spec.value, lo), hi)
+
+
+def cat(sources: Sequence[Selection], opts: CatOptions, write: Callable[[bytes], None],
+        flush: Callable[[], None], note: Callable[[str], None]) -> int:
+    """Print the selected partitions' records (partition by partition, in offset order)
+    through ``write``; returns how many were printed. ``note`` gets kcat's end-of-partition
+    lines. Formatting errors of ``-s`` raise CorruptRecordError with kcat's message (after
+    the output up to the failing record), or are noted when ``exit_on_error`` is off."""
+    left = opts.count
+    printed = 0
+    # headers are decoded only when printed (-J, %h)
+    headers = opts.json or any(op == _text.OP_HEADERS for op, _ in opts.program)
+    todo = [(src.logdirs, p, a, b) for src in sources for p, a, b in src.parts]
+    for k, (logdirs, p, seg_lo, seg_hi) in enumerate(todo):
+        if left is not None and left <= 0:
+            break
+        state = logdirs.state(p, isolation_level=opts.isolation_level, timestamps=False)
+        lo, hi = state.log_start_offset, state.upper_bound
+        if seg_lo is not None:
+            lo, hi = max(lo, seg_lo), min(hi, seg_hi) if seg_hi is not None else hi
+        start = _start(logdirs, p, opts.start, lo, hi)
+        topic = p.topic.encode()
+        stopped = False
+        position = hi
+        if start < hi:
+            for rb in read_partition(logdirs, p, start_offset=start, end_offset=hi,
+                                     isolation_level=opts.isolation_level,
+                                     include_headers=headers):
+                n = rb.num_rows
+                if opts.stop_timestamp is not None and n:
+                    stamps = rb.column("timestamp").cast(pa.int64()).to_numpy()
+                    hit = np.flatnonzero(stamps >= opts.stop_timestamp * 1000)
+                    if len(hit):
+                        n, stopped = int(hit[0]), True
+                        position = int(rb.column("offset")[n].as_py())
+                if left is not None and n > left:
+                    n = left
+                if n < rb.num_rows:
+                    rb = rb.slice(0, n)
+                printed += _emit(rb, opts, topic, p.partition, write, note)
+                if opts.unbuffered:
+                    flush()
                 if left is not None:
-                    left -= 1
+                    left -= n
                     if left <= 0:
-                        return
-
-
-def _headers_text(headers) -> bytes:
-    return b",".join(h["key"].encode() + b"=" + (h["value"] or b"") for h in headers or ())
-
-
-_TOKENS: dict[str, Callable[[dict], bytes]] = {
-    "t": lambda r: r["topic"].encode(),
-    "p": lambda r: str(r["partition"]).encode(),
-    "o": lambda r: str(r["offset"]).encode(),
-    "T": lambda r: str(r["timestamp"]).encode(),
-    "k": lambda r: r["key"] or b"",
-    "s": lambda r: r["value"] or b"",
-    "K": lambda r: str(-1 if r["key"] is None else len(r["key"])).encode(),
-    "S": lambda r: str(-1 if r["value"] is None else len(r["value"])).encode(),
-    "h": lambda r: _headers_text(r.get("headers")),
-    "%": lambda r: b"%",
-}
-_ESCAPES = {"n": b"\n", "t": b"\t", "r": b"\r", "\\": b"\\", "0": b"\0"}
-
-
-def compile_format(fmt: str) -> Callable[[dict], bytes]:
-    """A kcat ``-f`` format as a function of a record: ``%t`` topic, ``%p`` partition,
-    ``%o`` offset, ``%T`` timestamp (ms), ``%k`` key, ``%s`` value, ``%K``/``%S`` their
-    lengths (-1 for null), ``%h`` headers (``k=v,...``), ``%%``; escapes ``\\n \\t \\r
-    \\\\ \\0``. Keys and values are written as their raw bytes."""
-    parts: list[bytes | Callable[[dict], bytes]] = []
-    i = 0
-    while i < len(fmt):
-        c = fmt[i]
-        if c in "%\\" and i + 1 < len(fmt):
-            nxt = fmt[i + 1]
-            table = _TOKENS if c == "%" else _ESCAPES
-            if nxt not in table:
-                known = ", ".join(c + k for k in table)
-                raise InvalidOptionError(f"--format: unknown {c}{nxt} in {fmt!r} "
-                                         f"(known: {known})")
-            parts.append(table[nxt])
-            i += 2
+                        return printed
+                if stopped:
+                    break
+        last = k == len(todo) - 1
+        if stopped:
+            note(f"% Reached stop timestamp for topic {p.topic} [{p.partition}] at offset "
+                 f"{position}{': exiting' if last else ''}")
         else:
-            parts.append(c.encode())
-            i += 1
-    return lambda r: b"".join(x if isinstance(x, bytes) else x(r) for x in parts)
+            note(f"% Reached end of topic {p.topic} [{p.partition}] at offset {hi}"
+                 f"{': exiting' if last else ''}")
+    return printed
 
 
-def _b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(data).decode("ascii")
-
-
-def record_json(row: dict) -> dict:
-    """A record for ``--json``: key, value and header values as base64 (RFC 4648)."""
-    out = {"topic": row["topic"], "partition": row["partition"], "offset": row["offset"],
-           "timestamp": row["timestamp"], "timestampType": row["timestampType"],
-           "key": _b64(row["key"]), "value": _b64(row["value"])}
-    if "headers" in row:
-        out["headers"] = [{"key": h["key"], "value": _b64(h["value"])}
-                          for h in row["headers"] or ()]
-    return out
+def _emit(rb: pa.RecordBatch, opts: CatOptions, topic: bytes, partition: int,
+          write: Callable[[bytes], None], note: Callable[[str], None]) -> int:
+    if opts.json:
+        write(_text.json_records(rb, topic, partition, opts.broker, opts.json_delimiter))
+        return rb.num_rows
+    data, done, errors = _text.format_records(
+        rb, opts.program, topic, partition, null_str=opts.null_str, key_pack=opts.key_pack,
+        value_pack=opts.value_pack, stop_on_error=opts.exit_on_error)
+    write(data)
+    offsets = rb.column("offset")
+    for row, message in errors:
+        text = (f"Failed to format message in {topic.decode()} [{partition}] at offset "
+                f"{offsets[row].as_py()}: {message}")
+        if opts.exit_on_error:
+            raise CorruptRecordError(text, offset=offsets[row].as_py())
+        note(f"% ERROR: {text}")
+    return done

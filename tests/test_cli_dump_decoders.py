@@ -45,3 +45,37 @@ def test_keyless_record_is_a_problem_and_decoders_exclude_each_other(tmp_path):
     assert "missing key" in err and "offset 1" in err
     code, _out, err = run("dump", "--offsets-decoder", "--transaction-log-decoder", "x.log")
     assert code == 2                    # argparse: not allowed together
+
+
+def test_remote_log_metadata_decoder_is_loaded_lazily(tmp_path):
+    """The flag imports spark_kafkalog.format.remote_log_metadata when it runs: without
+    that module the flag fails as bad usage, naming it; with it, records decode."""
+    import importlib.util
+
+    from tests.log.logbuilder import LogDirBuilder, rec
+    b = LogDirBuilder(tmp_path / "logs")
+    b.partition("__remote_log_metadata", 0).append([rec(None, b"\x00\x00")])
+    b.write()
+    seg = b.roots[0] / "__remote_log_metadata-0" / "00000000000000000000.log"
+    code, out, err = run("dump", "--remote-log-metadata-decoder", str(seg))
+    if importlib.util.find_spec("spark_kafkalog.format.remote_log_metadata") is None:
+        assert code == 2 and "spark_kafkalog.format.remote_log_metadata" in err
+    else:
+        assert code in (0, 1) and "| offset: 0 " in out and " payload: " in out
+
+
+def test_cluster_metadata_and_share_decoders_are_accepted(tmp_path):
+    from tests.kafka.test_dump_parity import metadata_records, share_records
+    from tests.log.logbuilder import LogDirBuilder
+    b = LogDirBuilder(tmp_path / "logs")
+    b.partition("__cluster_metadata", 0).append(metadata_records())
+    b.partition("__share_group_state", 0).append(share_records())
+    b.write()
+    seg = b.roots[0] / "__cluster_metadata-0" / "00000000000000000000.log"
+    code, out, _ = run("dump", "--cluster-metadata-decoder", str(seg))
+    assert code == 0 and 'payload: {"type":"CLIENT_QUOTA_RECORD","version":0,' in out
+    assert '"value":1048576.0' in out and '"value":2.5E10' in out
+    assert "Unknown metadata id 99" in out
+    seg = b.roots[0] / "__share_group_state-0" / "00000000000000000000.log"
+    code, out, _ = run("dump", "--share-group-state-decoder", str(seg))
+    assert code == 0 and 'key: {"type":"0","data":{"groupId":"sg",' in out

@@ -39,7 +39,11 @@ from spark_kafkalog.log.model import (
     is_internal_topic,
     parse_partition_dir_name,
 )
-from spark_kafkalog.log.read.coordinator import read_group_state, read_transaction_state
+from spark_kafkalog.log.read.coordinator import (
+    read_cluster_metadata,
+    read_group_state,
+    read_transaction_state,
+)
 from spark_kafkalog.log.read.discovery import LogDirs, partition_of_segment
 from spark_kafkalog.log.read.reader import list_commits, read_partition, read_table
 from spark_kafkalog.log.read.scan import (
@@ -66,7 +70,8 @@ __all__ = [
     "inspect_partition", "is_internal_topic", "offset_for_timestamp",
     "parse_partition_dir_name", "partition_of_segment", "partition_state", "read_checkpoint",
     "read_leader_epoch_checkpoint", "read_offset_index", "read_partition",
-    "read_group_state", "read_producer_snapshot", "read_table", "read_transaction_state",
+    "read_cluster_metadata", "read_group_state", "read_producer_snapshot", "read_table",
+    "read_transaction_state",
     "read_time_index", "read_txn_index",
     "resolve_filesystem", "scan_windows", "split_points", "Window", "write_checkpoint",
 ]

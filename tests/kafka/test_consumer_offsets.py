@@ -21,7 +21,7 @@ from spark_kafkalog.format import encode
 from spark_kafkalog.log import read_group_state
 from tests.format import coordinator_builders as cb
 from tests.format import group_builders as gb
-from tests.kafka.broker import (CLIENT_JVM, JAVA, KAFKA4, Kafka, classpath,
+from tests.kafka.broker import (CLIENT_JVM, JAVA, KAFKA44, Kafka, classpath,
                                 dump_log_segments)
 from tests.kafka.conftest import wait_for
 
@@ -35,7 +35,7 @@ def ours(files, decoder: str) -> str:
     return out.getvalue()
 
 
-def same_dump(files, decoder: str, must_show: str, kafka: Kafka = KAFKA4) -> list[str]:
+def same_dump(files, decoder: str, must_show: str, kafka: Kafka = KAFKA44) -> list[str]:
     """Lines where our dump differs from Kafka's (``kafka``'s version). Where Kafka skips
     a record it cannot decode (``Error at offset N, skipping. <its reason>``) we must skip
     it too, with our own reason. ``must_show``: text Kafka's dump must contain (guards the

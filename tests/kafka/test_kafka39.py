@@ -123,9 +123,6 @@ def tabled(state, last: int) -> dict[str, list[tuple]]:
             "groups": sorted(g for g in groups if g[0] <= last), "other": []}
 
 
-#: TransactionLogValue's transactionStatus -> the state name Kafka 3.9's dump prints
-STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
-          "CompleteAbort", "Dead", "PrepareEpochFence")
 THEIRS = re.compile(r"^\| (offset: \d+ .*) key: transaction_metadata::transactionalId=(\S*) "
                     r"payload: producerId:(-?\d+),producerEpoch:(-?\d+),state=(\w+),"
                     r"partitions=\[(.*)\],txnLastUpdateTimestamp=(-?\d+),"
@@ -157,7 +154,7 @@ def same_transactions(mine: str, theirs: str) -> list[str]:
         parts = sorted(f"{t['topic']}-{p}" for t in value["transactionPartitions"] or []
                        for p in t["partitionIds"])
         got = (o[1], key["transactionalId"], value["producerId"], value["producerEpoch"],
-               STATES[value["transactionStatus"]], parts,
+               value["transactionStatus"], parts,
                value["transactionLastUpdateTimestampMs"], value["transactionTimeoutMs"])
         want = (m[1], m[2], int(m[3]), int(m[4]), m[5], sorted(filter(None, m[6].split(","))),
                 int(m[7]), int(m[8]))

@@ -27,7 +27,7 @@ from typing import NamedTuple
 from spark_kafkalog.format.coordinator.protocol import Reader, uuid_text
 
 __all__ = ["F", "GroupRecordSchema", "SCHEMAS", "MEMBER_STATES", "decode_key",
-           "decode_value", "json_data"]
+           "decode_value", "json_data", "json_fields", "read_struct"]
 
 
 class F(NamedTuple):
@@ -304,6 +304,11 @@ def json_data(rtype: int, version: int, value: dict) -> dict:
     """``value`` as Kafka's JSON converter prints it: tagged fields only where they
     differ from their default (nested structs too)."""
     return _json(SCHEMAS[rtype].values[version], value)
+
+
+def json_fields(fields: tuple, value: dict) -> dict:
+    """``value`` (read with ``fields``) as Kafka's JSON converter prints it."""
+    return _json(fields, value)
 
 
 def _json(fields: tuple, value: dict) -> dict:

@@ -18,6 +18,7 @@ from spark_kafkalog.format.coordinator.records import (
     decode_subscription,
     decode_txn_key,
     decode_txn_value,
+    TRANSACTION_STATES,
 )
 from spark_kafkalog.format.coordinator.rows import to_json as _json
 from spark_kafkalog.format.coordinator.schemas import SCHEMAS, json_data
@@ -93,7 +94,9 @@ def _txn_value_json(version: int, v: dict) -> dict:
     if flex and v["nextProducerEpoch"] != -1:
         out["nextProducerEpoch"] = v["nextProducerEpoch"]
     out["transactionTimeoutMs"] = v["transactionTimeoutMs"]
-    out["transactionStatus"] = v["transactionStatus"]
+    # Kafka 4.4's dump names the state (4.3 printed its number)
+    out["transactionStatus"] = TRANSACTION_STATES.get(v["transactionStatus"],
+                                                      v["transactionStatus"])
     out["transactionPartitions"] = v["transactionPartitions"]
     out["transactionLastUpdateTimestampMs"] = v["transactionLastUpdateTimestampMs"]
     out["transactionStartTimestampMs"] = v["transactionStartTimestampMs"]

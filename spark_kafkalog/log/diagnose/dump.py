@@ -95,7 +95,29 @@ def dump_file(fs: pafs.FileSystem, path: str, options: DumpOptions | None = None
     if kind is None:
         raise InvalidOptionError(f"cannot dump {posixpath.basename(path)!r}: expected a "
                                  f"{FILE_KINDS}")
-    return _DUMPERS[kind](fs, path, options or DumpOptions())
+    options = options or DumpOptions()
+    if kind in ("index", "timeindex") and options.index_mode is not None:
+        return _index_mode(fs, path, kind, options)
+    return _DUMPERS[kind](fs, path, options)
+
+
+def _index_mode(fs, path: str, kind: str, opts: DumpOptions) -> Iterator[DumpLine]:
+    """``--index-sanity-check`` (only "FILE passed sanity check.", or the problems) and
+    ``--verify-index-only`` (entries not printed; mismatches and problems are)."""
+    found = []
+    empty = False
+    for item in _DUMPERS[kind](fs, path, opts):
+        if item.kind == "line" and item.text.endswith(" is empty."):
+            empty = True
+            yield item
+        elif item.kind == "problem":
+            found.append(item)
+        elif item.kind == "note" and opts.index_mode == "verify":
+            yield item
+    if opts.index_mode == "sanity" and not empty and not found:
+        yield dump_line(f"{path} passed sanity check.", {"type": "sanity", "path": path,
+                                                          "passed": True})
+    yield from found
 
 
 def _sibling(path: str, name: str) -> str:
@@ -186,7 +208,9 @@ def _dump_offset_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
     finally:
         if logf is not None:
             logf.close()
-    if count == 0:
+    if size < OFFSET_INDEX_ENTRY.size:
+        yield dump_line(f"{path} is empty.", {"type": "index_empty", "path": path})
+    elif count == 0:
         yield dump_note(f"{path} is empty.")
     if mismatches:
         # what DumpLogSegments lists: an append of several batches (a follower's, or a
@@ -209,8 +233,15 @@ def _dump_time_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
     count = 0
     prev = None
     for k, (ts, rel) in _iter_entries(fs, path, TIME_INDEX_ENTRY):
-        if (k > 0 and rel == 0) or (k == 0 and ts == 0 and rel == 0 and n_file > 1):
-            break                   # zero-filled tail (an all-zero file has no entries)
+        if k > 0 and rel == 0:
+            break                   # the zero-filled tail of a preallocated index
+        if k == 0 and ts == 0 and rel == 0 and n_file > 1:
+            # a preallocated, still empty time index: Kafka's tool prints its first zero
+            # slot as an entry, and so do we (it is no entry: nothing else is checked)
+            yield dump_line(f"timestamp: 0 offset: {base}",
+                            {"type": "timeindex_entry", "entry": 0, "timestamp": 0,
+                             "offset": base, "unused": True})
+            break
         offset = base + rel
         count += 1
         yield dump_line(f"timestamp: {ts} offset: {offset}",

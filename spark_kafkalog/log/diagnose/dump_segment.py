@@ -15,14 +15,19 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 import crc32c
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import InvalidOptionError, KafkaLogError, LogLayoutError
 from spark_kafkalog.format import decode_run, decompress
+from spark_kafkalog.format._text import dump_records, java_string
 from spark_kafkalog.format.coordinator import offsets_text, transaction_log_text
+from spark_kafkalog.format.coordinator.share import share_group_state_text
+from spark_kafkalog.format.cluster_metadata import cluster_metadata_text
 from spark_kafkalog.format.decode import decode_varint, decode_varlong
+from spark_kafkalog.format.kraft_control import KRAFT_CONTROL_TYPES, control_text
 from spark_kafkalog.format.wire import (
     ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
@@ -34,7 +39,9 @@ from spark_kafkalog.format.wire import (
     LEGACY_TIMESTAMP_TYPE,
     V2_ATTRIBUTES_POS,
     V2_RECORDS_POS,
+    LOG_OVERHEAD,
 )
+from spark_kafkalog.log.diagnose.dump_legacy import legacy_inner_crcs
 from spark_kafkalog.log.model import PartitionDir, Segment
 from spark_kafkalog.log.read.scan import (
     DEFAULT_WINDOW_BYTES,
@@ -47,8 +54,24 @@ __all__ = ["DumpLine", "DumpOptions", "dump_segment", "dump_line", "dump_note", 
            "base_offset_of", "file_size", "INT32_MAX"]
 
 INT32_MAX = 0x7FFFFFFF
+def _remote_log_metadata_text(key: bytes | None, value: bytes | None, offset: int):
+    """Kafka's RemoteMetadataLogMessageParser: no key, the record as its payload."""
+    try:
+        from spark_kafkalog.format.remote_log_metadata import dump_text
+    except ImportError as e:
+        raise InvalidOptionError("--remote-log-metadata-decoder: this build has no "
+                                 "__remote_log_metadata decoder "
+                                 "(spark_kafkalog.format.remote_log_metadata)") from e
+    return None, dump_text(key, value)
+
+
 #: DumpOptions.decoder -> (key, value, offset) -> (key text, payload text)
-DECODERS = {"offsets": offsets_text, "transaction-log": transaction_log_text}
+DECODERS = {"offsets": offsets_text, "transaction-log": transaction_log_text,
+            "remote-log-metadata": _remote_log_metadata_text,
+            "share-group-state": share_group_state_text,
+            "cluster-metadata": cluster_metadata_text}
+#: Kafka's decoders kafkalog dump does not have yet (refused by name)
+NOT_YET = ()
 
 
 @dataclass(frozen=True)
@@ -67,11 +90,32 @@ class DumpOptions:
     max_bytes: int | None = None
     window_bytes: int = DEFAULT_WINDOW_BYTES
     decoder: str | None = None
+    #: only text is wanted (no ``fields``): records come as "block" lines, formatted
+    #: compiled a batch at a time, their bytes in ``fields["data"]``
+    text_only: bool = False
+    #: ``--skip-record-metadata``: record lines hold only ``|`` and the data; control
+    #: records are not shown
+    skip_metadata: bool = False
+    #: ``--max-message-size``: a batch longer than this (its length field) is damage
+    max_message_size: int | None = None
+    #: indexes: None (print entries), "sanity" (``--index-sanity-check``: only say whether
+    #: the index passes) or "verify" (``--verify-index-only``: only its mismatches)
+    index_mode: str | None = None
 
     def __post_init__(self):
+        if self.decoder in NOT_YET:
+            raise InvalidOptionError(f"--{self.decoder}-decoder: not implemented yet in "
+                                     "kafkalog dump")
         if self.decoder is not None and self.decoder not in DECODERS:
             raise InvalidOptionError(f"decoder {self.decoder!r}: expected one of "
                                      f"{', '.join(sorted(DECODERS))}")
+        if self.decoder == "remote-log-metadata":
+            try:
+                import spark_kafkalog.format.remote_log_metadata  # noqa: F401
+            except ImportError as e:
+                raise InvalidOptionError(
+                    "--remote-log-metadata-decoder: this build has no __remote_log_metadata "
+                    "decoder (spark_kafkalog.format.remote_log_metadata)") from e
         if self.decoder is not None:
             object.__setattr__(self, "print_data", True)
         if self.print_data and not self.records:
@@ -188,12 +232,26 @@ def _describe_control(key: bytes | None, value: bytes | None) -> tuple[str, dict
         name = CONTROL_TYPE_NAMES[ctype]
         return (f" endTxnMarker: {name} coordinatorEpoch: {epoch}",
                 {"endTxnMarker": name, "coordinatorEpoch": epoch})
+    if ctype in KRAFT_CONTROL_TYPES and value is not None:
+        try:
+            text = control_text(ctype, value)
+        except KafkaLogError:
+            text = None
+        if text is not None:
+            return " " + text, {"controlType": KRAFT_CONTROL_TYPES[ctype][1],
+                                "controlTypeId": ctype, "decoded": text}
     name = CONTROL_TYPE_NAMES.get(ctype, "UNKNOWN")
     return f" controlType: {name}({ctype})", {"controlType": name, "controlTypeId": ctype}
 
 
 def _text(data: bytes | None) -> str:
-    return data.decode("utf-8", "replace") if data is not None else ""
+    """Bytes as Kafka's StringDecoder (Java's ``new String(bytes, UTF_8)``) shows them."""
+    if data is None:
+        return ""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return java_string(bytes(data))
 
 
 def _dump_control_records(path: str, view: memoryview, h: dict) -> Iterator[DumpLine]:
@@ -219,25 +277,48 @@ def _dump_control_records(path: str, view: memoryview, h: dict) -> Iterator[Dump
 
 
 class _Rows:
-    """Decoded data records of a run of batches, as Python lists (printing is per
-    record anyway); ``next`` hands out the rows of one batch after another."""
+    """Decoded data records of a run of batches; ``take`` hands out the rows of one batch
+    after another. Python lists of the columns are made only when asked for (the JSON
+    output and the decoders print per record; the text output is formatted compiled)."""
 
     def __init__(self, rb: pa.RecordBatch, print_data: bool):
-        self.offsets = rb.column("offset").to_pylist()
-        self.stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()
-        self.key_sizes = pc.binary_length(rb.column("key")).to_pylist()
-        self.value_sizes = pc.binary_length(rb.column("value")).to_pylist()
-        self.headers = rb.column("headers").to_pylist()
-        self.keys = rb.column("key").to_pylist() if print_data else None
-        self.values = rb.column("value").to_pylist() if print_data else None
+        self.rb = rb
+        self.print_data = print_data
+        self._offsets = rb.column("offset").to_numpy()
         self.at = 0
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def __getattr__(self, name):
+        rb = self.rb
+        if name == "offsets":
+            value = self._offsets.tolist()
+        elif name == "stamps":
+            value = rb.column("timestamp").cast(pa.int64()).to_pylist()
+        elif name == "key_sizes":
+            value = pc.binary_length(rb.column("key")).to_pylist()
+        elif name == "value_sizes":
+            value = pc.binary_length(rb.column("value")).to_pylist()
+        elif name == "headers":
+            value = rb.column("headers").to_pylist()
+        elif name in ("keys", "values"):
+            col = rb.column("key" if name == "keys" else "value")
+            value = col.to_pylist() if self.print_data else None
+        else:
+            raise AttributeError(name)
+        setattr(self, name, value)
+        return value
+
+    def legacy_view(self, h: dict):
+        """The bytes of the legacy batch ``h`` (set by the caller), or None."""
+        return self.entries.get(h["position"]) if hasattr(self, "entries") else None
 
     def take(self, last_offset: int) -> range:
         """Indexes of the rows up to ``last_offset`` (the next batch's records)."""
-        start = k = self.at
-        while k < len(self.offsets) and self.offsets[k] <= last_offset:
-            k += 1
-        self.at = k
+        start = self.at
+        k = int(np.searchsorted(self._offsets, last_offset, side="right"))
+        self.at = k = max(k, start)
         return range(start, k)
 
 
@@ -252,6 +333,20 @@ def _print_rows(path: str, h: dict, valid: bool, rows: _Rows, idx: range,
     magic, base = h["magic"], h["base_offset"]
     ttype = _timestamp_type(magic, h["attributes"])
     legacy_crc = magic < 2 and h["codec"] == 0      # the batch is the message itself
+    if opts.text_only and opts.decoder is None:
+        if len(idx) and magic < 2 and h["codec"] != 0 and not opts.skip_metadata:
+            # a compressed legacy wrapper: each inner message shows its own CRC
+            inner = legacy_inner_crcs(len(idx), rows.legacy_view(h), h["codec"], magic)
+            for i, (crc, ok) in zip(idx, inner):
+                yield DumpLine("block", "", {"data": dump_records(
+                    rows.rb, i, i + 1, ttype.encode(), magic, base, -1, True, ok, crc,
+                    opts.print_data)})
+        elif len(idx):
+            yield DumpLine("block", "", {"data": dump_records(
+                rows.rb, idx.start, idx.stop, ttype.encode(), magic, base,
+                h["base_sequence"], legacy_crc, valid, h["crc"], opts.print_data,
+                opts.skip_metadata)})
+        return
     for i in idx:
         off, ts = rows.offsets[i], rows.stamps[i]
         ts_ms = -1 if ts is None else ts // 1000
@@ -272,6 +367,16 @@ def _print_rows(path: str, h: dict, valid: bool, rows: _Rows, idx: range,
         elif legacy_crc:
             text += f" isValid: {str(valid).lower()} crc: {h['crc']}"
             obj.update(isValid=valid, crc=h["crc"])
+        if opts.skip_metadata:
+            text, obj = "", {"type": "record", "offset": off}
+            if opts.print_data:
+                key, value = rows.keys[i], rows.values[i]
+                if key is not None or value is not None:
+                    text = "|" + (f" key: {_text(key)}" if key is not None else "") \
+                        + (f" payload: {_text(value)}" if value is not None else "")
+                obj.update(key=key, payload=value)
+            yield dump_line(text, obj)
+            continue
         if opts.decoder is not None:
             key, value = rows.keys[i], rows.values[i]
             try:
@@ -306,12 +411,13 @@ def _dump_batch_records(path: str, view: memoryview, h: dict, valid: bool,
         # is left to check here are the inner messages of a compressed legacy wrapper
         rows = _decode_rows(view, verify_crc=opts.verify_crc and valid,
                             position=h["position"], print_data=opts.print_data)
+        rows.entries = {h["position"]: view}
     except KafkaLogError as e:
         yield dump_problem(path, e.position if e.position is not None else h["position"],
                   e.offset if e.offset is not None else h["base_offset"],
                   f"records do not decode: {e.reason}")
         return
-    yield from _print_rows(path, h, valid, rows, range(len(rows.offsets)), opts)
+    yield from _print_rows(path, h, valid, rows, range(len(rows)), opts)
 
 
 _HEADER_COLUMNS = ("position", "size", "magic", "attributes", "codec", "base_offset",
@@ -388,6 +494,7 @@ def _dump_group(path: str, w, hs: list[dict], opts: DumpOptions) -> Iterator[Dum
         try:
             rows = _decode_rows(w.data[lo:hi], verify_crc=opts.verify_crc and all(valid),
                                 position=hs[0]["position"], print_data=opts.print_data)
+            rows.entries = {h["position"]: v for h, v in zip(hs, views) if h["magic"] < 2}
         except KafkaLogError:
             rows = None         # decode batch by batch below, to say which one is bad
     for h, view, ok in zip(hs, views, valid):
@@ -398,7 +505,11 @@ def _dump_group(path: str, w, hs: list[dict], opts: DumpOptions) -> Iterator[Dum
         if not opts.records:
             continue
         if h["magic"] == 2 and h["is_control"]:
-            yield from _dump_control_records(path, view, h)
+            if not opts.skip_metadata:
+                yield from _dump_control_records(path, view, h)
+            else:           # Kafka prints an empty line for each control record
+                for _ in range(max(h["record_count"], 0)):
+                    yield dump_line("", {"type": "record", "control": True})
         elif rows is not None:
             yield from _print_rows(path, h, ok, rows, rows.take(h["last_offset"]), opts)
         else:
@@ -452,8 +563,10 @@ def dump_segment(fs: pafs.FileSystem, path: str, opts: DumpOptions) -> Iterator[
         warnings.simplefilter("ignore", TornTailWarning)
         # CRCs are not checked by the scan: a batch whose checksum does not match is
         # still shown, with isvalid: false (as DumpLogSegments does)
+        extra = {} if opts.max_message_size is None else {
+            "max_batch_bytes": opts.max_message_size + LOG_OVERHEAD}
         for w in scan_windows(fs, p, on_corruption="skip", stats=stats, verify_crc=False,
-                              quiet=True, window_bytes=opts.window_bytes):
+                              quiet=True, window_bytes=opts.window_bytes, **extra):
             yield from skipped(w.position)
             yield from _dump_window(path, w, opts)
     if limit < size:
@@ -464,6 +577,9 @@ def dump_segment(fs: pafs.FileSystem, path: str, opts: DumpOptions) -> Iterator[
     yield from skipped(None)
     if stats.torn_tail is not None:
         _p, where, nbytes = stats.torn_tail
-        yield dump_note(f"Found {nbytes} invalid bytes at the end of {name} (position {where}: "
-                    "a torn batch or zero padding, which broker recovery truncates)",
-                    {"path": path, "position": where, "bytes": nbytes})
+        yield dump_line(f"Found {nbytes} invalid bytes at the end of {name}",
+                        {"type": "invalid_bytes", "path": path, "position": where,
+                         "bytes": nbytes})
+        yield dump_note(f"  (position {where}: a torn batch or zero padding, which broker "
+                        "recovery truncates)", {"path": path, "position": where,
+                                                 "bytes": nbytes})

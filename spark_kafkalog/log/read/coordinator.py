@@ -11,14 +11,16 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from spark_kafkalog.errors import KafkaLogError
+from spark_kafkalog.format.cluster_metadata_tables import MetadataState
 from spark_kafkalog.format.coordinator import GroupState, TransactionState
 from spark_kafkalog.log.read.discovery import LogDirs
 from spark_kafkalog.log.read.reader import read_partition
 from spark_kafkalog.log.read.scan import ReadStats
 
-__all__ = ["CONSUMER_OFFSETS", "TRANSACTION_STATE", "read_group_state",
-           "read_transaction_state"]
+__all__ = ["CLUSTER_METADATA", "CONSUMER_OFFSETS", "TRANSACTION_STATE",
+           "read_cluster_metadata", "read_group_state", "read_transaction_state"]
 
+CLUSTER_METADATA = "__cluster_metadata"
 CONSUMER_OFFSETS = "__consumer_offsets"
 TRANSACTION_STATE = "__transaction_state"
 
@@ -70,3 +72,25 @@ def read_transaction_state(path, *, latest: bool = True, as_of: int | None = Non
     arguments and errors as :func:`read_group_state`."""
     return _feed(TransactionState(latest=latest, as_of=as_of), path, TRANSACTION_STATE,
                  isolation_level, filesystem_options, progress)
+
+
+def read_cluster_metadata(path, *, filesystem_options: Mapping | None = None
+                          ) -> MetadataState:
+    """The KRaft ``__cluster_metadata`` log of the metadata log dir at ``path`` (the
+    ``metadata.log.dir``, or a ``log.dirs`` entry holding ``__cluster_metadata-0``) as a
+    :class:`MetadataState`: ``.records()``, ``.of(type)``, ``.topics()``, ``.configs()``,
+    ``.features()``, ``.brokers()``, ``.producer_ids()`` (Arrow tables). The whole log is
+    read (a KRaft log has no high watermark checkpoint); snapshots (``.checkpoint``) are
+    not: records a snapshot replaced and the log no longer holds are not seen."""
+    logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options,
+                                                             include_internal=True)
+    state = MetadataState()
+    for p in logdirs.partitions(CLUSTER_METADATA):
+        st = logdirs.state(p, timestamps=False)
+        try:
+            for rb in read_partition(logdirs, p, start_offset=st.log_start_offset,
+                                     end_offset=st.log_end_offset, include_headers=False):
+                state.add(rb)
+        except KafkaLogError as e:
+            raise e.at(path=e.path or p.path) from e
+    return state

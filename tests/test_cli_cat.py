@@ -1,0 +1,138 @@
+"""``kafkalog cat`` as kcat's consume mode, on logs we build: format tokens and escapes, -J,
+-K/-D/-Z, -s pack formats, -o forms, -c, paths (log dir, partition dir, segment, several
+sources, --jbod) and usage errors. Expected bytes follow kcat 1.7's format.c/json.c rules
+(the kafka tier compares with kcat itself)."""
+from __future__ import annotations
+
+import io
+import json
+import struct
+
+import pytest
+
+from spark_kafkalog.cli import main
+from spark_kafkalog.kcat import parse_delim, parse_format
+from spark_kafkalog.format import _text
+
+
+from .log.logbuilder import LogDirBuilder, rec, segment_name
+
+
+def cat(*argv):
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+    err = io.StringIO()
+    code = main(["cat", *map(str, argv)], stdout=out, stderr=err)
+    out.flush()
+    return code, raw.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def logs(tmp_path):
+    b = LogDirBuilder(tmp_path / "logs")
+    p = b.partition("t", 0, base_timestamp=1000)
+    p.append([rec(b"\x00\x00\x00\x07", b"v\x01\"\\/\xc3\xa9\xff\n"),
+              rec(None, b"", headers=[("a", b"1"), ("b", None), ("c", b"")])])
+    p.append([rec(b"", None), rec(b"k3", b"\x00abc")])
+    q = b.partition("t", 1, base_timestamp=2000)
+    q.append([rec(b"x", b"y")])
+    b.write()
+    return b.roots[0]
+
+
+def test_tokens_and_nulls(logs):
+    code, out, _ = cat(logs, "-t", "t", "-p", "0", "-q", "-f", "%o|%k|%s|%K|%S|%T|%h|%t|%p\\n")
+    assert code == 0
+    assert out.split(b"\n")[:4] == [
+        b"0|\x00\x00\x00\x07|v\x01\"\\/\xc3\xa9\xff",     # the value's own newline
+        b"|4|9|1000||t|0",
+        b"1|||-1|0|1001|a=1,b=NULL,c=|t|0",
+        b"2|||0|-1|1002||t|0"]
+    code, out, _ = cat(logs, "-t", "t", "-p", "0", "-q", "-Z", "-f", "%k,%s;")
+    # -Z: a null and an empty key or value both print NULL (kcat tests the length)
+    assert out == b"\x00\x00\x00\x07,v\x01\"\\/\xc3\xa9\xff\n;NULL,NULL;NULL,NULL;k3,\x00abc;"
+
+
+def test_binary_length_and_escapes(logs):
+    # \NNN is C's strtoul with base 0: decimal, or octal after a 0
+    code, out, _ = cat(logs, "-t", "t", "-p", "1", "-q", "-f", "%R%s\\x41\\101\\0101\\t\\q%%")
+    assert out == struct.pack(">i", 1) + b"yAeA\tq%"
+    code, out, _ = cat(logs, "-t", "t", "-p", "1", "-q", "-f", "%s\\x00tail")
+    assert out == b"y"                                  # kcat's literal ends at the NUL
+    assert parse_delim(b"a\\x1e|\\n") == b"a\x1e|\n"
+    assert parse_delim(b"\\x1eb") == b"\xeb"       # strtoul reads every hex digit
+    assert parse_format(b"%%%o") == [(_text.OP_STR, b"%"), (_text.OP_OFFSET, b"")]
+
+
+def test_key_and_message_delimiters(logs):
+    code, out, _ = cat(logs, "-t", "t", "-p", "1", "-q", "-K", "\\t", "-D", "|")
+    assert out == b"x\ty|"
+
+
+def test_json_envelope(logs):
+    code, out, _ = cat(logs, "-t", "t", "-p", "0", "-q", "-J", "-c", "2")
+    lines = out.split(b"\n")
+    assert lines[0] == (b'{"topic":"t","partition":0,"offset":0,"tstype":"create",'
+                        b'"ts":1000,"broker":' + lines[0].split(b'"broker":')[1].split(b",")[0]
+                        + b',"key":"\\u0000\\u0000\\u0000\\u0007","payload":'
+                        b'"v\\u0001\\"\\\\/\xc3\xa9\xff\\n"}')
+    assert json.loads(lines[1])["headers"] == ["a", "1", "b", None, "c", ""]
+    assert json.loads(lines[1])["key"] is None and json.loads(lines[1])["payload"] == ""
+
+
+def test_pack_formats(logs):
+    code, out, err = cat(logs, "-t", "t", "-p", "0", "-q", "-o", "0", "-c", "1",
+                         "-s", "key=i", "-f", "%k\\n")
+    assert code == 0 and out == b"7\n"
+    code, out, err = cat(logs, "-t", "t", "-p", "0", "-q", "-o", "3", "-s", "value=bs",
+                         "-f", "%s\\n")
+    assert out == b"0abc\n"                       # b reads the NUL, s the rest
+    code, out, err = cat(logs, "-t", "t", "-p", "0", "-q", "-s", "key=q", "-f", "%o:%k\\n")
+    assert code == 1 and out == b"0:"
+    assert "Failed to format message in t [0] at offset 0: key truncated, expected 8 " \
+           "bytes to unpack q but only 4 bytes remaining" in err
+    code, out, err = cat(logs, "-t", "t", "-p", "0", "-q", "-E", "-s", "key=i$",
+                         "-f", "%o:%k\\n")
+    assert code == 0 and out == b"0:7\n1:\n2:\n3:"
+    assert "expected key end-of-input, but 0 bytes" not in err and "3:" not in err
+    assert "at offset 3: expected key end-of-input" not in err
+    code, out, err = cat(logs, "-t", "t", "-s", "key=x")
+    assert code == 2 and "Invalid token 'x' in key pack-format" in err
+
+
+def test_offsets_and_counts(logs):
+    assert cat(logs, "-t", "t", "-q", "-o", "-1", "-f", "%p/%o ")[1] == b"0/3 1/0 "
+    assert cat(logs, "-t", "t", "-q", "-o", "s@1002", "-f", "%p/%o ")[1] == b"0/2 0/3 1/0 "
+    assert cat(logs, "-t", "t", "-q", "-o", "e@1002", "-f", "%p/%o ")[1] == b"0/0 0/1 "
+    assert cat(logs, "-t", "t", "-q", "-o", "end", "-f", "%o ")[1] == b""
+    assert cat(logs, "-t", "t", "-q", "-c", "3", "-f", "%o ")[1] == b"0 1 2 "
+    code, _, err = cat(logs, "-t", "t", "-o", "stored")
+    assert code == 2 and "no committed offsets" in err
+    _, _, err = cat(logs, "-t", "t", "-f", "")
+    assert err == "% Reached end of topic t [0] at offset 4\n" \
+                  "% Reached end of topic t [1] at offset 1: exiting\n"
+
+
+def test_paths_sources_and_jbod(logs, tmp_path):
+    seg = logs / "t-0" / segment_name(0, ".log")
+    assert cat(logs / "t-0", "-q", "-f", "%o ")[1] == b"0 1 2 3 "
+    assert cat(seg, "-q", "-f", "%t/%o ")[1] == b"t/0 t/1 t/2 t/3 "
+    b = LogDirBuilder(tmp_path / "other")
+    b.partition("t", 0, base_timestamp=5).append([rec(b"o", b"o")])
+    b.write()
+    # two log dirs holding the same partition: two sources, one after the other
+    assert cat(logs, b.roots[0], "-t", "t", "-p", "0", "-q", "-f", "%s ")[1] \
+        .endswith(b"\x00abc o ")
+    code, _, err = cat(logs, b.roots[0], "-t", "t", "--jbod")
+    assert code == 2 and "two log dirs" in err
+    code, _, err = cat(logs / "t-0", "-t", "u")
+    assert code == 2 and "partition of topic t" in err
+
+
+def test_usage_errors_name_the_subcommand(logs):
+    code, _, err = cat(logs, "-t", "t", "--fromat", "%s")
+    assert code == 2 and err.startswith("usage: kafkalog cat")
+    assert "did you mean --format" in err
+    err_io = io.StringIO()
+    assert main(["dmp", "x"], stdout=io.StringIO(), stderr=err_io) == 2
+    assert "did you mean dump?" in err_io.getvalue()
