@@ -97,6 +97,7 @@ def run(target: str, seconds: int, replay: Path | None = None, jobs: int = 1) ->
     build_kernels.build()
     findings = FINDINGS / target
     findings.mkdir(parents=True, exist_ok=True)
+    before = set(findings.iterdir())
     args = [f"-max_len={targets.MAX_LEN}", "-rss_limit_mb=3072", "-timeout=20",
             f"-artifact_prefix={findings}/", "-print_final_stats=1"]
     if replay is not None:
@@ -116,7 +117,7 @@ def run(target: str, seconds: int, replay: Path | None = None, jobs: int = 1) ->
     edges = re.findall(r"\bcov: (\d+)", log)
     return {"target": target, "execs": int(execs[-1]) if execs else 0,
             "edges": int(edges[-1]) if edges else 0,
-            "findings": len(list(findings.iterdir())), "returncode": proc.returncode,
+            "findings": len(set(findings.iterdir()) - before), "returncode": proc.returncode,
             "log": log}
 
 
