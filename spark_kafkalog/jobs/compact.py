@@ -26,6 +26,7 @@ import sys
 import time
 
 from spark_kafkalog import jobkit
+from spark_kafkalog.jobs import _preflight
 from spark_kafkalog.log import LogDirs
 from spark_kafkalog.log.maintain import Compaction, CompactSettings, compact_partition
 
@@ -101,6 +102,13 @@ def settings_for(args: argparse.Namespace) -> dict[str, CompactSettings]:
     return out
 
 
+def _partition_numbers(args: argparse.Namespace) -> list[int] | None:
+    try:
+        return None if not args.partitions else [int(x) for x in args.partitions.split(",")]
+    except ValueError:
+        raise jobkit.JobInputError(f"--partitions {args.partitions!r}: not numbers") from None
+
+
 def compact(spark, args: argparse.Namespace) -> dict:
     """Run the compaction of ``args`` on ``spark``; returns the summary."""
     settings = settings_for(args)
@@ -110,10 +118,7 @@ def compact(spark, args: argparse.Namespace) -> dict:
     for t in settings:
         if t not in known:
             raise jobkit.JobInputError(f"topic {t!r} is not in {root}")
-    try:
-        wanted = None if not args.partitions else [int(x) for x in args.partitions.split(",")]
-    except ValueError:
-        raise jobkit.JobInputError(f"--partitions {args.partitions!r}: not numbers") from None
+    wanted = _partition_numbers(args)
     t0 = time.monotonic()
     results = []
     sc = spark.sparkContext
@@ -161,7 +166,10 @@ def summary_line(summary: dict) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    settings_for(args)                  # bad settings fail before Spark starts
+    settings = settings_for(args)       # bad settings fail before Spark starts
+    if args.now:
+        jobkit.parse_time_ms(args.now, "--now")
+    _preflight.compact(args, list(settings), _partition_numbers(args))
     with jobkit.spark_session("kafkalog-compact") as spark, \
             jobkit.SparkProgress(spark, "compact", enabled=args.progress):
         summary = compact(spark, args)

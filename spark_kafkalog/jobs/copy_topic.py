@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from spark_kafkalog import jobkit
+from spark_kafkalog.jobs import _preflight, _replace
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 MAP_COLUMNS = ("topic", "partition", "offset", "new_topic", "new_partition", "new_offset")
@@ -540,7 +541,13 @@ def run(spark, args: argparse.Namespace, progress=None, plans=None) -> dict:
         union = frames[0]
         for f in frames[1:]:
             union = union.unionByName(f)
-        union.write.mode("overwrite").parquet(args.offset_map)
+        # written beside the old map and swapped in whole (see _replace)
+        files = _replace.HadoopFiles(spark, args.offset_map)
+        _replace.recover(files, args.offset_map)
+        run_id = _replace.new_run_id()
+        target = _replace.sibling(args.offset_map, _replace.NEW, run_id)
+        union.write.mode("overwrite").parquet(target)
+        _replace.swap_in(files, args.offset_map, target, run_id)
     seconds = time.perf_counter() - t0
     rows = sum(t["rows"] for t in topics)
     firsts = [t["first"] for t in topics if t["first"] is not None]
@@ -576,6 +583,7 @@ def summary_line(s: dict) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     plans = plan_topics(args)           # no Spark needed: bad input fails fast
+    _preflight.copy(args, plans, reader_options, writer_options)
 
     def say(msg):
         if args.progress:
