@@ -255,6 +255,14 @@ def test_consumer_offsets_and_report_refuse_before_writing(tmp_path, logs, no_sp
     assert "--html: directory" in line and "does not exist" in line, line
     line = refused("log_report", ["--path", str(tmp_path / "none")], capsys)
     assert "does not exist" in line, line
+    html, js = out / "report.html", out / "report.json"
+    html.write_text("<html>old</html>")
+    js.write_text("{}")
+    before = tree_hash(out)
+    line = refused("log_report", ["--path", str(logs), "--topics", "nosuch", "--html",
+                                  str(html), "--json", str(js)], capsys)
+    assert "'nosuch' is not in" in line, line
+    assert tree_hash(out) == before
 
 
 # ---- the pieces ---------------------------------------------------------------------------------
