@@ -312,3 +312,45 @@ def test_segment_probe_reads_only_the_selected_range(tmp_path, logs):
     assert _preflight.check_segments(logdirs, [p], {("events", 0): (later, 10**9)}) == \
         len(p.segments) - 2
     assert bad_base < later
+
+
+def test_a_killed_write_never_makes_the_next_copy_refuse(tmp_path, logs):
+    """SIGKILL at every commit step of a write into the destination: the partition dirs
+    it created are rolled back before copy_topic asks whether the topic exists, so the
+    next copy runs (or, past the commit point, refuses the topic that now exists)."""
+    import functools
+
+    import pyarrow as pa
+
+    import spark_kafkalog.log.write.table as table_mod
+    from spark_kafkalog.log import read_table
+    from spark_kafkalog.log.write import topic_partitions, write_table
+    from spark_kafkalog.log.write.commit import commit_write
+    from spark_kafkalog.log.io import resolve_filesystem
+    from tests.log.killing import run_killed
+
+    rows = pa.table({"value": [b"v%d" % i for i in range(20)],
+                     "partition": pa.array([i % 2 for i in range(20)], pa.int32())})
+    left_dirs = committed = 0
+    for kill_at in range(1, 60):
+        root = tmp_path / f"k{kill_at}"
+        root.mkdir()
+
+        def write(fault, root=root):
+            table_mod.commit_write = functools.partial(commit_write, fault=fault)
+            write_table(str(root), "events", rows, partitions=2)
+        if not run_killed(write, kill_at):
+            break
+        fs, r = resolve_filesystem(str(root))
+        dirs_before = bool(topic_partitions(fs, r, "events"))
+        _preflight.recover_log_dir(str(root))
+        if topic_partitions(fs, r, "events"):
+            assert read_table(str(root), "events").num_rows == 20
+            committed += 1
+            continue
+        left_dirs += dirs_before
+        args = copy_topic.parse_args(["--path", str(logs), "--output", str(root),
+                                      "--topic", "events"])
+        _preflight.copy_destination(args)
+        assert [p.target for p in copy_topic.plan_topics(args)] == ["events"]
+    assert left_dirs and committed, (left_dirs, committed)

@@ -14,7 +14,7 @@ import re
 import pyarrow.fs as pafs
 
 from spark_kafkalog import jobkit
-from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
+from spark_kafkalog.errors import InvalidOptionError, LockError, LogLayoutError
 from spark_kafkalog.log import LogDirs, is_internal_topic, resolve_filesystem
 from spark_kafkalog.log.read.scan import check_segment_heads
 from spark_kafkalog.log.write import check_broker_lock, topic_partitions
@@ -88,6 +88,38 @@ def log_dir_destination(path: str, flag: str) -> bool:
     fs, root = resolve_filesystem(path)
     check_broker_lock(fs, root)
     return True
+
+
+def recover_log_dir(path: str, topics=None) -> list[str]:
+    """Roll back (or forward) the write a killed run left in flight in destination log
+    dir ``path`` (every topic with a journal, or ``topics``), as the library does on its
+    next open, so that a killed run's partition dirs never look like a topic that exists.
+    Returns the topics whose journal held such a write."""
+    from spark_kafkalog.log.write import recover_topic
+    from spark_kafkalog.log.write.journal import journal_path
+
+    info = _info(path)
+    if info is None or info.type != pafs.FileType.Directory:
+        return []
+    fs, root = resolve_filesystem(path)
+    names = {i.base_name for i in fs.get_file_info(pafs.FileSelector(root))}
+    found = sorted(n[len(".kafkalog."):-len(".journal")] for n in names
+                   if n.startswith(".kafkalog.") and n.endswith(".journal"))
+    acted = []
+    for topic in found:
+        if topics is not None and topic not in topics:
+            continue
+        if journal_path(root, topic).rsplit("/", 1)[1] not in names:
+            continue
+        try:
+            result = recover_topic(fs, root, topic, lock_timeout=0)
+        except LockError as err:
+            if "another writer" not in str(err):
+                raise
+            continue                    # a live writer's: not a leftover
+        if result.get("rolled_back") or result.get("rolled_forward"):
+            acted.append(topic)
+    return acted
 
 
 def topic_exists(path: str, topic: str) -> bool:
@@ -213,12 +245,20 @@ def import_files(args, write_opts: dict[str, str]) -> bool:
              "(--preserve-offsets of an export of it) may write it")
     if not log_dir_destination(args.path, "--path") or not args.topic:
         return False
+    recover_log_dir(args.path, [args.topic])
     if topic_exists(args.path, args.topic):
         if args.mode == "errorifexists":
             fail(f"--topic: {args.topic!r} already exists in {args.path} (--mode "
                  "errorifexists)")
         return args.mode == "ignore"
     return False
+
+
+def copy_destination(args) -> None:
+    """copy_topic, before its planning: the destination is not held by a broker, and a
+    killed earlier copy's write is rolled back (its topic then does not exist)."""
+    if log_dir_destination(args.output, "--output"):
+        recover_log_dir(args.output)
 
 
 def copy(args, plans, reader_opts, writer_opts) -> None:

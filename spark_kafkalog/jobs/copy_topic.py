@@ -582,7 +582,8 @@ def summary_line(s: dict) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    plans = plan_topics(args)           # no Spark needed: bad input fails fast
+    _preflight.copy_destination(args)   # no Spark needed: bad input fails fast
+    plans = plan_topics(args)
     _preflight.copy(args, plans, reader_options, writer_options)
 
     def say(msg):
