@@ -66,13 +66,16 @@ def topics_present(logdirs: LogDirs, topics, flag: str, where: str) -> None:
 def check_segments(logdirs: LogDirs, partition_dirs, ranges: dict | None = None) -> int:
     """Probe the first batches of every segment (see the module doc); ``ranges``:
     ``(topic, partition) -> (start, end)``, only the segments holding those offsets."""
-    n = 0
-    for p in partition_dirs:
+    from spark_kafkalog.log.io import map_io
+
+    def one(p) -> int:
         start, end = (ranges or {}).get((p.topic, p.partition), (None, None))
         if start is not None and end is not None and start >= end:
-            continue
-        n += check_segment_heads(logdirs.filesystem, p, start, end)
-    return n
+            return 0
+        return check_segment_heads(logdirs.filesystem, p, start, end)
+
+    # partitions concurrently on remote filesystems (one small read per segment each)
+    return sum(map_io(logdirs.filesystem, one, partition_dirs))
 
 
 def log_dir_destination(path: str, flag: str) -> bool:

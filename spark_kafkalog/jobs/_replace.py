@@ -191,3 +191,20 @@ def swap_in(files, output: str, new: str, run_id: str) -> None:
     files.delete(clear)
     _move_all(files, new, output)
     files.delete(move)
+
+
+def write_replacing(spark, output: str, write) -> list[str]:
+    """Replace the Spark output ``output`` by what ``write(path)`` writes at ``path``:
+    leftovers of killed runs recovered first, the new output written beside the old one,
+    swapped in when ``write`` returns, removed when it raises. Returns recovery's lines."""
+    files = HadoopFiles(spark, output)
+    lines = recover(files, output)
+    run_id = new_run_id()
+    target = sibling(output, NEW, run_id)
+    try:
+        write(target)
+    except BaseException:
+        files.delete(target)
+        raise
+    swap_in(files, output, target, run_id)
+    return lines

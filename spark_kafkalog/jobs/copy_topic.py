@@ -542,12 +542,8 @@ def run(spark, args: argparse.Namespace, progress=None, plans=None) -> dict:
         for f in frames[1:]:
             union = union.unionByName(f)
         # written beside the old map and swapped in whole (see _replace)
-        files = _replace.HadoopFiles(spark, args.offset_map)
-        _replace.recover(files, args.offset_map)
-        run_id = _replace.new_run_id()
-        target = _replace.sibling(args.offset_map, _replace.NEW, run_id)
-        union.write.mode("overwrite").parquet(target)
-        _replace.swap_in(files, args.offset_map, target, run_id)
+        _replace.write_replacing(spark, args.offset_map,
+                                 lambda target: union.write.parquet(target))
     seconds = time.perf_counter() - t0
     rows = sum(t["rows"] for t in topics)
     firsts = [t["first"] for t in topics if t["first"] is not None]
