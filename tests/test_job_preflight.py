@@ -208,6 +208,14 @@ def test_copy_refuses_a_held_destination_and_a_corrupt_source(
                                   "events", "--rename", "events=x"], capsys)
     assert "events-1" in line and "CRC" in line.upper(), line
     assert tree_hash(dest) == before
+    # a copy that starts past the damaged segment, or reads a time window, is not refused
+    seg_bases = [s.base_offset for s in LogDirs(str(src)).partitions("events")[1].segments]
+    for extra in (["--start-offset", str(seg_bases[2])], ["--from", "0"]):
+        args = copy_topic.parse_args(["--path", str(src), "--output", str(tmp_path / "new"),
+                                      "--topic", "events", "--isolation-level",
+                                      "read_uncommitted", *extra])
+        _preflight.copy(args, copy_topic.plan_topics(args), copy_topic.reader_options,
+                        copy_topic.writer_options)
 
 
 # ---- compact, retention: the log dir is the destination ------------------------------------------

@@ -278,9 +278,26 @@ def copy(args, plans, reader_opts, writer_opts) -> None:
         parse_write_options(writer_opts(args, plan))
     if args.offset_map:
         output_destination(args.offset_map, "--offset-map", "overwrite")
+    if args.time_from or args.time_to:
+        return          # segments outside the window are not read: the read finds damage
     logdirs = LogDirs(args.path, include_internal=True)
+    starting = copy_starting(args)
+    ranges = {(plan.source, q): (max(args.start_offset or 0,
+                                     starting.get(plan.source, {}).get(q, 0)),
+                                 min(end, args.end_offset if args.end_offset is not None
+                                     else end))
+              for plan in plans for q, end in plan.ending.items()}
     check_segments(logdirs, [p for plan in plans for p in logdirs.partitions(plan.source)
-                             if p.partition in plan.source_partitions])
+                             if p.partition in plan.source_partitions], ranges)
+
+
+def copy_starting(args) -> dict:
+    import json
+    try:
+        raw = json.loads(args.starting_offsets) if args.starting_offsets else {}
+        return {t: {int(q): int(o) for q, o in parts.items()} for t, parts in raw.items()}
+    except (ValueError, AttributeError, TypeError):
+        return {}
 
 
 def consumer_offsets(args, fs_options: dict) -> None:
