@@ -135,3 +135,46 @@ def test_import_gives_each_topic_its_own_partition_count(tmp_path, shared_sessio
             t = read_table(str(dst), topic)
             assert sorted(t.column("value").to_pylist()) == sorted(
                 read_table(str(b.roots[0]), topic).column("value").to_pylist())
+
+
+def test_copy_killed_while_writing_leaves_the_destination_and_the_next_run_copies(
+        tmp_path, shared_session):
+    from spark_kafkalog.jobs import copy_topic
+
+    logs = tmp_path / "kafka-logs"
+    make_sample_log(logs, records=300_000, partitions=2, segment_bytes=4 << 20, days=2)
+    dest = tmp_path / "dest"
+    import shutil
+    shutil.copytree(logs, dest)                 # an existing log dir holding 'events'
+    before = tree_hash(dest)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, str(REPO / "jobs" / "copy_topic.py"),
+                             "--path", str(logs), "--output", str(dest), "--topic",
+                             "events", "--rename", "events=copy", "--no-progress"],
+                            env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+    def staging():
+        return [n for n in os.listdir(dest) if n.startswith(".kafkalog-staging.")]
+    try:
+        deadline = time.monotonic() + 240
+        while not staging() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)                    # polling for the tasks' staged files
+        assert staging(), "the copy never began staging"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    killed_staging = set(staging())
+    after = tree_hash(dest)
+    # what was there is untouched (the killed run added only its staging and lock files)
+    assert {k: v for k, v in after.items() if k in before} == before
+    assert not [k for k in after if k.startswith("copy-")]
+    assert copy_topic.main(["--path", str(logs), "--output", str(dest), "--topic", "events",
+                            "--rename", "events=copy", "--no-progress"]) == 0
+    assert read_table(str(dest), "copy").num_rows == 300_000
+    assert {k: v for k, v in tree_hash(dest).items()
+            if k.startswith("events-")} == {k: v for k, v in before.items()
+                                            if k.startswith("events-")}
+    # the next run cleaned its own staging; the killed run's is the library's to delete
+    # once older than STAGING_TTL_S (it cannot tell a dead writer's from a live one's)
+    assert set(staging()) <= killed_staging
