@@ -9,8 +9,11 @@ problem raises :class:`~spark_kafkalog.jobkit.JobInputError` or the library's ow
 """
 from __future__ import annotations
 
+import json
 import os
 import re
+from typing import NoReturn
+
 import pyarrow.fs as pafs
 
 from spark_kafkalog import jobkit
@@ -25,7 +28,7 @@ PARQUET_CODECS = ("none", "uncompressed", "snappy", "gzip", "lz4", "lz4_raw", "z
 _GLOB = re.compile(r"[*?\[{]")
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     raise jobkit.JobInputError(message)
 
 
@@ -292,7 +295,8 @@ def copy(args, plans, reader_opts, writer_opts) -> None:
 
 
 def copy_starting(args) -> dict:
-    import json
+    """copy_topic's --starting-offsets as ``{topic: {partition: offset}}`` ({} when it
+    does not parse: copy_topic's planning has said so already)."""
     try:
         raw = json.loads(args.starting_offsets) if args.starting_offsets else {}
         return {t: {int(q): int(o) for q, o in parts.items()} for t, parts in raw.items()}
