@@ -190,16 +190,26 @@ def render_text(report: dict, *, partitions: bool = True, max_problems: int = 50
 
 def write_outputs(report: dict, *, json_path: str | None = None,
                   html_path: str | None = None) -> None:
-    """Write the report as JSON and/or as the HTML page."""
+    """Write the report as JSON and/or as the HTML page, each whole: through a temporary
+    file beside it and a rename, so an earlier report stays until the new one is
+    complete."""
     if json_path:
-        with open(json_path, "w") as f:
-            json.dump(report, f, indent=1)
-            f.write("\n")
+        _write_whole(json_path, json.dumps(report, indent=1) + "\n")
     if html_path:
         from spark_kafkalog.report_html import render_html
 
-        with open(html_path, "w", encoding="utf-8") as f:
-            f.write(render_html(report))
+        _write_whole(html_path, render_html(report))
+
+
+def _write_whole(path: str, text: str) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 # ---- kafkalog report ------------------------------------------------------------------------

@@ -245,7 +245,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     for args, reason in (
             (["--translate", str(bad)], "has no column(s) partition, new_topic"),
-            (["--translate", str(tmp_path / "nothing")], "not a Parquet offset map"),
+            (["--translate", str(tmp_path / "nothing")], "nothing does not exist"),
             (["--as-of", "yesterday"], "--as-of: 'yesterday' is neither")):
         proc = subprocess.run([sys.executable, str(REPO / "jobs" / "consumer_offsets.py"),
                                "--path", str(logdir), "--out", str(tmp_path / "o"),

@@ -27,6 +27,7 @@ import sys
 import time
 
 from spark_kafkalog import jobkit
+from spark_kafkalog.jobs import _preflight
 from spark_kafkalog.log import LogDirs
 from spark_kafkalog.log.maintain import (
     Compaction,
@@ -107,6 +108,13 @@ def settings_for(args: argparse.Namespace) -> dict[str, CompactSettings]:
     return out
 
 
+def _partition_numbers(args: argparse.Namespace) -> list[int] | None:
+    try:
+        return None if not args.partitions else [int(x) for x in args.partitions.split(",")]
+    except ValueError:
+        raise jobkit.JobInputError(f"--partitions {args.partitions!r}: not numbers") from None
+
+
 def compact(spark, args: argparse.Namespace) -> dict:
     """Run the compaction of ``args`` on ``spark``; returns the summary."""
     settings = settings_for(args)
@@ -116,10 +124,7 @@ def compact(spark, args: argparse.Namespace) -> dict:
     for t in settings:
         if t not in known:
             raise jobkit.JobInputError(f"topic {t!r} is not in {root}")
-    try:
-        wanted = None if not args.partitions else [int(x) for x in args.partitions.split(",")]
-    except ValueError:
-        raise jobkit.JobInputError(f"--partitions {args.partitions!r}: not numbers") from None
+    wanted = _partition_numbers(args)
     t0 = time.monotonic()
     results = []
     sc = spark.sparkContext
@@ -168,12 +173,11 @@ def summary_line(summary: dict) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     settings = settings_for(args)       # bad settings fail before Spark starts
-    if os.path.isdir(args.path):        # so do legacy (v0/v1) message sets
-        try:
-            parts = None if not args.partitions else \
-                [int(x) for x in args.partitions.split(",")]
-        except ValueError:
-            parts = None                # compact() names the bad value
+    if args.now:
+        jobkit.parse_time_ms(args.now, "--now")
+    parts = _partition_numbers(args)
+    _preflight.compact(args, list(settings), parts)
+    if os.path.isdir(args.path):        # legacy (v0/v1) message sets are refused too
         for topic in settings:
             check_compactable(args.path, topic, parts)
     with jobkit.spark_session("kafkalog-compact") as spark, \

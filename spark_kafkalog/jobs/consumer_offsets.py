@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_kafkalog import jobkit
+from spark_kafkalog.jobs import _preflight
 from spark_kafkalog.errors import LogLayoutError
 from spark_kafkalog.log import read_group_state, read_transaction_state
 
@@ -320,7 +321,7 @@ def main(argv=None) -> int:
     progress = _progress(args.progress)
     as_of = jobkit.parse_time_ms(args.as_of, "--as-of") if args.as_of else None
     fs_options = jobkit.parse_kv(args.fs_option, "--fs-option")
-    os.makedirs(args.out, exist_ok=True)
+    _preflight.consumer_offsets(args, fs_options)
     t0 = time.perf_counter()
     state = read_group_state(args.path, latest=not args.all_records, as_of=as_of,
                              isolation_level=args.isolation_level,
@@ -341,6 +342,16 @@ def main(argv=None) -> int:
                "record_types": {r["name"]: r["records"]
                                 for r in state.record_types().to_pylist()},
                "other_record_types": {r["name"]: r["records"] for r in other.to_pylist()}}
+    tstate = None
+    if not args.translate:              # read everything before anything is written
+        try:
+            tstate = read_transaction_state(args.path, latest=not args.all_records,
+                                            as_of=as_of, isolation_level=args.isolation_level,
+                                            filesystem_options=fs_options,
+                                            progress=progress)
+        except LogLayoutError:
+            tstate = None               # no __transaction_state in these log dirs
+    os.makedirs(args.out, exist_ok=True)
     if args.translate:
         summary.update(translated=translate(commits, args.translate, args.out, progress))
         summary["seconds"] = round(time.perf_counter() - t0, 3)
@@ -369,13 +380,6 @@ def main(argv=None) -> int:
                  "other_records": write_table(other, args.out, "other_records",
                                               args.format)}
         txns = 0
-        try:
-            tstate = read_transaction_state(args.path, latest=not args.all_records,
-                                            as_of=as_of, isolation_level=args.isolation_level,
-                                            filesystem_options=fs_options,
-                                            progress=progress)
-        except LogLayoutError:
-            tstate = None               # no __transaction_state in these log dirs
         if tstate is not None:
             table = tstate.transactions()
             txns = table.num_rows

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from spark_kafkalog import jobkit
+from spark_kafkalog.jobs import _preflight, _replace
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 MAP_COLUMNS = ("topic", "partition", "offset", "new_topic", "new_partition", "new_offset")
@@ -544,7 +545,9 @@ def run(spark, args: argparse.Namespace, progress=None, plans=None) -> dict:
         union = frames[0]
         for f in frames[1:]:
             union = union.unionByName(f)
-        union.write.mode("overwrite").parquet(args.offset_map)
+        # written beside the old map and swapped in whole (see _replace)
+        _replace.write_replacing(spark, args.offset_map,
+                                 lambda target: union.write.parquet(target))
     seconds = time.perf_counter() - t0
     rows = sum(t["rows"] for t in topics)
     firsts = [t["first"] for t in topics if t["first"] is not None]
@@ -579,7 +582,9 @@ def summary_line(s: dict) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    plans = plan_topics(args)           # no Spark needed: bad input fails fast
+    _preflight.copy_destination(args)   # no Spark needed: bad input fails fast
+    plans = plan_topics(args)
+    _preflight.copy(args, plans, reader_options, writer_options)
 
     def say(msg):
         if args.progress:

@@ -12,7 +12,10 @@ Reads with Spark's Kafka source options (``--starting-offsets``, ``--ending-offs
 ``<output>/topic=<topic>/date=<yyyy-mm-dd>/``. With ``--value-schema`` (a Spark DDL
 schema) the JSON in ``value`` is parsed into top-level columns (records that do not parse
 get nulls there; ``--drop-value`` removes the raw bytes). ``--mode overwrite`` (the
-default) replaces everything under ``<output>``. Prints a one-line summary of what this
+default) replaces everything under ``<output>``: the new output is written beside it
+and swapped in when complete, so a failed or killed run leaves the old one. Records
+without a timestamp (Kafka's -1) go under ``date=__HIVE_DEFAULT_PARTITION__`` (a null
+date) and are counted in the summary. Prints a one-line summary of what this
 run wrote (counted as it was written) and, with ``--summary-json``, writes it as JSON
 (rows, topic-partitions, dates, time range, rows/s).
 """
@@ -24,9 +27,11 @@ import time
 from datetime import datetime, timezone
 
 from spark_kafkalog import jobkit
+from spark_kafkalog.jobs import _preflight, _replace
 
-#: how a row with no date (no timestamp) is counted; Spark writes it under
-#: ``date=__HIVE_DEFAULT_PARTITION__``
+#: where a record without a timestamp (Kafka's -1, every magic 0 message) goes: its
+#: ``date`` is null, which Spark writes as ``date=__HIVE_DEFAULT_PARTITION__`` (and reads
+#: back as null), not the 1969-12-31 its timestamp column shows
 NO_DATE = "__HIVE_DEFAULT_PARTITION__"
 
 
@@ -116,7 +121,16 @@ def build_frame(spark, args: argparse.Namespace):
         df = df.withColumn("_json", parsed).select(
             *[c for c in df.columns if not (args.drop_value and c == "value")],
             *[F.col("_json").getField(f).alias(f) for f in schema.fieldNames()])
-    return df.withColumn("date", F.to_date(F.col("timestamp")))
+    return df.withColumn("date", F.when(_no_timestamp(), F.lit(None).cast("date"))
+                         .otherwise(F.to_date(F.col("timestamp"))))
+
+
+def _no_timestamp():
+    """True for a record without a timestamp: Kafka's -1, which reads as
+    1969-12-31T23:59:59.999Z (a broker accepts no other negative timestamp)."""
+    from pyspark.sql import functions as F
+
+    return F.unix_millis(F.col("timestamp")) == F.lit(-1)
 
 
 def _metrics(df):
@@ -124,13 +138,13 @@ def _metrics(df):
     read back). A row without a date counts as one more date, :data:`NO_DATE`."""
     from pyspark.sql import functions as F
 
-    ts = F.unix_micros(F.col("timestamp"))
+    ts = F.when(~_no_timestamp(), F.unix_micros(F.col("timestamp")))
     return (F.count(F.lit(1)).alias("rows"),
             F.collect_set(F.struct("topic", "partition")).alias("topic_partitions"),
             F.collect_set(F.coalesce(F.col("date").cast("string"), F.lit(NO_DATE)))
             .alias("dates"),
             F.min(ts).alias("first"), F.max(ts).alias("last"),
-            F.count_if(F.col("timestamp").isNull()).alias("no_timestamp"))
+            F.count_if(_no_timestamp()).alias("no_timestamp"))
 
 
 def observe(df):
@@ -187,20 +201,45 @@ def summary_line(s: dict) -> str:
             f"{s['last_timestamp']}) to {s['output']} in {s['seconds']:.1f}s "
             f"({s['rows_per_second'] or 0:,} rows/s)")
     if s["rows_without_timestamp"]:
-        line += (f"; {_n(s['rows_without_timestamp'], 'row')} without a timestamp under "
-                 f"date={NO_DATE}")
+        line += (f"; {_n(s['rows_without_timestamp'], 'row')} without a timestamp "
+                 f"(Kafka's -1) under date={NO_DATE}")
     return line
+
+
+def _say(args, line: str) -> None:
+    if args.progress:
+        print(f"export_parquet: {line}", file=sys.stderr, flush=True)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if _preflight.export(args, reader_options(args)):       # before Spark starts
+        summary = summary_of({"rows": 0, "topic_partitions": [], "dates": [], "first": None,
+                              "last": None, "no_timestamp": 0}, args.output, 0.0)
+        jobkit.emit(summary, f"export_parquet: {args.output} exists (--mode ignore): "
+                    "nothing written", args.summary_json)
+        return 0
     # Day boundaries in UTC whatever the cluster's default zone (jobkit sets it).
     with jobkit.spark_session("kafkalog-export-parquet") as spark, \
             jobkit.SparkProgress(spark, "export_parquet", enabled=args.progress):
+        files = _replace.HadoopFiles(spark, args.output)
+        for line in _replace.recover(files, args.output):     # a killed run's leftovers
+            _say(args, line)
         df, observation = observe(build_frame(spark, args))
         t0 = time.perf_counter()
-        (df.write.mode(args.mode).partitionBy("topic", "date")
-         .option("compression", args.compression).parquet(args.output))
+        target, run_id = args.output, None
+        if args.mode == "overwrite":        # written beside the old output, then swapped
+            run_id = _replace.new_run_id()
+            target = _replace.sibling(args.output, _replace.NEW, run_id)
+        try:
+            (df.write.mode(args.mode).partitionBy("topic", "date")
+             .option("compression", args.compression).parquet(target))
+        except Exception:
+            if run_id is not None:      # a failed write leaves the old output alone
+                files.delete(target)
+            raise
+        if run_id is not None:
+            _replace.swap_in(files, args.output, target, run_id)
         seconds = time.perf_counter() - t0
         summary = summary_of(observation.get, args.output, seconds)
     jobkit.emit(summary, summary_line(summary), args.summary_json)

@@ -8,8 +8,8 @@ A spark-submit job on the public ``kafkalog`` data source:
 
 Key, value, headers, partition, timestamp (and topic) are each a column name or a SQL
 expression over the input's columns; without one, the column of that name is used when
-the input has it (``value`` must exist then). A new topic gets ``--partitions`` (by
-default the largest partition number written plus one). ``--preserve-offsets`` keeps
+the input has it (``value`` must exist then). A new topic gets ``--partitions`` (``N``, or
+``TOPIC=N`` per topic; by default each topic's largest partition number written plus one). ``--preserve-offsets`` keeps
 each record's offset (and timestamp type) from the ``offset`` (``timestampType``)
 columns, as ``export_parquet`` writes them: the job sorts each partition's rows by
 offset, and the write fails, writing nothing, if the offsets repeat or fall below the
@@ -27,6 +27,7 @@ import sys
 import time
 
 from spark_kafkalog import jobkit
+from spark_kafkalog.jobs import _preflight
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 #: record fields a column or SQL expression can give
@@ -58,10 +59,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="compression of the written batches (default none)")
     ap.add_argument("--compression-level", type=int, help="codec level")
     ap.add_argument("--batch-size", help="bytes per record batch (default 1m)")
-    ap.add_argument("--partitions", type=int,
-                    help="partition count of a new topic (default: the largest "
-                         "partition written + 1, which costs one more pass over the "
-                         "input; 1 without a partition column)")
+    ap.add_argument("--partitions", action="append", metavar="N|TOPIC=N",
+                    help="partition count of a new topic: N for every topic, TOPIC=N for "
+                         "one (repeatable; default: each topic's largest partition "
+                         "written + 1, which costs one more pass over the input; 1 "
+                         "without a partition column)")
     ap.add_argument("--preserve-offsets", action="store_true",
                     help="keep each record's 'offset' (and 'timestampType') column")
     ap.add_argument("--offset", dest="offset_expr", metavar="EXPR",
@@ -78,8 +80,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         raise jobkit.JobInputError("give --topic or --topic-expr, not both")
     if args.offset_expr and not args.preserve_offsets:
         raise jobkit.JobInputError("--offset needs --preserve-offsets")
-    if args.partitions is not None and args.partitions < 1:
-        raise jobkit.JobInputError(f"--partitions must be >= 1, got {args.partitions}")
+    args.partitions_default, args.partitions_by_topic = \
+        _preflight.partition_counts(args.partitions)
     return args
 
 
@@ -131,7 +133,8 @@ def build_frame(df, args: argparse.Namespace):
         tt = _field(df, "timestampType", None)
         if tt is not None:
             cols["timestampType"] = tt
-        if "partition" not in cols and (args.partitions or 1) > 1:
+        if "partition" not in cols and max([args.partitions_default or 1,
+                                            *args.partitions_by_topic.values()]) > 1:
             raise jobkit.JobInputError("--preserve-offsets with several partitions needs a "
                                        "'partition' column (or --partition EXPR)")
     out = df.select(*[c.alias(n) for n, c in cols.items()])
@@ -213,38 +216,71 @@ def _reason(err: BaseException) -> str | None:
     return f"{m.group(1)}: {m.group(2).strip()}" if m else None
 
 
+def partition_counts(df, args: argparse.Namespace) -> dict:
+    """Each topic written -> the partition count it gets if it is new: ``--partitions
+    TOPIC=N``, else ``--partitions N``, else its own largest partition written + 1 (one
+    pass over the input), else 1. Keyed by None when ``--topic`` names the one topic."""
+    from pyspark.sql import functions as F
+
+    if args.topic:
+        topics = [args.topic]
+    else:
+        topics = sorted(r[0] for r in df.select("topic").distinct().collect()
+                        if r[0] is not None)
+    given = {t: args.partitions_by_topic.get(t, args.partitions_default) for t in topics}
+    top: dict = {}
+    if "partition" in df.columns and any(n is None for n in given.values()):
+        if args.topic:
+            top[args.topic] = df.agg(F.max("partition")).collect()[0][0]
+        else:
+            top = {r[0]: r[1] for r in df.groupBy("topic").agg(F.max("partition"))
+                   .collect()}
+    return {t: n if n is not None else (None if top.get(t) is None else int(top[t]) + 1)
+            for t, n in given.items()}
+
+
 def run_import(spark, args: argparse.Namespace) -> dict:
-    """Read, write and summarize (the session is the caller's)."""
+    """Read, write and summarize (the session is the caller's). Several topics are
+    written one after the other, each with its own partition count."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     src = read_input(spark, args)
     df = build_frame(src, args)
-    partitions = args.partitions
-    if partitions is None and "partition" in df.columns:
-        top = df.agg(F.max("partition")).collect()[0][0]
-        partitions = None if top is None else int(top) + 1
-    obs = Observation("kafkalog_import")
-    observed = df.observe(obs, *_metrics(df))
+    counts = partition_counts(df, args)
+    unknown = sorted(set(args.partitions_by_topic) - set(counts))
+    if unknown:
+        raise jobkit.JobInputError(f"--partitions names {', '.join(unknown)}, which the "
+                                   "input does not write")
     t0 = time.perf_counter()
-    try:
-        observed.write.format("kafkalog").options(**write_options(args, partitions)) \
-            .mode("overwrite" if args.mode == "overwrite" else "append").save()
-    except Exception as err:
-        reason = _reason(err)
-        if reason is None:
-            raise
-        raise jobkit.JobInputError(reason) from None
+    observations = []
+    for topic, partitions in counts.items():
+        part = df if args.topic else df.where(F.col("topic") == topic).drop("topic")
+        obs = Observation(f"kafkalog_import_{len(observations)}")
+        observed = part.observe(obs, *_metrics(part))
+        opts = write_options(args, partitions)
+        opts["topic"] = topic
+        try:
+            observed.write.format("kafkalog").options(**opts) \
+                .mode("overwrite" if args.mode == "overwrite" else "append").save()
+        except Exception as err:
+            reason = _reason(err)
+            if reason is None:
+                raise
+            raise jobkit.JobInputError(reason) from None
+        observations.append((topic, obs.get))
     seconds = time.perf_counter() - t0
-    m = obs.get
-    rows = int(m["rows"])
-    pairs = {(tp["topic"] if tp["topic"] is not None else args.topic, tp["partition"])
+    rows = sum(int(m["rows"]) for _t, m in observations)
+    pairs = {(t, tp["partition"]) for t, m in observations
              for tp in m["topic_partitions"] or ()}
+    firsts = [m["first"] for _t, m in observations if m["first"] is not None]
+    lasts = [m["last"] for _t, m in observations if m["last"] is not None]
     return {
         "path": args.path, "input": args.input, "rows": rows,
         "topics": len({t for t, _ in pairs}), "partitions": len(pairs),
-        "first_timestamp": jobkit.iso_ms(m["first"]) if m["first"] is not None else None,
-        "last_timestamp": jobkit.iso_ms(m["last"]) if m["last"] is not None else None,
+        "partition_counts": counts,
+        "first_timestamp": jobkit.iso_ms(min(firsts)) if firsts else None,
+        "last_timestamp": jobkit.iso_ms(max(lasts)) if lasts else None,
         "input_bytes": _input_bytes(src),
         "offsets": "preserved" if args.preserve_offsets else "assigned",
         "codec": args.codec, "seconds": round(seconds, 3),
@@ -264,6 +300,10 @@ def summary_line(s: dict) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if _preflight.import_files(args, write_options(args, None)):     # before Spark starts
+        print(f"import_files: topic {args.topic} exists in {args.path} (--mode ignore): "
+              "nothing written", flush=True)
+        return 0
     with jobkit.spark_session("kafkalog-import-files") as spark, \
             jobkit.SparkProgress(spark, "import_files", enabled=args.progress):
         summary = run_import(spark, args)

@@ -22,6 +22,7 @@ import sys
 import time
 
 from spark_kafkalog import jobkit
+from spark_kafkalog.jobs import _preflight
 from spark_kafkalog.log import LogDirs
 from spark_kafkalog.log.diagnose.stats import partition_stats
 from spark_kafkalog.report import build_report, render_text, write_outputs
@@ -123,6 +124,7 @@ def summary_line(s: dict) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     t0 = time.monotonic()
+    _preflight.report(args)
     selected = select(args)
     with jobkit.spark_session("kafkalog-log-report") as spark, \
             jobkit.SparkProgress(spark, "log_report", enabled=args.progress):

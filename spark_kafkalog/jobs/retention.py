@@ -27,6 +27,7 @@ import sys
 import time
 
 from spark_kafkalog import jobkit
+from spark_kafkalog.jobs import _preflight
 from spark_kafkalog.log import LogDirs, is_internal_topic
 from spark_kafkalog.log.maintain.retention import (
     DEFAULT_FILE_DELETE_DELAY_MS,
@@ -127,6 +128,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     t0 = time.monotonic()
     now_ms = jobkit.parse_time_ms(args.now, "--now") if args.now else int(time.time() * 1000)
+    _preflight.retention(args)
     logdirs = LogDirs(args.path)
     present = logdirs.topics()
     if args.topics:

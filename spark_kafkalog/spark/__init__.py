@@ -10,9 +10,28 @@ through ``log``).
 - :mod:`.filters`    filter pushdown
 - :mod:`.reader`     the batch reader
 """
-from spark_kafkalog.spark.datasource import KafkaLogDataSource
-from spark_kafkalog.spark.options import ReadOptions, parse_read_options
-from spark_kafkalog.spark.write_options import WriteOptions, parse_write_options
+from __future__ import annotations
+
+import importlib
+
+# Imported on first use: a job that only parses options before Spark starts does not
+# pay for importing pyspark (about half a second).
+_EXPORTS = {"KafkaLogDataSource": "datasource", "ReadOptions": "options",
+            "parse_read_options": "options", "WriteOptions": "write_options",
+            "parse_write_options": "write_options"}
 
 __all__ = ["KafkaLogDataSource", "ReadOptions", "WriteOptions", "parse_read_options",
            "parse_write_options"]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -534,3 +534,32 @@ def walk_batches(read, start: int, end: int, path: str, *, strict: bool = True
         max_ts.append(ts)
         pos += size
     return positions, lasts, max_ts
+
+
+def check_segment_heads(fs: pafs.FileSystem, partition_dir: PartitionDir,
+                        start_offset: int | None = None, end_offset: int | None = None,
+                        probe_bytes: int = 1 << 16) -> int:
+    """Check the first batches (up to ``probe_bytes``, CRCs included) of every segment of
+    ``partition_dir``: a cheap test for a damaged, zeroed or foreign file before a long
+    job starts, one small read per segment (damage further into a segment is found by
+    the read itself). Raises :class:`CorruptRecordError` naming file, position and
+    offset; returns the number of segments probed. ``start_offset``/``end_offset``:
+    only the segments holding offsets in ``[start_offset, end_offset)``."""
+    probed = 0
+    for i, seg in enumerate(partition_dir.segments):
+        following = partition_dir.next_base_offset(i)
+        if seg.size == 0 or (end_offset is not None and seg.base_offset >= end_offset) or \
+                (start_offset is not None and following is not None
+                 and following <= start_offset):
+            continue
+        windows = scan_windows(fs, partition_dir, segment_index=i, one_segment=True,
+                               initial_window=probe_bytes, window_bytes=probe_bytes,
+                               quiet=True)
+        try:
+            next(iter(windows), None)
+        finally:
+            close = getattr(windows, "close", None)
+            if close is not None:
+                close()
+        probed += 1
+    return probed

@@ -17,6 +17,7 @@ _EXPORTS = {
     "TopicSpec": "config",
     "partition_dir": "config", "segment_file": "config",
     "topic_partitions": "files",
+    "check_broker_lock": "lock",
     "recover": "recovery", "recover_topic": "recovery",
     "BATCH_TABLE_DTYPE": "staging", "StagedFile": "staging", "StagedSection": "staging",
     "StagingWriter": "staging", "batch_table": "staging", "OWN_FILE_MIN_BYTES": "staging",

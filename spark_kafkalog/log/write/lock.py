@@ -128,6 +128,35 @@ class BrokerDirGuard:
         self._key = None
 
 
+def check_broker_lock(fs: pafs.FileSystem, root: str) -> None:
+    """Raise :class:`LockError` when a running broker holds ``<root>/.lock`` (local
+    filesystems; elsewhere nothing is checked). A probe only: it opens the file read-only
+    (creating nothing, so it may run on a destination that must stay byte-identical) and
+    takes a shared record lock for an instant. A guard of this process already on the
+    file means no broker holds it (and closing another descriptor would drop the
+    guard's lock: POSIX record locks belong to the process)."""
+    if not is_local(fs):
+        return
+    path = os.path.join(root.rstrip("/") or "/", BROKER_LOCK_FILE)
+    with _posix_guards_mutex:
+        if os.path.realpath(path) in _posix_guards:
+            return
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno in (errno.EACCES, errno.EAGAIN):
+                raise LockError("a running Kafka broker holds this log dir (its .lock is "
+                                "locked); stop the broker or use a copy of the log dir",
+                                path=path) from None
+            raise
+        finally:
+            os.close(fd)          # drops the probe's shared lock (we held no other)
+
+
 # ---- our per-topic writer lock ----------------------------------------------------------
 def topic_lock_free(root: str, topic: str) -> bool:
     """Whether no process holds ``topic``'s writer lock in local log dir ``root`` right

@@ -1,0 +1,349 @@
+"""What each job checks before a Spark session starts or anything is changed: source log
+dirs and their topics, option values (offsets JSON, time windows, codecs and levels,
+Parquet codecs Spark cannot write), the destination (a file where a directory belongs,
+an existing topic or output and what ``--mode`` says of it, a ``.lock`` a running broker
+holds) and the first batches of every segment to be read (one small read each; damage
+deeper in a segment is found by the job itself, which then changes nothing). Every
+problem raises :class:`~spark_kafkalog.jobkit.JobInputError` or the library's own error
+(``LockError``, ``CorruptRecordError``), the one line a job prints.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import NoReturn
+
+import pyarrow.fs as pafs
+
+from spark_kafkalog import jobkit
+from spark_kafkalog.errors import InvalidOptionError, LockError, LogLayoutError
+from spark_kafkalog.log import LogDirs, is_internal_topic, resolve_filesystem
+from spark_kafkalog.log.read.scan import check_segment_heads
+from spark_kafkalog.log.write import check_broker_lock, topic_partitions
+
+#: Parquet codecs Spark's bundled writer can write (``lzo`` and ``brotli`` are accepted by
+#: Spark's option but fail in the write job: no codec class ships with Spark)
+PARQUET_CODECS = ("none", "uncompressed", "snappy", "gzip", "lz4", "lz4_raw", "zstd")
+_GLOB = re.compile(r"[*?\[{]")
+
+
+def fail(message: str) -> NoReturn:
+    raise jobkit.JobInputError(message)
+
+
+def _info(path: str) -> pafs.FileInfo | None:
+    """What is at ``path`` (None when pyarrow cannot open its scheme, e.g. ``s3a://``:
+    the check is then left to the job)."""
+    try:
+        fs, p = resolve_filesystem(path)
+        return fs.get_file_info(p)
+    except (OSError, ValueError, InvalidOptionError, pafs.ArrowInvalid):
+        return None
+
+
+def source_log_dirs(path: str, flag: str = "--path", fs_options: dict | None = None,
+                    include_internal: bool = True) -> LogDirs:
+    """The log dirs of ``path``, each an existing directory."""
+    for one in (p.strip() for p in path.split(",") if p.strip()):
+        info = _info(one)
+        if info is not None and info.type == pafs.FileType.NotFound:
+            fail(f"{flag}: log directory {one} does not exist")
+        if info is not None and info.type != pafs.FileType.Directory:
+            fail(f"{flag}: {one} is not a directory")
+    try:
+        return LogDirs(path, fs_options, include_internal=include_internal)
+    except (LogLayoutError, InvalidOptionError, OSError) as err:
+        fail(f"{flag}: {err}")
+
+
+def topics_present(logdirs: LogDirs, topics, flag: str, where: str) -> None:
+    present = set(logdirs.topics())
+    missing = [t for t in topics if t not in present]
+    if missing:
+        fail(f"{flag}: topic {', '.join(repr(t) for t in missing)} not found in {where}"
+             + (f" (it has {', '.join(sorted(present)[:10])})" if present else
+                " (it holds no topic)"))
+
+
+def check_segments(logdirs: LogDirs, partition_dirs, ranges: dict | None = None) -> int:
+    """Probe the first batches of every segment (see the module doc); ``ranges``:
+    ``(topic, partition) -> (start, end)``, only the segments holding those offsets."""
+    from spark_kafkalog.log.io import map_io
+
+    def one(p) -> int:
+        start, end = (ranges or {}).get((p.topic, p.partition), (None, None))
+        if start is not None and end is not None and start >= end:
+            return 0
+        return check_segment_heads(logdirs.filesystem, p, start, end)
+
+    # partitions concurrently on remote filesystems (one small read per segment each)
+    return sum(map_io(logdirs.filesystem, one, partition_dirs))
+
+
+def log_dir_destination(path: str, flag: str) -> bool:
+    """A log dir about to be written: not a file, not held by a running broker. Returns
+    whether it exists."""
+    info = _info(path)
+    if info is None:
+        return True
+    if info.type == pafs.FileType.NotFound:
+        return False
+    if info.type != pafs.FileType.Directory:
+        fail(f"{flag}: {path} is not a directory")
+    fs, root = resolve_filesystem(path)
+    check_broker_lock(fs, root)
+    return True
+
+
+def recover_log_dir(path: str, topics=None) -> list[str]:
+    """Roll back (or forward) the write a killed run left in flight in destination log
+    dir ``path`` (every topic with a journal, or ``topics``), as the library does on its
+    next open, so that a killed run's partition dirs never look like a topic that exists.
+    Returns the topics whose journal held such a write."""
+    from spark_kafkalog.log.write import recover_topic
+    from spark_kafkalog.log.write.journal import journal_path
+
+    info = _info(path)
+    if info is None or info.type != pafs.FileType.Directory:
+        return []
+    fs, root = resolve_filesystem(path)
+    names = {i.base_name for i in fs.get_file_info(pafs.FileSelector(root))}
+    found = sorted(n[len(".kafkalog."):-len(".journal")] for n in names
+                   if n.startswith(".kafkalog.") and n.endswith(".journal"))
+    acted = []
+    for topic in found:
+        if topics is not None and topic not in topics:
+            continue
+        if journal_path(root, topic).rsplit("/", 1)[1] not in names:
+            continue
+        try:
+            result = recover_topic(fs, root, topic, lock_timeout=0)
+        except LockError as err:
+            if "another writer" not in str(err):
+                raise
+            continue                    # a live writer's: not a leftover
+        if result.get("rolled_back") or result.get("rolled_forward"):
+            acted.append(topic)
+    return acted
+
+
+def topic_exists(path: str, topic: str) -> bool:
+    fs, root = resolve_filesystem(path)
+    return bool(topic_partitions(fs, root, topic))
+
+
+def output_destination(path: str, flag: str, mode: str) -> bool:
+    """A directory a Spark job writes (Parquet): ``mode`` error/errorifexists refuses an
+    existing one. Returns whether it exists (True when unknown: Spark decides)."""
+    info = _info(path)
+    if info is None:
+        return True
+    if info.type == pafs.FileType.NotFound:
+        return False
+    if info.type != pafs.FileType.Directory:
+        fail(f"{flag}: {path} exists and is not a directory")
+    if mode in ("error", "errorifexists"):
+        fail(f"{flag}: {path} exists (--mode {mode}); choose another output or "
+             "--mode overwrite/append")
+    return True
+
+
+def file_destination(path: str | None, flag: str) -> None:
+    """A file the job writes at the end: its directory must exist, it must not be one."""
+    if not path:
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        fail(f"{flag}: directory {parent} does not exist")
+    if os.path.isdir(path):
+        fail(f"{flag}: {path} is a directory")
+
+
+def inputs_exist(paths, flag: str) -> None:
+    for path in paths:
+        if _GLOB.search(path):
+            continue                               # Spark expands globs itself
+        info = _info(path)
+        if info is not None and info.type == pafs.FileType.NotFound:
+            fail(f"{flag}: {path} does not exist")
+
+
+def parquet_codec(codec: str, flag: str = "--compression") -> None:
+    if codec.lower() not in PARQUET_CODECS:
+        fail(f"{flag}: Parquet codec {codec!r} cannot be written by Spark's Parquet writer "
+             f"(choose {', '.join(PARQUET_CODECS)})")
+
+
+def read_options(opts: dict[str, str]):
+    """The kafkalog read ``opts`` parsed and planned as the source will (topics,
+    partitions, offsets resolved against the log); returns ``(logdirs, ranges)``."""
+    from spark_kafkalog.spark.offset_ranges import resolve_ranges
+    from spark_kafkalog.spark.options import parse_read_options
+    from spark_kafkalog.spark.planning import select_partitions
+
+    parsed = parse_read_options(opts)
+    source_log_dirs(",".join(parsed.paths), "--path",
+                    dict(parsed.filesystem_options))
+    logdirs = LogDirs(list(parsed.paths), dict(parsed.filesystem_options))
+    selected = select_partitions(logdirs, parsed)
+    ranges = resolve_ranges(logdirs, parsed, selected, all_parts=selected)
+    return logdirs, ranges
+
+
+def internal_target(source: str, target: str, flag: str) -> None:
+    """Writing into an internal topic is a restore of that same topic, or refused."""
+    if is_internal_topic(target) and target != source:
+        fail(f"{flag}: {target!r} is an internal topic of Kafka (a broker refuses client "
+             "writes to it); write into another name")
+
+
+def partition_counts(items, flag: str = "--partitions") -> tuple[int | None, dict[str, int]]:
+    """``N`` (every new topic) and/or ``TOPIC=N`` items -> ``(default, per topic)``."""
+    default, per_topic = None, {}
+    for item in items or ():
+        for part in (p.strip() for p in str(item).split(",") if p.strip()):
+            topic, sep, num = part.rpartition("=")
+            try:
+                n = int(num)
+            except ValueError:
+                n = 0
+            if n < 1:
+                fail(f"{flag}: {part!r} is not N or TOPIC=N with N >= 1")
+            if sep:
+                if not topic:
+                    fail(f"{flag}: {part!r} names no topic")
+                per_topic[topic] = n
+            else:
+                default = n
+    return default, per_topic
+
+
+
+
+# ---- one entry point per job ----------------------------------------------------------------
+def common(args) -> None:
+    file_destination(getattr(args, "summary_json", None), "--summary-json")
+
+
+def export(args, opts: dict[str, str]) -> bool:
+    """export_parquet: returns True when there is nothing to do (``--mode ignore`` and the
+    output exists)."""
+    common(args)
+    parquet_codec(args.compression)
+    logdirs, ranges = read_options(opts)
+    check_segments(logdirs, [r.partition_dir for r in ranges],
+                   {(r.topic, r.partition): (r.start_offset, r.end_offset) for r in ranges})
+    exists = output_destination(args.output, "--output", args.mode)
+    return exists and args.mode == "ignore"
+
+
+def import_files(args, write_opts: dict[str, str]) -> bool:
+    """import_files: returns True when there is nothing to do (``--mode ignore`` and the
+    topic exists)."""
+    from spark_kafkalog.spark.write_options import parse_write_options
+
+    common(args)
+    inputs_exist(args.input, "--input")
+    parse_write_options(write_opts)
+    if args.topic and is_internal_topic(args.topic) and not args.preserve_offsets:
+        fail(f"--topic: {args.topic!r} is an internal topic of Kafka; only a restore "
+             "(--preserve-offsets of an export of it) may write it")
+    if not log_dir_destination(args.path, "--path") or not args.topic:
+        return False
+    recover_log_dir(args.path, [args.topic])
+    if topic_exists(args.path, args.topic):
+        if args.mode == "errorifexists":
+            fail(f"--topic: {args.topic!r} already exists in {args.path} (--mode "
+                 "errorifexists)")
+        return args.mode == "ignore"
+    return False
+
+
+def copy_destination(args) -> None:
+    """copy_topic, before its planning: the destination is not held by a broker, and a
+    killed earlier copy's write is rolled back (its topic then does not exist)."""
+    if log_dir_destination(args.output, "--output"):
+        recover_log_dir(args.output)
+
+
+def copy(args, plans, reader_opts, writer_opts) -> None:
+    """copy_topic, after its own planning: the destination, targets, every option as
+    the source and sink will parse it, the segments to copy."""
+    from spark_kafkalog.spark.options import parse_read_options
+    from spark_kafkalog.spark.write_options import parse_write_options
+
+    common(args)
+    log_dir_destination(args.output, "--output")
+    for plan in plans:
+        internal_target(plan.source, plan.target, "--rename")
+        parse_read_options(reader_opts(args, plan))
+        parse_write_options(writer_opts(args, plan))
+    if args.offset_map:
+        output_destination(args.offset_map, "--offset-map", "overwrite")
+    if args.time_from or args.time_to:
+        return          # segments outside the window are not read: the read finds damage
+    logdirs = LogDirs(args.path, include_internal=True)
+    starting = copy_starting(args)
+    ranges = {(plan.source, q): (max(args.start_offset or 0,
+                                     starting.get(plan.source, {}).get(q, 0)),
+                                 min(end, args.end_offset if args.end_offset is not None
+                                     else end))
+              for plan in plans for q, end in plan.ending.items()}
+    check_segments(logdirs, [p for plan in plans for p in logdirs.partitions(plan.source)
+                             if p.partition in plan.source_partitions], ranges)
+
+
+def copy_starting(args) -> dict:
+    """copy_topic's --starting-offsets as ``{topic: {partition: offset}}`` ({} when it
+    does not parse: copy_topic's planning has said so already)."""
+    try:
+        raw = json.loads(args.starting_offsets) if args.starting_offsets else {}
+        return {t: {int(q): int(o) for q, o in parts.items()} for t, parts in raw.items()}
+    except (ValueError, AttributeError, TypeError):
+        return {}
+
+
+def consumer_offsets(args, fs_options: dict) -> None:
+    common(args)
+    logdirs = source_log_dirs(args.path, "--path", fs_options)
+    topics_present(logdirs, ["__consumer_offsets"], "--path", args.path)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        fail(f"--out: {args.out} is not a directory")
+    if args.translate:
+        inputs_exist([args.translate], "--translate")
+    check_segments(logdirs, logdirs.partitions("__consumer_offsets"))
+
+
+def compact(args, topics, partitions) -> None:
+    """compact: the log dir (not held by a broker), its topics and partitions, segments."""
+    common(args)
+    logdirs = source_log_dirs(args.path, "--path")
+    fs, root = resolve_filesystem(args.path)
+    check_broker_lock(fs, root)
+    topics_present(logdirs, topics, "--topic", args.path)
+    parts = []
+    for t in topics:
+        present = [p for p in logdirs.partitions(t)]
+        if partitions is not None:
+            missing = sorted(set(partitions) - {p.partition for p in present})
+            if missing:
+                fail(f"--partitions: partitions {missing} of {t!r} are not in {args.path}")
+            present = [p for p in present if p.partition in partitions]
+        parts.extend(present)
+    check_segments(logdirs, parts)
+
+
+def retention(args) -> None:
+    common(args)
+    source_log_dirs(args.path, "--path")
+    for one in (p.strip() for p in args.path.split(",") if p.strip()):
+        fs, root = resolve_filesystem(one)
+        check_broker_lock(fs, root)
+
+
+def report(args) -> None:
+    common(args)
+    source_log_dirs(args.path, "--path")
+    file_destination(args.html, "--html")
+    file_destination(args.json, "--json")
