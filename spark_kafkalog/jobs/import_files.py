@@ -176,6 +176,9 @@ def write_options(args: argparse.Namespace, partitions: int | None) -> dict[str,
         opts["partitions"] = str(partitions)
     if args.preserve_offsets:
         opts["offsets"] = "preserve"
+        # a restore (of an export, say of __consumer_offsets) is a deliberate write: the
+        # preflight refuses an internal topic as the target of anything else
+        opts["allowInternalTopic"] = "true"
     if args.mode in ("errorifexists", "ignore"):
         opts["saveMode"] = args.mode
     opts.update(jobkit.parse_kv(args.write_option, "--write-option"))
