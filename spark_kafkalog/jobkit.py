@@ -99,6 +99,11 @@ class JobParser(argparse.ArgumentParser):
             ns.progress = _isatty(sys.stderr)
         return ns, rest
 
+    def error(self, message: str):
+        """A usage error is one line too (argparse's own prints the usage first)."""
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: UsageError: {message} (--help shows "
+                                  "the flags)\n")
+
     def _note(self, text: str) -> None:
         print(f"{self.prog}: note: {text} (the old spelling still works)",
               file=sys.stderr, flush=True)
