@@ -127,8 +127,8 @@ class InternalError(KafkaLogError):
 
 # ---- errors that crossed Spark ----------------------------------------------------------------
 
-#: a line of exception text naming an exception class: ``pkg.mod.Name: message``
-_NAMED = re.compile(r"(?:^|[\s'\"(:])((?:[A-Za-z_]\w*\.)*)([A-Z]\w*(?:Error|Input)): (.+)$")
+#: a line of exception text naming one of our classes: ``pkg.mod.Name: message``
+_NAMED = r"(?:^|[\s'\"(:])((?:[A-Za-z_]\w*\.)*)({names}): (.+)$"
 #: the location suffix ``KafkaLogError._render`` adds
 _WHERE = re.compile(r"^(?P<reason>.*?) \((?P<where>(?:file .+?|position \d+|offset -?\d+)"
                     r"(?:, (?:file .+?|position \d+|offset -?\d+))*)\)$")
@@ -220,11 +220,13 @@ def unwrap(exc: BaseException) -> KafkaLogError | None:
         seen.add(id(e))
         e = e.__cause__ or e.__context__
     classes = _error_classes()
+    named = re.compile(_NAMED.format(names="|".join(
+        sorted(map(re.escape, classes), key=len, reverse=True))))
     last = None
     for text in _texts(exc):
         for line in text.splitlines():
-            m = _NAMED.search(line)
-            if m is None or m.group(2) not in classes:
+            m = named.search(line)
+            if m is None:
                 continue
             module = m.group(1).rstrip(".")
             if module and not module.startswith("spark_kafkalog"):

@@ -84,3 +84,10 @@ def test_every_error_class_is_found_by_name():
     for name, cls in errors._error_classes().items():
         got = unwrap(RuntimeError(f"x\nspark_kafkalog.errors.{name}: it broke\ny"))
         assert type(got) is cls and str(got) == "it broke", name
+
+
+def test_our_name_after_a_foreign_one_on_the_same_line():
+    line = ("org.apache.spark.api.python.PythonException: Traceback: "
+            "spark_kafkalog.errors.DataLossError: offsets 5..9 are gone (offset 5)")
+    err = unwrap(RuntimeError(line))
+    assert type(err) is errors.DataLossError and err.offset == 5
