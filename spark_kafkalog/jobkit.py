@@ -355,6 +355,9 @@ def exit_status(exc: BaseException) -> tuple[int, str]:
     text = str(shown).strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     line = f"{type(shown).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    root = _java_root_cause(exc) if ours is None else None
+    if root:                  # "An error occurred while calling o87.parquet" says nothing
+        line = root
     if ours is not None:
         if isinstance(ours, CommitConflictError):
             return EXIT_LOCKED, line
@@ -369,6 +372,22 @@ def exit_status(exc: BaseException) -> tuple[int, str]:
     if {c.__name__ for c in type(exc).__mro__} & _SPARK_BAD_INPUT:
         return EXIT_BAD_INPUT, line
     return EXIT_FAILED, line + " (--verbose shows the trace)"
+
+
+def _java_root_cause(exc: BaseException) -> str | None:
+    """The first line of the innermost JVM exception behind a Py4JJavaError (None when
+    ``exc`` carries none or the JVM is gone)."""
+    java = getattr(exc, "java_exception", None)
+    try:
+        for _ in range(16):
+            cause = java.getCause() if java is not None else None
+            if cause is None:
+                break
+            java = cause
+        text = str(java.toString()).strip() if java is not None else ""
+    except Exception:
+        return None
+    return text.splitlines()[0] if text else None
 
 
 def run(name: str, main: Callable[[], int], err: TextIO | None = None,

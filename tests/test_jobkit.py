@@ -169,3 +169,23 @@ def test_progress_prints_when_something_moved():
     lines = stream.getvalue().splitlines()
     assert lines == ["copy: stage 3: 1/4 tasks", "copy: stage 3: 4/4 tasks"]
     assert jobkit.SparkProgress(_Spark, "x", enabled=False).status() is None
+
+
+def test_a_jvm_failure_shows_its_root_cause():
+    class _J:
+        def __init__(self, text, cause=None):
+            self.text, self.cause = text, cause
+
+        def toString(self):  # noqa: N802 - py4j's name
+            return self.text
+
+        def getCause(self):  # noqa: N802
+            return self.cause
+
+    class Py4JJavaError(Exception):
+        java_exception = _J("org.apache.spark.SparkException: Job aborted\n\tat x",
+                            _J("java.lang.IllegalArgumentException: No codec brotli\n\tat y"))
+
+    assert _one_line(4, Py4JJavaError("An error occurred while calling o87.parquet.")) == [
+        "job: java.lang.IllegalArgumentException: No codec brotli (--verbose shows the "
+        "trace)"]
