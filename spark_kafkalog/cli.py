@@ -8,6 +8,8 @@
     kafkalog verify PATH...    CRCs, offset order, indexes against the log, checkpoints
     kafkalog cat PATH -t T     a topic's records, like ``kcat -C`` (offset/time, count, -f)
     kafkalog report PATH...    stats, charts (--html) and problems of a whole log dir
+    kafkalog job NAME ...      run a job (``--list``; ``--file NAME``: its file, for
+                               spark-submit; ``--log4j``: the jobs' quiet log4j2 file)
 
 ``PATH`` is a broker log dir (a ``log.dirs`` entry) or one partition directory; several
 paths are the JBOD dirs of one broker; any ``pyarrow.fs`` URI works, with
@@ -340,6 +342,9 @@ def _parser() -> argparse.ArgumentParser:
     report.add_arguments(p)
     p.set_defaults(func=lambda a, out, err: report.run_cli(
         a, *_select(a.paths, _fs_options(a.fs_option), a.topic), out, err))
+    # listed for --help only: main() hands `job ...` to _cmd_job before parsing
+    sub.add_parser("job", help="run a job: kafkalog job NAME --help; kafkalog job --list; "
+                               "kafkalog job --file NAME (for spark-submit)")
     return parser
 
 
@@ -383,6 +388,32 @@ def _usage(parser: argparse.ArgumentParser, e: _UsageError, argv: list[str],
     if hint:
         err.write(f"{target.prog}: {hint}\n")
     return EXIT_USAGE
+def _cmd_job(argv: list[str], out: TextIO, err: TextIO) -> int:
+    """``kafkalog job NAME ARGS...`` runs a job in this process (its own exit status);
+    ``--list`` names them, ``--file NAME`` prints a job's file for spark-submit,
+    ``--log4j`` the quiet log4j2 configuration the jobs use."""
+    from spark_kafkalog.jobs import JOBS, job_file, run_job
+    from spark_kafkalog.jobkit import LOG4J_CONF
+
+    usage = ("usage: kafkalog job NAME [ARGS...] | --list | --file NAME | --log4j\n"
+             f"jobs: {', '.join(JOBS)}\n")
+    if not argv or argv[0] in ("-h", "--help"):
+        out.write(usage)
+        return EXIT_OK if argv else EXIT_USAGE
+    if argv == ["--list"]:
+        _print_lines(JOBS, out)
+        return EXIT_OK
+    if argv == ["--log4j"]:
+        out.write(f"{LOG4J_CONF}\n")
+        return EXIT_OK
+    name = argv[1] if argv[0] == "--file" and len(argv) == 2 else argv[0]
+    if name not in JOBS:
+        err.write(f"kafkalog job: error: no job {name!r}\n{usage}")
+        return EXIT_USAGE
+    if argv[0] == "--file":
+        out.write(f"{job_file(name)}\n")
+        return EXIT_OK
+    return run_job(name, argv[1:])
 
 
 def _non_negative(text: str) -> int:
@@ -415,6 +446,9 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
     exit status (see the module docstring)."""
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["job"]:
+        return _cmd_job(argv[1:], out, err)
     parser = _parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:

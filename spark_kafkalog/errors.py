@@ -8,6 +8,8 @@ position and the offset involved when those are known. Low-level ``struct.error`
 """
 from __future__ import annotations
 
+import re
+
 
 class KafkaLogError(Exception):
     """Root of every error raised by spark_kafkalog.
@@ -121,3 +123,116 @@ class LockError(CommitConflictError):
 class InternalError(KafkaLogError):
     """An invariant of this package does not hold (a bug, not bad input or a bad log):
     e.g. the bytes a commit wrote disagree with its plan. The message says which."""
+
+
+# ---- errors that crossed Spark ----------------------------------------------------------------
+
+#: a line of exception text naming one of our classes: ``pkg.mod.Name: message``
+_NAMED = r"(?:^|[\s'\"(:])((?:[A-Za-z_]\w*\.)*)({names}): (.+)$"
+#: the location suffix ``KafkaLogError._render`` adds
+_WHERE = re.compile(r"^(?P<reason>.*?) \((?P<where>(?:file .+?|position \d+|offset -?\d+)"
+                    r"(?:, (?:file .+?|position \d+|offset -?\d+))*)\)$")
+_TEXT_LIMIT = 1 << 20          # exception text looked at, per exception in a chain
+
+
+def _error_classes() -> dict[str, type]:
+    """Every KafkaLogError subclass defined so far, by class name (the root included)."""
+    found: dict[str, type] = {}
+    todo = [KafkaLogError]
+    while todo:
+        cls = todo.pop()
+        found.setdefault(cls.__name__, cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def _texts(exc: BaseException) -> list[str]:
+    """The text of ``exc`` and of every exception behind it: Python causes and contexts,
+    and for pyspark's wrappers of JVM exceptions (Py4JJavaError, AnalysisException,
+    StreamingQueryException, ...) the JVM exception and its causes."""
+    out, seen, todo = [], set(), [exc]
+    while todo and len(out) < 32:
+        e = todo.pop(0)
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        try:
+            out.append(str(e)[:_TEXT_LIMIT])
+        except Exception:       # a JVM that is gone: what Python holds is enough
+            pass
+        java = getattr(e, "java_exception", None) or getattr(e, "_origin", None)
+        for _ in range(8):              # the JVM cause chain, bounded
+            if java is None:
+                break
+            try:
+                out.append(str(java.toString())[:_TEXT_LIMIT])
+                java = java.getCause()
+            except Exception:
+                break
+        if isinstance(e, BaseException):
+            todo += [e.__cause__, e.__context__]
+    return out
+
+
+def _rebuild_from_text(cls: type, text: str) -> KafkaLogError:
+    """An instance of ``cls`` from its rendered message (location suffix parsed back)."""
+    path = position = offset = None
+    reason = text.strip()
+    m = _WHERE.match(reason)
+    if m:
+        reason = m.group("reason")
+        for part in m.group("where").split(", "):
+            key, _, value = part.partition(" ")
+            if key == "file":
+                path = value
+            elif key == "position":
+                position = int(value)
+            else:
+                offset = int(value)
+    err = cls.__new__(cls)
+    KafkaLogError.__init__(err, reason, path=path, position=position, offset=offset)
+    return err
+
+
+def unwrap(exc: BaseException) -> KafkaLogError | None:
+    """The spark_kafkalog error behind ``exc``, the exception a Spark action raised (or
+    None when there is none).
+
+    Spark hands a data source's error back as text inside its own exceptions
+    (``AnalysisException: [PYTHON_DATA_SOURCE_ERROR] ...``, ``Py4JJavaError``,
+    ``PythonException``, ``StreamingQueryException``); this finds our class name and
+    message there and returns an instance of that class with ``path``, ``position`` and
+    ``offset`` parsed back. An error raised in this process is returned as it is::
+
+        try:
+            df.count()
+        except Exception as e:
+            err = spark_kafkalog.errors.unwrap(e)
+            if err is None:
+                raise
+            print(type(err).__name__, err)      # e.g. CorruptRecordError: bad CRC (...)
+    """
+    e: BaseException | None = exc
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KafkaLogError):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    classes = _error_classes()
+    named = re.compile(_NAMED.format(names="|".join(
+        sorted(map(re.escape, classes), key=len, reverse=True))))
+    last = None
+    for text in _texts(exc):
+        for line in text.splitlines():
+            m = named.search(line)
+            if m is None:
+                continue
+            module = m.group(1).rstrip(".")
+            if module and not module.startswith("spark_kafkalog"):
+                continue
+            last = (classes[m.group(2)], m.group(3))
+        if last is not None:
+            # within one text, the last of our errors is the one finally raised
+            return _rebuild_from_text(*last)
+    return None

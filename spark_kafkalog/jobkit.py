@@ -1,13 +1,14 @@
-"""What every spark-submit job in ``jobs/`` shares: its argument parser (with an example),
-progress a person can watch on stderr, the summary (one line on stdout and, with
-``--summary-json``, a JSON file) and the one-line reason and non-zero exit on bad input.
+"""What every job in ``spark_kafkalog.jobs`` shares: the parser (the same flag means the
+same thing in every job; old spellings stay as hidden aliases), quiet Spark logging,
+progress on stderr, the summary on stdout (and ``--summary-json``), and the one line and
+exit status of a failure (:func:`run`).
 
 A job is written as::
 
     def main(argv=None) -> int:
-        args = jobkit.parser("copy_topic.py", __doc__, example="...").parse_args(argv)
-        with jobkit.spark_session("kafkalog-copy-topic") as spark, \\
-                jobkit.SparkProgress(spark, "copy_topic"):
+        args = jobkit.parser("copy_topic", __doc__, example="...").parse_args(argv)
+        with jobkit.spark_session("kafkalog-copy-topic", verbose=args.verbose) as spark, \\
+                jobkit.SparkProgress(spark, "copy_topic", enabled=args.progress):
             ...
         jobkit.emit(summary, line, args.summary_json)
         return 0
@@ -20,39 +21,139 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import threading
 import time
+import traceback
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Callable, Iterator, Sequence, TextIO
 
 from ._console import human_bytes, iso_ms, plural
-from .errors import KafkaLogError
+from .errors import (
+    CommitConflictError,
+    CorruptRecordError,
+    DataLossError,
+    InternalError,
+    KafkaLogError,
+    TxnIndexError,
+    UnsupportedFormatError,
+    unwrap,
+)
 
-__all__ = ["JobInputError", "SparkProgress", "add_log_dirs", "emit", "human_bytes", "iso_ms",
-           "parse_kv", "parse_time_ms", "parser", "plural", "rate", "run",
-           "spark_session"]
+__all__ = ["CODECS", "EXIT_BAD_INPUT", "EXIT_DATA", "EXIT_FAILED", "EXIT_LOCKED",
+           "JobInputError", "LOG4J_CONF", "SparkProgress", "add_log_dirs", "alias", "emit",
+           "exit_status", "human_bytes", "iso_ms", "parse_kv", "parse_time_ms", "parser",
+           "plural", "rate", "run", "spark_session", "topic_list"]
 
-#: exit status of a job stopped by bad input (argparse's own usage errors exit 2 too)
+#: exit statuses of a job (README, "Jobs": the same scheme as the ``kafkalog`` command)
+EXIT_OK = 0
+#: the data is damaged or gone: corrupt bytes, data loss, verify found errors
+EXIT_DATA = 1
+#: bad input: arguments, paths, topics, options (argparse's usage errors exit 2 too)
 EXIT_BAD_INPUT = 2
+#: a lock is held (a running broker, another writer) or a commit lost a race: retry later
+EXIT_LOCKED = 3
+#: anything else: Spark failed, or a bug (``--verbose`` shows the trace)
+EXIT_FAILED = 4
+EXIT_INTERRUPTED = 130
+
+#: Kafka's compression.type values, as every job that writes batches takes them
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+#: the quiet log4j2 configuration jobs start Spark's JVM with (WARN, to stderr)
+LOG4J_CONF = Path(__file__).with_name("jobs") / "log4j2.properties"
 
 
 class JobInputError(KafkaLogError, ValueError):
     """A job's arguments or input cannot be used; the message is the one line shown."""
 
 
-def parser(prog: str, doc: str | None, example: str) -> argparse.ArgumentParser:
-    """An argument parser whose description is the first paragraph of ``doc`` and whose
-    ``--help`` ends with ``example``; it has ``--summary-json`` and ``--no-progress``."""
+class JobParser(argparse.ArgumentParser):
+    """An ArgumentParser that knows hidden deprecated aliases (:func:`alias`), checks
+    required flags after them, and resolves ``--progress`` (default: stderr is a
+    terminal)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.aliases: dict[str, str] = {}          # old spelling -> flag
+        self.required_flags: dict[str, str] = {}   # dest -> flag
+        self.value_aliases: dict[str, dict[str, str]] = {}     # dest -> {old: new}
+
+    def parse_known_args(self, args=None, namespace=None):
+        argv = list(sys.argv[1:] if args is None else args)
+        ns, rest = super().parse_known_args(argv, namespace)
+        for dest, flag in self.required_flags.items():
+            if getattr(ns, dest, None) in (None, []):
+                self.error(f"the following arguments are required: {flag}")
+        for dest, values in self.value_aliases.items():
+            value = getattr(ns, dest, None)
+            if value in values:
+                self._note(f"--{dest.replace('_', '-')} {value} is now {values[value]}")
+                setattr(ns, dest, values[value])
+        used = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+        for old, new in self.aliases.items():
+            if old in used:
+                self._note(f"{old} is now {new}")
+        if getattr(ns, "progress", False) is None:
+            ns.progress = _isatty(sys.stderr)
+        return ns, rest
+
+    def error(self, message: str):
+        """A usage error is one line too (argparse's own prints the usage first)."""
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: UsageError: {message} (--help shows "
+                                  "the flags)\n")
+
+    def _note(self, text: str) -> None:
+        print(f"{self.prog}: note: {text} (the old spelling still works)",
+              file=sys.stderr, flush=True)
+
+
+def _isatty(stream) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if callable(isatty) else False
+    except ValueError:               # closed
+        return False
+
+
+def parser(prog: str, doc: str | None, example: str) -> JobParser:
+    """A job's parser: its description is the first paragraph of ``doc``, its ``--help``
+    ends with ``example``; it has ``--summary-json``, ``--progress``/``--no-progress``
+    (default: progress when stderr is a terminal) and ``--verbose``."""
     description = (doc or "").strip().split("\n\n")[0]
-    ap = argparse.ArgumentParser(prog=prog, description=description,
-                                 epilog=f"Example:\n  {example}",
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = JobParser(prog=prog, description=description, epilog=f"Example:\n  {example}",
+                   formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--summary-json", metavar="FILE",
                     help="also write the summary to this JSON file")
-    ap.add_argument("--no-progress", dest="progress", action="store_false",
-                    help="do not print progress lines on stderr")
+    prog_flags = ap.add_mutually_exclusive_group()
+    prog_flags.add_argument("--progress", dest="progress", action="store_true",
+                            default=None, help="progress lines on stderr (default: when "
+                            "stderr is a terminal)")
+    prog_flags.add_argument("--no-progress", dest="progress", action="store_false",
+                            help="no progress lines")
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="Spark's own logging as configured, and a failure's full trace")
     return ap
+
+
+def alias(ap: JobParser, old: str, new: str) -> None:
+    """``old`` as a hidden, deprecated spelling of the already defined flag ``new``
+    (same destination, type and action; the job notes the new name on stderr)."""
+    canon = ap._option_string_actions[new]
+    kw: dict = {"dest": canon.dest, "help": argparse.SUPPRESS}
+    if isinstance(canon, argparse._StoreTrueAction):
+        kw["action"] = "store_true"
+    elif isinstance(canon, argparse._StoreFalseAction):
+        kw["action"] = "store_false"
+    else:
+        kw.update(action="append" if isinstance(canon, argparse._AppendAction) else "store",
+                  type=canon.type, choices=canon.choices, metavar=canon.metavar)
+    ap.add_argument(old, **kw)
+    ap.aliases[old] = new
+    if canon.required:          # either spelling satisfies it: checked after parsing
+        canon.required = False
+        ap.required_flags[canon.dest] = new
 
 
 def add_log_dirs(ap: argparse.ArgumentParser, what: str = "log dir(s) to read") -> None:
@@ -61,6 +162,57 @@ def add_log_dirs(ap: argparse.ArgumentParser, what: str = "log dir(s) to read") 
     ap.add_argument("--path", required=True,
                     help=f"{what}: a broker's log.dirs entry or a copy of it "
                          "(comma-separated; local path or any pyarrow.fs URI)")
+
+
+#: the one vocabulary of ``--mode`` (Spark's save modes); ``error`` is an old spelling
+MODES = ("overwrite", "append", "errorifexists", "ignore")
+
+
+def add_mode(ap: JobParser, default: str, overwrite: str) -> None:
+    """``--mode`` of a job that writes a destination that may exist; ``overwrite`` says
+    what overwriting replaces."""
+    ap.add_argument("--mode", default=default, choices=MODES + ("error",),
+                    metavar="{" + ",".join(MODES) + "}",
+                    help=f"when the destination exists (default {default}): overwrite "
+                         f"({overwrite}), append, errorifexists (stop), ignore (do "
+                         "nothing)")
+    ap.value_aliases["mode"] = {"error": "errorifexists"}
+
+
+def time_window(df, time_from: str | None, time_to: str | None,
+                flags: tuple[str, str] = ("--from", "--to")):
+    """``df`` (the read schema) cut to the records with ``from <= timestamp < to``
+    (ISO-8601 or epoch ms; either may be None). The reader takes the bounds as pushed
+    filters and seeks the time index; a record without a timestamp (-1) is in no
+    window."""
+    from datetime import timedelta
+
+    from pyspark.sql import functions as F
+
+    lo = None if time_from is None else parse_time_ms(time_from, flags[0])
+    hi = None if time_to is None else parse_time_ms(time_to, flags[1])
+    if lo is not None and hi is not None and lo >= hi:
+        raise JobInputError(f"{flags[0]} {time_from} is not before {flags[1]} {time_to}: "
+                            "the window [from, to) is empty")
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    if hi is not None and lo is None:
+        lo = 0
+    if lo is not None:
+        df = df.where(F.col("timestamp") >= F.lit(epoch + timedelta(milliseconds=max(lo, 0))))
+    if hi is not None:
+        df = df.where(F.col("timestamp") < F.lit(epoch + timedelta(milliseconds=hi)))
+    return df
+
+
+def topic_list(items: Sequence[str] | None) -> list[str]:
+    """``--topic`` values (repeatable, each comma-separated) as a list, order kept,
+    duplicates dropped."""
+    out: list[str] = []
+    for item in items or ():
+        for t in item.split(","):
+            if t.strip() and t.strip() not in out:
+                out.append(t.strip())
+    return out
 
 
 def parse_kv(items: Sequence[str] | None, flag: str) -> dict[str, str]:
@@ -107,12 +259,28 @@ def emit(summary: dict, line: str, json_path: str | None,
 
 
 @contextlib.contextmanager
-def spark_session(app_name: str, conf: dict[str, str] | None = None) -> Iterator:
+def spark_session(app_name: str, conf: dict[str, str] | None = None,
+                  verbose: bool = False) -> Iterator:
     """The job's SparkSession (session time zone UTC, so days and windows are the same
-    on every cluster), stopped on the way out."""
+    on every cluster), stopped on the way out.
+
+    Quiet unless ``verbose``: a JVM this process starts (``python -m``, ``kafkalog job``)
+    gets :data:`LOG4J_CONF` (WARN and above) from its first line; under ``spark-submit``
+    the JVM is already running, and ``spark.log.level=WARN`` applies from the
+    SparkContext's start (a few lines printed before it remain)."""
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
+    if not verbose:
+        if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+            opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+            if "log4j2.configurationFile" not in opts:
+                os.environ["SPARK_SUBMIT_OPTS"] = \
+                    f"{opts} -Dlog4j2.configurationFile={LOG4J_CONF.as_uri()}".strip()
+        else:
+            builder = builder.config("spark.log.level", "WARN")
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -174,30 +342,72 @@ class SparkProgress:
             self._thread.join(timeout=self.interval + 1)
 
 
-def _spark_error_message(err: BaseException) -> str | None:
-    """The first line of a Spark analysis/parse error (bad column, bad SQL expression,
-    missing path), which is bad input to a job, not a crash."""
-    names = {cls.__name__ for cls in type(err).__mro__}
-    if names & {"AnalysisException", "ParseException", "IllegalArgumentException"}:
-        text = str(err).strip().splitlines()
-        return text[0] if text else type(err).__name__
-    return None
+#: Spark's exceptions that mean bad input to a job (a bad column, SQL expression, path)
+_SPARK_BAD_INPUT = {"AnalysisException", "ParseException", "IllegalArgumentException",
+                    "PySparkValueError", "PySparkTypeError"}
 
 
-def run(name: str, main: Callable[[], int], err: TextIO | None = None) -> int:
-    """Run ``main()`` and turn bad input into ``<name>: <reason>`` on stderr and exit
-    status 2: our own errors (a KafkaLogError, which names file, position and offset),
-    Spark's analysis errors, and a missing file. Anything else is a bug and keeps its
-    traceback."""
+def exit_status(exc: BaseException) -> tuple[int, str]:
+    """The exit status for ``exc`` and its one line: ``Class: message`` of our error
+    behind it (:func:`spark_kafkalog.errors.unwrap`), else of ``exc`` itself."""
+    ours = unwrap(exc)
+    shown = ours if ours is not None else exc
+    text = str(shown).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    line = f"{type(shown).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    root = _java_root_cause(exc) if ours is None else None
+    if root:                  # "An error occurred while calling o87.parquet" says nothing
+        line = root
+    if ours is not None:
+        if isinstance(ours, CommitConflictError):
+            return EXIT_LOCKED, line
+        if isinstance(ours, (CorruptRecordError, DataLossError, UnsupportedFormatError,
+                             TxnIndexError)):
+            return EXIT_DATA, line
+        if isinstance(ours, InternalError):
+            return EXIT_FAILED, line
+        return EXIT_BAD_INPUT, line
+    if isinstance(exc, OSError):          # a missing or unreadable path
+        return EXIT_BAD_INPUT, line
+    if {c.__name__ for c in type(exc).__mro__} & _SPARK_BAD_INPUT:
+        return EXIT_BAD_INPUT, line
+    return EXIT_FAILED, line + " (--verbose shows the trace)"
+
+
+def _java_root_cause(exc: BaseException) -> str | None:
+    """The first line of the innermost JVM exception behind a Py4JJavaError (None when
+    ``exc`` carries none or the JVM is gone)."""
+    java = getattr(exc, "java_exception", None)
+    try:
+        for _ in range(16):
+            cause = java.getCause() if java is not None else None
+            if cause is None:
+                break
+            java = cause
+        text = str(java.toString()).strip() if java is not None else ""
+    except Exception:
+        return None
+    return text.splitlines()[0] if text else None
+
+
+def run(name: str, main: Callable[[], int], err: TextIO | None = None,
+        argv: Sequence[str] | None = None) -> int:
+    """Run ``main()``; a failure becomes ONE line on stderr, ``<name>: <Class>:
+    <message>`` (our error unwrapped from Spark's), and the exit status of its kind
+    (:data:`EXIT_DATA`, :data:`EXIT_BAD_INPUT`, :data:`EXIT_LOCKED`,
+    :data:`EXIT_FAILED`). ``--verbose`` in ``argv`` (default ``sys.argv``) also prints
+    the trace."""
     stream = err if err is not None else sys.stderr
-    t0 = time.monotonic()
+    args = sys.argv[1:] if argv is None else argv
+    verbose = any(a in ("-v", "--verbose") for a in args)
     try:
         return main()
-    except (KafkaLogError, FileNotFoundError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=stream, flush=True)
+        return EXIT_INTERRUPTED
     except Exception as exc:
-        reason = _spark_error_message(exc)
-        if reason is None:
-            raise
-    print(f"{name}: {reason} (after {time.monotonic() - t0:.1f}s)", file=stream, flush=True)
-    return EXIT_BAD_INPUT
+        status, line = exit_status(exc)
+        if verbose:
+            traceback.print_exc(file=stream)
+        print(f"{name}: {line}", file=stream, flush=True)
+        return status

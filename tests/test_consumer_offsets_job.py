@@ -101,7 +101,7 @@ def test_translation_on_a_repartitioned_copy_record_by_record(tmp_path, capsys):
     rows = repartitioned_map(tmp_path / "map")
     out = tmp_path / "out"
     assert run_job(["--path", str(logdir), "--translate", str(tmp_path / "map"),
-                    "--out", str(out), "--summary-json", str(tmp_path / "s.json")]) == 0
+                    "--output", str(out), "--summary-json", str(tmp_path / "s.json")]) == 0
     summary = json.loads((tmp_path / "s.json").read_text())
     assert set(summary["translated"]["groups"]) == set(GROUPS)      # not other-topic
     again = {}
@@ -149,7 +149,7 @@ def test_translation_on_a_time_window_copy(tmp_path, capsys):
     write_map(tmp_path / "map", rows)
     out = tmp_path / "out"
     assert run_job(["--path", str(logdir), "--translate", str(tmp_path / "map"),
-                    "--out", str(out)]) == 0
+                    "--output", str(out)]) == 0
     assert (out / "before.csv").read_text() == "orders,0,20\n"
     assert (out / "after.csv").read_text() == "orders,0,30\n"
     assert (out / "inside.csv").read_text() == "orders,0,24\n"
@@ -182,7 +182,7 @@ def test_tables_latest_as_of_and_all_records(tmp_path):
         + kip848_group() + [(cb.i16(99) + cb.string("future"), b"\x00\x00")])
     write_consumer_offsets(logdir, pairs)
     out = tmp_path / "latest"
-    assert run_job(["--path", str(logdir), "--out", str(out),
+    assert run_job(["--path", str(logdir), "--output", str(out),
                     "--summary-json", str(tmp_path / "s.json")]) == 0
     latest = pq.read_table(out / "commits.parquet").to_pylist()
     assert [(r["group"], r["partition"], r["offset"]) for r in latest] == [("h", 1, 4)]
@@ -206,12 +206,12 @@ def test_tables_latest_as_of_and_all_records(tmp_path):
     assert summary["consumer_groups"] == 1
     # as of the third record (T0 + 2): g's second commit, 9
     out = tmp_path / "asof"
-    assert run_job(["--path", str(logdir), "--out", str(out), "--format", "json",
+    assert run_job(["--path", str(logdir), "--output", str(out), "--format", "json",
                     "--as-of", str(T0 + 2)]) == 0
     rows = [json.loads(x) for x in (out / "commits.jsonl").read_text().splitlines()]
     assert [(r["group"], r["offset"]) for r in rows] == [("g", 9)]
     out = tmp_path / "all"
-    assert run_job(["--path", str(logdir), "--out", str(out), "--all-records"]) == 0
+    assert run_job(["--path", str(logdir), "--output", str(out), "--all-records"]) == 0
     every = pq.read_table(out / "commits.parquet").to_pylist()
     assert [(r["offset"], r["deleted"]) for r in every] == [(5, False), (9, False),
                                                             (None, True), (4, False)]
@@ -232,7 +232,7 @@ def test_a_spark_written_map_partitioned_by_topic(tmp_path):
     (m / "_SUCCESS").write_text("")
     (m / "topic=orders" / ".part-0.parquet.crc").write_bytes(b"\x00")
     assert run_job(["--path", str(logdir), "--translate", str(m),
-                    "--out", str(tmp_path / "out")]) == 0
+                    "--output", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "g.csv").read_text() == "orders,0,103\n"
 
 
@@ -248,7 +248,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
             (["--translate", str(tmp_path / "nothing")], "nothing does not exist"),
             (["--as-of", "yesterday"], "--as-of: 'yesterday' is neither")):
         proc = subprocess.run([sys.executable, str(REPO / "jobs" / "consumer_offsets.py"),
-                               "--path", str(logdir), "--out", str(tmp_path / "o"),
+                               "--path", str(logdir), "--output", str(tmp_path / "o"),
                                "--no-progress", *args],
                               capture_output=True, text=True, env=env, timeout=120)
         assert proc.returncode == 2, proc.stderr
@@ -257,7 +257,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
         assert reason in lines[0]
     (tmp_path / "empty").mkdir()
     proc = subprocess.run([sys.executable, str(REPO / "jobs" / "consumer_offsets.py"),
-                           "--path", str(tmp_path / "empty"), "--out", str(tmp_path / "o")],
+                           "--path", str(tmp_path / "empty"), "--output", str(tmp_path / "o")],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2 and "__consumer_offsets" in proc.stderr
 

@@ -36,7 +36,7 @@ def test_help_has_an_example():
                        capture_output=True, text=True, cwd=REPO,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 0
-    assert "Example:" in r.stdout and "jobs/retention.py --path" in r.stdout
+    assert "Example:" in r.stdout and "kafkalog job retention --path" in r.stdout
 
 
 def test_dry_run_then_run(sample, tmp_path, capsys):
@@ -54,8 +54,8 @@ def test_dry_run_then_run(sample, tmp_path, capsys):
     assert read_table(str(sample), "events", include_headers=False).num_rows == before
     summary = tmp_path / "run.json"
     code, out, err = run(["--path", str(sample), "--retention-ms", str(DAY), "--now", now,
-                          "--file-delete-delay-ms", "0", "--summary-json", str(summary)],
-                         capsys)
+                          "--file-delete-delay-ms", "0", "--summary-json", str(summary),
+                          "--progress"], capsys)
     assert code == 0
     done = json.loads(summary.read_text())
     assert [(p["partition"], p["deleted"]) for p in done["per_partition"]] == \
@@ -90,7 +90,7 @@ def test_per_topic_settings_file_and_flags(sample, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv,reason", [
-    (["--topics", "nope"], "topic 'nope' is not in"),
+    (["--topic", "nope"], "topic 'nope' is not in"),
     (["--topic-config", "events:retention.weeks=1"], "unknown retention setting"),
     (["--topic-config", "other:retention.ms=1"], "settings name topic 'other'"),
     (["--retention-ms", "-5"], "retention.ms: -5 is below -1"),

@@ -17,7 +17,34 @@ def test_parser_has_example_summary_json_and_progress_switch():
     assert text.rstrip().endswith("spark-submit x.py --a")
     args = ap.parse_args(["--summary-json", "s.json", "--no-progress"])
     assert args.summary_json == "s.json" and args.progress is False
-    assert ap.parse_args([]).progress is True
+    assert ap.parse_args(["--progress"]).progress is True
+    # default: progress only when stderr is a terminal (pytest captures it: not one)
+    assert ap.parse_args([]).progress is False
+    assert ap.parse_args(["--verbose"]).verbose is True
+
+
+def test_alias_is_hidden_deprecated_and_satisfies_required(capsys):
+    ap = jobkit.parser("x", "Doc.", example="x")
+    ap.add_argument("--output", required=True, dest="out")
+    ap.add_argument("--topic", action="append")
+    jobkit.add_mode(ap, "append", "replace it")
+    jobkit.alias(ap, "--out", "--output")
+    jobkit.alias(ap, "--topics", "--topic")
+    assert "--out " not in ap.format_help() and "--topics" not in ap.format_help()
+    assert "error," not in ap.format_help()
+    args = ap.parse_args(["--out", "o", "--topics", "a,b", "--topic", "c", "--mode", "error"])
+    assert args.out == "o" and jobkit.topic_list(args.topic) == ["a", "b", "c"]
+    assert args.mode == "errorifexists"
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["x: note: --mode error is now errorifexists (the old spelling still works)",
+                   "x: note: --out is now --output (the old spelling still works)",
+                   "x: note: --topics is now --topic (the old spelling still works)"]
+    assert ap.parse_args(["--output=o"]).out == "o"
+    assert capsys.readouterr().err == ""
+    with pytest.raises(SystemExit) as exc:
+        ap.parse_args([])
+    assert exc.value.code == 2
+    assert "the following arguments are required: --output" in capsys.readouterr().err
 
 
 def test_parse_time_ms():
@@ -43,22 +70,60 @@ def test_emit_prints_line_and_writes_json(tmp_path):
     assert json.loads(path.read_text()) == {"rows": 3}
 
 
-def test_run_turns_bad_input_into_one_line_and_exit_2():
+def _one_line(status, exc, argv=()):
     err = io.StringIO()
 
-    def bad():
-        raise CorruptRecordError("a.log: batch at position 61 (offset 7): bad CRC\nmore")
+    def fail():
+        raise exc
 
-    assert jobkit.run("job", bad, err=err) == 2
-    line = err.getvalue()
-    assert line.startswith("job: a.log: batch at position 61 (offset 7): bad CRC (after ")
-    assert line.count("\n") == 1
-    assert jobkit.run("job", lambda: 0, err=err) == 0
+    assert jobkit.run("job", fail, err=err, argv=list(argv)) == status
+    lines = err.getvalue().splitlines()
+    return lines
 
 
-def test_run_keeps_traceback_of_bugs():
-    with pytest.raises(ZeroDivisionError):
-        jobkit.run("job", lambda: 1 // 0, err=io.StringIO())
+def test_run_prints_one_line_and_exit_status_by_kind():
+    from spark_kafkalog.errors import DataLossError, InternalError, LockError, LogLayoutError
+
+    corrupt = CorruptRecordError("bad CRC\nmore", path="a.log", position=61, offset=7)
+    assert _one_line(jobkit.EXIT_DATA, corrupt) == [
+        "job: CorruptRecordError: bad CRC"]          # one line, whatever the message
+    assert _one_line(1, DataLossError("gone")) == ["job: DataLossError: gone"]
+    assert _one_line(2, jobkit.JobInputError("--topic: x not found")) == [
+        "job: JobInputError: --topic: x not found"]
+    assert _one_line(2, LogLayoutError("log directory does not exist", path="/x")) == [
+        "job: LogLayoutError: log directory does not exist (file /x)"]
+    assert _one_line(2, FileNotFoundError(2, "No such file", "/y")) == [
+        "job: FileNotFoundError: [Errno 2] No such file: '/y'"]
+    assert _one_line(jobkit.EXIT_LOCKED, LockError("a running Kafka broker holds this log "
+                                                   "dir", path="/l/.lock")) == [
+        "job: LockError: a running Kafka broker holds this log dir (file /l/.lock)"]
+    assert _one_line(4, InternalError("plan and bytes disagree")) == [
+        "job: InternalError: plan and bytes disagree"]
+    assert jobkit.run("job", lambda: 0, err=io.StringIO(), argv=[]) == 0
+
+
+def test_run_finds_our_error_inside_sparks():
+    class AnalysisException(Exception):
+        pass
+
+    spark_text = ("[PYTHON_DATA_SOURCE_ERROR] Failed to generate Python data source read "
+                  "partitions: Traceback (most recent call last):\n  File \"x.py\", line 3\n"
+                  "spark_kafkalog.errors.LockError: a running Kafka broker holds this log "
+                  "dir (file /l/.lock)\n\tat org.apache.spark.Foo(Foo.scala:1)")
+    assert _one_line(3, AnalysisException(spark_text)) == [
+        "job: LockError: a running Kafka broker holds this log dir (file /l/.lock)"]
+    # Spark's own analysis errors are bad input too, shown by their first line
+    assert _one_line(2, AnalysisException("[PATH_NOT_FOUND] Path does not exist: /p\nx")) == [
+        "job: AnalysisException: [PATH_NOT_FOUND] Path does not exist: /p"]
+
+
+def test_run_shows_a_bugs_trace_only_with_verbose():
+    lines = _one_line(jobkit.EXIT_FAILED, ZeroDivisionError("integer division by zero"))
+    assert lines == ["job: ZeroDivisionError: integer division by zero (--verbose shows the "
+                     "trace)"]
+    lines = _one_line(4, ZeroDivisionError("integer division by zero"), argv=["--verbose"])
+    assert lines[0] == "Traceback (most recent call last):" and len(lines) > 3
+    assert lines[-1].startswith("job: ZeroDivisionError")
 
 
 class _Info:
@@ -104,3 +169,23 @@ def test_progress_prints_when_something_moved():
     lines = stream.getvalue().splitlines()
     assert lines == ["copy: stage 3: 1/4 tasks", "copy: stage 3: 4/4 tasks"]
     assert jobkit.SparkProgress(_Spark, "x", enabled=False).status() is None
+
+
+def test_a_jvm_failure_shows_its_root_cause():
+    class _J:
+        def __init__(self, text, cause=None):
+            self.text, self.cause = text, cause
+
+        def toString(self):  # noqa: N802 - py4j's name
+            return self.text
+
+        def getCause(self):  # noqa: N802
+            return self.cause
+
+    class Py4JJavaError(Exception):
+        java_exception = _J("org.apache.spark.SparkException: Job aborted\n\tat x",
+                            _J("java.lang.IllegalArgumentException: No codec brotli\n\tat y"))
+
+    assert _one_line(4, Py4JJavaError("An error occurred while calling o87.parquet.")) == [
+        "job: java.lang.IllegalArgumentException: No codec brotli (--verbose shows the "
+        "trace)"]

@@ -218,3 +218,98 @@ def test_packed_venv_ships_to_executors_with_spark_archives(installed, tmp_path,
     assert result["count"] == 16
     assert result["executor_python"].endswith("/environment/bin/python")
     assert not result["executor_python"].startswith(str(installed / "bin"))
+
+
+#: every job, from the clean virtualenv: --help through `kafkalog job`, `python -m` and the
+#: file spark-submit runs, then one real run each; JSON of exit statuses and stderr lines
+JOBS_SCRIPT = textwrap.dedent('''
+    import json, os, subprocess, sys, time
+    fixture, work = sys.argv[1], sys.argv[2]
+    bindir = os.path.dirname(sys.executable)
+    kafkalog = os.path.join(bindir, "kafkalog")
+    jobs = subprocess.run([kafkalog, "job", "--list"], capture_output=True, text=True,
+                          check=True).stdout.split()
+    result = {"jobs": jobs, "help": {}, "runs": {}}
+
+    def run(cmd):
+        t0 = time.monotonic()
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=work)
+        return {"rc": p.returncode, "stderr_lines": len(p.stderr.splitlines()),
+                "stdout": p.stdout.strip().splitlines()[-1:] , "stderr": p.stderr[-3000:],
+                "seconds": round(time.monotonic() - t0, 1)}
+
+    for job in jobs:
+        f = subprocess.run([kafkalog, "job", "--file", job], capture_output=True, text=True,
+                           check=True).stdout.strip()
+        h1 = subprocess.run([kafkalog, "job", job, "--help"], capture_output=True, text=True)
+        h2 = subprocess.run([sys.executable, "-m", f"spark_kafkalog.jobs.{job}", "--help"],
+                            capture_output=True, text=True)
+        h3 = subprocess.run([sys.executable, f, "--help"], capture_output=True, text=True)
+        result["help"][job] = {"file": f, "rc": [h1.returncode, h2.returncode, h3.returncode],
+                               "example": "Example" in h1.stdout, "same": h1.stdout == h2.stdout,
+                               "stderr": h1.stderr + h2.stderr + h3.stderr}
+    log, sample = os.path.join(work, "log"), os.path.join(work, "sample")
+    j = [kafkalog, "job"]
+    runs = [
+        ("make_sample_log", j + ["make_sample_log", "--output", sample, "--records", "20000",
+                                 "--partitions", "2"]),
+        ("export_parquet", j + ["export_parquet", "--path", sample, "--topic", "events",
+                                "--output", os.path.join(work, "export")]),
+        ("import_files", j + ["import_files", "--input", os.path.join(work, "export"),
+                              "--output", os.path.join(work, "restore"),
+                              "--preserve-offsets"]),
+        ("copy_topic", j + ["copy_topic", "--path", sample, "--output", log, "--topic",
+                            "events", "--compression-type", "zstd"]),
+        ("compact", j + ["compact", "--path", log, "--topic", "events", "--force"]),
+        ("retention", j + ["retention", "--path", log, "--retention-ms", "-1"]),
+        ("log_report", j + ["log_report", "--path", log, "--quiet"]),
+        ("consumer_offsets", j + ["consumer_offsets", "--path", fixture, "--output",
+                                  os.path.join(work, "offsets")]),
+        ("spark-submit log_report", [os.path.join(bindir, "spark-submit"),
+                                     "--driver-java-options",
+                                     "-Dlog4j2.configurationFile=" + subprocess.run(
+                                         [kafkalog, "job", "--log4j"], capture_output=True,
+                                         text=True, check=True).stdout.strip(),
+                                     result["help"]["log_report"]["file"], "--path", log,
+                                     "--quiet"]),
+        ("python -m export_parquet (bad path)", [sys.executable, "-m",
+                                                 "spark_kafkalog.jobs.export_parquet",
+                                                 "--path", os.path.join(work, "nope"),
+                                                 "--output", os.path.join(work, "x")]),
+    ]
+    for name, cmd in runs:
+        result["runs"][name] = run(cmd)
+    print(json.dumps(result))
+''')
+
+
+def test_jobs_run_installed_and_quiet(installed, tmp_path, real_broker):
+    """Every job from the clean virtualenv (no checkout): ``kafkalog job NAME``,
+    ``python -m spark_kafkalog.jobs.NAME`` and the file ``kafkalog job --file`` prints
+    answer --help; one real run of each prints its summary on stdout and at most a
+    few lines on stderr (no Spark INFO logging, no SPARK_CONF_DIR)."""
+    py = installed / "bin" / "python"
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "jobs_script.py").write_text(JOBS_SCRIPT)
+    env = _clean_env(PYSPARK_PYTHON=str(py), PYSPARK_DRIVER_PYTHON=str(py),
+                     PATH=f"{installed / 'bin'}:{os.environ['PATH']}")
+    r = _run([py, tmp_path / "jobs_script.py", real_broker / "donaldy-kafka-2.7.1", work],
+             cwd=work, env=env, timeout=1500)
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(result["jobs"]) == 8
+    for job, h in result["help"].items():
+        assert h["rc"] == [0, 0, 0] and h["same"] and h["stderr"] == "", (job, h)
+        assert h["file"].startswith(str(installed)), h["file"]
+        assert h["example"] or job == "make_sample_log", job
+    for name, run in result["runs"].items():
+        # the JVM's incubator-module notice (Spark's launcher adds the module; the JVM
+        # cannot be told to keep quiet about it), then nothing but our line
+        if "bad path" in name:
+            assert run["rc"] == 2 and run["stderr_lines"] <= 2, run
+            assert run["stderr"].splitlines()[-1].startswith(
+                "export_parquet: LogLayoutError: log directory does not exist"), run
+            continue
+        assert run["rc"] == 0, (name, run)
+        assert run["stdout"], (name, run)
+        assert run["stderr_lines"] <= 1, (name, run["stderr"])

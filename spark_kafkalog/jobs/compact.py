@@ -13,9 +13,9 @@ whatever its dirty ratio (Kafka's default, 2**63-1 ms, never forces one). Every
 partition's new segments land through the topic's journal: a crash at any point leaves
 the old log or the new one, and a reader never sees half of it.
 
-Settings use Kafka's topic config names: ``--set delete.retention.ms=3600000`` for every
-topic, and ``--topic-config FILE`` (JSON ``{"topic": {"name": value}}``) per topic; the
-command line wins. Records without a key are removed, as Kafka's cleaner does (it counts
+Settings use Kafka's topic config names: ``--config-file FILE`` (JSON ``{"topic":
+{"name": value}, "*": {...}}``), ``--set delete.retention.ms=3600000`` for every topic
+over it, and ``--topic-config TOPIC:NAME=VALUE`` over both. Records without a key are removed, as Kafka's cleaner does (it counts
 them as invalid). Local filesystems only (the swap needs atomic rename).
 """
 from __future__ import annotations
@@ -48,26 +48,38 @@ CONFIG_NAMES = {
 }
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> jobkit.JobParser:
     ap = jobkit.parser(
-        "compact.py", __doc__,
-        example="spark-submit jobs/compact.py --path /backup/kafka-logs --topic orders "
+        "compact", __doc__,
+        example="kafkalog job compact --path /backup/kafka-logs --topic orders "
                 "--set delete.retention.ms=86400000 --summary-json compact.json")
-    ap.add_argument("--path", required=True, help="the log dir (local path)")
-    ap.add_argument("--topic", action="append", required=True,
-                    help="topic to compact (repeat, or comma-separated)")
-    ap.add_argument("--partitions", help="comma-separated partition numbers (default: all)")
+    ap.add_argument("--path", required=True, help="the log dir, changed in place (local "
+                                                  "path)")
+    ap.add_argument("--topic", action="append", required=True, metavar="NAME",
+                    help="topic to compact (repeatable, or comma-separated)")
+    ap.add_argument("--partition", dest="partitions", metavar="LIST",
+                    help="only these partitions, e.g. 0,2 (default: all)")
     ap.add_argument("--set", action="append", metavar="NAME=VALUE",
                     help=f"a topic config for every topic ({', '.join(CONFIG_NAMES)})")
-    ap.add_argument("--topic-config", metavar="FILE",
-                    help='JSON {"topic": {"delete.retention.ms": 1000, ...}}')
-    ap.add_argument("--upto", type=int, help="clean no segment reaching this offset")
+    ap.add_argument("--config-file", metavar="FILE",
+                    help='JSON {"topic": {"delete.retention.ms": 1000, ...}, "*": '
+                         '{defaults}}')
+    ap.add_argument("--topic-config", action="append", default=[],
+                    metavar="TOPIC:NAME=VALUE", help="a per-topic setting (repeatable)")
+    ap.add_argument("--upto", type=int, metavar="OFFSET",
+                    help="clean no segment reaching this offset")
     ap.add_argument("--force", action="store_true",
                     help="clean even when the dirty ratio is below min.cleanable.dirty.ratio")
-    ap.add_argument("--now", help="the cleaner's clock (epoch ms or ISO time; default: now)")
+    ap.add_argument("--now", metavar="TIME",
+                    help="the cleaner's clock (epoch ms or ISO time; default: now)")
     ap.add_argument("--dry-run", action="store_true",
                     help="say what would be cleaned; write nothing")
-    return ap.parse_args(argv)
+    jobkit.alias(ap, "--partitions", "--partition")
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def _apply(fields: dict, configs: dict, where: str) -> None:
@@ -83,24 +95,50 @@ def _apply(fields: dict, configs: dict, where: str) -> None:
                                        f"{kind.__name__}") from None
 
 
+def _config_file(path: str, flag: str) -> dict:
+    try:
+        with open(path) as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError) as err:
+        raise jobkit.JobInputError(f"{flag} {path}: {err}") from None
+    if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+        raise jobkit.JobInputError(f'{flag} {path}: expected {{"topic": {{"name": value}}, '
+                                   '...}')
+    return doc
+
+
 def settings_for(args: argparse.Namespace) -> dict[str, CompactSettings]:
-    """Each topic's settings: defaults, then ``--topic-config``, then ``--set``."""
-    topics = [t for item in args.topic for t in item.split(",") if t]
+    """Each topic's settings: defaults, then ``--config-file`` (``*``, then the topic),
+    then ``--set``, then ``--topic-config``."""
+    topics = jobkit.topic_list(args.topic)
     per_topic: dict = {}
-    if args.topic_config:
-        try:
-            with open(args.topic_config) as fh:
-                per_topic = json.load(fh)
-        except (OSError, ValueError) as err:
-            raise jobkit.JobInputError(f"--topic-config {args.topic_config}: {err}") from None
-        if not isinstance(per_topic, dict):
-            raise jobkit.JobInputError("--topic-config must hold a JSON object")
+    if args.config_file:
+        per_topic = _config_file(args.config_file, "--config-file")
+    overrides: dict[str, dict] = {}
+    for item in args.topic_config:
+        topic, sep, kv = item.partition(":")
+        if not (sep and "=" in kv) and os.path.isfile(item):
+            # the old spelling: --topic-config FILE
+            print("compact: note: --topic-config FILE is now --config-file FILE (the old "
+                  "spelling still works)", file=sys.stderr, flush=True)
+            per_topic = _config_file(item, "--topic-config")
+            continue
+        if not sep or not topic:
+            raise jobkit.JobInputError(f"--topic-config expects TOPIC:NAME=VALUE, got "
+                                       f"{item!r}")
+        overrides.setdefault(topic, {}).update(jobkit.parse_kv([kv], "--topic-config"))
+    unknown = sorted((set(per_topic) - {"*"} | set(overrides)) - set(topics))
+    if unknown:
+        raise jobkit.JobInputError(f"settings name topic {unknown[0]!r}, which is not "
+                                   f"among the topics compacted ({', '.join(topics)})")
     common = jobkit.parse_kv(args.set, "--set")
     out = {}
     for t in topics:
         fields: dict = {"upto": args.upto, "force": args.force}
-        _apply(fields, per_topic.get(t) or {}, f"--topic-config {t}")
+        _apply(fields, per_topic.get("*") or {}, "--config-file *")
+        _apply(fields, per_topic.get(t) or {}, f"--config-file {t}")
         _apply(fields, common, "--set")
+        _apply(fields, overrides.get(t) or {}, f"--topic-config {t}")
         try:
             out[t] = CompactSettings(**fields)
         except ValueError as err:
@@ -161,10 +199,23 @@ def compact(spark, args: argparse.Namespace) -> dict:
     }
 
 
+def skip_reasons(summary: dict) -> str:
+    """Why partitions were skipped: ``topic-P: reason``, the same reason counted once
+    with the partitions it applies to."""
+    by_reason: dict[str, list[str]] = {}
+    for r in summary["per_partition"]:
+        if r.get("skipped"):
+            by_reason.setdefault(r["skipped"], []).append(f"{r['topic']}-{r['partition']}")
+    return "; ".join(f"{', '.join(parts[:5])}{' ...' if len(parts) > 5 else ''}: {reason}"
+                     for reason, parts in by_reason.items())
+
+
 def summary_line(summary: dict) -> str:
     n, k = summary["partitions"], summary["partitions_cleaned"]
     verb = "would clean" if summary["dry_run"] else "cleaned"
-    return (f"compact: {verb} {k} of {jobkit.plural(n, 'partition')} ({n - k} skipped): "
+    why = skip_reasons(summary)
+    return (f"compact: {verb} {k} of {jobkit.plural(n, 'partition')} ({n - k} skipped"
+            f"{': ' + why if why else ''}): "
             f"{summary['records_before']:,} -> {summary['records_after']:,} records, "
             f"{jobkit.human_bytes(summary['bytes_before'])} -> "
             f"{jobkit.human_bytes(summary['bytes_after'])} in {summary['seconds']:.1f}s")
@@ -180,7 +231,7 @@ def main(argv=None) -> int:
     if os.path.isdir(args.path):        # legacy (v0/v1) message sets are refused too
         for topic in settings:
             check_compactable(args.path, topic, parts)
-    with jobkit.spark_session("kafkalog-compact") as spark, \
+    with jobkit.spark_session("kafkalog-compact", verbose=args.verbose) as spark, \
             jobkit.SparkProgress(spark, "compact", enabled=args.progress):
         summary = compact(spark, args)
     jobkit.emit(summary, summary_line(summary), args.summary_json)

@@ -3,7 +3,7 @@
 
 Reads ``__consumer_offsets`` (and ``__transaction_state`` when present) of a broker's log
 dir with the spark_kafkalog library (no broker, no Spark session needed: the internal
-topics are small) and writes, under ``--out``:
+topics are small) and writes, under ``--output``:
 
     commits.parquet       group, topic, partition, offset (the next one the group reads),
                           leader_epoch, metadata, commit/expire timestamps, topic_id
@@ -55,15 +55,15 @@ MAPPING_COLUMNS = ("topic", "partition", "offset", "new_topic", "new_partition",
 MAPPING_BATCH_ROWS = 1 << 20
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> jobkit.JobParser:
     ap = jobkit.parser(
-        "consumer_offsets.py", __doc__,
-        example="spark-submit jobs/consumer_offsets.py --path /var/lib/kafka/data "
-                "--translate /backup/orders-map --out /backup/group-offsets\n"
-                "  spark-submit jobs/consumer_offsets.py --path /var/lib/kafka/data "
-                "--out /tmp/offsets --format json --as-of 2024-05-01T12:00:00Z")
+        "consumer_offsets", __doc__,
+        example="kafkalog job consumer_offsets --path /var/lib/kafka/data "
+                "--translate /backup/orders-map --output /backup/group-offsets\n"
+                "  kafkalog job consumer_offsets --path /var/lib/kafka/data "
+                "--output /tmp/offsets --format json --as-of 2024-05-01T12:00:00Z")
     jobkit.add_log_dirs(ap, "log dir(s) holding __consumer_offsets")
-    ap.add_argument("--out", "--output", dest="out", required=True,
+    ap.add_argument("--output", dest="out", required=True,
                     help="output directory (created; files in it are replaced)")
     ap.add_argument("--format", choices=("parquet", "json"), default="parquet",
                     help="table format (default parquet; json = JSON lines)")
@@ -83,6 +83,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="only this group (repeatable)")
     ap.add_argument("--fs-option", action="append", metavar="KEY=VALUE",
                     help="filesystem option for --path, e.g. s3.region=... (repeatable)")
+    jobkit.alias(ap, "--out", "--output")
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = build_parser()
     args = ap.parse_args(argv)
     if args.translate and args.all_records:
         ap.error("--translate works on the latest state: drop --all-records")

@@ -2,8 +2,8 @@
 """Copy topics from one Kafka log dir to another: select, window, rename, recompress,
 re-partition. The backup/restore job, on the public ``kafkalog`` data source only.
 
-    spark-submit jobs/copy_topic.py --path /backup/kafka-logs --output /restore/kafka-logs \\
-        --topic orders --from 2024-05-01T00:00:00Z --to 2024-05-02T00:00:00Z --codec lz4
+    kafkalog job copy_topic --path /backup/kafka-logs --output /restore/kafka-logs \\
+        --topic orders --from 2024-05-01T00:00:00Z --to 2024-05-02T00:00:00Z
 
 What is copied: the selected topics (``--topic``, repeatable, or ``--topic-pattern``, a
 regex matched against whole names like Spark's ``subscribePattern``; internal topics only
@@ -26,13 +26,14 @@ running maximum timestamp, then source partition, then offset: each source parti
 records keep their order (so every key's records do, when the key lived in one source
 partition, as Kafka's partitioner puts it), and partitions are interleaved by time.
 
-``--rename old=new`` gives a topic a new name; ``--codec``/``--level``/``--batch-size``
-recompress and rebatch. ``partition.metadata`` (the topic id) is written only when asked
-(``--topic-id``, ``--keep-topic-id``): a broker writes it itself when it takes the
-partition, and refuses one that names another id than its cluster's topic. A destination topic must not exist yet. Each topic lands whole or
-not at all (the writer's journal). ``--offset-map DIR`` writes Parquet, one row per copied
-record: ``topic, partition, offset, new_topic, new_partition, new_offset`` (what
-``jobs/consumer_offsets.py --translate`` reads); DIR is replaced.
+``--rename old=new`` gives a topic a new name; ``--compression-type``/``--compression-level``
+/``--batch-size`` recompress and rebatch. ``partition.metadata`` (the topic id) is written
+only when asked (``--topic-id``, ``--keep-topic-id``): a broker writes it itself when it
+takes the partition, and refuses one naming another id than its cluster's topic. A
+destination topic must not exist yet. Each topic lands whole or not at all (the writer's
+journal). ``--offset-map DIR`` writes Parquet, one row per copied record (``topic,
+partition, offset, new_topic, new_partition, new_offset``, for ``consumer_offsets
+--translate``); DIR is replaced.
 """
 from __future__ import annotations
 
@@ -47,7 +48,6 @@ from datetime import datetime, timedelta, timezone
 from spark_kafkalog import jobkit
 from spark_kafkalog.jobs import _preflight, _replace
 
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 MAP_COLUMNS = ("topic", "partition", "offset", "new_topic", "new_partition", "new_offset")
 
 
@@ -67,12 +67,13 @@ class TopicPlan:
     topic_id: str | None = None      # written to partition.metadata, None: not written
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> jobkit.JobParser:
     ap = jobkit.parser(
-        "copy_topic.py", __doc__,
-        example="spark-submit jobs/copy_topic.py --path sample/kafka-logs --output "
+        "copy_topic", __doc__,
+        example="kafkalog job copy_topic --path sample/kafka-logs --output "
                 "out/restored --topic events \\\n      --rename events=events-restored "
-                "--from 2024-01-01T00:00:00Z --to 2024-01-02T00:00:00Z --codec lz4")
+                "--from 2024-01-01T00:00:00Z --to 2024-01-02T00:00:00Z "
+                "--compression-type lz4")
     jobkit.add_log_dirs(ap, "source log dir(s)")
     ap.add_argument("--output", required=True,
                     help="destination log dir (created if missing; its topics must not "
@@ -107,9 +108,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="re-partition every copied topic to N partitions by key "
                          "(new offsets); a topic that has N partitions already keeps its "
                          "partitions and offsets (the default for all)")
-    ap.add_argument("--codec", default="none", choices=CODECS,
+    ap.add_argument("--compression-type", dest="codec", default="none", choices=jobkit.CODECS,
                     help="compression of the copy (default none)")
-    ap.add_argument("--level", type=int, help="compression level (gzip, lz4, zstd)")
+    ap.add_argument("--compression-level", dest="level", type=int,
+                    help="compression level (gzip, lz4, zstd)")
     ap.add_argument("--batch-size", metavar="BYTES",
                     help="record batch size, uncompressed (writer's batch.size; default "
                          "1 MiB)")
@@ -130,7 +132,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "(Parquet; replaced)")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="any other kafkalog read option (repeatable)")
-    args = ap.parse_args(argv)
+    for old, new in (("--codec", "--compression-type"), ("--level", "--compression-level")):
+        jobkit.alias(ap, old, new)
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    args = (ap := build_parser()).parse_args(argv)
     if not args.topic and not args.topic_pattern:
         ap.error("give --topic or --topic-pattern")
     if args.topic and args.topic_pattern:
@@ -138,7 +146,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.partitions is not None and args.partitions < 1:
         ap.error("--partitions must be at least 1")
     if args.level is not None and args.codec not in ("gzip", "lz4", "zstd"):
-        ap.error("--level needs --codec gzip, lz4 or zstd")
+        ap.error("--compression-level needs --compression-type gzip, lz4 or zstd")
     return args
 
 
@@ -590,7 +598,7 @@ def main(argv=None) -> int:
         if args.progress:
             print(f"copy_topic: {msg}", file=sys.stderr, flush=True)
 
-    with jobkit.spark_session("kafkalog-copy-topic") as spark, \
+    with jobkit.spark_session("kafkalog-copy-topic", verbose=args.verbose) as spark, \
             jobkit.SparkProgress(spark, "copy_topic", enabled=args.progress):
         summary = run(spark, args, say, plans)
     jobkit.emit(summary, summary_line(summary), args.summary_json)

@@ -3,11 +3,12 @@
 
 A spark-submit job that uses only the public ``kafkalog`` data source:
 
-    spark-submit jobs/export_parquet.py --path /var/lib/kafka/data --subscribe orders \\
+    kafkalog job export_parquet --path /var/lib/kafka/data --topic orders \\
         --output /data/orders-parquet [--value-schema 'id long, amount double']
 
 Reads with Spark's Kafka source options (``--starting-offsets``, ``--ending-offsets``,
-``--starting-timestamp``, ``--isolation-level``, any ``--option key=value``), adds a
+``--isolation-level``, read_committed by default, any ``--option key=value``) the
+records of ``--topic`` (default: every topic) with ``from <= timestamp < to``, adds a
 ``date`` column (the record timestamp's UTC day) and writes Parquet under
 ``<output>/topic=<topic>/date=<yyyy-mm-dd>/``. With ``--value-schema`` (a Spark DDL
 schema) the JSON in ``value`` is parsed into top-level columns (records that do not parse
@@ -35,24 +36,34 @@ from spark_kafkalog.jobs import _preflight, _replace
 NO_DATE = "__HIVE_DEFAULT_PARTITION__"
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> jobkit.JobParser:
     ap = jobkit.parser(
-        "export_parquet.py", __doc__,
-        example="spark-submit jobs/export_parquet.py --path sample/kafka-logs "
-                "--subscribe events --output out/export --value-schema "
+        "export_parquet", __doc__,
+        example="kafkalog job export_parquet --path sample/kafka-logs "
+                "--topic events --output out/export --value-schema "
                 "'user_id long, event string, amount double'")
     jobkit.add_log_dirs(ap)
     ap.add_argument("--output", required=True, help="Parquet output directory")
     what = ap.add_mutually_exclusive_group()
-    what.add_argument("--subscribe", help="comma-separated topics (default: every topic but internal ones)")
-    what.add_argument("--subscribe-pattern", help="Java-style regex of topics")
+    what.add_argument("--topic", action="append", metavar="NAME",
+                      help="topic to export (repeatable, or comma-separated; default: "
+                           "every topic but internal ones)")
+    what.add_argument("--topic-pattern", metavar="REGEX",
+                      help="every non-internal topic whose whole name matches")
     what.add_argument("--assign", help='JSON topic-partitions, e.g. {"t":[0,1]}')
-    ap.add_argument("--starting-offsets", help="earliest (default) or offsets JSON")
-    ap.add_argument("--ending-offsets", help="latest (default) or offsets JSON")
-    ap.add_argument("--starting-timestamp", help="epoch ms: start every partition there")
-    ap.add_argument("--ending-timestamp", help="epoch ms: end every partition there")
-    ap.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
-                    help="kafka.isolation.level (default read_uncommitted)")
+    ap.add_argument("--starting-offsets", metavar="JSON",
+                    help="earliest (default) or Kafka offsets JSON")
+    ap.add_argument("--ending-offsets", metavar="JSON",
+                    help="latest (default) or Kafka offsets JSON")
+    ap.add_argument("--from", dest="time_from", metavar="TIME",
+                    help="only records with timestamp >= TIME (ISO-8601, UTC unless it "
+                         "says otherwise, or epoch milliseconds)")
+    ap.add_argument("--to", dest="time_to", metavar="TIME",
+                    help="only records with timestamp < TIME")
+    ap.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"),
+                    default="read_committed",
+                    help="read_committed (default): aborted records and open "
+                         "transactions are not exported")
     ap.add_argument("--include-headers", action="store_true",
                     help="keep record headers (array<struct<key,value>>)")
     ap.add_argument("--value-schema",
@@ -60,24 +71,29 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "(e.g. 'id long, name string')")
     ap.add_argument("--drop-value", action="store_true",
                     help="with --value-schema: do not keep the raw value bytes")
-    ap.add_argument("--mode", default="overwrite",
-                    choices=("overwrite", "append", "error", "ignore"),
-                    help="what to do when the output exists (default overwrite: "
-                         "everything under --output is replaced)")
-    ap.add_argument("--compression", default="snappy",
-                    help="Parquet compression codec (default snappy)")
+    jobkit.add_mode(ap, "overwrite", "everything under --output is replaced")
+    ap.add_argument("--parquet-compression", dest="compression", default="snappy",
+                    metavar="CODEC", help="Parquet compression codec (default snappy)")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="any other kafkalog read option (repeatable), e.g. "
                          "--option minPartitions=8")
-    return ap.parse_args(argv)
+    for old, new in (("--subscribe", "--topic"), ("--subscribe-pattern", "--topic-pattern"),
+                     ("--starting-timestamp", "--from"), ("--ending-timestamp", "--to"),
+                     ("--compression", "--parquet-compression")):
+        jobkit.alias(ap, old, new)
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def reader_options(args: argparse.Namespace) -> dict[str, str]:
     opts: dict[str, str] = {"path": args.path}
-    if args.subscribe:
-        opts["subscribe"] = args.subscribe
-    elif args.subscribe_pattern:
-        opts["subscribePattern"] = args.subscribe_pattern
+    if args.topic:
+        opts["subscribe"] = ",".join(jobkit.topic_list(args.topic))
+    elif args.topic_pattern:
+        opts["subscribePattern"] = args.topic_pattern
     elif args.assign:
         opts["assign"] = args.assign
     else:
@@ -85,8 +101,6 @@ def reader_options(args: argparse.Namespace) -> dict[str, str]:
         opts["subscribePattern"] = ".*"
     for flag, name in (("starting_offsets", "startingOffsets"),
                        ("ending_offsets", "endingOffsets"),
-                       ("starting_timestamp", "startingTimestamp"),
-                       ("ending_timestamp", "endingTimestamp"),
                        ("isolation_level", "kafka.isolation.level")):
         if getattr(args, flag):
             opts[name] = getattr(args, flag)
@@ -100,7 +114,8 @@ def build_frame(spark, args: argparse.Namespace):
     from pyspark.sql import functions as F
 
     opts = reader_options(args)
-    df = spark.read.format("kafkalog").options(**opts).load()
+    df = jobkit.time_window(spark.read.format("kafkalog").options(**opts).load(),
+                            args.time_from, args.time_to)
     if args.value_schema:
         from pyspark.sql.types import StructType, _parse_datatype_string
 
@@ -220,7 +235,7 @@ def main(argv=None) -> int:
                     "nothing written", args.summary_json)
         return 0
     # Day boundaries in UTC whatever the cluster's default zone (jobkit sets it).
-    with jobkit.spark_session("kafkalog-export-parquet") as spark, \
+    with jobkit.spark_session("kafkalog-export-parquet", verbose=args.verbose) as spark, \
             jobkit.SparkProgress(spark, "export_parquet", enabled=args.progress):
         files = _replace.HadoopFiles(spark, args.output)
         for line in _replace.recover(files, args.output):     # a killed run's leftovers

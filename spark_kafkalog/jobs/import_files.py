@@ -3,8 +3,8 @@
 
 A spark-submit job on the public ``kafkalog`` data source:
 
-    spark-submit jobs/import_files.py --input /data/orders-parquet --path /data/kafka-logs \\
-        --topic orders --key order_id --value 'to_json(struct(*))' --codec zstd
+    kafkalog job import_files --input /data/orders-parquet --output /data/kafka-logs \\
+        --topic orders --key order_id --value 'to_json(struct(*))' --compression-type zstd
 
 Key, value, headers, partition, timestamp (and topic) are each a column name or a SQL
 expression over the input's columns; without one, the column of that name is used when
@@ -22,43 +22,47 @@ one-line reason and exit status 2.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 
 from spark_kafkalog import jobkit
 from spark_kafkalog.jobs import _preflight
 
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 #: record fields a column or SQL expression can give
 FIELDS = ("key", "value", "headers", "partition", "timestamp", "topic")
-_ERROR_RE = re.compile(r"spark_kafkalog\.errors\.(\w+): (.*)")
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> jobkit.JobParser:
     ap = jobkit.parser(
-        "import_files.py", __doc__,
-        example="spark-submit jobs/import_files.py --input out/export --format parquet "
-                "--path out/restore --preserve-offsets")
+        "import_files", __doc__,
+        example="kafkalog job import_files --input out/export --input-format parquet "
+                "--output out/restore --preserve-offsets")
     ap.add_argument("--input", required=True, action="append",
                     help="files or directories to read (repeatable; any Spark path)")
-    ap.add_argument("--format", default="parquet",
+    ap.add_argument("--input-format", dest="format", default="parquet", metavar="FORMAT",
                     help="Spark reader format: parquet (default), json, csv, orc, avro, ...")
-    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                    help="reader option (repeatable), e.g. --option header=true")
-    ap.add_argument("--schema", help="reader schema as Spark DDL (json and csv)")
-    ap.add_argument("--path", required=True,
+    ap.add_argument("--input-option", dest="option", action="append", default=[],
+                    metavar="KEY=VALUE",
+                    help="reader option (repeatable), e.g. --input-option header=true")
+    ap.add_argument("--input-schema", dest="schema", metavar="DDL",
+                    help="reader schema as Spark DDL (json and csv)")
+    ap.add_argument("--output", dest="path", required=True,
                     help="the log dir to write into (local path or pyarrow.fs URI)")
     ap.add_argument("--topic", help="the topic (default: the input's 'topic' column, or "
                                     "--topic-expr)")
     for f in FIELDS:
         what = {"topic": "the topic per row"}.get(f, f"the record's {f}")
-        ap.add_argument(f"--{f}" if f != "topic" else "--topic-expr", dest=f"{f}_expr",
-                        metavar="EXPR", help=f"column or SQL expression giving {what}")
-    ap.add_argument("--codec", default="none", choices=CODECS,
+        flag = f"--{f}-expr" if f in ("topic", "partition") else f"--{f}"
+        ap.add_argument(flag, dest=f"{f}_expr", metavar="EXPR",
+                        help=f"column or SQL expression giving {what}")
+    ap.add_argument("--compression-type", dest="codec", default="none",
+                    choices=jobkit.CODECS,
                     help="compression of the written batches (default none)")
     ap.add_argument("--compression-level", type=int, help="codec level")
-    ap.add_argument("--batch-size", help="bytes per record batch (default 1m)")
+    ap.add_argument("--batch-size", metavar="BYTES",
+                    help="bytes per record batch, uncompressed (default 1m)")
+    ap.add_argument("--segment-bytes", metavar="BYTES",
+                    help="segment size (Kafka's segment.bytes; default 1g)")
     ap.add_argument("--partitions", action="append", metavar="N|TOPIC=N",
                     help="partition count of a new topic: N for every topic, TOPIC=N for "
                          "one (repeatable; default: each topic's largest partition "
@@ -66,20 +70,27 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "without a partition column)")
     ap.add_argument("--preserve-offsets", action="store_true",
                     help="keep each record's 'offset' (and 'timestampType') column")
-    ap.add_argument("--offset", dest="offset_expr", metavar="EXPR",
+    ap.add_argument("--offset-expr", dest="offset_expr", metavar="EXPR",
                     help="with --preserve-offsets: column or SQL expression of the offset "
                          "(default: offset)")
-    ap.add_argument("--mode", default="append",
-                    choices=("append", "overwrite", "errorifexists", "ignore"),
-                    help="when the topic exists: append (default), overwrite (replace "
-                         "its records), errorifexists, ignore")
+    jobkit.add_mode(ap, "append", "replace the topic's records")
     ap.add_argument("--write-option", action="append", default=[], metavar="KEY=VALUE",
                     help="any other kafkalog write option, e.g. segment.bytes=104857600")
+    for old, new in (("--path", "--output"), ("--format", "--input-format"),
+                     ("--option", "--input-option"), ("--schema", "--input-schema"),
+                     ("--partition", "--partition-expr"), ("--offset", "--offset-expr"),
+                     ("--codec", "--compression-type")):
+        jobkit.alias(ap, old, new)
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = build_parser()
     args = ap.parse_args(argv)
     if args.topic and args.topic_expr:
         raise jobkit.JobInputError("give --topic or --topic-expr, not both")
     if args.offset_expr and not args.preserve_offsets:
-        raise jobkit.JobInputError("--offset needs --preserve-offsets")
+        raise jobkit.JobInputError("--offset-expr needs --preserve-offsets")
     args.partitions_default, args.partitions_by_topic = \
         _preflight.partition_counts(args.partitions)
     return args
@@ -107,7 +118,8 @@ def _field(df, name: str, expr: str | None, required: bool = False):
     if required:
         raise jobkit.JobInputError(
             f"the input has no '{name}' column (columns: {', '.join(df.columns[:30])}); "
-            f"give --{name} COLUMN_OR_SQL_EXPRESSION")
+            f"give --{name}{'-expr' if name in ('offset', 'partition', 'topic') else ''} "
+            "COLUMN_OR_SQL_EXPRESSION")
     return None
 
 
@@ -136,7 +148,7 @@ def build_frame(df, args: argparse.Namespace):
         if "partition" not in cols and max([args.partitions_default or 1,
                                             *args.partitions_by_topic.values()]) > 1:
             raise jobkit.JobInputError("--preserve-offsets with several partitions needs a "
-                                       "'partition' column (or --partition EXPR)")
+                                       "'partition' column (or --partition-expr EXPR)")
     out = df.select(*[c.alias(n) for n, c in cols.items()])
     types = {f.name: f.dataType for f in out.schema.fields}
     for name in ("key", "value"):
@@ -172,6 +184,8 @@ def write_options(args: argparse.Namespace, partitions: int | None) -> dict[str,
         opts["compressionLevel"] = str(args.compression_level)
     if args.batch_size:
         opts["batchSize"] = args.batch_size
+    if args.segment_bytes:
+        opts["segmentBytes"] = args.segment_bytes
     if partitions:
         opts["partitions"] = str(partitions)
     if args.preserve_offsets:
@@ -210,13 +224,6 @@ def _input_bytes(df) -> int | None:
         return total
     except Exception:     # a filesystem pyarrow cannot open here: the summary says "?"
         return None
-
-
-def _reason(err: BaseException) -> str | None:
-    """Our error's one line out of a Spark exception that wraps it (a task's or the
-    commit's KafkaLogError reaches the driver as Java exception text)."""
-    m = _ERROR_RE.search(str(err))
-    return f"{m.group(1)}: {m.group(2).strip()}" if m else None
 
 
 def partition_counts(df, args: argparse.Namespace) -> dict:
@@ -263,14 +270,8 @@ def run_import(spark, args: argparse.Namespace) -> dict:
         observed = part.observe(obs, *_metrics(part))
         opts = write_options(args, partitions)
         opts["topic"] = topic
-        try:
-            observed.write.format("kafkalog").options(**opts) \
-                .mode("overwrite" if args.mode == "overwrite" else "append").save()
-        except Exception as err:
-            reason = _reason(err)
-            if reason is None:
-                raise
-            raise jobkit.JobInputError(reason) from None
+        observed.write.format("kafkalog").options(**opts) \
+            .mode("overwrite" if args.mode == "overwrite" else "append").save()
         observations.append((topic, obs.get))
     seconds = time.perf_counter() - t0
     rows = sum(int(m["rows"]) for _t, m in observations)
@@ -307,7 +308,7 @@ def main(argv=None) -> int:
         print(f"import_files: topic {args.topic} exists in {args.path} (--mode ignore): "
               "nothing written", flush=True)
         return 0
-    with jobkit.spark_session("kafkalog-import-files") as spark, \
+    with jobkit.spark_session("kafkalog-import-files", verbose=args.verbose) as spark, \
             jobkit.SparkProgress(spark, "import_files", enabled=args.progress):
         summary = run_import(spark, args)
     jobkit.emit(summary, summary_line(summary), args.summary_json)

@@ -3,8 +3,8 @@
 segments, codecs, time range, producers, transactions, distinct keys (estimated),
 compaction ratio, and every problem `kafkalog verify` finds.
 
-    spark-submit jobs/log_report.py --path /backup/kafka-logs --html report.html \\
-        [--json report.json] [--topics orders,clicks] [--no-verify] [--no-keys]
+    kafkalog job log_report --path /backup/kafka-logs --html report.html \\
+        [--json report.json] [--topic orders,clicks] [--no-verify] [--no-keys]
 
 One Spark task per partition (``--tasks N`` packs them into N tasks by size), each
 computing the library's per-partition statistics
@@ -13,7 +13,8 @@ hashed into a HyperLogLog sketch) and verify's checks; the driver combines them 
 topic's distinct keys from its partitions' merged sketches) and prints the topic table,
 writes the JSON and a self-contained HTML page with charts (records and bytes per hour
 per topic, bytes by codec, partition skew) that opens offline in any browser. The same
-report without Spark: ``kafkalog report PATH --html FILE``.
+report without Spark: ``kafkalog report PATH --html FILE``. Exit status 1 when verify finds
+an error, as ``kafkalog report``.
 """
 from __future__ import annotations
 
@@ -27,15 +28,16 @@ from spark_kafkalog.log import LogDirs
 from spark_kafkalog.log.diagnose.stats import partition_stats
 from spark_kafkalog.report import build_report, render_text, write_outputs
 
-EXAMPLE = ("spark-submit jobs/log_report.py --path sample/kafka-logs --html out/report.html "
+EXAMPLE = ("kafkalog job log_report --path sample/kafka-logs --html out/report.html "
            "--json out/report.json")
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    ap = jobkit.parser("log_report.py", __doc__, example=EXAMPLE)
+def build_parser() -> jobkit.JobParser:
+    ap = jobkit.parser("log_report", __doc__, example=EXAMPLE)
     jobkit.add_log_dirs(ap, "log dir(s)")
-    ap.add_argument("--topics", help="comma-separated topics (default: every topic, "
-                                     "internal ones included)")
+    ap.add_argument("--topic", action="append", metavar="NAME",
+                    help="topic to report on (repeatable, or comma-separated; default: "
+                         "every topic, internal ones included)")
     ap.add_argument("--html", metavar="FILE", help="write the HTML page here")
     ap.add_argument("--json", metavar="FILE", help="write the JSON report here")
     ap.add_argument("--tasks", type=int, default=None, metavar="N",
@@ -48,7 +50,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--fs-option", action="append", default=[], metavar="KEY=VALUE",
                     help="filesystem option (repeatable), e.g. s3.endpoint=...")
     ap.add_argument("--quiet", action="store_true", help="no topic table on stdout")
-    return ap.parse_args(argv)
+    jobkit.alias(ap, "--topics", "--topic")
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def pack(parts: list, tasks: int | None) -> list[list]:
@@ -78,11 +85,11 @@ def select(args: argparse.Namespace) -> tuple[LogDirs, list]:
     logdirs = LogDirs(args.path, jobkit.parse_kv(args.fs_option, "--fs-option"),
                       include_internal=True)
     present = logdirs.topics()
-    if args.topics:
-        topics = [t.strip() for t in args.topics.split(",") if t.strip()]
+    if args.topic:
+        topics = jobkit.topic_list(args.topic)
         missing = [t for t in topics if t not in present]
         if missing:
-            raise jobkit.JobInputError(f"--topics: topic {missing[0]!r} is not in "
+            raise jobkit.JobInputError(f"--topic: topic {missing[0]!r} is not in "
                                        f"{args.path}")
     else:
         topics = present
@@ -126,7 +133,7 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     _preflight.report(args)
     selected = select(args)
-    with jobkit.spark_session("kafkalog-log-report") as spark, \
+    with jobkit.spark_session("kafkalog-log-report", verbose=args.verbose) as spark, \
             jobkit.SparkProgress(spark, "log_report", enabled=args.progress):
         report = run_report(spark, args, selected)
     write_outputs(report, json_path=args.json, html_path=args.html)
@@ -135,7 +142,8 @@ def main(argv=None) -> int:
             print(line)
     summary = summary_of(report, args, time.monotonic() - t0)
     jobkit.emit(summary, summary_line(summary), args.summary_json)
-    return 0
+    # as `kafkalog report` (and verify): the data has problems
+    return jobkit.EXIT_DATA if summary["errors"] else 0
 
 
 if __name__ == "__main__":

@@ -184,7 +184,8 @@ def make_sample_log(output: str | os.PathLike, *, records: int = 3_000_000,
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="make_sample_log",
+                                 description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--output", required=True, help="log dir to (re)create")
     ap.add_argument("--records", type=int, default=3_000_000, help="records in all")

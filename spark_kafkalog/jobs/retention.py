@@ -2,8 +2,8 @@
 """Apply Kafka's delete retention to a log dir at rest: whole segments go by
 retention.ms and retention.bytes, as a broker's log manager decides.
 
-    spark-submit jobs/retention.py --path /backup/kafka-logs --retention-ms 604800000 \\
-        [--topics orders,clicks] [--topic-config orders:retention.bytes=1073741824] \\
+    kafkalog job retention --path /backup/kafka-logs --retention-ms 604800000 \\
+        [--topic orders,clicks] [--topic-config orders:retention.bytes=1073741824] \\
         [--config-file retention.json] [--dry-run]
 
 Per topic, oldest segment first: segments below the log start offset, then segments
@@ -37,15 +37,16 @@ from spark_kafkalog.log.maintain.retention import (
     purge_deleted,
 )
 
-EXAMPLE = ("spark-submit jobs/retention.py --path sample/kafka-logs --retention-ms 86400000 "
+EXAMPLE = ("kafkalog job retention --path sample/kafka-logs --retention-ms 86400000 "
            "--topic-config events:retention.bytes=1000000 --dry-run")
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    ap = jobkit.parser("retention.py", __doc__, example=EXAMPLE)
-    jobkit.add_log_dirs(ap, "log dir(s)")
-    ap.add_argument("--topics", help="comma-separated topics (default: every topic but "
-                                     "internal ones)")
+def build_parser() -> jobkit.JobParser:
+    ap = jobkit.parser("retention", __doc__, example=EXAMPLE)
+    jobkit.add_log_dirs(ap, "log dir(s), changed in place")
+    ap.add_argument("--topic", action="append", metavar="NAME",
+                    help="topic to apply retention to (repeatable, or comma-separated; "
+                         "default: every topic but internal ones)")
     ap.add_argument("--retention-ms", type=int, default=DEFAULT_RETENTION_MS,
                     help=f"default retention.ms (-1: no time limit; default "
                          f"{DEFAULT_RETENTION_MS}, 7 days)")
@@ -54,12 +55,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--file-delete-delay-ms", type=int, default=DEFAULT_FILE_DELETE_DELAY_MS,
                     help="how long renamed .deleted files stay for readers (default "
                          f"{DEFAULT_FILE_DELETE_DELAY_MS})")
-    ap.add_argument("--config-file", metavar="JSON",
+    ap.add_argument("--config-file", metavar="FILE",
                     help='per-topic settings: {"topic": {"retention.ms": N, ...}, '
                          '"*": {defaults}}')
     ap.add_argument("--topic-config", action="append", default=[],
                     metavar="TOPIC:KEY=VALUE", help="a per-topic setting (repeatable)")
-    ap.add_argument("--now", help="the time retention.ms counts back from (epoch ms or "
+    ap.add_argument("--now", metavar="TIME", help="the time retention.ms counts back from (epoch ms or "
                                   "ISO-8601; default: now)")
     ap.add_argument("--dry-run", action="store_true", help="list what would go; change "
                                                            "nothing")
@@ -68,7 +69,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "(the next run removes them)")
     ap.add_argument("--lock-timeout", type=float, default=600.0,
                     help="seconds to wait for a writer holding a topic (default 600)")
-    return ap.parse_args(argv)
+    jobkit.alias(ap, "--topics", "--topic")
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def topic_configs(args: argparse.Namespace, topics: list[str]) -> dict[str, RetentionConfig]:
@@ -131,11 +137,11 @@ def main(argv=None) -> int:
     _preflight.retention(args)
     logdirs = LogDirs(args.path)
     present = logdirs.topics()
-    if args.topics:
-        topics = [t.strip() for t in args.topics.split(",") if t.strip()]
+    if args.topic:
+        topics = jobkit.topic_list(args.topic)
         missing = [t for t in topics if t not in present]
         if missing:
-            raise jobkit.JobInputError(f"--topics: topic {missing[0]!r} is not in "
+            raise jobkit.JobInputError(f"--topic: topic {missing[0]!r} is not in "
                                        f"{args.path}")
     else:
         topics = [t for t in present if not is_internal_topic(t)]

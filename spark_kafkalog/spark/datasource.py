@@ -32,7 +32,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.errors import InvalidOptionError, KafkaLogError
 from spark_kafkalog.spark.options import ReadOptions, parse_read_options
 
 _HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -109,6 +109,14 @@ def pushdown_enabled(opts: ReadOptions) -> bool:
     return True
 
 
+def _in_stream_runner() -> bool:
+    """True in pyspark's streaming source runner (the worker that calls
+    ``streamReader``), which mishandles an exception from it."""
+    main = sys.modules.get("__main__")
+    return "python_streaming_source_runner" in (getattr(main, "__file__", "") or "") or \
+        "pyspark.sql.streaming.python_streaming_source_runner" in sys.modules
+
+
 class KafkaLogDataSource(DataSource):
     """Reads (and, through :mod:`.writer`, appends to) Kafka log directories.
 
@@ -140,8 +148,15 @@ class KafkaLogDataSource(DataSource):
         return KafkaLogReader(opts)
 
     def streamReader(self, schema: StructType):
-        from spark_kafkalog.spark.stream_reader import make_stream_reader
-        return make_stream_reader(self.options, schema, spark_schema)
+        from spark_kafkalog.spark.stream_reader import FailedStreamReader, make_stream_reader
+        try:
+            return make_stream_reader(self.options, schema, spark_schema)
+        except KafkaLogError as err:
+            if _in_stream_runner():
+                # pyspark's stream runner hides an error raised here behind its own
+                # UnboundLocalError ('reader'): hand it over at the query's first call
+                return FailedStreamReader(err)
+            raise
 
     def writer(self, schema, overwrite: bool):
         from spark_kafkalog.spark.writer import make_batch_writer

@@ -137,6 +137,24 @@ def make_stream_reader(options: Mapping[str, str], schema, spark_schema
     return KafkaLogStreamReader(opts)
 
 
+class FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The reader of a stream whose options are wrong: every call raises the error
+    ``make_stream_reader`` raised (``stop`` does nothing), so Spark's streaming runner
+    reports it instead of hiding it behind its own UnboundLocalError."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+    def _fail(self, *args, **kwargs):
+        raise self.error
+
+    initialOffset = latestOffset = partitions = read = commit = _fail
+    prepareForTriggerAvailableNow = getDefaultReadLimit = reportLatestOffset = _fail
+
+    def stop(self) -> None:
+        pass
+
+
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader over live or copied log dirs.
 

@@ -47,6 +47,25 @@ def test_compact_job_bad_input_is_one_line(tmp_path, capsys):
     assert code == 2 and len(err) == 1 and "unknown setting 'no.such'" in err[0]
 
 
+def test_settings_file_set_and_topic_config_in_that_order(tmp_path, capsys):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"*": {"delete.retention.ms": 5, "segment.bytes": 4096},
+                               "a": {"delete.retention.ms": 7}}))
+    s = job.settings_for(job.parse_args(
+        ["--path", "x", "--topic", "a", "--topic", "b", "--config-file", str(cfg),
+         "--set", "segment.bytes=8192", "--topic-config", "b:delete.retention.ms=9"]))
+    assert (s["a"].delete_retention_ms, s["b"].delete_retention_ms) == (7, 9)
+    assert s["a"].segment_bytes == s["b"].segment_bytes == 8192
+    # the old spelling, --topic-config FILE, still reads the file (with a note)
+    old = job.settings_for(job.parse_args(["--path", "x", "--topic", "a",
+                                           "--topic-config", str(cfg)]))
+    assert old["a"].delete_retention_ms == 7
+    assert "--topic-config FILE is now --config-file FILE" in capsys.readouterr().err
+    with pytest.raises(job.jobkit.JobInputError, match="settings name topic 'z'"):
+        job.settings_for(job.parse_args(["--path", "x", "--topic", "a",
+                                         "--topic-config", "z:segment.bytes=1"]))
+
+
 def test_compact_job_max_compaction_lag_per_topic(spark, tmp_path):
     """max.compaction.lag.ms like the other settings: per topic from --topic-config,
     for every topic from --set; it cleans a partition whose dirty ratio is too low."""
@@ -54,7 +73,7 @@ def test_compact_job_max_compaction_lag_per_topic(spark, tmp_path):
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps({"a": {"max.compaction.lag.ms": 1000}}))
     s = job.settings_for(job.parse_args(["--path", "x", "--topic", "a,b",
-                                         "--topic-config", str(cfg)]))
+                                         "--config-file", str(cfg)]))
     assert (s["a"].max_compaction_lag_ms, s["b"].max_compaction_lag_ms) == (1000, 2 ** 63 - 1)
     with pytest.raises(job.jobkit.JobInputError, match="max_compaction_lag_ms"):
         job.settings_for(job.parse_args(["--path", "x", "--topic", "a", "--set",
@@ -71,6 +90,8 @@ def test_compact_job_max_compaction_lag_per_topic(spark, tmp_path):
             ["--path", str(root), "--topic", "c", "--now", str(now), "--no-progress",
              "--set", f"max.compaction.lag.ms={lag}"]))
         assert summary["partitions_cleaned"] == int(cleaned), lag
+        if not cleaned:         # the summary says why
+            assert "(1 skipped: c-0: dirty ratio " in job.summary_line(summary)
     t = read_table(str(root), "c")
     assert list(zip(t.column("offset").to_pylist(), t.column("key").to_pylist(),
                     t.column("value").to_pylist())) == model(p, segs[-1][0], [now])

@@ -238,7 +238,7 @@ def test_repartitioned_copy_and_its_offset_map(spark, keyed, tmp_path):
     src, truth = keyed
     out, mapping = str(tmp_path / "out"), str(tmp_path / "map")
     summary = _copy(spark, "--path", src, "--output", out, "--topic", "orders",
-                    "--rename", "orders=orders5", "--partitions", "5", "--codec", "zstd",
+                    "--rename", "orders=orders5", "--partitions", "5", "--compression-type", "zstd",
                     "--offset-map", mapping)
     src_rows = {(r[2], r[3]): r for p in truth.values() for r in _expected(p)}
     assert summary["rows"] == len(src_rows) and summary["partitions"] == 5
@@ -327,7 +327,8 @@ def test_job_prints_its_summary_and_writes_it_as_json(rich, tmp_path):
     out, js = tmp_path / "out", tmp_path / "summary.json"
     proc = subprocess.run([sys.executable, str(REPO / "jobs" / "copy_topic.py"),
                            "--path", src, "--output", str(out), "--topic", p.topic,
-                           "--codec", "gzip", "--summary-json", str(js)],
+                           "--compression-type", "gzip", "--summary-json", str(js),
+                           "--progress"],
                           capture_output=True, text=True, cwd=REPO, timeout=600)
     assert proc.returncode == 0, proc.stderr
     rows = len(_expected(p))
@@ -369,7 +370,7 @@ def test_groups_translated_through_a_real_repartitioned_copy(spark, keyed, tmp_p
                                  for pair in commits(g, offs)])
     csvs = tmp_path / "csv"
     assert consumer_offsets.main(["--path", str(old), "--translate", mapping,
-                                  "--out", str(csvs), "--no-progress"]) == 0
+                                  "--output", str(csvs), "--no-progress"]) == 0
     m = pq.read_table(mapping)
     where = {(q, o): (p, so) for p, so, q, o in zip(
         *(m.column(c).to_pylist() for c in ("partition", "offset", "new_partition",

@@ -15,6 +15,8 @@ import pyarrow.compute as pc
 import pytest
 
 from spark_kafkalog.jobs import export_parquet, import_files
+from spark_kafkalog import jobkit
+from spark_kafkalog.errors import BadRowError, unwrap
 from spark_kafkalog.jobkit import JobInputError
 from spark_kafkalog.log import LogDirs, read_table
 from tests.conftest import REPO
@@ -23,8 +25,9 @@ from tests.spark.test_write_preserve import TOPIC, ordered
 
 
 def export(spark, root: str, out: str, topics: list[str]) -> None:
-    args = export_parquet.parse_args(["--path", root, "--output", out, "--subscribe",
-                                      ",".join(topics), "--include-headers"])
+    args = export_parquet.parse_args(["--path", root, "--output", out, "--topic",
+                                      ",".join(topics), "--include-headers",
+                                      "--isolation-level", "read_uncommitted"])
     df, _ = export_parquet.observe(export_parquet.build_frame(spark, args))
     df.write.mode("overwrite").partitionBy("topic", "date").parquet(out)
 
@@ -52,7 +55,8 @@ def test_export_then_import_restores_the_topic(spark, tmp_path, rich, codec):
     out = str(tmp_path / "export")
     export(spark, root, out, [TOPIC])
     dst = str(tmp_path / "restore")
-    s = run(spark, ["--input", out, "--path", dst, "--preserve-offsets", "--codec", codec,
+    s = run(spark, ["--input", out, "--output", dst, "--preserve-offsets",
+                    "--compression-type", codec,
                     "--partitions", "3", "--summary-json", str(tmp_path / "s.json")])
     want = ordered(pa.concat_tables([p.expected_table("read_uncommitted"),
                                      q.expected_table("read_uncommitted")]))
@@ -64,10 +68,14 @@ def test_export_then_import_restores_the_topic(spark, tmp_path, rich, codec):
     line = import_files.summary_line(s)
     assert line.startswith(f"imported {want.num_rows} rows into 2 topic-partitions (1 topic")
     # the same import again: every offset is below the log end now, nothing is written
-    with pytest.raises(JobInputError, match=r"^BadRowError: topic 'a\.b-c_d' partition "
-                                            r"\d: offset \d+ is below the partition's log "
-                                            r"end offset \d+"):
-        run(spark, ["--input", out, "--path", dst, "--preserve-offsets"])
+    with pytest.raises(Exception) as failed:
+        run(spark, ["--input", out, "--output", dst, "--preserve-offsets"])
+    err = unwrap(failed.value)          # the commit's error, inside Spark's
+    assert isinstance(err, BadRowError) and re.fullmatch(
+        r"topic 'a\.b-c_d' partition \d: offset \d+ is below the partition's log end "
+        r"offset \d+.*", str(err)), failed.value
+    status, line = jobkit.exit_status(failed.value)
+    assert status == 2 and line.startswith("BadRowError: topic 'a.b-c_d' partition ")
     assert ordered(read_table(dst, TOPIC)).equals(got)
 
 
@@ -82,7 +90,7 @@ def test_real_broker_fixtures_round_trip(spark, tmp_path, real_broker):
                   if "invalid_crc" not in t and read_table(root, t).num_rows]
         out, dst = str(tmp_path / d.name / "export"), str(tmp_path / d.name / "restore")
         export(spark, root, out, topics)
-        run(spark, ["--input", out, "--path", dst, "--preserve-offsets"])
+        run(spark, ["--input", out, "--output", dst, "--preserve-offsets"])
         for t in topics:
             want = ordered(read_table(root, t))
             tt = want.column("timestampType")
@@ -101,9 +109,10 @@ def test_json_and_csv_with_expressions(spark, tmp_path):
     js.write_text("\n".join(json.dumps({"id": i, "name": f"n{i}", "at": 1_700_000_000_000 + i,
                                         "p": i % 2}) for i in range(20)))
     dst = str(tmp_path / "log")
-    s = run(spark, ["--input", str(js), "--format", "json", "--path", dst, "--topic", "j",
-                    "--key", "cast(id as string)", "--value", "to_json(struct(name))",
-                    "--timestamp", "at", "--partition", "p", "--codec", "lz4"])
+    s = run(spark, ["--input", str(js), "--input-format", "json", "--output", dst,
+                    "--topic", "j", "--key", "cast(id as string)",
+                    "--value", "to_json(struct(name))", "--timestamp", "at",
+                    "--partition-expr", "p", "--compression-type", "lz4"])
     assert s["rows"] == 20 and s["partitions"] == 2
     t = read_table(dst, "j").sort_by([("key", "ascending")])
     assert sorted(t.column("key").to_pylist()) == sorted(str(i).encode() for i in range(20))
@@ -113,6 +122,7 @@ def test_json_and_csv_with_expressions(spark, tmp_path):
     csv = tmp_path / "in.csv"
     csv.write_text("k,v,ts\n" + "".join(f"a{i},b{i},2024-05-01T00:00:0{i}Z\n"
                                          for i in range(5)))
+    # the old spellings (--format, --option, --path) still work
     run(spark, ["--input", str(csv), "--format", "csv", "--option", "header=true",
                 "--path", dst, "--topic", "c", "--key", "k", "--value", "v",
                 "--timestamp", "ts"])
@@ -121,17 +131,17 @@ def test_json_and_csv_with_expressions(spark, tmp_path):
     assert t.column("offset").to_pylist() == list(range(5))
     assert t.column("timestamp")[4].as_py().isoformat() == "2024-05-01T00:00:04+00:00"
     with pytest.raises(JobInputError, match="no 'value' column"):
-        run(spark, ["--input", str(csv), "--format", "csv", "--path", dst, "--topic", "c"])
+        run(spark, ["--input", str(csv), "--input-format", "csv", "--output", dst,
+                    "--topic", "c"])
     with pytest.raises(JobInputError, match="--value gives bigint"):
-        run(spark, ["--input", str(js), "--format", "json", "--path", dst, "--topic", "c",
-                    "--value", "id"])
+        run(spark, ["--input", str(js), "--input-format", "json", "--output", dst,
+                    "--topic", "c", "--value", "id"])
 
 
 def test_bad_arguments_exit_2_with_one_line(tmp_path):
     proc = subprocess.run([sys.executable, str(REPO / "jobs" / "import_files.py"),
-                           "--input", "x", "--path", str(tmp_path), "--topic", "a",
+                           "--input", "x", "--output", str(tmp_path), "--topic", "a",
                            "--topic-expr", "b"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and re.fullmatch(
-        r"import_files: give --topic or --topic-expr, not both \(after \d+\.\ds\)", lines[0])
+    assert proc.stderr.splitlines() == [
+        "import_files: JobInputError: give --topic or --topic-expr, not both"]

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from spark_kafkalog import jobkit
+
 from spark_kafkalog.jobs import log_report
 from spark_kafkalog.jobs.make_sample_log import make_sample_log
 from spark_kafkalog.jobkit import JobInputError
@@ -57,7 +59,7 @@ def test_main_writes_outputs_and_summary(spark, logs, tmp_path, capsys):
     spark.stop = lambda: None
     try:
         code = log_report.main(["--path", str(logs), "--html", str(html), "--json", str(js),
-                                "--topics", "events", "--summary-json", str(summary),
+                                "--topic", "events", "--summary-json", str(summary),
                                 "--no-progress"])
     finally:
         spark.stop = spark_stop
@@ -77,7 +79,7 @@ def test_help_and_bad_input():
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     r = subprocess.run([sys.executable, str(REPO / "jobs" / "log_report.py"), "--help"],
                        capture_output=True, text=True, env=env, timeout=60)
-    assert r.returncode == 0 and "Example:" in r.stdout and "log_report.py --path" in r.stdout
+    assert r.returncode == 0 and "Example:" in r.stdout and "job log_report --path" in r.stdout
     with pytest.raises(JobInputError, match="--tasks must be at least 1"):
         log_report.select(log_report.parse_args(["--path", "/x", "--tasks", "0"]))
 
@@ -85,9 +87,22 @@ def test_help_and_bad_input():
 def test_missing_topic_is_one_line(logs):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     r = subprocess.run([sys.executable, str(REPO / "jobs" / "log_report.py"), "--path",
-                        str(logs), "--topics", "nope"], capture_output=True, text=True,
+                        str(logs), "--topic", "nope"], capture_output=True, text=True,
                        env=env, timeout=300)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("log_report: --topics: topic 'nope' is "
-                                                   "not in"), r.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith(
+        "log_report: JobInputError: --topic: topic 'nope' is not in"), r.stderr[-2000:]
+
+
+def test_errors_found_exit_1_as_kafkalog_report(spark, logs, tmp_path, capsys):
+    summary = tmp_path / "s.json"
+    spark_stop = spark.stop
+    spark.stop = lambda: None
+    try:
+        code = log_report.main(["--path", str(logs), "--quiet", "--no-progress",
+                                "--summary-json", str(summary)])
+    finally:
+        spark.stop = spark_stop
+    assert json.loads(summary.read_text())["errors"] >= 1
+    assert code == 1 == jobkit.EXIT_DATA

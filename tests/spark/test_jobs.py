@@ -81,6 +81,10 @@ def test_export_options_map_to_kafkalog_options():
     default = export_parquet.reader_options(export_parquet.parse_args(
         ["--path", "/l", "--output", "/o"]))
     assert default["subscribePattern"] == ".*"
+    assert default["kafka.isolation.level"] == "read_committed"      # as copy_topic
+    topics = export_parquet.reader_options(export_parquet.parse_args(
+        ["--path", "/l", "--output", "/o", "--topic", "a,b", "--topic", "c"]))
+    assert topics["subscribe"] == "a,b,c"
     with pytest.raises(JobInputError, match="--option expects KEY=VALUE"):
         export_parquet.reader_options(export_parquet.parse_args(
             ["--path", "/l", "--output", "/o", "--option", "novalue"]))
