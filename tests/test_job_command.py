@@ -44,8 +44,8 @@ def test_a_job_runs_with_its_own_status_and_one_line(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        f"retention: LogLayoutError: log directory does not exist (file "
-        f"{tmp_path / 'missing'})"]
+        f"retention: JobInputError: --path: log directory {tmp_path / 'missing'} does not "
+        "exist"]
     proc = subprocess.run([sys.executable, "-m", "spark_kafkalog.cli", "job", "retention",
                            "--help"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "kafkalog job retention --path" in proc.stdout

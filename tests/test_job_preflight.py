@@ -112,12 +112,13 @@ def corrupt_first_segment(root: Path, topic: str = "events", partition: int = 0)
 # ---- export_parquet ----------------------------------------------------------------------------
 @pytest.mark.parametrize("extra, expect", [
     (["--path", "MISSING"], "log directory MISSING does not exist"),
-    (["--subscribe", "nosuch"], "topic nosuch not found"),
-    (["--compression", "brotli"], "Parquet codec 'brotli' cannot be written"),
+    (["--topic", "nosuch"], "topic nosuch not found"),
+    (["--parquet-compression", "brotli"], "Parquet codec 'brotli' cannot be written"),
     (["--starting-offsets", "{bad"], "startingOffsets is not valid JSON"),
     (["--starting-offsets", '{"events":{"0":5}}'], "startingOffsets"),
-    (["--starting-timestamp", "yesterday"], "startingTimestamp"),
-    (["--mode", "error"], "exists (--mode error)"),
+    (["--from", "yesterday"], "--from: 'yesterday' is neither epoch milliseconds"),
+    (["--from", "2024-01-02", "--to", "2024-01-01"], "the window [from, to) is empty"),
+    (["--mode", "errorifexists"], "exists (--mode errorifexists)"),
 ])
 def test_export_refuses_before_spark_and_keeps_the_old_export(
         logs, parquet_out, no_spark, capsys, extra, expect):
@@ -145,14 +146,14 @@ def test_export_refuses_a_corrupt_segment(tmp_path, logs, parquet_out, no_spark,
 @pytest.mark.parametrize("extra, expect", [
     (["--input", "MISSING"], "--input: MISSING does not exist"),
     (["--mode", "errorifexists"], "'events' already exists"),
-    (["--codec", "lz4", "--compression-level", "99"], "must be in [1, 17]"),
+    (["--compression-type", "lz4", "--compression-level", "99"], "must be in [1, 17]"),
     (["--topic", "__consumer_offsets"], "internal topic"),
     (["--partitions", "events=0"], "--partitions"),
 ])
 def test_import_refuses_before_spark_and_keeps_the_log(
         tmp_path, dest, parquet_out, no_spark, capsys, extra, expect):
     before = tree_hash(dest)
-    argv = ["--input", str(parquet_out), "--path", str(dest), "--topic", "events", *extra]
+    argv = ["--input", str(parquet_out), "--output", str(dest), "--topic", "events", *extra]
     for flag in ("--input", "--topic"):
         if flag in extra:
             i = argv.index(flag)
@@ -165,7 +166,7 @@ def test_import_refuses_before_spark_and_keeps_the_log(
 def test_import_refuses_a_log_dir_a_broker_holds(dest, parquet_out, no_spark, capsys):
     with broker_lock(dest):
         before = tree_hash(dest)
-        line = refused("import_files", ["--input", str(parquet_out), "--path", str(dest),
+        line = refused("import_files", ["--input", str(parquet_out), "--output", str(dest),
                                         "--topic", "new-topic"], capsys)
         assert "a running Kafka broker holds this log dir" in line, line
         assert tree_hash(dest) == before
@@ -178,7 +179,7 @@ def test_import_refuses_a_log_dir_a_broker_holds(dest, parquet_out, no_spark, ca
     (["--from", "2024-01-02", "--to", "2024-01-01"], "window [from, to) is empty"),
     (["--from", "someday"], "neither epoch milliseconds nor an ISO-8601"),
     (["--rename", "events=__consumer_offsets"], "internal topic"),
-    (["--codec", "zstd", "--level", "99"], "must be in"),
+    (["--compression-type", "zstd", "--compression-level", "99"], "must be in"),
     (["--starting-offsets", "[1]"], "not Kafka offsets JSON"),
 ])
 def test_copy_refuses_before_spark_and_keeps_the_destination(
@@ -227,7 +228,7 @@ def test_compact_refuses_held_corrupt_and_unknown(tmp_path, dest, no_spark, caps
         assert tree_hash(dest) == before
     line = refused("compact", ["--path", str(dest), "--topic", "nosuch"], capsys)
     assert "'nosuch' not found" in line, line
-    line = refused("compact", ["--path", str(dest), "--topic", "events", "--partitions",
+    line = refused("compact", ["--path", str(dest), "--topic", "events", "--partition",
                                "7"], capsys)
     assert "partitions [7]" in line, line
     corrupt_first_segment(dest)
@@ -252,9 +253,9 @@ def test_consumer_offsets_and_report_refuse_before_writing(tmp_path, logs, no_sp
     out.mkdir()
     (out / "commits.parquet").write_bytes(b"old")
     before = tree_hash(out)
-    line = refused("consumer_offsets", ["--path", str(logs), "--out", str(out)], capsys)
+    line = refused("consumer_offsets", ["--path", str(logs), "--output", str(out)], capsys)
     assert "'__consumer_offsets' not found" in line, line
-    line = refused("consumer_offsets", ["--path", str(tmp_path / "none"), "--out",
+    line = refused("consumer_offsets", ["--path", str(tmp_path / "none"), "--output",
                                         str(out)], capsys)
     assert "does not exist" in line, line
     assert tree_hash(out) == before
@@ -267,7 +268,7 @@ def test_consumer_offsets_and_report_refuse_before_writing(tmp_path, logs, no_sp
     html.write_text("<html>old</html>")
     js.write_text("{}")
     before = tree_hash(out)
-    line = refused("log_report", ["--path", str(logs), "--topics", "nosuch", "--html",
+    line = refused("log_report", ["--path", str(logs), "--topic", "nosuch", "--html",
                                   str(html), "--json", str(js)], capsys)
     assert "'nosuch' is not in" in line, line
     assert tree_hash(out) == before

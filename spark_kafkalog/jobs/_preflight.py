@@ -226,11 +226,21 @@ def common(args) -> None:
     file_destination(getattr(args, "summary_json", None), "--summary-json")
 
 
+def time_window(time_from: str | None, time_to: str | None) -> None:
+    """``--from``/``--to``: each ISO-8601 or epoch ms, and the window not empty."""
+    lo = jobkit.parse_time_ms(time_from, "--from") if time_from else None
+    hi = jobkit.parse_time_ms(time_to, "--to") if time_to else None
+    if lo is not None and hi is not None and lo >= hi:
+        fail(f"--from {time_from} is not before --to {time_to}: the window [from, to) "
+             "is empty")
+
+
 def export(args, opts: dict[str, str]) -> bool:
     """export_parquet: returns True when there is nothing to do (``--mode ignore`` and the
     output exists)."""
     common(args)
     parquet_codec(args.compression)
+    time_window(args.time_from, args.time_to)
     logdirs, ranges = read_options(opts)
     check_segments(logdirs, [r.partition_dir for r in ranges],
                    {(r.topic, r.partition): (r.start_offset, r.end_offset) for r in ranges})
