@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.log.model import is_internal_topic
 from spark_kafkalog.log.write.config import SYNC_METHODS
 from spark_kafkalog.spark.option_values import (
     lower_keys,
@@ -67,6 +68,9 @@ class WriteOptions:
     # "assign": offsets continue from each partition's log end; "preserve": each record
     # keeps its 'offset' column (see writer.py)
     offsets: str = "assign"
+    # writing into an internal topic (__consumer_offsets, ...) is refused, as a broker
+    # refuses a client's appends, unless the write is deliberate (a restore of one)
+    allow_internal_topic: bool = False
 
 
 # Write options: canonical name -> accepted lower-cased spellings (ours, then Kafka's).
@@ -84,6 +88,7 @@ _WRITE_ALIASES = {
     "fsync": ("fsync",),
     "syncMethod": ("syncmethod",),
     "offsets": ("offsets",),
+    "allowInternalTopic": ("allowinternaltopic",),
 }
 OFFSET_MODES = ("assign", "preserve")
 SAVE_MODES = ("append", "errorifexists", "ignore")
@@ -174,6 +179,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     offsets = "assign"
     if get("offsets"):
         offsets = parse_choice(get("offsets")[0], get("offsets")[1], OFFSET_MODES)
+    allow_internal = (parse_bool(get("allowInternalTopic")[0], get("allowInternalTopic")[1])
+                      if get("allowInternalTopic") else False)
     return WriteOptions(path=path, topic=topic, compression=compression,
                         compression_level=level, batch_size=batch_size,
                         segment_bytes=segment_bytes, index_interval_bytes=index_interval,
@@ -181,7 +188,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
                         save_mode=save_mode,
                         checkpoint_location=get("checkpointLocation")[1]
                         if get("checkpointLocation") else None, fsync=fsync,
-                        sync_method=sync_method, offsets=offsets)
+                        sync_method=sync_method, offsets=offsets,
+                        allow_internal_topic=allow_internal)
 
 
 # Kafka's per-codec level ranges (compression.gzip.level, .lz4.level, .zstd.level, KIP-390).
@@ -199,6 +207,15 @@ def _check_level(name: str, compression: str, level: int) -> None:
 
 
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def check_internal_topic(wo: WriteOptions, topic: str) -> None:
+    """Refuse an internal topic as a write target unless ``allowInternalTopic`` is set."""
+    if is_internal_topic(topic) and not wo.allow_internal_topic:
+        raise InvalidOptionError(
+            f"topic {topic!r} is one of Kafka's internal topics, whose records only a "
+            "broker writes (it refuses a client's); set option allowInternalTopic=true to "
+            "write it deliberately (restoring a copy of it)")
 
 
 def validate_topic_name(name: str, topic: str) -> None:
