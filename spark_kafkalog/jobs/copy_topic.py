@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from spark_kafkalog import jobkit
+from spark_kafkalog import jobkit, restore_check
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 MAP_COLUMNS = ("topic", "partition", "offset", "new_topic", "new_partition", "new_offset")
@@ -129,6 +129,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "(Parquet; replaced)")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="any other kafkalog read option (repeatable)")
+    restore_check.add_argument(ap)
     args = ap.parse_args(argv)
     if not args.topic and not args.topic_pattern:
         ap.error("give --topic or --topic-pattern")
@@ -362,7 +363,7 @@ def writer_options(args: argparse.Namespace, plan: TopicPlan) -> dict[str, str]:
     opts = {"path": args.output, "topic": plan.target, "offsets": "preserve",
             "partitions": str(plan.repartition or plan.partition_count),
             "compression": args.codec, "saveMode": "errorifexists",
-            "fsync": "false" if args.no_fsync else "true"}
+            "fsync": "false" if args.no_fsync else "true", "allowInternalTopic": "true"}
     if args.level is not None:
         opts["compressionLevel"] = str(args.level)
     if args.batch_size:
@@ -545,7 +546,7 @@ def run(spark, args: argparse.Namespace, progress=None, plans=None) -> dict:
     rows = sum(t["rows"] for t in topics)
     firsts = [t["first"] for t in topics if t["first"] is not None]
     lasts = [t["last"] for t in topics if t["last"] is not None]
-    return {
+    summary = {
         "output": args.output, "rows": rows, "topics": len(topics),
         "partitions": sum(t["partitions_with_rows"] for t in topics),
         "first_timestamp": _iso(min(firsts)) if firsts else None,
@@ -558,6 +559,9 @@ def run(spark, args: argparse.Namespace, progress=None, plans=None) -> dict:
                       | {"first_timestamp": _iso(t["first"]),
                          "last_timestamp": _iso(t["last"])} for t in topics],
     }
+    restore_check.warn("copy_topic", args.output, [p.target for p in plans],
+                       args.retention_ms, summary)
+    return summary
 
 
 def summary_line(s: dict) -> str:

@@ -26,7 +26,7 @@ import re
 import sys
 import time
 
-from spark_kafkalog import jobkit
+from spark_kafkalog import jobkit, restore_check
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 #: record fields a column or SQL expression can give
@@ -73,6 +73,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "its records), errorifexists, ignore")
     ap.add_argument("--write-option", action="append", default=[], metavar="KEY=VALUE",
                     help="any other kafkalog write option, e.g. segment.bytes=104857600")
+    restore_check.add_argument(ap)
     args = ap.parse_args(argv)
     if args.topic and args.topic_expr:
         raise jobkit.JobInputError("give --topic or --topic-expr, not both")
@@ -162,7 +163,7 @@ def build_frame(df, args: argparse.Namespace):
 
 
 def write_options(args: argparse.Namespace, partitions: int | None) -> dict[str, str]:
-    opts = {"path": args.path, "compression": args.codec}
+    opts = {"path": args.path, "compression": args.codec, "allowInternalTopic": "true"}
     if args.topic:
         opts["topic"] = args.topic
     if args.compression_level is not None:
@@ -240,7 +241,7 @@ def run_import(spark, args: argparse.Namespace) -> dict:
     rows = int(m["rows"])
     pairs = {(tp["topic"] if tp["topic"] is not None else args.topic, tp["partition"])
              for tp in m["topic_partitions"] or ()}
-    return {
+    summary = {
         "path": args.path, "input": args.input, "rows": rows,
         "topics": len({t for t, _ in pairs}), "partitions": len(pairs),
         "first_timestamp": jobkit.iso_ms(m["first"]) if m["first"] is not None else None,
@@ -250,6 +251,9 @@ def run_import(spark, args: argparse.Namespace) -> dict:
         "codec": args.codec, "seconds": round(seconds, 3),
         "rows_per_second": jobkit.rate(rows, seconds),
     }
+    restore_check.warn("import_files", args.path, {t for t, _ in pairs}, args.retention_ms,
+                       summary)
+    return summary
 
 
 def summary_line(s: dict) -> str:
