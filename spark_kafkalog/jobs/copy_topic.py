@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from spark_kafkalog import jobkit
+from spark_kafkalog import jobkit, restore_check
 from spark_kafkalog.jobs import _preflight, _replace
 
 MAP_COLUMNS = ("topic", "partition", "offset", "new_topic", "new_partition", "new_offset")
@@ -134,6 +134,7 @@ def build_parser() -> jobkit.JobParser:
                     help="any other kafkalog read option (repeatable)")
     for old, new in (("--codec", "--compression-type"), ("--level", "--compression-level")):
         jobkit.alias(ap, old, new)
+    restore_check.add_argument(ap)
     return ap
 
 
@@ -560,7 +561,7 @@ def run(spark, args: argparse.Namespace, progress=None, plans=None) -> dict:
     rows = sum(t["rows"] for t in topics)
     firsts = [t["first"] for t in topics if t["first"] is not None]
     lasts = [t["last"] for t in topics if t["last"] is not None]
-    return {
+    summary = {
         "output": args.output, "rows": rows, "topics": len(topics),
         "partitions": sum(t["partitions_with_rows"] for t in topics),
         "first_timestamp": _iso(min(firsts)) if firsts else None,
@@ -573,6 +574,9 @@ def run(spark, args: argparse.Namespace, progress=None, plans=None) -> dict:
                       | {"first_timestamp": _iso(t["first"]),
                          "last_timestamp": _iso(t["last"])} for t in topics],
     }
+    restore_check.warn("copy_topic", args.output, [p.target for p in plans],
+                       args.retention_ms, summary)
+    return summary
 
 
 def summary_line(s: dict) -> str:

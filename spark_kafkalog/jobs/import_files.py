@@ -25,7 +25,7 @@ import argparse
 import sys
 import time
 
-from spark_kafkalog import jobkit
+from spark_kafkalog import jobkit, restore_check
 from spark_kafkalog.jobs import _preflight
 
 #: record fields a column or SQL expression can give
@@ -81,6 +81,7 @@ def build_parser() -> jobkit.JobParser:
                      ("--partition", "--partition-expr"), ("--offset", "--offset-expr"),
                      ("--codec", "--compression-type")):
         jobkit.alias(ap, old, new)
+    restore_check.add_argument(ap)
     return ap
 
 
@@ -279,7 +280,7 @@ def run_import(spark, args: argparse.Namespace) -> dict:
              for tp in m["topic_partitions"] or ()}
     firsts = [m["first"] for _t, m in observations if m["first"] is not None]
     lasts = [m["last"] for _t, m in observations if m["last"] is not None]
-    return {
+    summary = {
         "path": args.path, "input": args.input, "rows": rows,
         "topics": len({t for t, _ in pairs}), "partitions": len(pairs),
         "partition_counts": counts,
@@ -290,6 +291,9 @@ def run_import(spark, args: argparse.Namespace) -> dict:
         "codec": args.codec, "seconds": round(seconds, 3),
         "rows_per_second": jobkit.rate(rows, seconds),
     }
+    restore_check.warn("import_files", args.path, {t for t, _ in pairs}, args.retention_ms,
+                       summary)
+    return summary
 
 
 def summary_line(s: dict) -> str:

@@ -26,13 +26,15 @@ complete output mode, which would rewrite the same offsets each batch (rejected)
 Partitioning: a non-null ``partition`` is used as given (outside the topic: the write
 fails naming it); otherwise the Java client's default partitioner — ``(murmur2(key) &
 0x7fffffff) % numPartitions`` for a keyed record, round-robin for a null key (see
-``format/_partition.pyx``).
+``format/_partition.pyx``). Partition count: an existing topic keeps its own; a new one
+gets option ``partitions``, else (a ``partition`` column) the largest partition written
++ 1, decided at commit (every row must then name one: placing by key needs the count),
+else 1.
 
 How a write runs:
 
 * planning (driver): options and input schema are validated; the topic's partition count
-  is read from the log dir (an existing topic keeps its own; a new one gets option
-  ``partitions``, default 1);
+  is read from the log dir (see Partition count above);
 * ``write`` (one per Spark task, in parallel): Arrow batches are buffered up to
   :data:`FLUSH_BYTES`, partitioned, and encoded into record batches of about
   ``batch.size`` bytes by ``format.encode_partitioned`` — uncompressed in one pass over
@@ -96,15 +98,15 @@ from spark_kafkalog.log.write import (
     topic_partitions,
 )
 from spark_kafkalog.log.io import resolve_filesystem
-from spark_kafkalog.spark.write_options import WriteOptions, parse_write_options
+from spark_kafkalog.spark.write_options import (
+    WriteOptions,
+    parse_write_options,
+)
 from spark_kafkalog.spark.worker import freeze_heap, keep_freed_heap
 
 #: rows are buffered per task up to about this many bytes before they are partitioned
 #: and encoded, so each partition's record batches come out close to batch.size
 FLUSH_BYTES = 32 * 1024 * 1024
-
-#: keys Spark adds to a streaming sink's options (not user options of ours)
-
 
 @dataclass
 class KafkaLogCommitMessage(WriterCommitMessage):
@@ -167,14 +169,21 @@ class _Plan:
     wo: WriteOptions
     mode: str                          # append | overwrite | errorifexists | ignore
     write_id: str | None               # batch writes; streams derive theirs per batch
-    partition_counts: dict             # topic -> count, known at planning
+    partition_counts: dict             # topic -> count known at planning (None: from rows)
     skip: bool = False                 # ignore mode and the topic exists: write nothing
     checkpoint_location: str | None = None
+    #: the input has a 'partition' column: a new topic without option 'partitions' gets
+    #: as many partitions as the rows reach
+    partition_column: bool = False
 
 
-def _partition_count(fs, root: str, topic: str, wo: WriteOptions) -> int:
+def _partition_count(fs, root: str, topic: str, wo: WriteOptions,
+                     partition_column: bool = False) -> int | None:
+    """The topic's partition count; None: a new topic whose count the rows decide."""
     parts = topic_partitions(fs, root, topic)
     if not parts:
+        if wo.partitions is None and partition_column:
+            return None
         return wo.partitions or 1
     if parts == list(range(len(parts))):
         return len(parts)
@@ -203,19 +212,22 @@ def _make_plan(options, schema: StructType, overwrite: bool, *, streaming: bool)
                                  "'topic' option")
     mode = "overwrite" if overwrite else save_mode
     fs, root = resolve_filesystem(wo.path, wo.filesystem_options)
+    partition_column = any(f.name.lower() == "partition" for f in schema.fields)
     counts = {}
     skip = False
     if wo.topic is not None:
         jr.validate_topic(wo.topic)
+        wo.check_topic(wo.topic)
         exists = bool(topic_partitions(fs, root, wo.topic))
         if exists and mode == "errorifexists":
             raise CommitConflictError(f"topic {wo.topic!r} already exists in {wo.path} "
                                       "(saveMode errorifexists)")
         skip = exists and mode == "ignore"
-        counts[wo.topic] = _partition_count(fs, root, wo.topic, wo)
+        counts[wo.topic] = _partition_count(fs, root, wo.topic, wo, partition_column)
     return _Plan(wo=wo, mode=mode, write_id=None if streaming else jr.batch_write_id(),
                  partition_counts=counts, skip=skip,
-                 checkpoint_location=wo.checkpoint_location)
+                 checkpoint_location=wo.checkpoint_location,
+                 partition_column=partition_column)
 
 
 # ---- the task side ------------------------------------------------------------------------
@@ -260,13 +272,32 @@ class _TaskWriter:
         #: offsets=preserve: (topic, partition) -> last offset staged (across flushes)
         self._last: dict[tuple[str, int], int] = {}
 
-    def _count(self, topic: str) -> int:
-        n = self.counts.get(topic)
-        if n is None:
+    def _count(self, topic: str) -> int | None:
+        """The topic's partition count; None: a new topic whose count the rows decide.
+        Looked up again when planning left it to the rows (an earlier micro-batch of a
+        stream may have created the topic since)."""
+        if self.counts.get(topic) is None:
             jr.validate_topic(topic)
             self.plan.wo.check_topic(topic)
-            n = self.counts[topic] = _partition_count(self.fs, self.root, topic, self.plan.wo)
-        return n
+            self.counts[topic] = _partition_count(self.fs, self.root, topic, self.plan.wo,
+                                                  self.plan.partition_column)
+        return self.counts[topic]
+
+    @staticmethod
+    def _named_partitions(table: pa.Table, names: dict, topic: str) -> np.ndarray:
+        """A new topic's rows, each naming its partition (the count comes from them)."""
+        col = table.column(names["partition"]).combine_chunks()
+        if col.null_count:
+            raise BadRowError(
+                f"partition: topic {topic!r} is new and option 'partitions' is not set, so "
+                "its partition count comes from the rows (the largest 'partition' + 1), "
+                "but a row has a null 'partition', which only a known count can place by "
+                "key; set option 'partitions'")
+        given = to_numpy(col).astype(np.int32)
+        if len(given) and int(given.min()) < 0:
+            raise BadRowError(f"partition: a row has partition {int(given.min())} (topic "
+                              f"{topic!r}); a partition is >= 0")
+        return given
 
     def add(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
@@ -301,14 +332,17 @@ class _TaskWriter:
     def _stage_topic(self, table: pa.Table, names: dict, topic: str) -> None:
         n = self._count(topic)
         parts = None
-        if self._preserve and n > 1:
+        if n is None:
+            parts = self._named_partitions(table, names, topic)
+            n = int(parts.max()) + 1
+        elif self._preserve and n > 1:
             col = (table.column(names["partition"]).combine_chunks()
                    if "partition" in names else None)
             if col is None or col.null_count:
                 raise BadRowError(
                     f"partition: offsets=preserve keeps offsets per partition, so every row "
                     f"needs a non-null 'partition' (topic {topic!r} has {n} partitions)")
-        if "partition" in names:
+        if parts is None and "partition" in names:
             col = table.column(names["partition"]).combine_chunks()
             if col.null_count < len(col):
                 given = to_numpy(col.fill_null(0)).astype(np.int32)
@@ -424,18 +458,26 @@ def _task_label(tc) -> tuple[str, int]:
 
 # ---- the commit side -----------------------------------------------------------------------
 def _specs(plan: _Plan, messages) -> list[TopicSpec]:
-    counts: dict[str, int] = dict(plan.partition_counts)
+    """Each topic's spec: the count tasks placed rows by (they must agree), else a new
+    topic's count from the rows (None: the largest partition staged + 1)."""
+    counts: dict[str, int | None] = dict(plan.partition_counts)
     for m in messages:
         if m is None:
             continue
         for topic, n in m.partition_counts.items():
-            if counts.setdefault(topic, n) != n:
+            if n is None:               # rows named their partitions: no count assumed
+                counts.setdefault(topic, None)
+                continue
+            if counts.get(topic) is None:
+                counts[topic] = n
+            elif counts[topic] != n:
                 raise CommitConflictError(
                     f"tasks partitioned topic {topic!r} for different partition counts "
                     f"({counts[topic]} and {n}): it was created or changed during the write")
-    new_default = plan.wo.partitions or 1
-    return [TopicSpec(t, partitions_if_new=n if n else new_default, expected_partitions=n)
-            for t, n in sorted(counts.items())]
+    # a topic whose count the rows decide is made only by rows (no empty micro-batch's)
+    staged = {sec.topic for sf in _staged(messages) for sec in sf.sections}
+    return [TopicSpec(t, partitions_if_new=n, expected_partitions=n)
+            for t, n in sorted(counts.items()) if n is not None or t in staged]
 
 
 def _config(plan: _Plan) -> AppendConfig:

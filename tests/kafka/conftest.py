@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.kafka.broker import KAFKA4, KAFKA39, Broker, Kafka, KafkaTierError, KafkaTool
+from tests.kafka.broker import (KAFKA4, KAFKA39, KAFKA44, Broker, Kafka, KafkaTierError,
+                                KafkaTool)
 from tests.kafka import topics as topics_mod
 
 HERE = Path(__file__).resolve().parent
@@ -29,9 +30,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.kafka)
 
 
-def start_broker(tmp_path_factory, name: str, kafka: Kafka) -> Broker:
+def start_broker(tmp_path_factory, name: str, kafka: Kafka,
+                 overrides: dict | None = None) -> Broker:
     try:
-        broker = Broker(tmp_path_factory.mktemp(name), kafka=kafka)
+        broker = Broker(tmp_path_factory.mktemp(name), kafka=kafka, overrides=overrides)
         broker.start()
     except KafkaTierError as err:
         pytest.fail(f"kafka tier: {err}", pytrace=False)
@@ -45,11 +47,11 @@ def compile_tool(broker: Broker, tmp_path_factory, name: str) -> KafkaTool:
         pytest.fail(f"kafka tier: {err}", pytrace=False)
 
 
-def broker_fixtures(name: str, kafka: Kafka):
+def broker_fixtures(name: str, kafka: Kafka, overrides: dict | None = None):
     """The session fixtures ``<name>_broker`` and ``<name>_tool`` of one Kafka version."""
     @pytest.fixture(scope="session", name=f"{name}_broker")
     def broker_fixture(tmp_path_factory):
-        broker = start_broker(tmp_path_factory, f"{name}-broker", kafka)
+        broker = start_broker(tmp_path_factory, f"{name}-broker", kafka, overrides)
         yield broker
         broker.stop()
 
@@ -62,6 +64,10 @@ def broker_fixtures(name: str, kafka: Kafka):
 
 kafka_broker, kafka_tool = broker_fixtures("kafka", KAFKA4)
 kafka39_broker, kafka39_tool = broker_fixtures("kafka39", KAFKA39)
+#: Kafka 4.4.0, the newest release: the restore into a cluster (test_restore_cluster.py),
+#: checking retention every second (the restore jobs' warning against the broker's deletes)
+kafka44_broker, kafka44_tool = broker_fixtures(
+    "kafka44", KAFKA44, {"log.retention.check.interval.ms": "1000"})
 
 
 @pytest.fixture(scope="session")

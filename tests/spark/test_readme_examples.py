@@ -1,11 +1,14 @@
-"""Every Python example of the README runs, in order, on the shared Spark session, with
-its ``/data/...`` paths pointed at a log dir built here; the ``kafkalog`` command lines
-of the README run too. (The install and cluster commands are what
-tests/test_packaging.py does; ``spark-submit jobs/...`` is tests/spark/test_jobs.py.)"""
+"""Every Python example of the README runs, as written, in order, on the shared Spark
+session, with its ``/data/...`` paths pointed at a log dir built here (an example with
+any other absolute path fails), and what the Reading, Streaming reads and Writing
+examples produce is checked; the ``kafkalog`` command lines of the README run too. (The
+install and cluster commands are what tests/test_packaging.py does; ``spark-submit
+jobs/...`` is tests/spark/test_jobs.py.)"""
 from __future__ import annotations
 
 import glob
 import io
+from collections import Counter
 import re
 import shlex
 
@@ -35,27 +38,68 @@ def data(tmp_path):
 
 
 def _localize(code: str, data) -> str:
-    return code.replace("/data/", f"{data}/")
+    """``/data/...`` pointed at ``data``; any other absolute path fails the test (an
+    example must not write outside the test's directory)."""
+    code = code.replace("/data/", f"{data}/")
+    stray = [p for p in re.findall(r"[\"'](/[^\"']*)[\"']", code)
+             if not p.startswith(str(data))]
+    assert not stray, f"an example path outside /data/: {stray}"
+    return code
+
+
+def _section(title: str) -> str:
+    """The README text under ``## title`` (up to the next ``## `` heading)."""
+    return README.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _run(code: str, ns: dict, data) -> None:
+    exec(compile(_localize(code, data), "README.md", "exec"), ns)
+
+
+def _rows(table) -> list[tuple]:
+    return sorted(zip(table["partition"].to_pylist(), table["offset"].to_pylist(),
+                      table["key"].to_pylist(), table["value"].to_pylist()))
 
 
 def test_python_examples_run(spark, data):
+    """Every Python block, in README order, on one namespace; what each section's examples
+    wrote is checked against the source log."""
+    import pyarrow.parquet as pq
+
+    from spark_kafkalog.log import read_table
+    from spark_kafkalog.log.write import topic_partitions
+    from spark_kafkalog.log.io import resolve_filesystem
+
+    ns = {"spark": spark}
+    sections = ("Reading", "Streaming reads", "Writing")
+    covered = [b for title in sections for b in re.findall(r"```python\n(.*?)```",
+                                                          _section(title), flags=re.S)]
     blocks = _blocks("python")
-    assert len(blocks) >= 6
-    stream_in = data / "stream-in"
-    spark.createDataFrame([("a",), ("b",)], "value string").write.parquet(str(stream_in))
-    ns = {"spark": spark,
-          "stream_df": spark.readStream.schema("value string").parquet(str(stream_in))}
+    assert len(covered) == 6 and set(covered) <= set(blocks)
     for code in blocks:
-        exec(compile(_localize(code, data), "README.md", "exec"), ns)
+        _run(code, ns, data)
+    source = _rows(read_table(str(data / "kafka-logs"), "orders"))
+    assert len(source) == 12
+    # Reading
     assert ns["df"].count() == 12
     assert ns["table"].num_rows == 12 and ns["batch"].num_rows == 6
-    copy = (spark.read.format("kafkalog").option("subscribe", "orders-copy")
-            .load(str(data / "kafka-copy")))
-    assert copy.count() == 12 + 2                        # the batch write, the stream
+    # Streaming reads: the replay read the whole topic
+    assert not ns["q"].isActive and ns["q"].exception() is None
+    assert pq.read_table(data / "orders-parquet").num_rows == 12
+    # Writing: the batch write (keys and values), the stream (a mirror: each record in its
+    # partition), the restore with offsets kept (every record at its partition and offset)
+    copy = read_table(str(data / "kafka-copy"), "orders-copy")
+    assert Counter(zip(copy["key"].to_pylist(), copy["value"].to_pylist())) == \
+        Counter((k, v) for _, _, k, v in source)
+    mirror = _rows(read_table(str(data / "kafka-copy"), "orders-mirror"))
+    assert [(p, k, v) for p, _, k, v in mirror] == [(p, k, v) for p, _, k, v in source]
+    assert _rows(read_table(str(data / "restore"), "orders")) == source
+    fs, root = resolve_filesystem(str(data / "restore"))
+    assert topic_partitions(fs, root, "orders") == list(range(12))
 
 
 def test_command_examples_run(data):
-    (block,) = [b for b in _blocks("sh") if "kafkalog inspect" in b]
+    (block,) = [b for b in _blocks("sh") if b.startswith("kafkalog inspect")]
     lines = [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
     assert len(lines) == 6
     for line in lines:

@@ -84,7 +84,10 @@ def test_documented_write_defaults_are_the_parsers():
     assert rows["fsync"][1] == f"`{str(w.fsync).lower()}`"
     assert rows["syncMethod"][1] == f"`{w.sync_method}`"
     assert rows["saveMode"][1] == f"`{w.save_mode}`"
-    assert w.partitions is None and rows["partitions"][1] == "`1`"   # a new topic's count
+    # a new topic's count: from the rows' partition column, else 1
+    assert w.partitions is None
+    assert rows["partitions"][1] == "the largest `partition` written + 1, else `1`"
+    assert rows["allowInternalTopic"][1] == f"`{str(w.allow_internal_topic).lower()}`"
 
 
 @pytest.mark.parametrize("title", ["Read options", "Write options"])

@@ -34,6 +34,10 @@ topic's writer lock, after finishing what a dead writer left:
 A kill before 1 leaves the old log, after it the new one: segments below the log start
 are invisible to a read, and the next run finishes what the dead one left (step 2 from
 the checkpoint, as a broker's log loader does; the log-start pass renames the segments).
+
+:func:`expired_on_start` tells, for a restored log, what a broker that starts serving it
+deletes at its first retention check (it leads every partition: its high watermark is
+the log end, and it rolls the active segment to delete it).
 """
 from __future__ import annotations
 
@@ -77,7 +81,8 @@ from spark_kafkalog.log.write.recovery import recover_locked
 from spark_kafkalog.log.write.replace import SEGMENT_SUFFIXES
 
 __all__ = ["RetentionConfig", "SegmentFacts", "PartitionRetention", "deletable_segments",
-           "plan_retention", "apply_retention", "purge_deleted", "DEFAULT_RETENTION_MS",
+           "plan_retention", "apply_retention", "purge_deleted", "expired_on_start",
+           "DEFAULT_RETENTION_MS",
            "DEFAULT_FILE_DELETE_DELAY_MS"]
 
 #: Kafka's defaults: retention.ms 7 days, retention.bytes -1, file.delete.delay.ms 60 s
@@ -253,6 +258,47 @@ def plan_retention(logdirs: LogDirs, topic: str, config: RetentionConfig, *,
     logdirs.forget(topic)
     _, parts, states = topic_states(logdirs, topic, timestamps=False)
     return [_plan_partition(logdirs, p, states[p.partition], config, now_ms) for p in parts]
+
+
+def expired_on_start(logdirs: LogDirs, topic: str, retention_ms: int, *,
+                     now_ms: int | None = None) -> list[PartitionRetention]:
+    """The segments of ``topic`` that ``retention.ms`` deletes once a broker serves the
+    log (``deleted`` entries with reason ``retention.ms``; partitions with none are left
+    out). Unlike :func:`plan_retention` (offline, nothing rolls), the active segment goes
+    too when it expired: a leader's high watermark reaches its log end and Kafka's
+    ``UnifiedLog.deleteSegments`` rolls a new segment to delete the last one. Reads
+    only; -1 (no time limit) finds nothing."""
+    if retention_ms < 0:
+        return []
+    now_ms = time.time() * 1000 if now_ms is None else now_ms
+    logdirs.forget(topic)
+    _, parts, states = topic_states(logdirs, topic, timestamps=False)
+    out = []
+    for p in parts:
+        st, segs = states[p.partition], p.segments
+        stamps: dict[int, int] = {}
+
+        def stamp(i: int, p=p, stamps=stamps) -> int:
+            if i not in stamps:
+                stamps[i] = _largest_timestamp(logdirs, p, i)
+            return stamps[i]
+        # the segment a broker rolls: what lets the last real one go
+        facts = [SegmentFacts(s.base_offset, s.size, None) for s in segs] + \
+            [SegmentFacts(st.log_end_offset, 0, None)]
+        chosen = [i for i, why in deletable_segments(
+            facts, log_start=st.log_start_offset, high_watermark=st.log_end_offset,
+            retention_ms=retention_ms, retention_bytes=-1, now_ms=now_ms,
+            largest_timestamp=stamp) if why == BY_TIME and segs[i].size]
+        if not chosen:
+            continue
+        deleted = [{"base_offset": segs[i].base_offset, "next_offset": facts[i + 1].base_offset,
+                    "size": segs[i].size, "largest_timestamp": stamps[i], "reason": BY_TIME,
+                    "path": segs[i].path} for i in chosen]
+        out.append(PartitionRetention(p.topic, p.partition, p.root, p.path,
+                                      st.log_start_offset, deleted[-1]["next_offset"],
+                                      st.log_end_offset, st.log_end_offset, p.size_bytes,
+                                      len(segs), deleted))
+    return out
 
 
 # ---- applying ----------------------------------------------------------------------------

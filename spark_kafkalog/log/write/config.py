@@ -109,8 +109,9 @@ class AppendConfig:
 @dataclass(frozen=True)
 class TopicSpec:
     """A topic a write goes to: the partition count to create it with when it does not
-    exist, and the count the rows were partitioned for (None: no check)."""
+    exist (None: the largest partition staged + 1, for rows that each named their
+    partition), and the count the rows were partitioned for (None: no check)."""
 
     topic: str
-    partitions_if_new: int = 1
+    partitions_if_new: int | None = 1
     expected_partitions: int | None = None

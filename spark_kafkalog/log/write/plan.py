@@ -424,6 +424,8 @@ def _partition_count(root: str, topic: str, spec: TopicSpec, parts: list[int],
                 "meanwhile?)", path=root)
     else:
         n = spec.partitions_if_new
+        if n is None:           # every row named its partition: as many as they reach
+            n = staged_parts[-1] + 1 if staged_parts else 1
         if n < 1:
             raise InvalidOptionError(f"option 'partitions': topic {topic!r} needs at least "
                                      "one partition")

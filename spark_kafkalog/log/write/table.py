@@ -39,9 +39,10 @@ def write_table(path: str, topic: str, table: pa.Table, *, offsets: str = "assig
     a one-partition topic). ``offsets="preserve"``: also ``offset`` (and optionally
     ``timestampType``, 1 keeping LogAppendTime): every record keeps its offset; a
     partition's rows must be in strictly increasing offset order and at or past the
-    partition's log end offset. A new topic gets ``partitions`` partitions (default 1).
-    A broker's internal topic (``__consumer_offsets``, ``__transaction_state``, ...) is
-    refused unless ``allow_internal_topic`` (a restore that means it).
+    partition's log end offset. A new topic gets ``partitions`` partitions (default: the
+    largest ``partition`` of the rows + 1, or 1 without that column). A broker's internal
+    topic (``__consumer_offsets``, ``__transaction_state``, ...) is refused unless
+    ``allow_internal_topic`` (a restore that means it).
 
     Raises :class:`BadRowError` (naming topic, partition and offsets) for offsets that do
     not increase or fall below the log end, rows outside the topic's partitions;
@@ -62,7 +63,12 @@ def write_table(path: str, topic: str, table: pa.Table, *, offsets: str = "assig
     else:
         fs, root = filesystem, path
     existing = topic_partitions(fs, root, topic)
-    n = len(existing) if existing else (partitions or 1)
+    if existing:
+        n = len(existing)
+    elif partitions is not None:
+        n = partitions
+    else:
+        n = _largest_partition(table) + 1
     if existing and partitions is not None and partitions != n:
         raise InvalidOptionError(f"partitions: topic {topic!r} exists with {n} partitions, "
                                  f"not {partitions}")
@@ -89,6 +95,14 @@ def write_table(path: str, topic: str, table: pa.Table, *, offsets: str = "assig
     except BaseException:
         abort_write(fs, root, write_id, [staged])
         raise
+
+
+def _largest_partition(table: pa.Table) -> int:
+    """The largest ``partition`` of the rows (0 without the column or rows)."""
+    if "partition" not in table.column_names or not table.num_rows:
+        return 0
+    top = pc.max(table.column("partition")).as_py()
+    return 0 if top is None or top < 0 else int(top)
 
 
 def _partitions(table: pa.Table, n: int, topic: str) -> np.ndarray:
