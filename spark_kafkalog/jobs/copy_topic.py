@@ -47,6 +47,11 @@ from datetime import datetime, timedelta, timezone
 
 from spark_kafkalog import jobkit, restore_check
 from spark_kafkalog.jobs import _preflight, _replace
+from spark_kafkalog.log.files.partition_metadata import (
+    check_topic_id,
+    read_topic_id,
+    write_topic_id,
+)
 
 MAP_COLUMNS = ("topic", "partition", "offset", "new_topic", "new_partition", "new_offset")
 
@@ -297,41 +302,11 @@ def _topic_id(args: argparse.Namespace, src, topic: str, target: str) -> str | N
     if target != topic:
         raise BadInput(f"--keep-topic-id: {topic} is renamed to {target}, which Kafka "
                        "knows as another topic with its own id")
-    found = set()
-    for p in src.partitions(topic):
-        path = f"{p.path}/partition.metadata"
-        try:
-            with src.filesystem.open_input_stream(path) as fh:
-                text = fh.read(4096).decode("utf-8", "replace")
-        except FileNotFoundError:
-            continue
-        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
-        fields = {k.strip(): v.strip() for k, v in fields.items()}
-        if fields.get("version") != "0" or "topic_id" not in fields:
-            raise BadInput(f"--keep-topic-id: {path} is not a version 0 partition.metadata")
-        found.add(check_topic_id(fields["topic_id"], path))
+    found = {read_topic_id(src.filesystem, p.path) for p in src.partitions(topic)} - {None}
     if len(found) > 1:
         raise BadInput(f"--keep-topic-id: the partitions of {topic} name several topic ids "
                        f"{sorted(found)}")
     return found.pop() if found else None
-
-
-def check_topic_id(text: str, where: str) -> str:
-    """A Kafka topic id as ``Uuid.toString`` writes it: 16 bytes in URL-safe base64
-    without padding, not the reserved all-zero or metadata-topic ids."""
-    import base64
-
-    try:
-        raw = base64.urlsafe_b64decode(text + "==")
-    except ValueError:
-        raw = b""
-    if len(text) != 22 or len(raw) != 16 or \
-            base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != text:
-        raise BadInput(f"{where}: {text!r} is not a Kafka topic id (22 characters of "
-                       "URL-safe base64, e.g. vqSmEBIuSwm33bh8npzjMw)")
-    if raw in (bytes(16), bytes(15) + b"\x01"):
-        raise BadInput(f"{where}: {text!r} is a reserved topic id")
-    return text
 
 
 def _existing_topics(output: str) -> set[str]:
@@ -498,18 +473,12 @@ def _iso(ms) -> str | None:
 
 
 def write_partition_metadata(output: str, topic: str, topic_id: str) -> None:
-    """``partition.metadata`` (Kafka's ``PartitionMetadataFile``: version 0 and the topic
-    id) in every partition dir of ``topic``, each written whole (temp file, rename)."""
+    """``partition.metadata`` with ``topic_id`` in every partition dir of ``topic``."""
     from spark_kafkalog.log import LogDirs
 
     logdirs = LogDirs(output, include_internal=True)
-    fs = logdirs.filesystem
-    data = f"version: 0\ntopic_id: {topic_id}".encode()
     for p in logdirs.partitions(topic):
-        tmp = f"{p.path}/partition.metadata.tmp"
-        with fs.open_output_stream(tmp) as fh:
-            fh.write(data)
-        fs.move(tmp, f"{p.path}/partition.metadata")
+        write_topic_id(logdirs.filesystem, p.path, topic_id)
 
 
 def _log_bytes(output: str, topic: str) -> int:

@@ -1,5 +1,6 @@
 """Kafka's small files beside the ``.log``: parsed and built in one place each.
 
 ``index`` (``.index``/``.timeindex``), ``txn`` (``.txnindex`` and producer ``.snapshot``),
-``checkpoint`` (the text checkpoint files at a root and in a partition dir).
+``checkpoint`` (the text checkpoint files at a root and in a partition dir),
+``partition_metadata`` (a partition dir's topic id).
 """
