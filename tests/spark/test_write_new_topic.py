@@ -108,7 +108,7 @@ def test_preserved_copy_of_consumer_offsets(spark, tmp_path):
     df = read(spark, src, "__consumer_offsets")
     w = df.write.format("kafkalog").option("path", str(dst)) \
         .option("topic", "__consumer_offsets").option("offsets", "preserve")
-    with pytest.raises(Exception, match=r"internal topics.*allowInternalTopic=true"):
+    with pytest.raises(Exception, match=r"internal topic.*allowInternalTopic=true"):
         w.mode("append").save()
     assert not (dst / "__consumer_offsets-0").exists()
     w.option("allowInternalTopic", "true").mode("append").save()
