@@ -122,6 +122,13 @@ SEGMENTS_SCHEMA = pa.schema([
 ])
 
 
+def _refused(kafka_text: str, detail: str) -> RemoteLogMetadataError:
+    """Kafka's own words (what its tool prints, kept in ``kafka_text``) and ours."""
+    err = RemoteLogMetadataError(f"{kafka_text} ({detail})")
+    err.kafka_text = kafka_text
+    return err
+
+
 def decode_value(value: bytes) -> tuple[int, int, dict]:
     """``(api key, version, fields)`` of one record value (field names as in Kafka's
     schemas). Raises RemoteLogMetadataError with Kafka's reason for what it refuses."""
@@ -148,14 +155,14 @@ def decode_value(value: bytes) -> tuple[int, int, dict]:
                                      f"UnsupportedVersionException: Unknown metadata id {api_key}")
     name, fields = MESSAGES[api_key]
     if version != 0:
-        raise RemoteLogMetadataError(f"Failed to deserialize record with type {api_key} "
-                                     f"({name} has no version {version})")
+        raise _refused(f"Failed to deserialize record with type {api_key}",
+                       f"{name} has no version {version}")
     r.what = f"{name} v{version}"
     try:
         data = read_struct(r, fields)
     except CoordinatorRecordError as err:
-        raise RemoteLogMetadataError(f"Failed to deserialize record with type {api_key} "
-                                     f"({err.reason})") from err
+        raise _refused(f"Failed to deserialize record with type {api_key}",
+                       err.reason) from err
     if not r.done():
         raise RemoteLogMetadataError(f"Found {len(r.data) - r.pos} byte(s) of garbage after "
                                      f"{api_key}")
@@ -186,7 +193,10 @@ def _custom(raw: bytes | None) -> str:
 def _state(d: dict, names: dict, field: str) -> str:
     state = names.get(d[field])
     if state is None:
-        raise RemoteLogMetadataError("state can not be null")
+        # RemoteLogSegmentMetadata(Update) checks for null; RemotePartitionDeleteMetadata
+        # fails on it with a bare NullPointerException, printed as "null"
+        text = "null" if field == "RemotePartitionDeleteState" else "state can not be null"
+        raise _refused(text, f"{field} {d[field]} is not a state Kafka knows")
     return state
 
 
@@ -246,7 +256,7 @@ def dump_text(key: bytes | None, value: bytes | None, offset: int | None = None)
     except RemoteLogMetadataError as err:
         if offset is None:
             raise
-        return f"Error at offset {offset}, skipping. {err.reason}"
+        return f"Error at offset {offset}, skipping. {getattr(err, 'kafka_text', err.reason)}"
 
 
 # ---- tables and state ------------------------------------------------------------------------
