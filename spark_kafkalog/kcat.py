@@ -57,24 +57,32 @@ def parse_time(text: str) -> int:
 def iter_records(path, topic: str, *, partitions: Sequence[int] | None = None,
                  offset: int | str = _EARLIEST, from_time: int | None = None,
                  count: int | None = None, isolation_level: str = "read_uncommitted",
-                 filesystem_options: Mapping | None = None) -> Iterator[dict]:
+                 filesystem_options: Mapping | None = None,
+                 remote_storage=None) -> Iterator[dict]:
     """Up to ``count`` records of ``topic`` (partition by partition, in offset order), as
     dicts with Spark's Kafka columns, ``timestamp`` in epoch milliseconds (-1 for none).
 
     Each partition starts at ``offset`` (see :func:`parse_offset`; a start below the log
     start is moved up to it, as a consumer with ``auto.offset.reset=earliest`` would) or,
     with ``from_time``, at its first record at or after that time; it ends at the high
-    watermark (the last stable offset under read_committed)."""
+    watermark (the last stable offset under read_committed). ``remote_storage`` (a
+    :class:`~spark_kafkalog.log.read.remote.RemoteStorage`): the topic's remote tier,
+    read below the local log (earliest is then the log start over both tiers)."""
     logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options)
     parts = logdirs.partitions(topic)
     if partitions is not None:
         parts = [logdirs.partition(topic, int(q)) for q in sorted(set(partitions))]
+    tiers = {}
+    if remote_storage is not None:
+        from spark_kafkalog.log.diagnose.remote import remote_tiers
+        tiers = {k: t.plan for k, t in remote_tiers(logdirs, remote_storage, parts).items()}
     left = count
     for p in parts:
         if left is not None and left <= 0:
             return
         state = logdirs.state(p, isolation_level=isolation_level, timestamps=False)
-        lo, hi = state.log_start_offset, state.upper_bound
+        tier = tiers.get((p.topic, p.partition))
+        lo, hi = tier.log_start if tier else state.log_start_offset, state.upper_bound
         if from_time is not None:
             found = logdirs.offset_for_timestamp(p, from_time, upper_bound=hi)
             start = hi if found is None else max(found, lo)
@@ -90,8 +98,15 @@ def iter_records(path, topic: str, *, partitions: Sequence[int] | None = None,
             continue
         # to the upper bound, not start + count: compaction gaps and aborted records
         # make offsets outnumber records; the generator stops at the count
-        for rb in read_partition(logdirs, p, start_offset=start, end_offset=hi,
-                                 isolation_level=isolation_level):
+        if tier is not None:
+            from spark_kafkalog.log.read.tiered import read_tiered
+            batches = read_tiered(read_partition, logdirs, remote_storage, p, tier,
+                                  start_offset=start, end_offset=hi,
+                                  isolation_level=isolation_level)
+        else:
+            batches = read_partition(logdirs, p, start_offset=start, end_offset=hi,
+                                     isolation_level=isolation_level)
+        for rb in batches:
             # microseconds (UTC) to Kafka's epoch milliseconds; null (no timestamp) is -1
             stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()
             for row, ts in zip(rb.to_pylist(), stamps):
