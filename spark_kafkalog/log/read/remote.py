@@ -137,8 +137,8 @@ def remote_segments(state: RemoteLogMetadataState, topic: str
 
 
 def remote_partition_dir(storage: RemoteStorage, seg: RemoteSegment) -> PartitionDir:
-    """A one-segment PartitionDir over a remote segment's objects (its size from the
-    metadata: no request). The transaction index only where the metadata says it is not
+    """A one-segment PartitionDir over a remote segment's objects (its size and end from
+    the metadata: no request; a batch past the end is damage). The transaction index only where the metadata says it is not
     empty (LocalTieredStorage copies no empty one)."""
     path = storage.path(seg, ".log")
     s = Segment(base_offset=seg.start_offset, path=path, size=seg.size,
@@ -146,4 +146,5 @@ def remote_partition_dir(storage: RemoteStorage, seg: RemoteSegment) -> Partitio
                 timeindex_path=storage.path(seg, ".timeindex"),
                 txnindex_path=None if seg.txn_index_empty else storage.path(seg, ".txnindex"))
     return PartitionDir(topic=seg.topic, partition=seg.partition, root=storage.root,
-                        path=path.rsplit("/", 1)[0], segments=(s,))
+                        path=path.rsplit("/", 1)[0], segments=(s,),
+                        end_offset=seg.end_offset + 1)
