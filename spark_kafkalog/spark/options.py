@@ -481,11 +481,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
                          if "opencostinbytes" in opts else None),
         filesystem_options=parse_fs_options(opts),
         max_bytes_per_trigger=max_bytes_per_trigger,
-        **_remote_options(opts, streaming, min_partitions, max_records),
+        **_remote_options(opts, min_partitions, max_records, max_bytes_per_trigger),
     )
 
 
-def _remote_options(opts: dict, streaming: bool, min_partitions, max_records) -> dict:
+def _remote_options(opts: dict, min_partitions, max_records, max_bytes) -> dict:
     """``remoteStorage`` (the remote tier's root URI) and ``remoteLayout``, validated."""
     from spark_kafkalog.log.model.remote import RemoteLayout
 
@@ -498,11 +498,9 @@ def _remote_options(opts: dict, streaming: bool, min_partitions, max_records) ->
     if not str(root).strip():
         raise InvalidOptionError("remoteStorage: empty; give the remote tier's root URI")
     RemoteLayout.parse(layout)
-    if streaming:
-        raise InvalidOptionError("remoteStorage is not supported in streaming queries yet")
-    if min_partitions is not None or max_records is not None:
-        raise InvalidOptionError("remoteStorage cannot be combined with minPartitions or "
-                                 "maxRecordsPerPartition yet")
+    if min_partitions is not None or max_records is not None or max_bytes is not None:
+        raise InvalidOptionError("remoteStorage cannot be combined with minPartitions, "
+                                 "maxRecordsPerPartition or maxBytesPerTrigger yet")
     return {"remote_storage": str(root).strip(), "remote_layout": layout}
 
 

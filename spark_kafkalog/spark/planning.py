@@ -448,10 +448,12 @@ def plan_tiers(logdirs, opts: ReadOptions, parts: list) -> dict:
     return out
 
 
-def split_tiers(ranges: list[PartitionRange], tiers: dict
+def split_tiers(ranges: list[PartitionRange], tiers: dict, target_bytes: int = 128 << 20
                 ) -> tuple[list[PartitionRange], list[LogSlice]]:
-    """Each range's part below its local log start as one slice per remote segment (the
-    remote objects are the unit a task reads), the rest as local ranges."""
+    """Each range's part below its local log start as slices of whole remote segments of
+    about ``target_bytes`` (a task reads its segments one object after the other), the
+    rest as local ranges. A gap between the tiers is a slice of its own, whose task
+    reports it (or skips it without failOnDataLoss)."""
     local, remote = [], []
     for r in ranges:
         t = tiers.get((r.topic, r.partition))
@@ -459,17 +461,27 @@ def split_tiers(ranges: list[PartitionRange], tiers: dict
             local.append(r)
             continue
         stop = min(r.end_offset, t.local_start)
+        if t.gap is not None and t.gap[0] < stop and t.gap[1] > r.start_offset:
+            remote.append(LogSlice(r.topic, r.partition, r.partition_dir,
+                                   max(t.gap[0], r.start_offset), min(t.gap[1], stop), None,
+                                   0, tier=t))
+        lo = size = None
         done = r.start_offset
-        if t.gap is not None and t.gap[0] < stop and t.gap[1] > done:
-            # the task reading the gap reports it (or skips it without failOnDataLoss)
-            remote.append(LogSlice(r.topic, r.partition, r.partition_dir, t.gap[0],
-                                   min(t.gap[1], stop), None, 0, tier=t))
         for seg in t.remote:
-            lo, hi = max(done, seg.start_offset), min(stop, seg.end_offset + 1)
-            if lo < hi:
-                remote.append(LogSlice(r.topic, r.partition, r.partition_dir, lo, hi, None,
-                                       seg.size, tier=t))
-                done = hi
+            a, b = max(done, seg.start_offset), min(stop, seg.end_offset + 1)
+            if a >= b:
+                continue
+            if lo is None:
+                lo, size = a, 0
+            size += seg.size
+            done = b
+            if size >= target_bytes:
+                remote.append(LogSlice(r.topic, r.partition, r.partition_dir, lo, b, None,
+                                       size, tier=t))
+                lo = None
+        if lo is not None:
+            remote.append(LogSlice(r.topic, r.partition, r.partition_dir, lo, done, None,
+                                   size, tier=t))
         if r.end_offset > t.local_start:
             local.append(replace(r, start_offset=t.local_start))
     return local, remote
@@ -497,7 +509,7 @@ def plan(logdirs, opts: ReadOptions, pushdown: Pushdown = NONE, *,
     ranges = resolve_ranges(logdirs, opts, pruned, all_parts=selected, tiers=tiers)
     remote_slices = []
     if tiers:
-        ranges, remote_slices = split_tiers(ranges, tiers)
+        ranges, remote_slices = split_tiers(ranges, tiers, opts.max_partition_bytes)
     ranges = apply_pushdown(logdirs, ranges, pushdown, on_corruption=opts.on_corruption)
     keep_later = opts.isolation_level == "read_committed"
     # each range's index reads are independent: concurrent on remote filesystems

@@ -33,13 +33,23 @@ def test_spark_reads_both_tiers_as_the_java_consumer(spark, tiered, isolation):
 
 
 def test_remote_slices_are_planned_from_the_metadata_and_pickle(tiered):
+    """Whole remote segments of about maxPartitionBytes per slice (here: one each)."""
     opts = parse_read_options({"path": tiered.logdir, "subscribe": "tiered-txn",
                                "kafka.isolation.level": "read_committed",
-                               "remoteStorage": tiered.remote})
+                               "remoteStorage": tiered.remote,
+                               "maxPartitionBytes": "1k"})
     slices = plan(LogDirs(tiered.logdir), opts)
     remote = [s for s in slices if s.tier is not None]
-    assert remote and len(remote) < len(slices) + 1
-    assert [s.start_offset for s in remote if s.partition == 0][0] == 0
+    for part in (0, 1):
+        mine = [s for s in remote if s.partition == part]
+        segs = mine[0].tier.remote
+        assert 1 < len(mine) <= len(segs) and mine[0].start_offset == 0
+        # contiguous, each ending at a remote segment's end
+        assert all(a.end_offset == b.start_offset for a, b in zip(mine, mine[1:]))
+        assert {s.end_offset - 1 for s in mine} <= {g.end_offset for g in segs}
+    one = plan(LogDirs(tiered.logdir), parse_read_options(
+        {"path": tiered.logdir, "subscribe": "tiered-txn", "remoteStorage": tiered.remote}))
+    assert sum(s.tier is not None for s in one) == 2      # one slice per partition
     for s in slices:
         assert pickle.loads(pickle.dumps(s)) == s
 
@@ -49,7 +59,68 @@ def test_remote_slices_are_planned_from_the_metadata_and_pickle(tiered):
     ({"remoteStorage": "/r", "remoteLayout": "{topic}/{nope}{suffix}"}, "unknown placeholders"),
     ({"remoteStorage": "/r", "remoteLayout": "{topic}/{partition}"}, "needs {suffix}"),
     ({"remoteStorage": "/r", "minPartitions": "4"}, "minPartitions"),
+    ({"remoteStorage": "/r", "maxBytesPerTrigger": "1m"}, "maxBytesPerTrigger"),
 ])
 def test_bad_remote_options_name_the_option(options, message):
     with pytest.raises(InvalidOptionError, match=message.replace("{", r"\{").replace("}", r"\}")):
         parse_read_options({"path": "/x", "subscribe": "t", **options})
+
+
+def test_copy_job_keeps_the_whole_history_of_both_tiers(spark, tiered, tmp_path):
+    """jobs/copy_topic.py with ``--option remoteStorage=...``: the copy (a plain log)
+    holds every record from offset 0, offsets kept, as the Java consumer read them."""
+    from spark_kafkalog.jobs import copy_topic
+    from spark_kafkalog.log import read_table
+    from tests.kafka.compare import from_arrow
+
+    out = tmp_path / "copy"
+    topics = ["tiered-txn", "tiered-logappend", "tiered-gzip"]
+    argv = ["--path", tiered.logdir, "--output", str(out), "--option",
+            f"remoteStorage={tiered.remote}"]
+    for t in topics:
+        argv += ["--topic", t]
+    summary = copy_topic.run(spark, copy_topic.parse_args(argv))
+    assert summary["rows"] == sum(len(tiered.expected(t, "read_committed")) for t in topics)
+    for t in topics:
+        ours = from_arrow(read_table(str(out), t))
+        assert differences(ours, tiered.expected(t, "read_committed")) == [], t
+
+
+def test_export_job_reads_both_tiers(spark, tiered, tmp_path):
+    import pyarrow.parquet as pq
+
+    from spark_kafkalog.jobs import export_parquet
+
+    out = str(tmp_path / "out")
+    args = export_parquet.parse_args(["--path", tiered.logdir, "--output", out,
+                                      "--subscribe", "tiered-snappy",
+                                      "--option", f"remoteStorage={tiered.remote}"])
+    export_parquet.build_frame(spark, args).write.mode("overwrite").parquet(out)
+    got = sorted((r["partition"], r["offset"]) for r in pq.read_table(out).to_pylist())
+    assert got == [(r["partition"], r["offset"])
+                   for r in tiered.expected("tiered-snappy", "read_uncommitted")]
+
+
+def test_a_stream_replays_both_tiers(spark, tiered, tmp_path):
+    """readStream with ``remoteStorage`` from earliest, several micro-batches
+    (maxOffsetsPerTrigger), availableNow: every record once, as the Java consumer read."""
+    got = []
+
+    def collect(df, _):
+        got.extend(from_spark(df))
+
+    topics = ["tiered-txn", "tiered-lz4"]
+    q = (spark.readStream.format("kafkalog").option("subscribe", ",".join(topics))
+         .option("includeHeaders", "true").option("startingOffsets", "earliest")
+         .option("kafka.isolation.level", "read_committed")
+         .option("maxOffsetsPerTrigger", "60").option("remoteStorage", tiered.remote)
+         .load(tiered.logdir).writeStream.foreachBatch(collect)
+         .option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    assert q.exception() is None
+    assert len(q.recentProgress) > 2
+    ours = sorted(got, key=lambda r: (r["topic"], r["partition"], r["offset"]))
+    expected = sorted((r for t in topics for r in tiered.expected(t, "read_committed")),
+                      key=lambda r: (r["topic"], r["partition"], r["offset"]))
+    assert differences(ours, expected) == []
