@@ -481,11 +481,12 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
                          if "opencostinbytes" in opts else None),
         filesystem_options=parse_fs_options(opts),
         max_bytes_per_trigger=max_bytes_per_trigger,
-        **_remote_options(opts, min_partitions, max_records, max_bytes_per_trigger),
+        **_remote_options(opts, min_partitions, max_records, max_bytes_per_trigger,
+                          (starting, ending)),
     )
 
 
-def _remote_options(opts: dict, min_partitions, max_records, max_bytes) -> dict:
+def _remote_options(opts: dict, min_partitions, max_records, max_bytes, specs) -> dict:
     """``remoteStorage`` (the remote tier's root URI) and ``remoteLayout``, validated."""
     from spark_kafkalog.log.model.remote import RemoteLayout
 
@@ -501,6 +502,10 @@ def _remote_options(opts: dict, min_partitions, max_records, max_bytes) -> dict:
     if min_partitions is not None or max_records is not None or max_bytes is not None:
         raise InvalidOptionError("remoteStorage cannot be combined with minPartitions, "
                                  "maxRecordsPerPartition or maxBytesPerTrigger yet")
+    if any(isinstance(x, (SpecificTimestamps, GlobalTimestamp)) for x in specs):
+        # the seek would use the local tier's time index only: refuse, never start late
+        raise InvalidOptionError("remoteStorage cannot be combined with timestamp offsets "
+                                 "(startingTimestamp, ...OffsetsByTimestamp) yet")
     return {"remote_storage": str(root).strip(), "remote_layout": layout}
 
 

@@ -487,6 +487,19 @@ def split_tiers(ranges: list[PartitionRange], tiers: dict, target_bytes: int = 1
     return local, remote
 
 
+def clip_slices(slices: list[LogSlice], pushdown: Pushdown) -> list[LogSlice]:
+    """``slices`` narrowed to the pushed offset bounds (apply_pushdown's for ranges)."""
+    lo, hi = pushdown.offset_bounds()
+    out = []
+    for s in slices:
+        start, end = max(s.start_offset, lo), s.end_offset if hi is None else \
+            min(s.end_offset, hi)
+        if start < end:
+            out.append(s if (start, end) == (s.start_offset, s.end_offset)
+                       else replace(s, start_offset=start, end_offset=end))
+    return out
+
+
 # -- all together ----------------------------------------------------------------------------------
 
 def plan(logdirs, opts: ReadOptions, pushdown: Pushdown = NONE, *,
@@ -510,6 +523,7 @@ def plan(logdirs, opts: ReadOptions, pushdown: Pushdown = NONE, *,
     remote_slices = []
     if tiers:
         ranges, remote_slices = split_tiers(ranges, tiers, opts.max_partition_bytes)
+        remote_slices = clip_slices(remote_slices, pushdown)
     ranges = apply_pushdown(logdirs, ranges, pushdown, on_corruption=opts.on_corruption)
     keep_later = opts.isolation_level == "read_committed"
     # each range's index reads are independent: concurrent on remote filesystems

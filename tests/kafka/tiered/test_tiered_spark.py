@@ -60,10 +60,22 @@ def test_remote_slices_are_planned_from_the_metadata_and_pickle(tiered):
     ({"remoteStorage": "/r", "remoteLayout": "{topic}/{partition}"}, "needs {suffix}"),
     ({"remoteStorage": "/r", "minPartitions": "4"}, "minPartitions"),
     ({"remoteStorage": "/r", "maxBytesPerTrigger": "1m"}, "maxBytesPerTrigger"),
+    ({"remoteStorage": "/r", "startingTimestamp": "1000"}, "timestamp offsets"),
 ])
 def test_bad_remote_options_name_the_option(options, message):
     with pytest.raises(InvalidOptionError, match=message.replace("{", r"\{").replace("}", r"\}")):
         parse_read_options({"path": "/x", "subscribe": "t", **options})
+
+
+def test_pushed_offset_and_timestamp_filters_hold_on_the_remote_tier(spark, tiered):
+    topic = "tiered-zstd"
+    df = _df(spark, tiered, [topic], "read_uncommitted")
+    ts = sorted(r["timestamp"] for r in tiered.expected(topic, "read_uncommitted"))[40]
+    got = from_spark(df.where(f"offset >= 5 AND offset < 40 AND partition = 1 AND "
+                              f"timestamp >= timestamp_millis({ts})"))
+    want = [r for r in tiered.expected(topic, "read_uncommitted")
+            if r["partition"] == 1 and 5 <= r["offset"] < 40 and r["timestamp"] >= ts]
+    assert want and differences(got, want) == []
 
 
 def test_copy_job_keeps_the_whole_history_of_both_tiers(spark, tiered, tmp_path):
