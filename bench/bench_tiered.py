@@ -4,7 +4,8 @@ Spark's ``format("kafka")`` through the broker, same records, noop sink, one Spa
 Starts the `kafka` tier's tiered-storage broker (LocalTieredStorage, tests/kafka/tiered),
 writes N records (default 1,000,000; 100-byte values, 16-byte keys, 2 partitions) with
 ``df.write.format("kafka")`` into a topic with 1 MiB segments and ``local.retention.ms=1``,
-waits until every closed segment is remote-only, then times, from offset 0 into the noop
+waits until every closed segment is remote-only, writes N/100 more (they stay in the
+local active segment), then times, from offset 0 into the noop
 sink: ``format("kafka")`` through the broker (which fetches the remote segments), and
 ``format("kafkalog")`` on the broker's log dir with ``remoteStorage`` (local remote dir).
 Then the remote dir is copied to a loopback S3 (moto) behind a counting proxy and
@@ -73,6 +74,15 @@ def main(argv=None) -> int:
             .option("topic", TOPIC).option("kafka.acks", "all")
             .option("kafka.linger.ms", "5").option("kafka.batch.size", str(1 << 18)).save()))
         wait_tiered(broker, [TOPIC], timeout=600)
+        # a tail that stays local (the active segment): both tiers are read
+        tail = max(1, n // 100)
+        (spark.range(n, n + tail, numPartitions=parts)
+         .select(F.format_string("key-%012d", "id").cast("binary").alias("key"),
+                 F.expr("cast(repeat(cast(id % 10 as string), 100) as binary)").alias("value"),
+                 (F.col("id") % parts).cast("int").alias("partition"))
+         .write.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+         .option("topic", TOPIC).save())
+        n += tail
         remote = str(remote_root(broker))
         local = sum(f.stat().st_size for f in broker.logdir.glob(f"{TOPIC}-*/*.log"))
         remote_bytes = sum(f.stat().st_size for f in Path(remote).glob(f"{TOPIC}-*/*.log"))
@@ -81,9 +91,9 @@ def main(argv=None) -> int:
         ours = (spark.read.format("kafkalog").option("subscribe", TOPIC)
                 .option("remoteStorage", remote).load(str(broker.logdir)))
         assert ours.count() == n, "kafkalog did not read every record"
-        local_recs = n - (spark.read.format("kafkalog").option("subscribe", TOPIC)
-                          .load(str(broker.logdir)).count())
-        print(f"remote-only records: {local_recs:,} of {n:,} ({local_recs / n:.1%}); "
+        remote_only = n - (spark.read.format("kafkalog").option("subscribe", TOPIC)
+                           .load(str(broker.logdir)).count())
+        print(f"remote-only records: {remote_only:,} of {n:,} ({remote_only / n:.1%}); "
               f"remote .log bytes {remote_bytes / 1e6:.1f} MB, local {local / 1e6:.1f} MB")
         r_kafka = timed("read format('kafka') via broker -> noop", lambda: _noop(kafka))
         r_ours = timed("read format('kafkalog') both tiers -> noop", lambda: _noop(ours))

@@ -18,8 +18,6 @@ deletion are readable. Errors are :class:`~spark_kafkalog.errors.RemoteLogMetada
 """
 from __future__ import annotations
 
-from typing import Iterable
-
 import pyarrow as pa
 
 from spark_kafkalog.errors import CoordinatorRecordError, RemoteLogMetadataError
@@ -322,15 +320,6 @@ class RemoteLogMetadataState:
             self._records.append(row)
         self._apply(row)
 
-    def add_batch(self, batch: pa.RecordBatch) -> None:
-        """A record batch of Spark's Kafka columns (value, partition, offset, timestamp)."""
-        cols = batch.to_pydict()
-        ts = pa.compute.cast(batch.column("timestamp"), pa.int64()).to_pylist() \
-            if batch.schema.field("timestamp").type != pa.int64() else cols["timestamp"]
-        for value, part, off, t in zip(cols["value"], cols["partition"], cols["offset"], ts):
-            self.add(value, part, off, None if t is None else t // 1000
-                     if batch.schema.field("timestamp").type != pa.int64() else t)
-
     def _apply(self, row: dict) -> None:
         if row["api_key"] == PARTITION_DELETE:
             self._deletes[(row["topic_id"], row["partition"])] = row["state"]
@@ -382,11 +371,3 @@ def _state_id(name: str) -> int:
         if v == name:
             return k
     raise RemoteLogMetadataError(f"unknown segment state {name}")
-
-
-def state_of(values: Iterable[tuple[bytes, int, int, int]]) -> RemoteLogMetadataState:
-    """The state after ``(value, partition, offset, timestamp_ms)`` records in log order."""
-    st = RemoteLogMetadataState()
-    for value, part, off, ts in values:
-        st.add(value, part, off, ts)
-    return st

@@ -397,8 +397,10 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
 
 def load_remote_metadata(logdirs: LogDirs, *, keep_records: bool = False
                          ) -> RemoteLogMetadataState:
-    """``__remote_log_metadata`` of the log dirs, read to its log end (its manager reads
-    it so), as segment states (and every record with ``keep_records``)."""
+    """``__remote_log_metadata`` of the log dirs, read to its log end (the checkpointed
+    high watermark lags the broker's by up to its checkpoint interval, and a segment
+    whose copy finished after it may already be gone locally), as segment states (and
+    every record with ``keep_records``)."""
     internal = LogDirs(logdirs.roots, logdirs.filesystem_options, include_internal=True,
                        filesystem=logdirs.filesystem)
     state = RemoteLogMetadataState(keep_records=keep_records)

@@ -1,13 +1,15 @@
 """The tiered-storage broker of the `kafka` tier (one per session, see
-``tiered_broker.py``): its topics produced, tiered (all but each partition's active
-segment remote-only), read back by Kafka's Java consumer under both isolation levels, and
-the broker stopped cleanly so the tests read its files at rest."""
+``tiered_broker.py``): its topics produced and tiered (all but each partition's active
+segment remote-only), then, local retention made long, a last round that stays local;
+read back by Kafka's Java consumer under both isolation levels, and the broker stopped
+cleanly so the tests read its files at rest."""
 from __future__ import annotations
 
 import pytest
 
 from tests.kafka.broker import KafkaTierError, KafkaTool
-from tests.kafka.tiered.tiered_broker import remote_root, specs, tiered_broker, wait_tiered
+from tests.kafka.tiered.tiered_broker import (keep_local, remote_root, specs, tail_specs,
+                                              tiered_broker, wait_tiered)
 
 
 class Tiered:
@@ -38,6 +40,8 @@ def tiered(tmp_path_factory):
         tool.produce(produce)
         names = [c["topic"] for c in create]
         wait_tiered(broker, names)
+        keep_local(broker, names)
+        tool.produce(tail_specs())
         consumed = {iso: tool.consume(names, iso)
                     for iso in ("read_uncommitted", "read_committed")}
     finally:

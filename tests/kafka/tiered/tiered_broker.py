@@ -71,6 +71,39 @@ def specs(n: int = 120, steps: int = 8) -> tuple[list[dict], list[dict]]:
     return create, produce
 
 
+def tail_specs(n: int = 10) -> list[dict]:
+    """A last round for every topic, produced once the rest is tiered and local retention
+    is long (:func:`keep_local`): it stays in the local tier, in segments that rolled (and
+    are copied to the remote tier too: both tiers hold them) and the active one."""
+    produce = []
+    for codec in CODECS:
+        name = f"tiered-{codec}"
+        produce += chunks(name, {**SMALL_BATCHES, "compression.type": codec},
+                          records(n, f"{name}-tail"), n=2)
+    produce.append({"topic": "tiered-txn",
+                    "props": {**SMALL_BATCHES, "transactional.id": "tiered-txn",
+                              "compression.type": "lz4"},
+                    "transactions": [{"abort": k == 1, "records": records(4, f"tt{k}")}
+                                     for k in range(2)]})
+    produce += chunks("tiered-logappend", {**SMALL_BATCHES, "compression.type": "zstd"},
+                      records(n, "la-tail"), n=2)
+    return produce
+
+
+def keep_local(broker: Broker, topics: list[str]) -> None:
+    """Set ``local.retention.ms`` of ``topics`` to a day (incrementally: the rest of
+    their configuration stays), so what is produced next stays local."""
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
+                                       ConfigResource)
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    res = [ConfigResource("topic", t, incremental_configs=[ConfigEntry(
+        "local.retention.ms", str(86_400_000), incremental_operation=AlterConfigOpType.SET)])
+        for t in topics]
+    for fut in admin.incremental_alter_configs(res).values():
+        fut.result(60)
+
+
 def wait_tiered(broker: Broker, topics: list[str], timeout: float = 120.0) -> None:
     """Until every partition of ``topics`` keeps only its active segment locally (all
     others copied to the remote tier and deleted locally)."""
