@@ -214,7 +214,8 @@ def _text(api_key: int, d: dict) -> str:
     if api_key == SEGMENT:
         state = _state(d, SEGMENT_STATES, "RemoteLogSegmentState")
         _check_segment(d)
-        return (f"RemoteLogSegmentMetadata{{remoteLogSegmentId={_segment_id(d['RemoteLogSegmentId'])}"
+        return (f"RemoteLogSegmentMetadata{{remoteLogSegmentId="
+                f"{_segment_id(d['RemoteLogSegmentId'])}"
                 f", startOffset={d['StartOffset']}, endOffset={d['EndOffset']}"
                 f", brokerId={d['BrokerId']}, maxTimestampMs={d['MaxTimestampMs']}"
                 f", eventTimestampMs={d['EventTimestampMs']}"

@@ -138,8 +138,8 @@ def remote_segments(state: RemoteLogMetadataState, topic: str
 
 def remote_partition_dir(storage: RemoteStorage, seg: RemoteSegment) -> PartitionDir:
     """A one-segment PartitionDir over a remote segment's objects (its size and end from
-    the metadata: no request; a batch past the end is damage). The transaction index only where the metadata says it is not
-    empty (LocalTieredStorage copies no empty one)."""
+    the metadata: no request; a batch past the end is damage). The transaction index
+    only where the metadata says it is not empty (LocalTieredStorage copies no empty one)."""
     path = storage.path(seg, ".log")
     s = Segment(base_offset=seg.start_offset, path=path, size=seg.size,
                 index_path=storage.path(seg, ".index"),

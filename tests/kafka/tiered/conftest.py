@@ -9,7 +9,7 @@ import pytest
 
 from tests.kafka.broker import KafkaTierError, KafkaTool
 from tests.kafka.tiered.tiered_broker import (keep_local, remote_root, specs, tail_specs,
-                                              tiered_broker, wait_tiered)
+                                              tiered_broker, wait_overlap, wait_tiered)
 
 
 class Tiered:
@@ -42,6 +42,7 @@ def tiered(tmp_path_factory):
         wait_tiered(broker, names)
         keep_local(broker, names)
         tool.produce(tail_specs())
+        wait_overlap(broker, names)
         consumed = {iso: tool.consume(names, iso)
                     for iso in ("read_uncommitted", "read_committed")}
     finally:

@@ -18,6 +18,7 @@ from spark_kafkalog.log import LogDirs, read_table
 from spark_kafkalog.log.read.reader import load_remote_metadata
 from tests.kafka.broker import KAFKA44, dump_log_segments
 from tests.kafka.compare import differences, from_arrow
+from tests.kafka.tiered.tiered_broker import overlapping
 from tests.log.test_s3 import s3, s3_endpoint  # noqa: F401  (fixtures)
 
 ISOLATIONS = ("read_uncommitted", "read_committed")
@@ -29,8 +30,10 @@ def _read(logdir, remote, topic, isolation, **kw):
 
 
 def test_most_of_every_topic_is_remote_only(tiered):
-    """The setup the other tests rely on: each partition's local log starts well above 0,
-    and >= 90% of the records are in the remote tier only."""
+    """The setup the other tests rely on: each partition's local log starts well above 0
+    and holds records, one of its segments is in both tiers, and >= 90% of the records
+    are in the remote tier only."""
+    assert all(overlapping(tiered.logdir, tiered.topics).values())
     logdirs = LogDirs(tiered.logdir)
     segs = load_remote_metadata(logdirs).segments().to_pylist()
     remote_only = total = 0
@@ -42,6 +45,7 @@ def test_most_of_every_topic_is_remote_only(tiered):
                    if r["partition"] == p.partition]
             total += len(got)
             remote_only += sum(r["offset"] < local_start for r in got)
+            assert any(r["offset"] >= local_start for r in got), p.path
             assert any(s["topic"] == topic and s["partition"] == p.partition for s in segs)
     assert remote_only / total >= 0.9, (remote_only, total)
 

@@ -104,6 +104,39 @@ def keep_local(broker: Broker, topics: list[str]) -> None:
         fut.result(60)
 
 
+def overlapping(logdir: str, topics: list[str]) -> dict[tuple[str, int], bool]:
+    """(topic, partition) -> whether a readable remote segment reaches into the local
+    tier (a segment both tiers hold), read from the broker's files."""
+    from spark_kafkalog.log import LogDirs
+    from spark_kafkalog.log.read.reader import load_remote_metadata
+
+    logdirs = LogDirs(logdir)
+    segs = load_remote_metadata(logdirs).segments().to_pylist()
+    return {(t, p.partition): any(
+                s["topic"] == t and s["partition"] == p.partition and s["readable"]
+                and s["end_offset"] >= p.segments[0].base_offset for s in segs)
+            for t in topics for p in logdirs.partitions(t)}
+
+
+def wait_overlap(broker: Broker, topics: list[str], timeout: float = 60.0) -> None:
+    """Until each partition of ``topics`` has a segment both tiers hold (the tail's
+    rolled segment, copied while local retention keeps it)."""
+    from spark_kafkalog.errors import KafkaLogError
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            late = sorted(k for k, v in overlapping(str(broker.logdir), topics).items()
+                          if not v)
+        except KafkaLogError as err:          # a file the broker is writing: look again
+            late = [str(err)]
+        if not late:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no segment in both tiers within {timeout:.0f} s: {late}")
+        time.sleep(0.3)
+
+
 def wait_tiered(broker: Broker, topics: list[str], timeout: float = 120.0) -> None:
     """Until every partition of ``topics`` keeps only its active segment locally (all
     others copied to the remote tier and deleted locally)."""
