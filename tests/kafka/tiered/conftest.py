@@ -45,6 +45,30 @@ def tiered(tmp_path_factory):
         wait_overlap(broker, names)
         consumed = {iso: tool.consume(names, iso)
                     for iso in ("read_uncommitted", "read_committed")}
+        side = side_by_side(broker, names, home / "side.json")
     finally:
         broker.stop()
-    return Tiered(broker, names, consumed)
+    tiered = Tiered(broker, names, consumed)
+    tiered.side_by_side = side
+    return tiered
+
+
+def side_by_side(broker, names, out):
+    """Spark's ``format("kafka")`` through the running broker and ``format("kafkalog")``
+    over both tiers, in one subprocess session with the connector's jars
+    (tests/kafka/spark_side_by_side.py): ``(returncode, stderr tail, out path)``."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.kafka.broker import REPO
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    run = subprocess.run(
+        [sys.executable, "-m", "tests.kafka.spark_side_by_side", broker.bootstrap,
+         str(broker.logdir), ",".join(names), str(out),
+         json.dumps({"remoteStorage": str(remote_root(broker))})],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    return run.returncode, run.stderr[-4000:], out

@@ -136,3 +136,24 @@ def test_a_stream_replays_both_tiers(spark, tiered, tmp_path):
     expected = sorted((r for t in topics for r in tiered.expected(t, "read_committed")),
                       key=lambda r: (r["topic"], r["partition"], r["offset"]))
     assert differences(ours, expected) == []
+
+
+def test_spark_kafka_source_through_the_broker_equals_kafkalog_over_both_tiers(tiered):
+    """Spark's own ``format("kafka")`` read through the broker (which fetched the remote
+    segments) and ``format("kafkalog")`` with ``remoteStorage``, one session: equal schema
+    and rows, both isolation levels; both equal the Java consumer."""
+    import json
+
+    from tests.kafka.test_spark_connector import _partition_order_ok, _records
+
+    code, stderr, out = tiered.side_by_side
+    assert code == 0, stderr
+    key = lambda r: (r["topic"], r["partition"], r["offset"])  # noqa: E731
+    for isolation, got in json.loads(out.read_text()).items():
+        assert json.loads(got["ours_schema"]) == json.loads(got["kafka_schema"]), isolation
+        kafka, ours = _records(got["kafka"]), _records(got["ours"])
+        assert _partition_order_ok(kafka) and _partition_order_ok(ours), isolation
+        assert differences(sorted(ours, key=key), sorted(kafka, key=key)) == [], isolation
+        java = sorted((r for t in tiered.topics for r in tiered.expected(t, isolation)),
+                      key=key)
+        assert differences(sorted(kafka, key=key), java) == [], isolation
