@@ -52,6 +52,8 @@ from spark_kafkalog.log import (
 from spark_kafkalog.log.diagnose.inspect import inspect_partitions, partition_summary
 from spark_kafkalog.log.io import list_dir
 from spark_kafkalog.log.diagnose.verify import ERROR, Finding, verify_log_dirs
+from spark_kafkalog.log.diagnose.remote import remote_tiers, verify_remote
+from spark_kafkalog.log.read.remote import RemoteStorage
 
 __all__ = ["main", "Progress", "format_table"]
 
@@ -86,6 +88,15 @@ def _plain_uri(uri: str) -> str:
 
 
 # ---- selecting partitions -------------------------------------------------------------------
+
+def _remote(args, fs_options: dict):
+    """The remote tier ``--remote-storage`` names (None without it)."""
+    if getattr(args, "remote_storage", None) is None:
+        if getattr(args, "remote_layout", None) is not None:
+            raise InvalidOptionError("--remote-layout needs --remote-storage")
+        return None
+    return RemoteStorage(_plain_uri(args.remote_storage), args.remote_layout, fs_options)
+
 
 def _select(paths: Sequence[str], fs_options: dict, topics: Sequence[str] | None
             ) -> tuple[LogDirs, list[PartitionDir]]:
@@ -149,6 +160,13 @@ def _cmd_inspect(args, out: TextIO, err: TextIO) -> int:
     finally:
         progress.close()
     summaries = [partition_summary(info, scan) for info in infos]
+    storage = _remote(args, _fs_options(args.fs_option))
+    if storage is not None:
+        tiers = remote_tiers(logdirs, storage, parts)
+        for s in summaries:
+            tier = tiers[(s["topic"], s["partition"])].to_dict()
+            s["remote"] = tier
+            s["log_start_offset"] = tier["log_start_offset"]
     if args.json:
         json.dump({"roots": list(logdirs.roots), "scanned": scan, "partitions": summaries},
                   out, indent=2)
@@ -190,6 +208,18 @@ def _cmd_inspect(args, out: TextIO, err: TextIO) -> int:
                 ["BASE OFFSET", "SIZE", "BATCHES", "RECORDS", "FIRST", "LAST", "MIN TIMESTAMP",
                  "MAX TIMESTAMP", "INDEX", "TIMEINDEX", "ABORTED", "CODECS", "MAGIC"],
                 seg_rows, right=(0, 1, 2, 3, 4, 5, 8, 9, 10), indent="  "), out)
+    tiered = [s for s in summaries if s.get("remote")]
+    if tiered:
+        out.write("\nremote tier:\n")
+        for s in tiered:
+            r = s["remote"]
+            span = (f"offsets {r['log_start_offset']}..{r['remote_end_offset'] - 1}"
+                    if r["remote_segments"] else "nothing")
+            gap = f"; GAP {r['gap'][0]}..{r['gap'][1] - 1} in neither tier" if r["gap"] else ""
+            out.write(f"  {s['topic']}-{s['partition']}: "
+                      f"{plural(r['remote_segments'], 'segment')}, "
+                      f"{human_bytes(r['remote_bytes'])}, {span}; local from "
+                      f"{r['local_log_start_offset']}{gap}\n")
     problems = [(s, pr) for s in summaries for pr in s["problems"]]
     if problems:
         out.write(f"\n{plural(len(problems), 'problem')} (run `kafkalog verify` for "
@@ -226,6 +256,9 @@ def _cmd_verify(args, out: TextIO, err: TextIO) -> int:
                                  progress=progress.update)
     finally:
         progress.close()
+    storage = _remote(args, fs_options)
+    if storage is not None:
+        result.findings.extend(verify_remote(logdirs, storage, parts))
     log.info("verified %s in %.1f s", plural(result.partitions, "partition"),
              time.monotonic() - started)
     status = _report_verify(args, out, result, result.findings)
@@ -293,6 +326,13 @@ def _parser() -> argparse.ArgumentParser:
                           "paths or URIs (s3://, gs://, hdfs://, file://)")
     sel.add_argument("--topic", action="append", metavar="TOPIC",
                      help="only this topic (repeatable)")
+    remote = argparse.ArgumentParser(add_help=False)
+    remote.add_argument("--remote-storage", metavar="URI",
+                        help="the remote tier's root (KIP-405 tiered storage): read and "
+                             "check it with the log dirs, from their __remote_log_metadata")
+    remote.add_argument("--remote-layout", metavar="TEMPLATE",
+                        help="how the remote store names objects: local-tiered-storage "
+                             "(default) or a path template (see README)")
 
     parser = _Parser(
         prog="kafkalog", description="Inspect, dump and verify Kafka log directories "
@@ -303,7 +343,7 @@ def _parser() -> argparse.ArgumentParser:
                         version=f"kafkalog (spark_kafkalog) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("inspect", parents=[common, bar, sel],
+    p = sub.add_parser("inspect", parents=[common, bar, sel, remote],
                        help="topics, partitions, offsets, sizes, time ranges, codecs",
                        description="Per partition: log start offset, high watermark, last "
                                    "stable offset, log end offset, segments, size, records, "
@@ -317,7 +357,7 @@ def _parser() -> argparse.ArgumentParser:
     p = cli_dump.add_parser(sub, common, _non_negative)
     p.set_defaults(func=lambda a, out, err: cli_dump.run(a, out, err, _fs_options(a.fs_option)))
 
-    p = sub.add_parser("verify", parents=[common, bar, sel],
+    p = sub.add_parser("verify", parents=[common, bar, sel, remote],
                        help="check CRCs, offsets, indexes and checkpoints; exit 1 on problems",
                        description="Check every batch's CRC and framing, offsets increasing "
                                    "within and across segments, .index/.timeindex/.txnindex "

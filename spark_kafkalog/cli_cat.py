@@ -67,6 +67,12 @@ def add_parser(sub, fs_help: str) -> argparse.ArgumentParser:
     p.add_argument("-X", dest="props", action="append", metavar="PROP=VALUE",
                    help="isolation.level=..., or a filesystem option (s3.endpoint=...)")
     p.add_argument("--fs-option", action="append", metavar="KEY=VALUE", help=fs_help)
+    p.add_argument("--remote-storage", metavar="URI",
+                   help="the remote tier's root (KIP-405 tiered storage): read below the "
+                        "local log, from the log dir's __remote_log_metadata")
+    p.add_argument("--remote-layout", metavar="TEMPLATE",
+                   help="how the remote store names objects (default: Kafka's "
+                        "LocalTieredStorage layout; see README)")
     p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
                    help="as -X isolation.level")
     p.add_argument("--jbod", action="store_true",
@@ -237,6 +243,17 @@ def run(args, out: TextIO, err: TextIO) -> int:
     """``kafkalog cat``: 0 when printed; errors are raised (the command maps them)."""
     opts, fs_options = _options(args, err)
     sources = _sources(args, fs_options)
+    if args.remote_layout is not None and args.remote_storage is None:
+        raise InvalidOptionError("--remote-layout needs --remote-storage")
+    if args.remote_storage is not None:
+        from spark_kafkalog.log.diagnose.remote import remote_tiers
+        from spark_kafkalog.log.read.remote import RemoteStorage
+
+        storage = RemoteStorage(_plain(args.remote_storage), args.remote_layout, fs_options)
+        for src in sources:
+            src.remote = storage
+            src.tiers = {k: t.plan for k, t in
+                         remote_tiers(src.logdirs, storage, [q for q, _, _ in src.parts]).items()}
     if opts.json:
         brokers = {kcat.broker_id(s.logdirs) for s in sources}
         opts.broker = brokers.pop() if len(brokers) == 1 else -1

@@ -73,6 +73,11 @@ class CoordinatorRecordError(CorruptRecordError):
     under the coordinator schema its version names (cut off, bad length, invalid UTF-8)."""
 
 
+class RemoteLogMetadataError(CorruptRecordError):
+    """A ``__remote_log_metadata`` record that does not decode (frame, api key, version or
+    fields), or remote-storage metadata that contradicts itself."""
+
+
 class CodecError(CorruptRecordError):
     """A compressed payload that does not decompress, or decompresses past the limit."""
 

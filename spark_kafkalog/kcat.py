@@ -236,6 +236,10 @@ class Selection:
     (a single segment: its base offset up to the next segment's)."""
     logdirs: LogDirs
     parts: list[tuple[PartitionDir, int | None, int | None]]
+    #: the topic's remote tier (tiered storage), read below the local log: its
+    #: RemoteStorage and each partition's TierPlan by (topic, partition)
+    remote: object = None
+    tiers: dict = field(default_factory=dict)
 
 
 def _start(logdirs: LogDirs, p: PartitionDir, spec: OffsetSpec, lo: int, hi: int) -> int:
@@ -261,12 +265,14 @@ def cat(sources: Sequence[Selection], opts: CatOptions, write: Callable[[bytes],
     printed = 0
     # headers are decoded only when printed (-J, %h)
     headers = opts.json or any(op == _text.OP_HEADERS for op, _ in opts.program)
-    todo = [(src.logdirs, p, a, b) for src in sources for p, a, b in src.parts]
-    for k, (logdirs, p, seg_lo, seg_hi) in enumerate(todo):
+    todo = [(src, p, a, b) for src in sources for p, a, b in src.parts]
+    for k, (src, p, seg_lo, seg_hi) in enumerate(todo):
         if left is not None and left <= 0:
             break
+        logdirs = src.logdirs
         state = logdirs.state(p, isolation_level=opts.isolation_level, timestamps=False)
-        lo, hi = state.log_start_offset, state.upper_bound
+        tier = src.tiers.get((p.topic, p.partition))
+        lo, hi = tier.log_start if tier else state.log_start_offset, state.upper_bound
         if seg_lo is not None:
             lo, hi = max(lo, seg_lo), min(hi, seg_hi) if seg_hi is not None else hi
         start = _start(logdirs, p, opts.start, lo, hi)
@@ -274,9 +280,17 @@ def cat(sources: Sequence[Selection], opts: CatOptions, write: Callable[[bytes],
         stopped = False
         position = hi
         if start < hi:
-            for rb in read_partition(logdirs, p, start_offset=start, end_offset=hi,
-                                     isolation_level=opts.isolation_level,
-                                     include_headers=headers):
+            if tier is not None:
+                from spark_kafkalog.log.read.tiered import read_tiered
+                batches = read_tiered(read_partition, logdirs, src.remote, p, tier,
+                                      start_offset=start, end_offset=hi,
+                                      isolation_level=opts.isolation_level,
+                                      include_headers=headers)
+            else:
+                batches = read_partition(logdirs, p, start_offset=start, end_offset=hi,
+                                         isolation_level=opts.isolation_level,
+                                         include_headers=headers)
+            for rb in batches:
                 n = rb.num_rows
                 if opts.stop_timestamp is not None and n:
                     stamps = rb.column("timestamp").cast(pa.int64()).to_numpy()

@@ -8,7 +8,7 @@ the stream reader for its first offsets.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from spark_kafkalog.errors import DataLossError, InvalidOptionError, OffsetOutOfRangeError
 from spark_kafkalog.log.io import map_io
@@ -91,9 +91,11 @@ def resolve_offset(spec: OffsetSpec, *, option: str, p, state, logdirs, starting
 
 
 def resolve_ranges(logdirs, opts: ReadOptions, parts: list, *,
-                   all_parts: list | None = None) -> list[PartitionRange]:
+                   all_parts: list | None = None, tiers: dict | None = None
+                   ) -> list[PartitionRange]:
     """Offsets for each of ``parts`` (already pruned). ``all_parts`` is the unpruned
-    selection that specific offsets must name in full."""
+    selection that specific offsets must name in full; ``tiers`` ((topic, partition) ->
+    TierPlan) moves a partition's log start down to its remote tier's."""
     all_parts = parts if all_parts is None else all_parts
     starting, ending = opts.starting, opts.ending
     start_name = option_name(starting, True)
@@ -109,6 +111,9 @@ def resolve_ranges(logdirs, opts: ReadOptions, parts: list, *,
 
     def one(p_state) -> PartitionRange:
         p, state = p_state
+        tier = (tiers or {}).get((p.topic, p.partition))
+        if tier is not None and tier.log_start < state.log_start_offset:
+            state = replace(state, log_start_offset=tier.log_start)
         start = resolve_offset(starting, option=start_name, p=p, state=state, logdirs=logdirs,
                                starting=True, on_corruption=opts.on_corruption)
         end = resolve_offset(ending, option=end_name, p=p, state=state, logdirs=logdirs,

@@ -141,6 +141,9 @@ class ReadOptions:
     # truncated while mapped (a live broker's recovery, our writer's rollback) kills the
     # worker with SIGBUS, so only for logs nothing writes to (copies, backups).
     memory_map: bool = False
+    #: the topic's remote tier (KIP-405): root URI and layout (see log/model/remote.py)
+    remote_storage: str | None = None
+    remote_layout: str | None = None
     max_partition_bytes: int = 128 * MiB
     # several small slices per task (see planning/packing.py)
     pack_partitions: bool = True
@@ -183,6 +186,7 @@ _READ_NAMES = {
     "pushfilters": "pushFilters",
     "asofcommit": "asOfCommit", "asoftimestamp": "asOfTimestamp",
     "packpartitions": "packPartitions", "opencostinbytes": "openCostInBytes",
+    "remotestorage": "remoteStorage", "remotelayout": "remoteLayout",
 }
 
 
@@ -477,7 +481,32 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
                          if "opencostinbytes" in opts else None),
         filesystem_options=parse_fs_options(opts),
         max_bytes_per_trigger=max_bytes_per_trigger,
+        **_remote_options(opts, min_partitions, max_records, max_bytes_per_trigger,
+                          (starting, ending)),
     )
+
+
+def _remote_options(opts: dict, min_partitions, max_records, max_bytes, specs) -> dict:
+    """``remoteStorage`` (the remote tier's root URI) and ``remoteLayout``, validated."""
+    from spark_kafkalog.log.model.remote import RemoteLayout
+
+    root = opts.get("remotestorage")
+    layout = opts.get("remotelayout")
+    if root is None:
+        if layout is not None:
+            raise InvalidOptionError("remoteLayout is given without remoteStorage")
+        return {}
+    if not str(root).strip():
+        raise InvalidOptionError("remoteStorage: empty; give the remote tier's root URI")
+    RemoteLayout.parse(layout)
+    if min_partitions is not None or max_records is not None or max_bytes is not None:
+        raise InvalidOptionError("remoteStorage cannot be combined with minPartitions, "
+                                 "maxRecordsPerPartition or maxBytesPerTrigger yet")
+    if any(isinstance(x, (SpecificTimestamps, GlobalTimestamp)) for x in specs):
+        # the seek would use the local tier's time index only: refuse, never start late
+        raise InvalidOptionError("remoteStorage cannot be combined with timestamp offsets "
+                                 "(startingTimestamp, ...OffsetsByTimestamp) yet")
+    return {"remote_storage": str(root).strip(), "remote_layout": layout}
 
 
 #: Kafka source's maxTriggerDelay default

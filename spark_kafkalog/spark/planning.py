@@ -44,7 +44,7 @@ import numpy as np
 
 from pyspark.sql.datasource import InputPartition
 
-from spark_kafkalog.errors import LogLayoutError
+from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
 from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.log.io import is_local, map_io
 from spark_kafkalog.log.model import is_internal_topic
@@ -75,6 +75,8 @@ class LogSlice(InputPartition):
     start_position: tuple[int, int] | None = None
     est_bytes: int = 0               # planning estimate, for explain and tests
     records: int | None = None
+    #: a slice of the remote tier: the partition's TierPlan (log/read/tiered.py), else None
+    tier: object = None
 
     @property
     def est_records(self) -> int:
@@ -420,6 +422,84 @@ def limit_records(logdirs, slices: list[LogSlice], opts: ReadOptions, *,
                                         keep_later=keep_later)]
 
 
+# -- 5. the remote tier ------------------------------------------------------------------------
+
+def plan_tiers(logdirs, opts: ReadOptions, parts: list) -> dict:
+    """(topic, partition) -> TierPlan of ``parts`` when ``remoteStorage`` is set: the
+    remote segments ``__remote_log_metadata`` lists (no listing of the store)."""
+    if not opts.remote_storage:
+        return {}
+    from spark_kafkalog.log import LogDirs
+    from spark_kafkalog.log.read.reader import load_remote_metadata
+    from spark_kafkalog.log.read.remote import remote_segments
+    from spark_kafkalog.log.read.seek import log_start_offset
+    from spark_kafkalog.log.read.tiered import plan_partition
+
+    if not isinstance(logdirs, LogDirs):
+        raise InvalidOptionError("remoteStorage needs log dirs read through LogDirs")
+    state = load_remote_metadata(logdirs)
+    by_topic = {t: remote_segments(state, t) for t in {tp.topic for tp in parts}}
+    out = {}
+    for tp in parts:
+        p = logdirs.partition(tp.topic, tp.partition)
+        out[(tp.topic, tp.partition)] = plan_partition(
+            tp.topic, tp.partition, by_topic[tp.topic].get(tp.partition, []),
+            log_start_offset(logdirs, p), logdirs.checkpointed_log_start_offset(p))
+    return out
+
+
+def split_tiers(ranges: list[PartitionRange], tiers: dict, target_bytes: int = 128 << 20
+                ) -> tuple[list[PartitionRange], list[LogSlice]]:
+    """Each range's part below its local log start as slices of whole remote segments of
+    about ``target_bytes`` (a task reads its segments one object after the other), the
+    rest as local ranges. A gap between the tiers is a slice of its own, whose task
+    reports it (or skips it without failOnDataLoss)."""
+    local, remote = [], []
+    for r in ranges:
+        t = tiers.get((r.topic, r.partition))
+        if t is None or not t.remote or r.start_offset >= t.local_start:
+            local.append(r)
+            continue
+        stop = min(r.end_offset, t.local_start)
+        if t.gap is not None and t.gap[0] < stop and t.gap[1] > r.start_offset:
+            remote.append(LogSlice(r.topic, r.partition, r.partition_dir,
+                                   max(t.gap[0], r.start_offset), min(t.gap[1], stop), None,
+                                   0, tier=t))
+        lo = size = None
+        done = r.start_offset
+        for seg in t.remote:
+            a, b = max(done, seg.start_offset), min(stop, seg.end_offset + 1)
+            if a >= b:
+                continue
+            if lo is None:
+                lo, size = a, 0
+            size += seg.size
+            done = b
+            if size >= target_bytes:
+                remote.append(LogSlice(r.topic, r.partition, r.partition_dir, lo, b, None,
+                                       size, tier=t))
+                lo = None
+        if lo is not None:
+            remote.append(LogSlice(r.topic, r.partition, r.partition_dir, lo, done, None,
+                                   size, tier=t))
+        if r.end_offset > t.local_start:
+            local.append(replace(r, start_offset=t.local_start))
+    return local, remote
+
+
+def clip_slices(slices: list[LogSlice], pushdown: Pushdown) -> list[LogSlice]:
+    """``slices`` narrowed to the pushed offset bounds (apply_pushdown's for ranges)."""
+    lo, hi = pushdown.offset_bounds()
+    out = []
+    for s in slices:
+        start, end = max(s.start_offset, lo), s.end_offset if hi is None else \
+            min(s.end_offset, hi)
+        if start < end:
+            out.append(s if (start, end) == (s.start_offset, s.end_offset)
+                       else replace(s, start_offset=start, end_offset=end))
+    return out
+
+
 # -- all together ----------------------------------------------------------------------------------
 
 def plan(logdirs, opts: ReadOptions, pushdown: Pushdown = NONE, *,
@@ -438,18 +518,25 @@ def plan(logdirs, opts: ReadOptions, pushdown: Pushdown = NONE, *,
         resolve_ranges(logdirs, opts, [], all_parts=selected)
         return []
     pruned = prune(selected, pushdown)
-    ranges = resolve_ranges(logdirs, opts, pruned, all_parts=selected)
+    tiers = plan_tiers(logdirs, opts, pruned)
+    ranges = resolve_ranges(logdirs, opts, pruned, all_parts=selected, tiers=tiers)
+    remote_slices = []
+    if tiers:
+        ranges, remote_slices = split_tiers(ranges, tiers, opts.max_partition_bytes)
+        remote_slices = clip_slices(remote_slices, pushdown)
     ranges = apply_pushdown(logdirs, ranges, pushdown, on_corruption=opts.on_corruption)
     keep_later = opts.isolation_level == "read_committed"
     # each range's index reads are independent: concurrent on remote filesystems
-    slices = [s for cut in map_io(logdirs.filesystem,
+    slices = remote_slices + [s for cut in map_io(logdirs.filesystem,
                                   lambda r: slice_range(logdirs, r, opts.max_partition_bytes,
                                                         split_points, keep_later=keep_later),
                                   ranges)
               for s in cut]
     slices = limit_records(logdirs, slices, opts, count=count, keep_later=keep_later)
     slices = split_for_limits(slices, opts.min_partitions, keep_later=keep_later)
-    if not opts.pack_partitions:
+    if tiers:
+        slices.sort(key=lambda s: (s.topic, s.partition, s.start_offset))
+    if not opts.pack_partitions or tiers:
         return slices
     return pack_slices(slices, target_bytes=opts.max_partition_bytes,
                        open_cost=(opts.open_cost_bytes if opts.open_cost_bytes is not None

@@ -44,17 +44,43 @@ def open_logdirs(opts: ReadOptions):
     return LogDirs(list(roots), dict(opts.filesystem_options), filesystem=fs)
 
 
+def open_remote(opts: ReadOptions):
+    """The remote tier of ``remoteStorage``, its filesystem shared by a worker's tasks."""
+    from spark_kafkalog.log.read.remote import RemoteStorage
+
+    key = ("remote", opts.remote_storage, opts.remote_layout,
+           tuple(sorted(opts.filesystem_options.items())))
+    with _FILESYSTEMS_LOCK:
+        storage = _FILESYSTEMS.get(key)
+        if storage is None:
+            storage = RemoteStorage(opts.remote_storage, opts.remote_layout,
+                                    dict(opts.filesystem_options))
+            if len(_FILESYSTEMS) >= 16:
+                _FILESYSTEMS.clear()
+            _FILESYSTEMS[key] = storage
+    return storage
+
+
 def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NONE
                ) -> Iterator:
     """Arrow record batches (schema ``format.record_schema(opts.include_headers)``) of one
     slice, pushed row filters applied. Memory: one window of batches at a time."""
     from spark_kafkalog.log import read_partition
 
-    batches = read_partition(
-        logdirs, s.partition_dir, start_offset=s.start_offset, end_offset=s.end_offset,
-        isolation_level=opts.isolation_level, include_headers=opts.include_headers,
-        on_corruption=opts.on_corruption, window_bytes=opts.window_bytes,
-        start_position=s.start_position, memory_map=opts.memory_map)
+    if s.tier is not None:
+        from spark_kafkalog.log.read.tiered import read_tiered
+        batches = read_tiered(
+            read_partition, logdirs, open_remote(opts), s.partition_dir, s.tier,
+            start_offset=s.start_offset, end_offset=s.end_offset,
+            isolation_level=opts.isolation_level, fail_on_data_loss=opts.fail_on_data_loss,
+            include_headers=opts.include_headers, on_corruption=opts.on_corruption,
+            window_bytes=opts.window_bytes)
+    else:
+        batches = read_partition(
+            logdirs, s.partition_dir, start_offset=s.start_offset, end_offset=s.end_offset,
+            isolation_level=opts.isolation_level, include_headers=opts.include_headers,
+            on_corruption=opts.on_corruption, window_bytes=opts.window_bytes,
+            start_position=s.start_position, memory_map=opts.memory_map)
     filtering = pushdown.has_row_filter
     try:
         for batch in batches:

@@ -193,8 +193,33 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             from spark_kafkalog.spark.live_log import LiveLog
             self._live = LiveLog(self.opts, self.clock)
         parts = self._live.poll()
+        if self.opts.remote_storage:
+            parts = self._with_tiers(parts)
         self._latest = {tp: lp.upper for tp, lp in parts.items()}
         return parts
+
+    def _with_tiers(self, parts):
+        """``parts`` with each log start moved down to its remote tier's (the remote
+        segments of this poll, from ``__remote_log_metadata``, kept for planning)."""
+        from dataclasses import replace as _replace
+
+        from spark_kafkalog.log.read.reader import load_remote_metadata
+        from spark_kafkalog.log.read.remote import remote_segments
+        from spark_kafkalog.log.read.tiered import plan_partition
+
+        logdirs = self._live.logdirs
+        state = load_remote_metadata(logdirs)
+        by_topic = {t: remote_segments(state, t) for t, _ in parts}
+        self._tiers = {}
+        out = {}
+        for tp, lp in parts.items():
+            tier = plan_partition(tp[0], tp[1], by_topic[tp[0]].get(tp[1], []),
+                                  lp.state.log_start_offset,
+                                  logdirs.checkpointed_log_start_offset(lp.partition_dir))
+            self._tiers[tp] = tier
+            out[tp] = lp if tier.log_start >= lp.log_start else _replace(
+                lp, state=_replace(lp.state, log_start_offset=tier.log_start))
+        return out
 
     # -- protocol ----------------------------------------------------------------------------
 
@@ -361,7 +386,12 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                          st.log_end_offset))
         logdirs = self._live.logdirs
         keep_later = opts.isolation_level == "read_committed"
-        slices = [x for r in ranges
+        remote = []
+        if opts.remote_storage:
+            from spark_kafkalog.spark.planning import split_tiers
+            ranges, remote = split_tiers(ranges, getattr(self, "_tiers", {}),
+                                         opts.max_partition_bytes)
+        slices = remote + [x for r in ranges
                   for x in slice_range(logdirs, r, opts.max_partition_bytes, split_points,
                                        keep_later=keep_later)]
         slices = limit_records(logdirs, slices, opts, keep_later=keep_later)
@@ -376,6 +406,10 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not isinstance(partition, LogSlice):
             return iter(())
         opts = self.opts
+        if partition.tier is not None:
+            # a remote segment never changes: read it as a batch read does
+            from spark_kafkalog.spark.reader import open_logdirs, read_slice
+            return read_slice(open_logdirs(opts), opts, partition)
         if PREFETCH_BATCHES <= 0:
             return read_live_slice(opts, partition)
         return prefetched(lambda: read_live_slice(opts, partition))

@@ -117,9 +117,11 @@ class Broker:
     written); ``start()`` again reuses the same dirs and ports."""
 
     def __init__(self, home: Path, *, heap: str = "512m", overrides: dict | None = None,
-                 kafka: Kafka = KAFKA4):
+                 kafka: Kafka = KAFKA4, extra_jars: tuple[Path, ...] = ()):
         require_jars(kafka.jars)
         self.kafka = kafka
+        #: jars put before the version's own on the broker's class path (a plugin)
+        self.extra_jars = tuple(extra_jars)
         self.home = Path(home)
         self.logdir = self.home / "data"
         self.port = free_port()
@@ -171,7 +173,7 @@ class Broker:
 
     def _jvm(self, *args: str, heap: str | None = None) -> list[str]:
         return [JAVA, f"-Xmx{heap or self.heap}", self.log_flag,
-                "-cp", classpath(kafka=self.kafka), *args]
+                "-cp", classpath(*self.extra_jars, kafka=self.kafka), *args]
 
     def log_tail(self, lines: int = 15) -> str:
         try:

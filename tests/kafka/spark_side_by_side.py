@@ -3,7 +3,9 @@ session that has Spark's connector on its class path (``spark.jars``: the jars `
 kafka-jars`` put in ``.cache/spark-kafka-jars``). The test suite's shared session cannot
 take jars after it started, so ``test_spark_connector.py`` runs this as a subprocess:
 
-    python -m tests.kafka.spark_side_by_side BOOTSTRAP LOGDIR TOPIC[,TOPIC...] OUT.json
+    python -m tests.kafka.spark_side_by_side BOOTSTRAP LOGDIR TOPIC[,TOPIC...] OUT.json [OPTS]
+
+(OPTS: a JSON object of more ``kafkalog`` options, e.g. ``{"remoteStorage": "/r"}``.)
 
 OUT.json gets the two schemas, both reads' rows (in the compare module's form, bytes as
 base64) in the order each DataFrame returned them, and the isolation level used.
@@ -52,7 +54,8 @@ def rows(df) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
-    bootstrap, logdir, topics, out = argv
+    bootstrap, logdir, topics, out = argv[:4]
+    extra = json.loads(argv[4]) if len(argv) > 4 else {}
     spark = session("kafka-side-by-side")
     result = {}
     for isolation in ("read_uncommitted", "read_committed"):
@@ -62,7 +65,7 @@ def main(argv: list[str]) -> int:
                  .option("kafka.isolation.level", isolation).load())
         ours = (spark.read.format("kafkalog").option("path", logdir)
                 .option("subscribe", topics).option("includeHeaders", "true")
-                .option("kafka.isolation.level", isolation).load())
+                .option("kafka.isolation.level", isolation).options(**extra).load())
         result[isolation] = {
             "kafka_schema": kafka.schema.json(), "ours_schema": ours.schema.json(),
             "kafka": rows(kafka), "ours": rows(ours),

@@ -3,6 +3,7 @@ values (the generated ``*Key`` / ``*Value`` classes of Kafka's message JSON sche
 
 Big-endian throughout. Classic (non-flexible) versions::
 
+    bool              one byte, non-zero is true
     int8 / int16 / int32 / int64   fixed width, signed
     uint16            fixed width, unsigned
     STRING            int16 length, UTF-8 bytes (-1 only where nullable: null)
@@ -77,6 +78,10 @@ class Reader:
 
     def int8(self, field: str) -> int:
         return self._fixed(_I8, field)
+
+    def boolean(self, field: str) -> bool:
+        """A ``bool`` field: one byte, any non-zero value is true (as Kafka reads it)."""
+        return self._fixed(_I8, field) != 0
 
     def int16(self, field: str) -> int:
         return self._fixed(_I16, field)

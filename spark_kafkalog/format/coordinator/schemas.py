@@ -10,7 +10,7 @@ flexible (compact strings/arrays, tagged fields at the end of every struct). A f
     F(name, type, nullable=False, tag=None, default=None, fields=())
 
 ``name`` is Kafka's JSON name (camelCase, as its JSON converters print), ``type`` one of
-int8 int16 int32 int64 uint16 uuid string bytes struct, with ``[]`` in front for an
+bool int8 int16 int32 int64 uint16 uuid string bytes struct, with ``[]`` in front for an
 array; ``fields`` the struct's (or array element's) fields; ``tag`` makes it a tagged
 field, whose ``default`` it takes when absent (``()``: an empty list, ``{}``: the struct
 with its fields at their defaults; Kafka 4.3 reads an absent nullable ``[]int32`` or
@@ -195,7 +195,7 @@ SCHEMAS: dict[int, GroupRecordSchema] = {**_CONSUMER, **_SHARE, **_STREAMS}
 
 # ---- the reader -----------------------------------------------------------------------------
 
-_SCALARS = {"int8": Reader.int8, "int16": Reader.int16, "int32": Reader.int32,
+_SCALARS = {"bool": Reader.boolean, "int8": Reader.int8, "int16": Reader.int16, "int32": Reader.int32,
             "int64": Reader.int64, "uint16": Reader.uint16}
 
 
@@ -232,7 +232,7 @@ def _field(r: Reader, fd: F, path: str, flex: bool):
     return _scalar(r, fd.type, path, flex, fd.nullable)
 
 
-_ZERO = {"int8": 0, "int16": 0, "int32": 0, "int64": 0, "uint16": 0, "string": "",
+_ZERO = {"bool": False, "int8": 0, "int16": 0, "int32": 0, "int64": 0, "uint16": 0, "string": "",
          "bytes": b"", "uuid": uuid_text(bytes(16))}
 
 

@@ -31,6 +31,9 @@ class PartitionDir:
     segments: tuple[Segment, ...]
     #: producer-state snapshots ``(offset, path)`` sorted by offset
     snapshots: tuple[tuple[int, str], ...] = ()
+    #: one past the last segment's last offset when known without reading it (a remote
+    #: segment's metadata says it): the bound its batches must stay below; None: unknown
+    end_offset: int | None = None
 
     @property
     def size_bytes(self) -> int:
@@ -49,4 +52,6 @@ class PartitionDir:
         return max(lo - 1, 0)
 
     def next_base_offset(self, i: int) -> int | None:
-        return self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
+        """The base offset of segment ``i + 1`` (the last one: :attr:`end_offset`)."""
+        return self.segments[i + 1].base_offset if i + 1 < len(self.segments) \
+            else self.end_offset

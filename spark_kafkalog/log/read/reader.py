@@ -31,7 +31,12 @@ from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.format.wire import DEFAULT_MAX_DECOMPRESSED
 from spark_kafkalog.log.model import LogSource, PartitionDir
 from spark_kafkalog.log.read.discovery import LogDirs
-from spark_kafkalog.log.read.isolation import aborted_resolver
+from spark_kafkalog.format.remote_log_metadata import TOPIC as REMOTE_LOG_METADATA
+from spark_kafkalog.format.remote_log_metadata import RemoteLogMetadataState
+from spark_kafkalog.log.files.txn import AbortedTxns
+from spark_kafkalog.log.read.isolation import AbortedFromIndex, aborted_resolver
+from spark_kafkalog.log.read.remote import RemoteStorage, feed_metadata, remote_segments
+from spark_kafkalog.log.read.tiered import TierPlan, plan_partition, read_tiered
 from spark_kafkalog.log.read.pin import pin_segments
 from spark_kafkalog.log.read.scan import (
     DEFAULT_MAX_BATCH_BYTES,
@@ -46,7 +51,8 @@ from spark_kafkalog.log.read.seek import locate, offset_index
 from spark_kafkalog.log.read.snapshot import Commit, list_commits as _commits_of
 from spark_kafkalog.log.read.state import check_isolation, topic_states
 
-__all__ = ["read_partition", "read_table", "list_commits", "EARLIEST", "LATEST"]
+__all__ = ["read_partition", "read_table", "list_commits", "load_remote_metadata",
+           "tier_plans", "EARLIEST", "LATEST"]
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +180,8 @@ def read_partition(logdirs: LogSource, p: PartitionDir, *, start_offset: int, en
                    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
                    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED,
                    txn_index: str = "auto", decision_limit: int | None = None,
-                   memory_map: bool = False) -> Iterator[pa.RecordBatch]:
+                   memory_map: bool = False, aborted_txns: AbortedTxns | None = None
+                   ) -> Iterator[pa.RecordBatch]:
     """Rows with ``start_offset <= offset < end_offset`` (already clamped by the caller to
     what is visible), in offset order, schema ``record_schema(include_headers)``.
 
@@ -212,11 +219,11 @@ def read_partition(logdirs: LogSource, p: PartitionDir, *, start_offset: int, en
             # watermark began at or after the last stable offset, so none of its
             # batches is below an end_offset clamped to it.
             decision_limit = 1 << 62
-        resolver = aborted_resolver(logdirs, p, segment_index=seg_i,
-                                    start_offset=start_offset, end_offset=end_offset,
-                                    decision_limit=decision_limit, txn_index=txn_index,
-                                    on_corruption=on_corruption, window_bytes=window_bytes,
-                                    stats=stats)
+        resolver = AbortedFromIndex(aborted_txns) if aborted_txns is not None else \
+            aborted_resolver(logdirs, p, segment_index=seg_i, start_offset=start_offset,
+                             end_offset=end_offset, decision_limit=decision_limit,
+                             txn_index=txn_index, on_corruption=on_corruption,
+                             window_bytes=window_bytes, stats=stats)
     windows = scan_windows(logdirs.filesystem, p, segment_index=seg_i, position=pos,
                            seek_check=check, end_offset=end_offset,
                            read_limit=lambda i: _read_limit(logdirs, p, i, end_offset),
@@ -278,7 +285,9 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
                window_bytes: int = DEFAULT_WINDOW_BYTES, fail_on_data_loss: bool = True,
                stats: ReadStats | None = None, txn_index: str = "auto",
                as_of_commit: str | int | None = None,
-               as_of_timestamp: int | None = None) -> pa.Table:
+               as_of_timestamp: int | None = None,
+               remote_storage: RemoteStorage | str | None = None,
+               remote_layout: str | None = None) -> pa.Table:
     """One topic (or some of its partitions) of a log dir as an Arrow table in Spark's
     Kafka schema, rows in partition then offset order.
 
@@ -299,7 +308,12 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
     :mod:`~spark_kafkalog.log.read.snapshot`). ``as_of_commit`` (a write id or a commit
     number, see :func:`~spark_kafkalog.log.read.snapshot.list_commits`) or
     ``as_of_timestamp`` (ms: the newest commit at or before it) read the topic as it was
-    right after that commit: "latest" is then that commit's end."""
+    right after that commit: "latest" is then that commit's end.
+
+    ``remote_storage`` (a root URI or a :class:`RemoteStorage`; ``remote_layout`` see
+    :mod:`~spark_kafkalog.log.model.remote`): the topic's remote tier (KIP-405), listed
+    by the ``__remote_log_metadata`` in the log dirs; earliest is then the log start over
+    both tiers, and a gap between them or a missing remote object is data loss."""
     check_isolation(isolation_level)
     check_policy(on_corruption)
     logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options)
@@ -325,9 +339,14 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
                                     isolation_level=isolation_level,
                                     read_past_high_watermark=read_past_high_watermark,
                                     on_corruption=on_corruption, timestamps=False)
+    storage = remote_storage if remote_storage is None or \
+        isinstance(remote_storage, RemoteStorage) else \
+        RemoteStorage(remote_storage, remote_layout, filesystem_options)
+    plans = tier_plans(logdirs, storage, topic, parts, states) if storage else {}
     for p in parts:
         state = states[p.partition]
-        lo, hi = state.log_start_offset, state.upper_bound
+        plan = plans.get(p.partition)
+        lo, hi = plan.log_start if plan else state.log_start_offset, state.upper_bound
         where = f"{topic}-{p.partition}"
         if starting_timestamp is not None:
             found = logdirs.offset_for_timestamp(p, starting_timestamp, upper_bound=hi,
@@ -363,14 +382,42 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
         if end < start:
             raise InvalidOptionError(f"ending_offsets: {where}: ending offset {end} is "
                                      f"before the starting offset {start}")
-        batches.extend(read_partition(logdirs, p, start_offset=start, end_offset=end,
-                                      isolation_level=isolation_level,
-                                      include_headers=include_headers,
-                                      on_corruption=on_corruption, window_bytes=window_bytes,
-                                      stats=stats, txn_index=txn_index,
-                                      decision_limit=state.log_end_offset
-                                      if read_past_high_watermark else state.high_watermark))
+        kwargs = dict(start_offset=start, end_offset=end, isolation_level=isolation_level,
+                      include_headers=include_headers, on_corruption=on_corruption,
+                      window_bytes=window_bytes, stats=stats, txn_index=txn_index,
+                      decision_limit=state.log_end_offset
+                      if read_past_high_watermark else state.high_watermark)
+        if plan is not None:
+            batches.extend(read_tiered(read_partition, logdirs, storage, p, plan,
+                                       fail_on_data_loss=fail_on_data_loss, **kwargs))
+        else:
+            batches.extend(read_partition(logdirs, p, **kwargs))
     return pa.Table.from_batches(batches, schema=record_schema(include_headers))
+
+
+def load_remote_metadata(logdirs: LogDirs, *, keep_records: bool = False
+                         ) -> RemoteLogMetadataState:
+    """``__remote_log_metadata`` of the log dirs, read to its log end (the checkpointed
+    high watermark lags the broker's by up to its checkpoint interval, and a segment
+    whose copy finished after it may already be gone locally), as segment states (and
+    every record with ``keep_records``)."""
+    internal = LogDirs(logdirs.roots, logdirs.filesystem_options, include_internal=True,
+                       filesystem=logdirs.filesystem)
+    state = RemoteLogMetadataState(keep_records=keep_records)
+    if internal.partition_roots(REMOTE_LOG_METADATA):
+        feed_metadata(state, read_table(internal, REMOTE_LOG_METADATA, include_headers=False,
+                                        read_past_high_watermark=True))
+    return state
+
+
+def tier_plans(logdirs: LogDirs, storage: RemoteStorage, topic: str, parts, states
+               ) -> dict[int, TierPlan]:
+    """partition -> :class:`TierPlan` of ``parts`` (local PartitionDirs) at ``states``."""
+    segs = remote_segments(load_remote_metadata(logdirs), topic)
+    return {p.partition: plan_partition(topic, p.partition, segs.get(p.partition, []),
+                                        states[p.partition].log_start_offset,
+                                        logdirs.checkpointed_log_start_offset(p))
+            for p in parts}
 
 
 def list_commits(path, topic: str, *, filesystem_options: Mapping | None = None
