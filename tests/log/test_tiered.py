@@ -82,7 +82,8 @@ def _tier(tmp_path, p, full, bases, *, template=None, listed=(0, 1, 2)):
             values.append(b.segment(start=start, end=end, size=size, txn_empty=not has_txn,
                                     **kw))
             values.append(b.update(state=1, **kw))
-    write_table(str(data), RLM, pa.table({"value": pa.array(values, pa.binary())}))
+    write_table(str(data), RLM, pa.table({"value": pa.array(values, pa.binary())}),
+                allow_internal_topic=True)
     return str(data), str(remote)
 
 

@@ -55,14 +55,11 @@ __all__ = ["DumpLine", "DumpOptions", "dump_segment", "dump_line", "dump_note", 
 
 INT32_MAX = 0x7FFFFFFF
 def _remote_log_metadata_text(key: bytes | None, value: bytes | None, offset: int):
-    """Kafka's RemoteMetadataLogMessageParser: no key, the record as its payload."""
-    try:
-        from spark_kafkalog.format.remote_log_metadata import dump_text
-    except ImportError as e:
-        raise InvalidOptionError("--remote-log-metadata-decoder: this build has no "
-                                 "__remote_log_metadata decoder "
-                                 "(spark_kafkalog.format.remote_log_metadata)") from e
-    return None, dump_text(key, value)
+    """Kafka's RemoteMetadataLogMessageParser: no key, the record as its payload (a value
+    that does not decode: Kafka's "Error at offset N, skipping." line)."""
+    from spark_kafkalog.format.remote_log_metadata import dump_text
+
+    return None, dump_text(key, value, offset)
 
 
 #: DumpOptions.decoder -> (key, value, offset) -> (key text, payload text)
@@ -109,13 +106,6 @@ class DumpOptions:
         if self.decoder is not None and self.decoder not in DECODERS:
             raise InvalidOptionError(f"decoder {self.decoder!r}: expected one of "
                                      f"{', '.join(sorted(DECODERS))}")
-        if self.decoder == "remote-log-metadata":
-            try:
-                import spark_kafkalog.format.remote_log_metadata  # noqa: F401
-            except ImportError as e:
-                raise InvalidOptionError(
-                    "--remote-log-metadata-decoder: this build has no __remote_log_metadata "
-                    "decoder (spark_kafkalog.format.remote_log_metadata)") from e
         if self.decoder is not None:
             object.__setattr__(self, "print_data", True)
         if self.print_data and not self.records:

@@ -157,7 +157,8 @@ def _append_update(logdir: str, seg: dict, state: int) -> None:
     value = uvarint(1) + uvarint(1) + uvarint(0) + body
     part = seg["metadata_partition"]
     write_table(logdir, TOPIC, pa.table({"value": pa.array([value], pa.binary()),
-                                         "partition": pa.array([part], pa.int32())}))
+                                         "partition": pa.array([part], pa.int32())}),
+                allow_internal_topic=True)
 
 
 def test_a_segment_whose_deletion_started_is_not_read(tiered, tmp_path):
