@@ -487,15 +487,14 @@ def write_partition_metadata(output: str, topic: str, topic_id: str) -> None:
     """``partition.metadata`` (Kafka's ``PartitionMetadataFile``: version 0 and the topic
     id) in every partition dir of ``topic``, each written whole (temp file, rename)."""
     from spark_kafkalog.log import LogDirs
+    from spark_kafkalog.log.io import write_atomic
 
     logdirs = LogDirs(output, include_internal=True)
     fs = logdirs.filesystem
     data = f"version: 0\ntopic_id: {topic_id}".encode()
     for p in logdirs.partitions(topic):
-        tmp = f"{p.path}/partition.metadata.tmp"
-        with fs.open_output_stream(tmp) as fh:
-            fh.write(data)
-        fs.move(tmp, f"{p.path}/partition.metadata")
+        # whole or not at all, and no .tmp left when the disk is full
+        write_atomic(fs, f"{p.path}/partition.metadata", data)
 
 
 def _log_bytes(output: str, topic: str) -> int:

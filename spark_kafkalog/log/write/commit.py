@@ -54,7 +54,7 @@ from spark_kafkalog.log.write.config import (
     no_fault,
     norm_root,
 )
-from spark_kafkalog.log.io import is_local
+from spark_kafkalog.log.io import is_local, sysio
 from spark_kafkalog.log.write.files import topic_partitions
 from spark_kafkalog.log.write.flush import choose_syncer
 from spark_kafkalog.log.write.lock import BrokerDirGuard, TopicLock
@@ -106,8 +106,10 @@ def _begin_apply_commit(fs: pafs.FileSystem, root: str, write_id: str, names: li
         for t in names:
             st = states[t]
             st.pending = plan.pending(write_id, t, coordinator)
-            jr.save(fs, root, st)
+            # before the save: a save that fails after its rename (the directory's
+            # fsync) leaves the record in place, and it is undone below too
             begun.append(t)
+            jr.save(fs, root, st)
         fault("begun")
         syncer = None
         if cfg.fsync and is_local(fs):
@@ -190,7 +192,7 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
         delete_staging(fs, root, write_id, staged_paths)
         return CommitResult(write_id, {}, noop=True)
     if is_local(fs):
-        os.makedirs(root, exist_ok=True)
+        sysio.makedirs(root)
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(BrokerDirGuard(fs, root))
@@ -198,8 +200,12 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
                                                    timeout=cfg.lock_timeout))
                      for t in names]
             fault("locked")
+            # a pending record of this very write id (an attempt that failed before
+            # undoing it) is undone without deleting this attempt's staging files
+            mine = set(staged_paths) | {sec.path for sf in staged for sec in sf.sections
+                                        if sec.path}
             for t in names:
-                recover_locked(fs, root, t, fault)
+                recover_locked(fs, root, t, fault, keep=mine)
             states = {t: jr.load(fs, root, t) for t in names}
             if states[names[0]].is_committed(write_id):
                 return CommitResult(write_id, {}, noop=True)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import LockError
-from spark_kafkalog.log.io import is_local
+from spark_kafkalog.log.io import is_local, sysio
 
 BROKER_LOCK_FILE = ".lock"
 CHECKPOINT_LOCK_FILE = ".kafkalog.lock"
@@ -192,8 +192,8 @@ class TopicLock:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.25)
             record = json.dumps(_owner_record(self.write_id)).encode()
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, record, 0)
+            sysio.ftruncate(fd, 0, self.path)
+            sysio.write_fully(fd, record, 0, self.path)
         except BaseException:
             os.close(fd)
             raise
@@ -231,7 +231,7 @@ class TopicLock:
         rec = _owner_record(self.write_id)
         rec["token"] = token
         rec["expires_ms"] = int((time.time() + self.lease_s) * 1000)
-        with self.fs.open_output_stream(self.path) as f:
+        with sysio.remote("write", self.path), self.fs.open_output_stream(self.path) as f:
             f.write(json.dumps(rec).encode())
 
     def _acquire_lease(self) -> None:
