@@ -173,13 +173,14 @@ def fill(directory: str, leave_bytes: int) -> str:
     path = os.path.join(directory, "filler")
     st = os.statvfs(directory)
     free = st.f_bavail * st.f_frsize
-    with open(path, "wb") as f:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
         want = max(free - leave_bytes, 0)
-        chunk = b"\0" * 65536
-        with contextlib.suppress(OSError):
+        chunk = b"\1" * 65536
+        with contextlib.suppress(OSError):      # full before the count: as full as it gets
             while want > 0:
-                n = f.write(chunk[:min(len(chunk), want)])
-                want -= n
-            f.flush()
-            os.fsync(f.fileno())
+                want -= os.write(fd, chunk[:min(len(chunk), want)])
+            os.fsync(fd)
+    finally:
+        os.close(fd)
     return path
