@@ -123,3 +123,52 @@ def test_compaction_on_a_full_disk(pristine):  # noqa: F811
             shutil.rmtree(root)
         print(f"compaction under {len(outcomes)} free sizes: {outcomes}")
         assert "ENOSPC" in outcomes and "ok" in outcomes
+
+
+def test_kernel_copy_and_syncfs_every_call(monkeypatch):
+    """On ext4 (a broker disk's filesystem), with the commit's in-kernel copy
+    (``copy_file_range``) and one ``syncfs`` instead of per-file fsyncs: every call
+    of write_table fails in turn through the hook (EIO; ENOSPC on a disk that stays
+    full), including the copy and the syncfs, which no other test reaches."""
+    from spark_kafkalog.log.write import config as write_config
+    from tests.log.faulting import FaultPlan, count_calls, injected
+
+    monkeypatch.setattr(write_config, "KERNEL_COPY_MIN_BYTES", 2000)
+    cfg = AppendConfig(segment_bytes=64 * 1024, index_interval_bytes=4096,
+                       sync_method="syncfs")
+    second = table(2, 1500)
+    with small_fs(8 * 1024, "ext4") as mnt:
+        base = f"{mnt}/base"
+        write_table(base, "w", table(1, 1500), partitions=2, config=cfg)
+        old = rows(base, "w")
+        ref = f"{mnt}/ref"
+        shutil.copytree(base, ref)
+        calls = count_calls(ref, lambda: write_table(ref, "w", second, config=cfg,
+                                                     write_id="batch:k2"))
+        assert {"copy", "syncfs"} <= {c[0] for c in calls}, calls
+        shutil.rmtree(ref)
+        for key in calls:
+            for code, full in ((errno.EIO, False), (errno.ENOSPC, True)):
+                root = f"{mnt}/f"
+                shutil.copytree(base, root)
+                plan = FaultPlan(root, fail=key, code=code, full=full)
+                with injected(plan):
+                    try:
+                        write_table(root, "w", second, config=cfg, write_id="batch:k2")
+                        failed = None
+                    except KafkaLogError as err:
+                        failed = err
+                assert plan.fired, key
+                committed = jr.load(FS, root, "w").is_committed("batch:k2")
+                if failed is not None:
+                    assert_storage_error(failed, code, root)
+                else:
+                    assert committed, key
+                assert rows(root, "w") == old if not committed else \
+                    is_new(rows(root, "w"), old, second)
+                plan.free()
+                write_table(root, "w", second, config=cfg, write_id="batch:k2")
+                assert is_new(rows(root, "w"), old, second), key
+                assert not leftovers(root), (key, leftovers(root))
+                shutil.rmtree(root)
+        print(f"ext4, copy_file_range + syncfs: {len(calls)} calls x 2 faults")

@@ -60,6 +60,17 @@ def _owner_record(write_id: str | None) -> dict:
             "write_id": write_id, "since_ms": int(time.time() * 1000)}
 
 
+#: tokens of the object-store leases TopicLocks of this process hold now
+_LIVE_LEASES: set[str] = set()
+
+
+def _own_stale_lease(owner: dict) -> bool:
+    """A lease this very process wrote and no longer holds (its release could not
+    delete it: the store failed): free, not a live holder to wait for."""
+    return (owner.get("host") == socket.gethostname() and owner.get("pid") == os.getpid()
+            and owner.get("token") not in _LIVE_LEASES)
+
+
 def holder_alive(owner: dict) -> bool | None:
     """Whether the process an owner record names is still running: True/False on this
     host, None (unknown) for another host."""
@@ -221,7 +232,7 @@ class TopicLock:
         except OSError as err:
             if "not found" in str(err).lower() or "does not exist" in str(err).lower():
                 return None
-            raise
+            raise sysio.storage_error("open", self.path, err) from err
         try:
             return json.loads(raw.decode())
         except ValueError:
@@ -242,15 +253,21 @@ class TopicLock:
             cur = self._read_lease()
             free = (cur is None or not cur
                     or cur.get("expires_ms", 0) < time.time() * 1000
-                    or holder_alive(cur) is False)
+                    or holder_alive(cur) is False or _own_stale_lease(cur))
             if free:
-                self._write_lease(token)
-                # Last writer wins on an object store: read back to see who did.
-                time.sleep(0.05)
-                cur = self._read_lease()
+                _LIVE_LEASES.add(token)     # before it is visible: never taken for stale
+                try:
+                    self._write_lease(token)
+                    # Last writer wins on an object store: read back to see who did.
+                    time.sleep(0.05)
+                    cur = self._read_lease()
+                except BaseException:
+                    _LIVE_LEASES.discard(token)
+                    raise
                 if cur and cur.get("token") == token:
                     self._held = _Held(fd=None, token=token)
                     return
+                _LIVE_LEASES.discard(token)
             if time.monotonic() >= deadline:
                 who = (f"host {cur.get('host')}, pid {cur.get('pid')}, write "
                        f"{cur.get('write_id')}") if cur else "holder unknown"
@@ -284,9 +301,13 @@ class TopicLock:
             # Leave the file (unlinking would race a waiter that opened it already).
             os.close(held.fd)
         else:
-            cur = self._read_lease()
-            if cur and cur.get("token") == held.token:
-                self.fs.delete_file(self.path)
+            try:
+                cur = self._read_lease()
+                if cur and cur.get("token") == held.token:
+                    with sysio.remote("unlink", self.path):
+                        self.fs.delete_file(self.path)
+            finally:
+                _LIVE_LEASES.discard(held.token)
 
     def __enter__(self) -> "TopicLock":
         return self.acquire()
