@@ -137,10 +137,16 @@ def _begin_apply_commit(fs: pafs.FileSystem, root: str, write_id: str, names: li
         # the commit point: the coordinator's journal write
         states[coordinator].commit_pending()
         jr.save(fs, root, states[coordinator])
-    except Exception:
+    except Exception as err:
         for t in begun:
             recover_locked(fs, root, t, no_fault)
-        raise
+        if not _committed(fs, root, names, write_id):
+            raise
+        # the commit point landed although its write reported an error (an object
+        # store's answer lost after it stored the journal; a directory fsync after the
+        # rename): the write is in, and recovery has finished it
+        warnings.warn(f"write {write_id} committed, but its commit reported an error "
+                      f"({err}); recovery finished it", RuntimeWarning, stacklevel=3)
 
 
 def _finish(fs: pafs.FileSystem, root: str, write_id: str, names: list[str], states: dict,
@@ -240,7 +246,23 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
             return CommitResult(write_id, plan.ranges())
     finally:
         # this write's staging files, including those of task attempts Spark discarded
-        delete_staging(fs, root, write_id, staged_paths)
+        # (past the commit point a failure here is a warning: the write is in, and
+        # raising would have the caller write it again under a new id)
+        try:
+            delete_staging(fs, root, write_id, staged_paths)
+        except Exception as err:
+            if not _committed(fs, root, names, write_id):
+                raise
+            warnings.warn(f"write {write_id} committed, but deleting its staging files "
+                          f"failed ({err}); a later write removes them", RuntimeWarning,
+                          stacklevel=2)
+
+
+def _committed(fs: pafs.FileSystem, root: str, names: list[str], write_id: str) -> bool:
+    try:
+        return bool(names) and jr.load(fs, root, names[0]).is_committed(write_id)
+    except Exception:       # noqa: BLE001  (cannot tell: report the error)
+        return False
 
 
 def abort_write(fs: pafs.FileSystem, root: str, write_id: str | None,

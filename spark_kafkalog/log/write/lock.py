@@ -20,6 +20,7 @@ import socket
 import threading
 import time
 import uuid
+import warnings
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -306,6 +307,12 @@ class TopicLock:
                 if cur and cur.get("token") == held.token:
                     with sysio.remote("unlink", self.path):
                         self.fs.delete_file(self.path)
+            except OSError as err:
+                # what the lease guarded is done (or undone); a lease left behind
+                # expires, and this process knows it for its own
+                warnings.warn(f"could not remove the writer lease ({err}); it expires "
+                              f"{self.lease_s:g}s after it was written", RuntimeWarning,
+                              stacklevel=2)
             finally:
                 _LIVE_LEASES.discard(held.token)
 
