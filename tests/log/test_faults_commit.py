@@ -216,3 +216,25 @@ def test_write_table_every_call(tmp_path):
             shutil.rmtree(root)
     assert seen["old"] and seen["new"], seen
     print(f"write_table: {len(calls)} calls x 2 faults: {seen}")
+
+
+def test_fault_env_var_reaches_a_command(tmp_path):
+    """``SPARK_KAFKALOG_FAULTS`` (read at import) fails the n-th call of a process the
+    tests cannot hook otherwise (a job run as a command): here the second fsync of a
+    write_table, with EIO; a malformed value names the variable."""
+    import subprocess
+    import sys
+
+    code = ("import pyarrow as pa\n"
+            "from spark_kafkalog.log.write import write_table\n"
+            f"write_table({str(tmp_path / 'log')!r}, 'e', pa.table({{'value': [b'x'] * 10}}))\n")
+    env = {**os.environ, "SPARK_KAFKALOG_FAULTS": "fsync@2=EIO"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode != 0
+    assert "StorageError: cannot fsync file: EIO" in run.stderr, run.stderr[-2000:]
+    assert not leftovers(str(tmp_path / "log"))
+    env["SPARK_KAFKALOG_FAULTS"] = "fsync@two=EIO"
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert "SPARK_KAFKALOG_FAULTS: cannot parse 'fsync@two=EIO'" in run.stderr, run.stderr[-2000:]
