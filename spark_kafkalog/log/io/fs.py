@@ -194,8 +194,8 @@ def resolve_filesystem(uri: str, options: Mapping[str, object] | None = None
     ``s3.access_key``, ``s3.secret_key``, ``s3.session_token``, ``s3.scheme``,
     ``s3.anonymous``, ``s3.retry_max_attempts`` (attempts per request on a retryable
     error, default :data:`S3_RETRY_ATTEMPTS`, at most :data:`S3_RETRY_ATTEMPTS_MAX`;
-    ``s3.request_timeout`` bounds each attempt). Options of a family other than the URI's are validated and
-    ignored. Unknown names raise :class:`InvalidOptionError` naming the option.
+    ``s3.request_timeout`` bounds each attempt). Options of a family other than the URI's
+    are validated and ignored. Unknown names raise :class:`InvalidOptionError` naming the option.
     Without options for its family a URI is resolved by ``pyarrow.fs.FileSystem.from_uri``
     (so query-string options such as ``?endpoint_override=`` keep working).
     """

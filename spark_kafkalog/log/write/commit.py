@@ -34,7 +34,6 @@ its log at the first offset written, and the log-start-offset checkpoint says so
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
 from dataclasses import dataclass
 from typing import Sequence
