@@ -130,6 +130,33 @@ class InternalError(KafkaLogError):
     e.g. the bytes a commit wrote disagree with its plan. The message says which."""
 
 
+class StorageError(KafkaLogError, OSError):
+    """The filesystem refused a write, fsync, rename, truncate or delete (disk full, I/O
+    error, read-only, quota): the message names the operation, the file and the errno
+    (``ENOSPC``, ``EIO``, ...), and ``errno`` is set, as on the ``OSError`` it wraps. What
+    the operation had begun is undone or left for the next open to undo (the journal)."""
+
+    def __init__(self, message: str, *, path: str | None = None,
+                 position: int | None = None, offset: int | None = None,
+                 errno: int | None = None):
+        super().__init__(message, path=path, position=position, offset=offset)
+        # errno only (no strerror): OSError's str() would otherwise replace the message
+        self.errno = errno
+
+    def at(self, *, path: str | None = None, position_base: int = 0) -> "StorageError":
+        err = super().at(path=path, position_base=position_base)
+        err.errno = self.errno
+        return err
+
+    def __reduce__(self):
+        return (_rebuild_storage, (self.reason, self.path, self.position, self.offset,
+                                   self.errno))
+
+
+def _rebuild_storage(reason, path, position, offset, errno):
+    return StorageError(reason, path=path, position=position, offset=offset, errno=errno)
+
+
 # ---- errors that crossed Spark ----------------------------------------------------------------
 
 #: a line of exception text naming one of our classes: ``pkg.mod.Name: message``

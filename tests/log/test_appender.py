@@ -860,10 +860,13 @@ def test_syncer_fsyncs_on_its_threads_closes_every_file_and_reraises(tmp_path, m
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "close", close)
     syncer = flush.Syncer(threads=3)
-    for fd in fds:
-        syncer.fsync_and_close(fd)
-    with pytest.raises(OSError, match="disk error"):
+    for fd, name in zip(fds, [f"f{i}" for i in range(10)] + ["bad"]):
+        syncer.fsync_and_close(fd, str(tmp_path / name))
+    # our error, naming the file and the errno
+    from spark_kafkalog.errors import StorageError
+    with pytest.raises(StorageError, match=r"cannot fsync file: EIO .*bad\)") as info:
         syncer.wait()
+    assert info.value.errno == errno.EIO
     assert 1 <= len(ran) <= 3 and threading.get_ident() not in ran
     assert set(fds) <= closed
 

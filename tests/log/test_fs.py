@@ -83,7 +83,7 @@ def test_write_fully_writes_everything_in_pieces(tmp_path, monkeypatch):
     get on virtual machines that return free memory to the host)."""
     import os
 
-    from spark_kafkalog.log.io import fs as fsmod
+    from spark_kafkalog.log.io import sysio as fsmod
 
     monkeypatch.setattr(fsmod, "WRITE_PIECE_BYTES", 1000)
     sizes = []

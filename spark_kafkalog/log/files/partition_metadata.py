@@ -9,6 +9,7 @@ import base64
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
+from spark_kafkalog.log.io import write_atomic
 
 FILE_NAME = "partition.metadata"
 #: Uuid.ZERO_UUID and Uuid.METADATA_TOPIC_ID, which no ordinary topic has
@@ -51,8 +52,7 @@ def read_topic_id(fs: pafs.FileSystem, partition_dir: str) -> str | None:
 
 
 def write_topic_id(fs: pafs.FileSystem, partition_dir: str, topic_id: str) -> None:
-    """Write a partition dir's ``partition.metadata`` whole (a temp file, then a rename)."""
-    tmp = f"{partition_dir}/{FILE_NAME}.tmp"
-    with fs.open_output_stream(tmp) as fh:
-        fh.write(f"version: 0\ntopic_id: {check_topic_id(topic_id, 'topic id')}".encode())
-    fs.move(tmp, f"{partition_dir}/{FILE_NAME}")
+    """Write a partition dir's ``partition.metadata`` whole or not at all (no temp file
+    left when the disk is full)."""
+    data = f"version: 0\ntopic_id: {check_topic_id(topic_id, 'topic id')}".encode()
+    write_atomic(fs, f"{partition_dir}/{FILE_NAME}", data)

@@ -29,7 +29,9 @@ from typing import Callable, Iterable
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog.log.io.fs import file_size, fsync_dir, is_local, list_dir, read_small_file
+from spark_kafkalog.log.io import sysio
+from spark_kafkalog.log.io.fs import (delete_file, file_size, fsync_dir, is_local, list_dir,
+                                      read_small_file)
 from spark_kafkalog.log.model.names import DELETED_SUFFIX
 
 __all__ = ["DELETED_SUFFIX", "FILE_DELETE_DELAY_MS", "deleted_name", "split_deleted",
@@ -77,10 +79,10 @@ def rename_for_deletion(fs: pafs.FileSystem, paths: Iterable[str], token: str | 
         target = deleted_name(path, token)
         if local:
             try:
-                os.replace(path, target)
+                sysio.replace(path, target)
             except FileNotFoundError:
                 continue
-            os.utime(target)
+            sysio.utime(target)
         else:
             if file_size(fs, path) is None:
                 continue
@@ -108,9 +110,7 @@ def purge_deleted_files(fs: pafs.FileSystem, directory: str, delay_ms: int,
         if delay_ms > 0 and now_ms - mtime < delay_ms:
             left += 1
             continue
-        try:
-            fs.delete_file(info.path)
-        except FileNotFoundError:
+        if not delete_file(fs, info.path, missing_ok=True):
             continue
         files += 1
         nbytes += int(info.size or 0)

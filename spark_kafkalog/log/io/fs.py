@@ -4,6 +4,7 @@ atomic writes, deletes, directory fsync.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 from typing import Mapping
@@ -11,7 +12,9 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
+from spark_kafkalog.errors import InvalidOptionError, LogLayoutError, StorageError
+from spark_kafkalog.log.io import sysio
+from spark_kafkalog.log.io.sysio import WRITE_PIECE_BYTES, fsync_dir, write_fully
 
 __all__ = [
     "FILESYSTEM_OPTIONS", "resolve_filesystem", "read_range", "read_small_file",
@@ -74,7 +77,15 @@ _S3_OPTIONS = {
     "force_virtual_addressing": ("force_virtual_addressing", _bool),
     "tls_ca_file_path": ("tls_ca_file_path", _str),
     "allow_bucket_creation": ("allow_bucket_creation", _bool),
+    # attempts per request (the first included) on a retryable error (5xx, 503
+    # SlowDown, a reset or cut-short response), with the AWS SDK's standard backoff
+    "retry_max_attempts": ("retry_max_attempts", _int),
 }
+#: attempts per S3 request by default (the AWS SDK's standard strategy's, as pyarrow's)
+S3_RETRY_ATTEMPTS = 3
+#: the most ``s3.retry_max_attempts`` may ask for: a read against a failing store fails
+#: within a bounded time instead of retrying without end
+S3_RETRY_ATTEMPTS_MAX = 20
 _GCS_OPTIONS = {
     "endpoint": ("endpoint_override", _str),
     "endpoint_override": ("endpoint_override", _str),
@@ -162,6 +173,17 @@ def _split_endpoint(kwargs: dict[str, object]) -> None:
         kwargs.setdefault("scheme", parts.scheme)
 
 
+def _retry_strategy(kwargs: dict[str, object]) -> None:
+    """``s3.retry_max_attempts`` as pyarrow's retry strategy (bounded)."""
+    attempts = kwargs.pop("retry_max_attempts", None)
+    if attempts is None:
+        return
+    if not 1 <= int(attempts) <= S3_RETRY_ATTEMPTS_MAX:
+        raise InvalidOptionError(f"option s3.retry_max_attempts: expected 1 to "
+                                 f"{S3_RETRY_ATTEMPTS_MAX}, got {attempts}")
+    kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=int(attempts))
+
+
 def resolve_filesystem(uri: str, options: Mapping[str, object] | None = None
                        ) -> tuple[pafs.FileSystem, str]:
     """Resolve a log-dir URI to ``(filesystem, path inside it)``.
@@ -170,8 +192,10 @@ def resolve_filesystem(uri: str, options: Mapping[str, object] | None = None
     insensitive), family one of ``s3``, ``gcs``, ``hdfs``, ``azure``, ``local``; e.g.
     ``s3.endpoint`` (``http://127.0.0.1:5000`` sets scheme and host), ``s3.region``,
     ``s3.access_key``, ``s3.secret_key``, ``s3.session_token``, ``s3.scheme``,
-    ``s3.anonymous``. Options of a family other than the URI's are validated and
-    ignored. Unknown names raise :class:`InvalidOptionError` naming the option.
+    ``s3.anonymous``, ``s3.retry_max_attempts`` (attempts per request on a retryable
+    error, default :data:`S3_RETRY_ATTEMPTS`, at most :data:`S3_RETRY_ATTEMPTS_MAX`;
+    ``s3.request_timeout`` bounds each attempt). Options of a family other than the URI's
+    are validated and ignored. Unknown names raise :class:`InvalidOptionError` naming the option.
     Without options for its family a URI is resolved by ``pyarrow.fs.FileSystem.from_uri``
     (so query-string options such as ``?endpoint_override=`` keep working).
     """
@@ -198,6 +222,7 @@ def resolve_filesystem(uri: str, options: Mapping[str, object] | None = None
         path = (parts.netloc + parts.path).rstrip("/")
         if family == "s3":
             _split_endpoint(kwargs)
+            _retry_strategy(kwargs)
             return pafs.S3FileSystem(**kwargs), path
         if family == "gcs":
             _split_endpoint(kwargs)
@@ -250,10 +275,15 @@ def read_range(fs: pafs.FileSystem, path: str, position: int, length: int) -> by
         return b""
     try:
         with fs.open_input_file(path) as f:
-            return f.read_at(length, position)
+            want = max(min(length, f.size() - position), 0)
+            data = f.read_at(want, position) if want else b""
     except OSError as err:
         raise LogLayoutError(f"cannot read {length} bytes: {err}", path=path,
                              position=position) from err
+    if len(data) != want:
+        raise LogLayoutError(f"short read: {len(data)} of {want} bytes", path=path,
+                             position=position)
+    return data
 
 
 def read_small_file(fs: pafs.FileSystem, path: str, limit: int) -> bytes | None:
@@ -266,7 +296,10 @@ def read_small_file(fs: pafs.FileSystem, path: str, limit: int) -> bytes | None:
             if size > limit:
                 raise LogLayoutError(f"file is {size} bytes, more than the {limit} allowed "
                                      "for this kind of file", path=path)
-            return f.read_at(size, 0) if size else b""
+            data = f.read_at(size, 0) if size else b""
+            if len(data) != size:
+                raise LogLayoutError(f"short read: {len(data)} of {size} bytes", path=path)
+            return data
     except FileNotFoundError:
         return _replacement(fs, path, limit)
     except LogLayoutError:
@@ -287,39 +320,12 @@ def _replacement(fs: pafs.FileSystem, path: str, limit: int) -> bytes | None:
     return read_small_file(fs, path + NEW_SUFFIX, limit)
 
 
-#: the most one ``write_fully`` system call writes (see there)
-WRITE_PIECE_BYTES = 1024 * 1024
-
-
-def write_fully(fd: int, data, position: int | None = None) -> None:
-    """Write all of ``data`` to ``fd`` (at ``position`` with ``pwrite``; else at the file
-    offset), at most :data:`WRITE_PIECE_BYTES` per system call: a write of 2 MiB or more
-    gets 2 MiB page-cache folios, which were ~4x slower to fill on the machine measured
-    (docs/PERFORMANCE.md, log/io)."""
-    view = memoryview(data).cast("B")
-    while view:
-        piece = view[:WRITE_PIECE_BYTES]
-        n = os.write(fd, piece) if position is None else os.pwrite(fd, piece, position)
-        view = view[n:]
-        if position is not None:
-            position += n
-
-
 # Object stores make an object visible only once its upload completes: one PUT is atomic.
 _ATOMIC_PUT_FILESYSTEMS = {"s3", "gcs", "abfs"}
 #: suffix of the temporary file :func:`write_atomic` writes first (Kafka's own for checkpoints)
 TMP_SUFFIX = ".tmp"
 #: suffix of a complete replacement waiting to be renamed into place (rename filesystems)
 NEW_SUFFIX = ".new"
-
-
-def fsync_dir(directory: str) -> None:
-    """Make a local directory's entries (a create, rename or delete in it) durable."""
-    fd = os.open(directory or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def is_local(fs: pafs.FileSystem) -> bool:
@@ -331,7 +337,7 @@ def delete_file(fs: pafs.FileSystem, path: str, *, missing_ok: bool = False) -> 
     """Delete one file; False when it did not exist and ``missing_ok``."""
     try:
         if is_local(fs):
-            os.unlink(path)
+            sysio.unlink(path)
         else:
             fs.delete_file(path)
         return True
@@ -342,6 +348,8 @@ def delete_file(fs: pafs.FileSystem, path: str, *, missing_ok: bool = False) -> 
     except OSError as err:
         if missing_ok and file_size(fs, path) is None:
             return False
+        if isinstance(err, StorageError):
+            raise
         raise LogLayoutError(f"cannot delete file: {err}", path=path) from err
 
 
@@ -361,31 +369,36 @@ def write_atomic(fs: pafs.FileSystem, path: str, data) -> None:
     """
     if isinstance(fs, pafs.LocalFileSystem):
         tmp = path + TMP_SUFFIX
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = sysio.open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
-            write_fully(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.replace(tmp, path)
+            try:
+                sysio.write_fully(fd, data, path=tmp)
+                sysio.fsync(fd, tmp)
+            finally:
+                os.close(fd)
+            sysio.replace(tmp, path)
         except BaseException:
-            os.unlink(tmp)
+            # a half-written or unsynced replacement is never left behind (disk full)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
             raise
         fsync_dir(os.path.dirname(path))
         return
     if fs.type_name in _ATOMIC_PUT_FILESYSTEMS:
-        with fs.open_output_stream(path) as out:
+        with sysio.remote("write", path), fs.open_output_stream(path) as out:
             out.write(data)
         return
     tmp, new = path + TMP_SUFFIX, path + NEW_SUFFIX
-    if file_size(fs, new) is not None:
-        if file_size(fs, path) is None:
-            fs.move(new, path)          # finish the replacement a crash interrupted
-        else:
-            delete_file(fs, new)        # a replacement that never became the file
-    with fs.open_output_stream(tmp) as out:
+    with sysio.remote("rename", new):
+        if file_size(fs, new) is not None:
+            if file_size(fs, path) is None:
+                fs.move(new, path)          # finish the replacement a crash interrupted
+            else:
+                delete_file(fs, new)        # a replacement that never became the file
+    with sysio.remote("write", tmp), fs.open_output_stream(tmp) as out:
         out.write(data)
-    fs.move(tmp, new)
+    with sysio.remote("rename", tmp):
+        fs.move(tmp, new)
     delete_file(fs, path, missing_ok=True)
-    fs.move(new, path)
+    with sysio.remote("rename", new):
+        fs.move(new, path)

@@ -108,8 +108,13 @@ class SegmentFile:
                         break
                     got += n
             elif kept < length:
-                self._f.seek(position + kept)
-                got += self._f.readinto(data[kept:])
+                try:
+                    self._f.seek(position + kept)
+                    got += self._f.readinto(data[kept:])
+                except OSError as err:
+                    # the object store's error, after the client's own retries
+                    raise LogLayoutError(f"cannot read segment: {err}", path=self.path,
+                                         position=position + kept) from err
             if got != length:
                 self._short(position, got, length)
         self.stats.bytes_read += length - kept

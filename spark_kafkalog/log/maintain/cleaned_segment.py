@@ -20,7 +20,7 @@ from spark_kafkalog.format.rebuild import empty_batch, rebase_control_batch, reb
 from spark_kafkalog.format.wire import ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TYPE
 from spark_kafkalog.log.files.index import build_indexes
 from spark_kafkalog.log.files.txn import encode_txn_index
-from spark_kafkalog.log.io import write_fully
+from spark_kafkalog.log.io import sysio, write_fully
 from spark_kafkalog.log.maintain.cleaner import RETAIN_EMPTY
 from spark_kafkalog.log.write.files import write_new
 from spark_kafkalog.log.write.replace import cleaned_path
@@ -33,8 +33,9 @@ class GroupWriter:
 
     def __init__(self, directory: str, base: int, dry_run: bool):
         self.directory, self.base, self.dry_run = directory, base, dry_run
-        self.fd = None if dry_run else os.open(cleaned_path(directory, base, ".log"),
-                                               os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.path = cleaned_path(directory, base, ".log")
+        self.fd = None if dry_run else sysio.open_fd(self.path,
+                                                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         self.size = 0
         self.positions: list[int] = []
         self.lasts: list[int] = []
@@ -52,7 +53,7 @@ class GroupWriter:
     def add(self, data: bytes, last: int, max_ts: int) -> None:
         self._digest.update(data)
         if self.fd is not None:
-            write_fully(self.fd, data)
+            write_fully(self.fd, data, path=self.path)
         self.positions.append(self.size)
         self.lasts.append(last)
         self.max_ts.append(max_ts)
@@ -61,7 +62,7 @@ class GroupWriter:
     def finish(self, interval: int) -> None:
         if self.fd is None:
             return
-        os.fsync(self.fd)
+        sysio.fsync(self.fd, self.path)
         os.close(self.fd)
         self.fd = None
         index, timeindex = build_indexes(self.base, interval, self.positions, self.lasts,
@@ -83,7 +84,7 @@ class GroupWriter:
         if not self.dry_run:
             for suffix in (".log", ".index", ".timeindex", ".txnindex"):
                 try:
-                    os.unlink(cleaned_path(self.directory, self.base, suffix))
+                    sysio.unlink(cleaned_path(self.directory, self.base, suffix))
                 except FileNotFoundError:
                     pass
 

@@ -20,7 +20,7 @@ from spark_kafkalog.errors import (
     LogLayoutError,
 )
 from spark_kafkalog.format import wire
-from spark_kafkalog.log.io import write_fully
+from spark_kafkalog.log.io import sysio, write_fully
 from spark_kafkalog.log.write import config
 from spark_kafkalog.log.write.config import AppendConfig, Fault, segment_file, splits_writes
 from spark_kafkalog.log.io import is_local
@@ -45,21 +45,22 @@ class _SegOut:
         self._stream = None
         if seg.adopted_bytes:
             # a staging file renamed into place (see _adopt): appended to after its bytes
-            self.fd = os.open(path, os.O_RDWR)
+            self.fd = sysio.open_fd(path, os.O_RDWR)
             self.written_to = seg.adopted_bytes
         elif is_local(fs):
             if seg.existing:
-                self.fd = fd if fd is not None else os.open(path, os.O_RDWR)
+                self.fd = fd if fd is not None else sysio.open_fd(path, os.O_RDWR)
                 if seg.start_size == 0:
-                    os.ftruncate(self.fd, 0)
+                    sysio.ftruncate(self.fd, 0, path)
             else:
                 try:
-                    self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                    self.fd = sysio.open_fd(path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
                 except FileExistsError as err:
                     raise CommitConflictError("segment file appeared under the writer lock",
                                               path=path) from err
         else:
-            self._stream = fs.open_output_stream(path)
+            with sysio.remote("create", path):
+                self._stream = fs.open_output_stream(path)
 
     def write(self, data, position: int) -> None:
         if position != self.written_to:
@@ -67,9 +68,10 @@ class _SegOut:
                                 f"{self.written_to})", path=self.path, position=position)
         view = memoryview(data)
         if self.fd is not None:
-            write_fully(self.fd, view, position)
+            write_fully(self.fd, view, position, self.path)
         else:
-            self._stream.write(view)
+            with sysio.remote("write", self.path):
+                self._stream.write(view)
         self.written_to += len(data)
 
     def close(self, syncer: Syncer | None) -> None:
@@ -78,12 +80,13 @@ class _SegOut:
         if self.fd is not None:
             fd, self.fd = self.fd, None
             if syncer is not None:
-                syncer.fsync_and_close(fd)
+                syncer.fsync_and_close(fd, self.path)
             else:
                 os.close(fd)
         if self._stream is not None:
-            self._stream.close()
-            self._stream = None
+            stream, self._stream = self._stream, None
+            with sysio.remote("write", self.path):
+                stream.close()
 
 
 _ARANGE8 = np.arange(8, dtype=np.int64)
@@ -132,7 +135,8 @@ def _copy_local(reader: FileHandle, out: _SegOut, src: int, dst: int, nbytes: in
     done = 0
     try:
         while done < nbytes:
-            n = os.copy_file_range(reader.fd, out.fd, nbytes - done, src + done, dst + done)
+            n = sysio.copy_file_range(reader.fd, out.fd, nbytes - done, src + done,
+                                      dst + done, out.path)
             if n <= 0:
                 raise LogLayoutError("staging file is shorter than its description",
                                      path=reader.path, position=src + done)
@@ -162,11 +166,10 @@ def _patch_in_place(fd: int, pos: int, nbytes: int, rel: np.ndarray, sizes: np.n
         del v
     if bad is not None:
         raise _mismatch(bad, rel, sizes, path, pos)
-    raw = bases.astype(">i8").tobytes()
+    raw = memoryview(bases.astype(">i8").tobytes())
     at = (rel + pos).tolist()
     for k, position in enumerate(at):
-        if os.pwrite(fd, raw[8 * k:8 * k + 8], position) != 8:
-            raise OSError(errno.EIO, "short write patching a baseOffset", path)
+        write_fully(fd, raw[8 * k:8 * k + 8], position, path)
 
 
 def prefetch_headers(plan: WritePlan) -> None:
@@ -312,7 +315,7 @@ def _adopt(run: Run, table: np.ndarray, path: str, fault: Fault) -> bool:
     sizes = rows["size"].astype(np.int64)
     ends = np.cumsum(sizes)
     starts = ends - sizes
-    fd = os.open(run.src_path, os.O_RDWR)
+    fd = sysio.open_fd(run.src_path, os.O_RDWR)
     try:
         if os.fstat(fd).st_size != int(ends[-1]):
             raise CommitConflictError("staging file is not the size its commit message says "
@@ -329,7 +332,7 @@ def _adopt(run: Run, table: np.ndarray, path: str, fault: Fault) -> bool:
         os.close(fd)
     fault("adopt-patched")
     try:
-        os.link(run.src_path, path)
+        sysio.link(run.src_path, path)
     except FileExistsError as err:
         raise CommitConflictError("segment file appeared under the writer lock",
                                   path=path) from err
@@ -338,7 +341,7 @@ def _adopt(run: Run, table: np.ndarray, path: str, fault: Fault) -> bool:
             return False
         raise
     fault("append")
-    os.unlink(run.src_path)
+    sysio.unlink(run.src_path)
     return True
 
 
@@ -373,16 +376,16 @@ def _write_indexes(fs: pafs.FileSystem, directory: str, seg: SegPlan, active: Ac
                   (tidx_path, flags, None, bytes(b.time_entries) + close, 0, None)]
     for path, flags, truncate_to, data, position, fd in writes:
         if fd is None:
-            fd = os.open(path, flags, 0o644)
+            fd = sysio.open_fd(path, flags)
         try:
             if truncate_to is not None:
-                os.ftruncate(fd, truncate_to)
-            write_fully(fd, data, position)
+                sysio.ftruncate(fd, truncate_to, path)
+            write_fully(fd, data, position, path)
         except BaseException:
             os.close(fd)
             raise
         if syncer is not None:
-            syncer.fsync_and_close(fd)
+            syncer.fsync_and_close(fd, path)
         else:
             os.close(fd)
 

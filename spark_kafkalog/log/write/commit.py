@@ -34,7 +34,6 @@ its log at the first offset written, and the log-start-offset checkpoint says so
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
 from dataclasses import dataclass
 from typing import Sequence
@@ -54,7 +53,7 @@ from spark_kafkalog.log.write.config import (
     no_fault,
     norm_root,
 )
-from spark_kafkalog.log.io import is_local
+from spark_kafkalog.log.io import is_local, sysio
 from spark_kafkalog.log.write.files import topic_partitions
 from spark_kafkalog.log.write.flush import choose_syncer
 from spark_kafkalog.log.write.lock import BrokerDirGuard, TopicLock
@@ -106,8 +105,10 @@ def _begin_apply_commit(fs: pafs.FileSystem, root: str, write_id: str, names: li
         for t in names:
             st = states[t]
             st.pending = plan.pending(write_id, t, coordinator)
-            jr.save(fs, root, st)
+            # before the save: a save that fails after its rename (the directory's
+            # fsync) leaves the record in place, and it is undone below too
             begun.append(t)
+            jr.save(fs, root, st)
         fault("begun")
         syncer = None
         if cfg.fsync and is_local(fs):
@@ -135,10 +136,16 @@ def _begin_apply_commit(fs: pafs.FileSystem, root: str, write_id: str, names: li
         # the commit point: the coordinator's journal write
         states[coordinator].commit_pending()
         jr.save(fs, root, states[coordinator])
-    except Exception:
+    except Exception as err:
         for t in begun:
             recover_locked(fs, root, t, no_fault)
-        raise
+        if not _committed(fs, root, names, write_id):
+            raise
+        # the commit point landed although its write reported an error (an object
+        # store's answer lost after it stored the journal; a directory fsync after the
+        # rename): the write is in, and recovery has finished it
+        warnings.warn(f"write {write_id} committed, but its commit reported an error "
+                      f"({err}); recovery finished it", RuntimeWarning, stacklevel=3)
 
 
 def _finish(fs: pafs.FileSystem, root: str, write_id: str, names: list[str], states: dict,
@@ -190,7 +197,7 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
         delete_staging(fs, root, write_id, staged_paths)
         return CommitResult(write_id, {}, noop=True)
     if is_local(fs):
-        os.makedirs(root, exist_ok=True)
+        sysio.makedirs(root)
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(BrokerDirGuard(fs, root))
@@ -198,8 +205,12 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
                                                    timeout=cfg.lock_timeout))
                      for t in names]
             fault("locked")
+            # a pending record of this very write id (an attempt that failed before
+            # undoing it) is undone without deleting this attempt's staging files
+            mine = set(staged_paths) | {sec.path for sf in staged for sec in sf.sections
+                                        if sec.path}
             for t in names:
-                recover_locked(fs, root, t, fault)
+                recover_locked(fs, root, t, fault, keep=mine)
             states = {t: jr.load(fs, root, t) for t in names}
             if states[names[0]].is_committed(write_id):
                 return CommitResult(write_id, {}, noop=True)
@@ -234,7 +245,23 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
             return CommitResult(write_id, plan.ranges())
     finally:
         # this write's staging files, including those of task attempts Spark discarded
-        delete_staging(fs, root, write_id, staged_paths)
+        # (past the commit point a failure here is a warning: the write is in, and
+        # raising would have the caller write it again under a new id)
+        try:
+            delete_staging(fs, root, write_id, staged_paths)
+        except Exception as err:
+            if not _committed(fs, root, names, write_id):
+                raise
+            warnings.warn(f"write {write_id} committed, but deleting its staging files "
+                          f"failed ({err}); a later write removes them", RuntimeWarning,
+                          stacklevel=2)
+
+
+def _committed(fs: pafs.FileSystem, root: str, names: list[str], write_id: str) -> bool:
+    try:
+        return bool(names) and jr.load(fs, root, names[0]).is_committed(write_id)
+    except Exception:       # noqa: BLE001  (cannot tell: report the error)
+        return False
 
 
 def abort_write(fs: pafs.FileSystem, root: str, write_id: str | None,

@@ -11,7 +11,7 @@ import time
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import LogLayoutError
-from spark_kafkalog.log.io import is_local, write_fully
+from spark_kafkalog.log.io import is_local, sysio, write_fully
 from spark_kafkalog.log.model import Segment, parse_partition_dir_name
 from spark_kafkalog.log.read.discovery import list_segments
 
@@ -66,10 +66,10 @@ def topic_partitions(fs: pafs.FileSystem, root: str, topic: str) -> list[int]:
 
 
 def truncate(path: str, size: int) -> None:
-    fd = os.open(path, os.O_WRONLY)
+    fd = sysio.open_fd(path, os.O_WRONLY)
     try:
-        os.ftruncate(fd, size)
-        os.fsync(fd)
+        sysio.ftruncate(fd, size, path)
+        sysio.fsync(fd, path)
     finally:
         os.close(fd)
 
@@ -77,21 +77,21 @@ def truncate(path: str, size: int) -> None:
 def write_new(fs: pafs.FileSystem, path: str, data: bytes, *, fsync: bool) -> None:
     """Create (or replace) ``path`` with ``data``; not atomic (callers make that safe)."""
     if is_local(fs):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = sysio.open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
-            write_fully(fd, data)
+            write_fully(fd, data, path=path)
             if fsync:
-                os.fsync(fd)
+                sysio.fsync(fd, path)
         finally:
             os.close(fd)
     else:
-        with fs.open_output_stream(path) as f:
+        with sysio.remote("write", path), fs.open_output_stream(path) as f:
             f.write(data)
 
 
 def make_dirs(fs: pafs.FileSystem, directory: str) -> None:
     if is_local(fs):
-        os.makedirs(directory, exist_ok=True)
+        sysio.makedirs(directory)
     else:
         fs.create_dir(directory, recursive=True)
 
@@ -101,7 +101,7 @@ def remove_empty_dir(fs: pafs.FileSystem, directory: str) -> None:
         return
     if is_local(fs):
         with contextlib.suppress(FileNotFoundError):
-            os.rmdir(directory)
+            sysio.rmdir(directory)
     else:
         fs.delete_dir(directory)
 

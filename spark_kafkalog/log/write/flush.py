@@ -19,6 +19,7 @@ import threading
 from typing import Iterable, Sequence
 
 from spark_kafkalog.format import wire
+from spark_kafkalog.log.io import sysio
 from spark_kafkalog.log.write.config import DEFAULT_ADOPT_MIN_BYTES
 
 #: a staging file as large as one the commit adopts (smaller ones are copied, so flushing
@@ -178,25 +179,27 @@ class Syncer:
 
     def _run(self) -> None:
         while True:
-            fd = self._queue.get()
-            if fd is None:
+            item = self._queue.get()
+            if item is None:
                 return
+            fd, path = item
             try:
-                os.fsync(fd)
+                sysio.fsync(fd, path)
             except BaseException as err:        # noqa: BLE001  (re-raised by wait)
                 self._errors.append(err)
             finally:
                 os.close(fd)
 
-    def fsync_and_close(self, fd: int) -> None:
+    def fsync_and_close(self, fd: int, path: str | None = None) -> None:
+        """fsync and close ``fd`` (the file ``path``, named in an error)."""
         if len(self._threads) < self._max:
             t = threading.Thread(target=self._run, name="kafkalog-fsync", daemon=True)
             t.start()
             self._threads.append(t)
-        self._queue.put(fd)
+        self._queue.put((fd, path))
 
     def fsync_dir(self, directory: str) -> None:
-        self.fsync_and_close(os.open(directory, os.O_RDONLY | os.O_DIRECTORY))
+        self.fsync_and_close(os.open(directory, os.O_RDONLY | os.O_DIRECTORY), directory)
 
     def wait(self) -> None:
         for _ in self._threads:
@@ -295,11 +298,12 @@ class FilesystemSyncer:
 
     def __init__(self, root: str):
         self._syncfs = _libc_syncfs()
+        self._root = root
         self._fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
         self._dev = os.fstat(self._fd).st_dev
         self._others: Syncer | None = None
 
-    def fsync_and_close(self, fd: int) -> None:
+    def fsync_and_close(self, fd: int, path: str | None = None) -> None:
         try:
             same = os.fstat(fd).st_dev == self._dev
         except BaseException:
@@ -310,10 +314,10 @@ class FilesystemSyncer:
         else:
             if self._others is None:
                 self._others = Syncer()
-            self._others.fsync_and_close(fd)
+            self._others.fsync_and_close(fd, path)
 
     def fsync_dir(self, directory: str) -> None:
-        self.fsync_and_close(os.open(directory, os.O_RDONLY | os.O_DIRECTORY))
+        self.fsync_and_close(os.open(directory, os.O_RDONLY | os.O_DIRECTORY), directory)
 
     def wait(self) -> None:
         """syncfs (and join the fsyncs of other filesystems' files); raises the first
@@ -326,18 +330,11 @@ class FilesystemSyncer:
                 self._others.wait()
         finally:
             try:
-                if self._syncfs(fd) != 0:
-                    import ctypes
-                    err = ctypes.get_errno()
-                    raise OSError(err, f"syncfs: {os.strerror(err)}")
+                sysio.syncfs(self._syncfs, fd, self._root)
             finally:
                 os.close(fd)
 
 
 def fsync_dir(directory: str) -> None:
     """fsync a directory (the names created or removed in it), now."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    sysio.fsync_dir(directory)

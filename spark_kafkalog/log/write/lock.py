@@ -20,12 +20,13 @@ import socket
 import threading
 import time
 import uuid
+import warnings
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import LockError
-from spark_kafkalog.log.io import is_local
+from spark_kafkalog.log.io import is_local, sysio
 
 BROKER_LOCK_FILE = ".lock"
 CHECKPOINT_LOCK_FILE = ".kafkalog.lock"
@@ -58,6 +59,17 @@ def _owner_record(write_id: str | None) -> dict:
     pid = os.getpid()
     return {"host": socket.gethostname(), "pid": pid, "start": process_start_time(pid),
             "write_id": write_id, "since_ms": int(time.time() * 1000)}
+
+
+#: tokens of the object-store leases TopicLocks of this process hold now
+_LIVE_LEASES: set[str] = set()
+
+
+def _own_stale_lease(owner: dict) -> bool:
+    """A lease this very process wrote and no longer holds (its release could not
+    delete it: the store failed): free, not a live holder to wait for."""
+    return (owner.get("host") == socket.gethostname() and owner.get("pid") == os.getpid()
+            and owner.get("token") not in _LIVE_LEASES)
 
 
 def holder_alive(owner: dict) -> bool | None:
@@ -221,8 +233,8 @@ class TopicLock:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.25)
             record = json.dumps(_owner_record(self.write_id)).encode()
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, record, 0)
+            sysio.ftruncate(fd, 0, self.path)
+            sysio.write_fully(fd, record, 0, self.path)
         except BaseException:
             os.close(fd)
             raise
@@ -250,7 +262,7 @@ class TopicLock:
         except OSError as err:
             if "not found" in str(err).lower() or "does not exist" in str(err).lower():
                 return None
-            raise
+            raise sysio.storage_error("open", self.path, err) from err
         try:
             return json.loads(raw.decode())
         except ValueError:
@@ -260,7 +272,7 @@ class TopicLock:
         rec = _owner_record(self.write_id)
         rec["token"] = token
         rec["expires_ms"] = int((time.time() + self.lease_s) * 1000)
-        with self.fs.open_output_stream(self.path) as f:
+        with sysio.remote("write", self.path), self.fs.open_output_stream(self.path) as f:
             f.write(json.dumps(rec).encode())
 
     def _acquire_lease(self) -> None:
@@ -271,15 +283,21 @@ class TopicLock:
             cur = self._read_lease()
             free = (cur is None or not cur
                     or cur.get("expires_ms", 0) < time.time() * 1000
-                    or holder_alive(cur) is False)
+                    or holder_alive(cur) is False or _own_stale_lease(cur))
             if free:
-                self._write_lease(token)
-                # Last writer wins on an object store: read back to see who did.
-                time.sleep(0.05)
-                cur = self._read_lease()
+                _LIVE_LEASES.add(token)     # before it is visible: never taken for stale
+                try:
+                    self._write_lease(token)
+                    # Last writer wins on an object store: read back to see who did.
+                    time.sleep(0.05)
+                    cur = self._read_lease()
+                except BaseException:
+                    _LIVE_LEASES.discard(token)
+                    raise
                 if cur and cur.get("token") == token:
                     self._held = _Held(fd=None, token=token)
                     return
+                _LIVE_LEASES.discard(token)
             if time.monotonic() >= deadline:
                 who = (f"host {cur.get('host')}, pid {cur.get('pid')}, write "
                        f"{cur.get('write_id')}") if cur else "holder unknown"
@@ -313,9 +331,19 @@ class TopicLock:
             # Leave the file (unlinking would race a waiter that opened it already).
             os.close(held.fd)
         else:
-            cur = self._read_lease()
-            if cur and cur.get("token") == held.token:
-                self.fs.delete_file(self.path)
+            try:
+                cur = self._read_lease()
+                if cur and cur.get("token") == held.token:
+                    with sysio.remote("unlink", self.path):
+                        self.fs.delete_file(self.path)
+            except OSError as err:
+                # what the lease guarded is done (or undone); a lease left behind
+                # expires, and this process knows it for its own
+                warnings.warn(f"could not remove the writer lease ({err}); it expires "
+                              f"{self.lease_s:g}s after it was written", RuntimeWarning,
+                              stacklevel=2)
+            finally:
+                _LIVE_LEASES.discard(held.token)
 
     def __enter__(self) -> "TopicLock":
         return self.acquire()

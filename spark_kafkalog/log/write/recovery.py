@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Iterable
+from typing import Collection, Iterable
 
 import pyarrow.fs as pafs
 
@@ -17,7 +17,7 @@ from spark_kafkalog.log.files.checkpoint import (
     truncate_leader_epochs,
     write_checkpoint,
 )
-from spark_kafkalog.log.io import file_size
+from spark_kafkalog.log.io import file_size, sysio
 from spark_kafkalog.log.write import journal as jr
 from spark_kafkalog.log.write.config import (
     HIGH_WATERMARK_FILE,
@@ -86,12 +86,12 @@ def _restore_active(fs: pafs.FileSystem, directory: str, undo: jr.PartitionUndo)
         if (file_size(fs, idx_path) or 0) > undo.index_size:
             truncate(idx_path, undo.index_size)
         tail = undo.timeindex_tail
-        fd = os.open(tidx_path, os.O_WRONLY)
+        fd = sysio.open_fd(tidx_path, os.O_WRONLY)
         try:
-            os.ftruncate(fd, undo.timeindex_size - len(tail))
+            sysio.ftruncate(fd, undo.timeindex_size - len(tail), tidx_path)
             if tail:
-                os.pwrite(fd, tail, undo.timeindex_size - len(tail))
-            os.fsync(fd)
+                sysio.write_fully(fd, tail, undo.timeindex_size - len(tail), tidx_path)
+            sysio.fsync(fd, tidx_path)
         finally:
             os.close(fd)
 
@@ -152,9 +152,10 @@ def post_commit(fs: pafs.FileSystem, root: str, topic: str, pending: jr.PendingW
 
 
 def delete_staging(fs: pafs.FileSystem, root: str, write_id: str | None,
-                   paths: Iterable[str] = ()) -> None:
+                   paths: Iterable[str] = (), keep: Collection[str] = ()) -> None:
     """Delete ``paths``, every staging file of ``write_id`` (other task attempts') and
-    any staging file older than :data:`~.config.STAGING_TTL_S` (a driver that died)."""
+    any staging file older than :data:`~.config.STAGING_TTL_S` (a driver that died),
+    except those in ``keep`` (a retry's own files, staged under the same write id)."""
     for path in paths:
         delete_file(fs, path, missing_ok=True)
     now = time.time()
@@ -162,12 +163,16 @@ def delete_staging(fs: pafs.FileSystem, root: str, write_id: str | None,
     for name, is_dir, _, mtime in listdir(fs, root, jr.STAGING_PREFIX):
         if is_dir:
             continue
-        if (token and name.startswith(token)) or now - mtime > STAGING_TTL_S:
-            delete_file(fs, f"{root.rstrip('/')}/{name}", missing_ok=True)
+        path = f"{root.rstrip('/')}/{name}"
+        if ((token and name.startswith(token)) or now - mtime > STAGING_TTL_S) \
+                and path not in keep:
+            delete_file(fs, path, missing_ok=True)
 
 
-def recover_locked(fs: pafs.FileSystem, root: str, topic: str, fault: Fault) -> dict:
-    """:func:`recover_topic` for a caller that holds the topic's lock."""
+def recover_locked(fs: pafs.FileSystem, root: str, topic: str, fault: Fault,
+                   keep: Collection[str] = ()) -> dict:
+    """:func:`recover_topic` for a caller that holds the topic's lock. ``keep``: staging
+    files not to delete (a commit retrying the pending write, under its write id)."""
     state = jr.load(fs, root, topic)
     pending = state.pending
     if pending is None:
@@ -182,7 +187,7 @@ def recover_locked(fs: pafs.FileSystem, root: str, topic: str, fault: Fault) -> 
             fault("rollback")
         # staging goes before the journal forgets the write: a crash in between must
         # not leave files nobody knows about
-        delete_staging(fs, root, write_id)
+        delete_staging(fs, root, write_id, keep=keep)
         fault("rolled-back")
         state.pending = None
         state.record_rollback(write_id)
@@ -192,7 +197,7 @@ def recover_locked(fs: pafs.FileSystem, root: str, topic: str, fault: Fault) -> 
         state.commit_pending()
         jr.save(fs, root, state)
     post_commit(fs, root, topic, pending, fault)
-    delete_staging(fs, root, write_id)
+    delete_staging(fs, root, write_id, keep=keep)
     state.pending = None
     jr.save(fs, root, state)
     return {"rolled_back": None, "rolled_forward": write_id}

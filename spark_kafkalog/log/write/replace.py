@@ -47,6 +47,7 @@ from spark_kafkalog.log.io import (
     is_local,
     purge_deleted_files,
     rename_for_deletion,
+    sysio,
 )
 from spark_kafkalog.log.model.swap import CLEANED, FINAL_ORDER, SEGMENT_SUFFIXES, SWAP
 from spark_kafkalog.log.write import journal as jr
@@ -75,7 +76,7 @@ def check_replace_fs(fs: pafs.FileSystem) -> None:
 
 def _rename(src: str, dst: str) -> bool:
     try:
-        os.replace(src, dst)
+        sysio.replace(src, dst)
         return True
     except FileNotFoundError:
         return False
@@ -116,7 +117,7 @@ def discard_cleaned(fs: pafs.FileSystem, root: str, topic: str) -> None:
         for name, is_dir, _, _ in listdir(fs, directory):
             if not is_dir and name.endswith(CLEANED):
                 try:
-                    os.unlink(f"{directory}/{name}")
+                    sysio.unlink(f"{directory}/{name}")
                     gone = True
                 except FileNotFoundError:
                     pass

@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 from spark_kafkalog.errors import BadRowError
 from spark_kafkalog.format import wire
 from spark_kafkalog.format.npview import to_numpy
-from spark_kafkalog.log.io import write_fully
+from spark_kafkalog.log.io import sysio, write_fully
 from spark_kafkalog.log.write import journal as jr
 from spark_kafkalog.log.io import delete_file, is_local
 from spark_kafkalog.log.write.flush import BehindFlush
@@ -158,16 +158,16 @@ class _PartFile:
 
     def __init__(self, path: str, flush_behind: bool = False):
         self.path = path
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.close(sysio.open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
         self.size = 0
         self.records = 0
         self.tables: list[np.ndarray] = []
         self.behind = BehindFlush(path) if flush_behind else None
 
     def append(self, data, table: np.ndarray) -> None:
-        fd = os.open(self.path, os.O_WRONLY)
+        fd = sysio.open_fd(self.path, os.O_WRONLY)
         try:
-            write_fully(fd, data, self.size)
+            write_fully(fd, data, self.size, self.path)
         finally:
             os.close(fd)
         if self.size:
@@ -230,13 +230,14 @@ class StagingWriter:
         view = memoryview(data).cast("B")
         if is_local(self.fs):
             if self._fd is None:
-                os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            write_fully(self._fd, view)
+                sysio.makedirs(os.path.dirname(self.path))
+                self._fd = sysio.open_fd(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            write_fully(self._fd, view, path=self.path)
         else:
-            if self._stream is None:
-                self._stream = self.fs.open_output_stream(self.path)
-            self._stream.write(view)
+            with sysio.remote("write", self.path):
+                if self._stream is None:
+                    self._stream = self.fs.open_output_stream(self.path)
+                self._stream.write(view)
 
     def add(self, topic: str, partition: int, data, batches) -> None:
         """Append ``data`` (whole v2 batches back to back) for ``topic``/``partition``,
@@ -321,7 +322,7 @@ class StagingWriter:
         pf = self._parts.get(key)
         shared = self._shared.get(key, 0)
         if pf is None and shared + size > self._own_file_min:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            sysio.makedirs(os.path.dirname(self.path))
             pf = self._parts[key] = _PartFile(f"{self.path}.{topic}-{partition}",
                                               self._flush_behind)
         if pf is not None:
@@ -354,8 +355,9 @@ class StagingWriter:
             os.close(self._fd)
             self._fd = None
         if self._stream is not None:
-            self._stream.close()
-            self._stream = None
+            stream, self._stream = self._stream, None
+            with sysio.remote("write", self.path):
+                stream.close()
 
     def abort(self) -> None:
         self._close()

@@ -1,0 +1,259 @@
+"""The local system calls that change files (create, write, fsync, truncate, rename, link,
+unlink, mkdir, directory fsync, syncfs, in-kernel copy), each failing with
+:class:`~spark_kafkalog.errors.StorageError` naming the operation, the file and the errno
+(``ENOSPC``, ``EIO``, ...) instead of a bare ``OSError``. ``FileNotFoundError`` and
+``FileExistsError`` pass through unchanged: callers decide on them.
+
+The fault hook (tests, :func:`set_fault_hook`): called as ``hook(op, path)`` before each
+operation; an ``OSError`` it raises fails that operation as the system call would. Off
+(the default) it costs one global read per call. The environment variable
+``SPARK_KAFKALOG_FAULTS`` (read once, at import) installs a counting hook in processes a
+test cannot reach otherwise (jobs run as commands): ``<op>@<n>=<ERRNO>[,...]``, e.g.
+``fsync@2=EIO`` fails the second fsync of the process, ``*@5=ENOSPC`` its fifth operation.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno as _errno
+import os
+import threading
+from typing import Callable
+
+from spark_kafkalog.errors import StorageError
+
+__all__ = ["OPS", "set_fault_hook", "open_fd", "write_fully", "fsync", "ftruncate",
+           "replace", "link", "unlink", "makedirs", "rmdir", "utime", "fsync_dir",
+           "syncfs", "copy_file_range", "storage_error", "remote", "WRITE_PIECE_BYTES"]
+
+#: the operation names the hook sees
+OPS = ("create", "open", "write", "fsync", "ftruncate", "rename", "link", "unlink", "mkdir",
+       "rmdir", "utime", "fsync-dir", "syncfs", "copy")
+
+#: the most one :func:`write_fully` system call writes (see there)
+WRITE_PIECE_BYTES = 1024 * 1024
+
+_hook: Callable[[str, str], None] | None = None
+
+
+def set_fault_hook(hook: Callable[[str, str], None] | None):
+    """Install ``hook`` (None: remove it); returns the previous one."""
+    global _hook
+    old, _hook = _hook, hook
+    return old
+
+
+_VERBS = {"create": "create", "open": "open", "write": "write to", "fsync": "fsync",
+          "ftruncate": "truncate", "rename": "rename", "link": "link", "unlink": "delete",
+          "mkdir": "create directory", "rmdir": "remove directory", "utime": "touch",
+          "fsync-dir": "fsync directory", "syncfs": "syncfs the filesystem of",
+          "copy": "copy into"}
+
+
+def storage_error(op: str, path: str | None, err: OSError, detail: str = "") -> OSError:
+    """The error to raise for ``err`` from ``op`` on ``path``: ``err`` itself when it is
+    already ours or a missing/existing file, else a :class:`StorageError`."""
+    if isinstance(err, (StorageError, FileNotFoundError, FileExistsError)):
+        return err
+    code = err.errno
+    more = f" {detail}" if detail else ""
+    if code is None:        # a remote filesystem's error (pyarrow's text says what)
+        return StorageError(f"cannot {_VERBS.get(op, op)} file{more}: {err}", path=path)
+    name = _errno.errorcode.get(code, str(code))
+    return StorageError(f"cannot {_VERBS.get(op, op)} file{more}: {name} "
+                        f"({os.strerror(code)})", path=path, errno=code)
+
+
+@contextlib.contextmanager
+def remote(op: str, path: str):
+    """Around ``pyarrow.fs`` calls that change a file on a remote filesystem (object
+    store, HDFS): an ``OSError`` left after the client's own retries is raised as
+    :class:`StorageError` naming the object."""
+    try:
+        yield
+    except OSError as err:
+        raise storage_error(op, path, err) from err
+
+
+def open_fd(path: str, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` of a file the writer changes (``create`` with ``O_CREAT``)."""
+    op = "create" if flags & os.O_CREAT else "open"
+    try:
+        if _hook is not None:
+            _hook(op, path)
+        return os.open(path, flags, mode)
+    except OSError as err:
+        raise storage_error(op, path, err) from err
+
+
+def write_fully(fd: int, data, position: int | None = None, path: str | None = None) -> None:
+    """Write all of ``data`` to ``fd`` (at ``position`` with ``pwrite``; else at the file
+    offset), at most :data:`WRITE_PIECE_BYTES` per system call: a write of 2 MiB or more
+    gets 2 MiB page-cache folios, which were ~4x slower to fill on the machine measured
+    (docs/PERFORMANCE.md, log/io). ``path`` names the file in an error."""
+    view = memoryview(data).cast("B")
+    try:
+        while view:
+            if _hook is not None:
+                _hook("write", path)
+            piece = view[:WRITE_PIECE_BYTES]
+            n = os.write(fd, piece) if position is None else os.pwrite(fd, piece, position)
+            view = view[n:]
+            if position is not None:
+                position += n
+    except OSError as err:
+        raise storage_error("write", path, err,
+                            "" if position is None else f"at position {position}") from err
+
+
+def fsync(fd: int, path: str | None) -> None:
+    try:
+        if _hook is not None:
+            _hook("fsync", path)
+        os.fsync(fd)
+    except OSError as err:
+        raise storage_error("fsync", path, err) from err
+
+
+def ftruncate(fd: int, size: int, path: str | None) -> None:
+    try:
+        if _hook is not None:
+            _hook("ftruncate", path)
+        os.ftruncate(fd, size)
+    except OSError as err:
+        raise storage_error("ftruncate", path, err, f"to {size} bytes") from err
+
+
+def replace(src: str, dst: str) -> None:
+    """``os.replace``; the error names the source and says where to."""
+    try:
+        if _hook is not None:
+            _hook("rename", src)
+        os.replace(src, dst)
+    except OSError as err:
+        raise storage_error("rename", src, err, f"to {dst}") from err
+
+
+def link(src: str, dst: str) -> None:
+    try:
+        if _hook is not None:
+            _hook("link", dst)
+        os.link(src, dst)
+    except OSError as err:
+        raise storage_error("link", dst, err, f"to {src}") from err
+
+
+def unlink(path: str) -> None:
+    try:
+        if _hook is not None:
+            _hook("unlink", path)
+        os.unlink(path)
+    except OSError as err:
+        raise storage_error("unlink", path, err) from err
+
+
+def makedirs(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)``."""
+    try:
+        if _hook is not None and not os.path.isdir(path):
+            _hook("mkdir", path)
+        os.makedirs(path, exist_ok=True)
+    except OSError as err:
+        raise storage_error("mkdir", path, err) from err
+
+
+def rmdir(path: str) -> None:
+    try:
+        if _hook is not None:
+            _hook("rmdir", path)
+        os.rmdir(path)
+    except OSError as err:
+        raise storage_error("rmdir", path, err) from err
+
+
+def utime(path: str) -> None:
+    try:
+        if _hook is not None:
+            _hook("utime", path)
+        os.utime(path)
+    except OSError as err:
+        raise storage_error("utime", path, err) from err
+
+
+def fsync_dir(directory: str) -> None:
+    """Make a local directory's entries (a create, rename or delete in it) durable."""
+    try:
+        fd = os.open(directory or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as err:
+        raise storage_error("fsync-dir", directory, err) from err
+    try:
+        if _hook is not None:
+            _hook("fsync-dir", directory)
+        os.fsync(fd)
+    except OSError as err:
+        raise storage_error("fsync-dir", directory, err) from err
+    finally:
+        os.close(fd)
+
+
+def syncfs(fn: Callable[[int], int], fd: int, path: str) -> None:
+    """libc's ``syncfs`` (``fn``, from ctypes with ``use_errno``) of the filesystem
+    holding ``path`` (open as ``fd``)."""
+    try:
+        if _hook is not None:
+            _hook("syncfs", path)
+        if fn(fd) != 0:
+            import ctypes
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+    except OSError as err:
+        raise storage_error("syncfs", path, err) from err
+
+
+def copy_file_range(src_fd: int, dst_fd: int, count: int, src_pos: int, dst_pos: int,
+                    path: str) -> int:
+    """``os.copy_file_range`` into ``path`` (``dst_fd``). The errors a caller falls back
+    on (EXDEV, ENOSYS, EOPNOTSUPP, EINVAL) keep their errno, as every StorageError does."""
+    try:
+        if _hook is not None:
+            _hook("copy", path)
+        return os.copy_file_range(src_fd, dst_fd, count, src_pos, dst_pos)
+    except OSError as err:
+        raise storage_error("copy", path, err, f"at position {dst_pos}") from err
+
+
+class CountingFaults:
+    """A hook that fails the ``n``-th call of an operation (``op`` ``*``: of any) with
+    ``errno``; several rules, each counted on its own. Thread-safe."""
+
+    def __init__(self, rules: list[tuple[str, int, int]]):
+        self._rules = rules
+        self._counts = [0] * len(rules)
+        self._lock = threading.Lock()
+
+    def __call__(self, op: str, path: str | None) -> None:
+        with self._lock:
+            for i, (want, n, code) in enumerate(self._rules):
+                if want in ("*", op):
+                    self._counts[i] += 1
+                    if self._counts[i] == n:
+                        raise OSError(code, f"{os.strerror(code)} (injected)", path)
+
+
+def _from_env(spec: str) -> CountingFaults:
+    rules = []
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        try:
+            where, _, name = item.partition("=")
+            op, _, n = where.partition("@")
+            code = getattr(_errno, name.strip().upper())
+            if op not in OPS and op != "*":
+                raise ValueError(op)
+            rules.append((op, int(n), code))
+        except (ValueError, AttributeError):
+            raise ValueError(f"SPARK_KAFKALOG_FAULTS: cannot parse {item!r}: expected "
+                             "<op>@<n>=<ERRNO> with op one of * " + " ".join(OPS)) from None
+    return CountingFaults(rules)
+
+
+if os.environ.get("SPARK_KAFKALOG_FAULTS"):
+    _hook = _from_env(os.environ["SPARK_KAFKALOG_FAULTS"])
