@@ -37,7 +37,7 @@ import pyarrow.fs as pafs
 
 from spark_kafkalog import __version__, kcat, report
 from spark_kafkalog._console import Progress, format_table, human_bytes, iso_ms, json_line, plural
-from spark_kafkalog.errors import InvalidOptionError, KafkaLogError, LogLayoutError
+from spark_kafkalog.errors import DataLossError, InvalidOptionError, KafkaLogError, LogLayoutError
 from spark_kafkalog.log import (
     LogDirs,
     PartitionDir,
@@ -329,7 +329,8 @@ def _cmd_cat(args, out: TextIO, err: TextIO) -> int:
         offset=kcat.parse_offset(args.offset),
         from_time=kcat.parse_time(args.from_time) if args.from_time else None,
         count=args.count, isolation_level=args.isolation_level,
-        filesystem_options=_fs_options(args.fs_option))
+        filesystem_options=_fs_options(args.fs_option),
+        fail_on_data_loss=not args.ignore_data_loss)
     # keys and values are bytes: written as they are when stdout has a byte buffer
     raw = None if args.json else getattr(out, "buffer", None)
     if raw is not None:
@@ -456,6 +457,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="kcat format string (default '%%s\\n')")
     p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
                    default="read_uncommitted")
+    p.add_argument("--ignore-data-loss", action="store_true",
+                   help="print what is there when records the log's files promise are "
+                        "missing (default: fail, exit 1)")
     p.set_defaults(func=_cmd_cat)
 
     p = sub.add_parser("report", parents=[common, bar, sel], help="stats, charts, problems",
@@ -506,6 +510,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TornTailWarning)
             return args.func(args, out, err)
+    except DataLossError as e:
+        # the log is not whole: a problem found, not bad usage
+        err.write(f"kafkalog {args.command}: error: {e}\n")
+        return EXIT_PROBLEMS
     except KafkaLogError as e:
         err.write(f"kafkalog {args.command}: error: {e}\n")
         return EXIT_USAGE

@@ -16,6 +16,10 @@ import pyarrow as pa
 
 from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.log import LogDirs, read_partition
+from spark_kafkalog.log.read.loss import report_losses
+
+#: what cat's DataLossError says to do instead
+LOSS_HINT = "run with --ignore-data-loss to print what is there"
 
 __all__ = ["compile_format", "iter_records", "parse_offset", "parse_time", "record_json"]
 
@@ -57,14 +61,18 @@ def parse_time(text: str) -> int:
 def iter_records(path, topic: str, *, partitions: Sequence[int] | None = None,
                  offset: int | str = _EARLIEST, from_time: int | None = None,
                  count: int | None = None, isolation_level: str = "read_uncommitted",
-                 filesystem_options: Mapping | None = None) -> Iterator[dict]:
+                 filesystem_options: Mapping | None = None,
+                 fail_on_data_loss: bool = True) -> Iterator[dict]:
     """Up to ``count`` records of ``topic`` (partition by partition, in offset order), as
     dicts with Spark's Kafka columns, ``timestamp`` in epoch milliseconds (-1 for none).
 
     Each partition starts at ``offset`` (see :func:`parse_offset`; a start below the log
     start is moved up to it, as a consumer with ``auto.offset.reset=earliest`` would) or,
     with ``from_time``, at its first record at or after that time; it ends at the high
-    watermark (the last stable offset under read_committed)."""
+    watermark (the last stable offset under read_committed). Records the log's own files
+    promise and its segments do not hold raise DataLossError (before any record of the
+    partition; a gap between segments when the read reaches it), or with
+    ``fail_on_data_loss=False`` are logged as a warning, once per partition."""
     logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options)
     parts = logdirs.partitions(topic)
     if partitions is not None:
@@ -74,6 +82,10 @@ def iter_records(path, topic: str, *, partitions: Sequence[int] | None = None,
         if left is not None and left <= 0:
             return
         state = logdirs.state(p, isolation_level=isolation_level, timestamps=False)
+        asked = offset if isinstance(offset, int) and offset >= 0 and from_time is None \
+            else None
+        report_losses([x for x in state.losses if x.overlaps(asked, None)],
+                      fail=fail_on_data_loss, hint=LOSS_HINT)
         lo, hi = state.log_start_offset, state.upper_bound
         if from_time is not None:
             found = logdirs.offset_for_timestamp(p, from_time, upper_bound=hi)
@@ -91,7 +103,8 @@ def iter_records(path, topic: str, *, partitions: Sequence[int] | None = None,
         # to the upper bound, not start + count: compaction gaps and aborted records
         # make offsets outnumber records; the generator stops at the count
         for rb in read_partition(logdirs, p, start_offset=start, end_offset=hi,
-                                 isolation_level=isolation_level):
+                                 isolation_level=isolation_level,
+                                 fail_on_data_loss=fail_on_data_loss):
             # microseconds (UTC) to Kafka's epoch milliseconds; null (no timestamp) is -1
             stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()
             for row, ts in zip(rb.to_pylist(), stamps):

@@ -415,7 +415,8 @@ def _deep_checks(logdirs: LogDirs, p: PartitionDir, out: _Collector, progress) -
         # a torn tail is already a finding of the header scan
         warnings.simplefilter("ignore", TornTailWarning)
         for rb in read_partition(logdirs, p, start_offset=0, end_offset=1 << 62,
-                                 on_corruption="skip", stats=stats, include_headers=True):
+                                 on_corruption="skip", stats=stats, include_headers=True,
+                                 fail_on_data_loss=None):
             records += rb.num_rows
             if progress is not None:
                 progress(stats.bytes_read)
