@@ -224,6 +224,20 @@ def _cmd_verify(args, out: TextIO, err: TextIO) -> int:
                                  progress=progress.update)
     finally:
         progress.close()
+    if args.manifest or args.against:
+        from spark_kafkalog.log.diagnose import manifest as mf
+
+        want = mf.read_manifest(args.against) if args.against else None
+        doc = mf.build_manifest(logdirs, parts)
+        if args.manifest:
+            with open(args.manifest, "w", encoding="utf-8") as f:
+                json.dump(doc, f, indent=1)
+                f.write("\n")
+            log.info("manifest of %s written to %s", plural(len(doc["files"]), "file"),
+                     args.manifest)
+        if want is not None:
+            result.findings.extend(mf.check_manifest(want, doc, list(logdirs.roots),
+                                                     args.topic))
     log.info("verified %s in %.1f s", plural(result.partitions, "partition"),
              time.monotonic() - started)
     status = _report_verify(args, out, result, result.findings)
@@ -432,6 +446,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="also decode every record (decompress payloads, inner legacy "
                         "CRCs); reads the log twice")
     p.add_argument("--no-crc", action="store_true", help="skip batch CRC checks (faster)")
+    p.add_argument("--manifest", metavar="FILE",
+                   help="also write a manifest of the log dir(s) to FILE (JSON: every file's "
+                        "size and SHA-256, each segment's offsets, records and times, each "
+                        "partition's checkpoint entries) to audit a copy with --against")
+    p.add_argument("--against", metavar="FILE",
+                   help="also check the log dir(s) against a manifest --manifest wrote: "
+                        "every file missing, truncated, altered or extra, every checkpoint "
+                        "entry that differs, is an error")
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser("cat", parents=[common],

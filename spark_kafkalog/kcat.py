@@ -104,7 +104,7 @@ def iter_records(path, topic: str, *, partitions: Sequence[int] | None = None,
         # make offsets outnumber records; the generator stops at the count
         for rb in read_partition(logdirs, p, start_offset=start, end_offset=hi,
                                  isolation_level=isolation_level,
-                                 fail_on_data_loss=fail_on_data_loss):
+                                 fail_on_data_loss=fail_on_data_loss, loss_hint=LOSS_HINT):
             # microseconds (UTC) to Kafka's epoch milliseconds; null (no timestamp) is -1
             stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()
             for row, ts in zip(rb.to_pylist(), stamps):

@@ -14,8 +14,9 @@ from typing import Iterator
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from spark_kafkalog.errors import CorruptRecordError, DataLossError
+from spark_kafkalog.errors import CorruptRecordError
 from spark_kafkalog.spark.filters import NONE, Pushdown, push, row_mask
+from spark_kafkalog.spark.offset_ranges import LOSS_HINT
 from spark_kafkalog.spark.options import ReadOptions
 from spark_kafkalog.spark.packing import PackedSlices
 from spark_kafkalog.spark.planning import LogSlice, plan
@@ -55,7 +56,7 @@ def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NON
         isolation_level=opts.isolation_level, include_headers=opts.include_headers,
         on_corruption=opts.on_corruption, window_bytes=opts.window_bytes,
         start_position=s.start_position, memory_map=opts.memory_map,
-        fail_on_data_loss=opts.fail_on_data_loss)
+        fail_on_data_loss=opts.fail_on_data_loss, loss_hint=LOSS_HINT)
     filtering = pushdown.has_row_filter
     try:
         for batch in batches:
@@ -70,13 +71,6 @@ def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NON
         if opts.on_corruption != "fail":
             raise
         raise _with_fix(e) from None
-    except DataLossError as e:
-        # the library's hint names its keyword; Spark's user sets the option
-        from spark_kafkalog.log.read.reader import LOSS_HINT as LIB_HINT
-        from spark_kafkalog.spark.offset_ranges import LOSS_HINT
-
-        raise DataLossError(e.reason.replace(LIB_HINT, LOSS_HINT), path=e.path,
-                            position=e.position, offset=e.offset) from None
 
 
 def _with_fix(e: CorruptRecordError) -> CorruptRecordError:

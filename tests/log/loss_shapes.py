@@ -126,9 +126,13 @@ LOSSES = {f.__name__: f for f in (hw_past_end, recovery_point_past_end,
 # ---- look-alikes that lose nothing ---------------------------------------------------
 
 def torn_tail_past_hw(root: Path):
-    """A crash's torn tail past the high watermark (26): uncommitted, not lost."""
+    """A crash's torn tail past the high watermark (26): uncommitted, not lost. (The
+    active segment's index files, which a crash leaves unreliable and recovery rebuilds,
+    are gone.)"""
     b, p, d = _build(root, hw=26)
     _cut_at(p, d, 20, 26, extra=20)
+    for f in _files(d, 20)[1:]:
+        f.unlink()
     _checkpoint(root, "recovery-point-offset-checkpoint", 20)
     return 26
 

@@ -178,8 +178,8 @@ def read_partition(logdirs: LogSource, p: PartitionDir, *, start_offset: int, en
                    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
                    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED,
                    txn_index: str = "auto", decision_limit: int | None = None,
-                   memory_map: bool = False, fail_on_data_loss: bool | None = True
-                   ) -> Iterator[pa.RecordBatch]:
+                   memory_map: bool = False, fail_on_data_loss: bool | None = True,
+                   loss_hint: str = LOSS_HINT) -> Iterator[pa.RecordBatch]:
     """Rows with ``start_offset <= offset < end_offset`` (already clamped by the caller to
     what is visible), in offset order, schema ``record_schema(include_headers)``.
 
@@ -196,6 +196,7 @@ def read_partition(logdirs: LogSource, p: PartitionDir, *, start_offset: int, en
     no compaction to explain them (a missing or cut segment, :mod:`.loss`) raise
     :class:`DataLossError` (True), or are warned about once and added to
     ``stats.losses`` (False); None does not look (a caller checking on its own).
+    ``loss_hint``: what the error tells the user to do instead (the caller's option).
 
     ``stats`` (a :class:`ReadStats`) receives bytes read, batches, records, skipped
     ranges, a torn tail, a policy stop, losses. Errors: CorruptRecordError (on_corruption=fail),
@@ -241,7 +242,7 @@ def read_partition(logdirs: LogSource, p: PartitionDir, *, start_offset: int, en
                 lost = gaps.window(w)
                 if lost:
                     report_losses(lost, fail=fail_on_data_loss, stats=stats,
-                                  hint=LOSS_HINT)
+                                  hint=loss_hint)
             skip = resolver.skip_positions(w) if resolver is not None else None
             for part, shift in _slices(w, min(int(window_bytes), DECODE_SLICE_BYTES)):
                 part_skip = None
