@@ -29,7 +29,8 @@ from typing import Callable, Iterator, Sequence, TextIO
 from ._console import human_bytes, iso_ms, plural
 from .errors import KafkaLogError
 
-__all__ = ["JobInputError", "SparkProgress", "add_log_dirs", "emit", "human_bytes", "iso_ms",
+__all__ = ["JobInputError", "SparkProgress", "add_log_dirs", "add_manifest", "emit",
+           "write_manifest", "human_bytes", "iso_ms",
            "parse_kv", "parse_time_ms", "parser", "plural", "rate", "run",
            "spark_session"]
 
@@ -61,6 +62,28 @@ def add_log_dirs(ap: argparse.ArgumentParser, what: str = "log dir(s) to read") 
     ap.add_argument("--path", required=True,
                     help=f"{what}: a broker's log.dirs entry or a copy of it "
                          "(comma-separated; local path or any pyarrow.fs URI)")
+
+
+def add_manifest(ap: argparse.ArgumentParser) -> None:
+    """``--manifest FILE``: a manifest of the log dir the job wrote (``kafkalog verify
+    --against FILE`` proves a copy of it whole, or names what the copy lacks)."""
+    ap.add_argument("--manifest", metavar="FILE",
+                    help="write a manifest of the output log dir to FILE when done (every "
+                         "file's size and SHA-256, segments' offsets and records, "
+                         "checkpoint entries): `kafkalog verify COPY --against FILE` audits "
+                         "a copy")
+
+
+def write_manifest(file: str | None, path: str, summary: dict) -> None:
+    """With ``--manifest FILE``: the manifest of the log dir(s) ``path``, into FILE; the
+    summary names it."""
+    if not file:
+        return
+    from .log import LogDirs
+    from .log.diagnose.manifest import write_manifest as write
+
+    doc = write(LogDirs(path, include_internal=True), file)
+    summary["manifest"] = {"path": file, "files": len(doc["files"])}
 
 
 def parse_kv(items: Sequence[str] | None, flag: str) -> dict[str, str]:

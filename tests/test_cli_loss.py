@@ -94,3 +94,22 @@ def test_manifest_proves_a_copy_whole_or_names_what_it_lacks(tmp_path):
     [ck] = [f for f in json.loads(out)["findings"]
             if f["kind"] == "manifest" and f["message"].startswith("checkpoint")]
     assert "holds 21 for orders-1, the manifest 30" in ck["message"]
+
+
+def test_a_job_writes_a_manifest_of_its_output(tmp_path):
+    """The retention job (as copy_topic, import_files and compact) writes a manifest of
+    the log dir it changed; the log dir passes against it and a copy missing a file
+    does not."""
+    from spark_kafkalog.jobs import retention
+
+    root, manifest, summary = tmp_path / "logs", tmp_path / "m.json", tmp_path / "s.json"
+    _orig(root)
+    assert retention.main(["--path", str(root), "--no-progress", "--manifest",
+                           str(manifest), "--summary-json", str(summary)]) == 0
+    assert json.loads(summary.read_text())["manifest"]["path"] == str(manifest)
+    assert run("verify", root, "--against", manifest)[0] == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    (copy / "orders-1" / "00000000000000000020.timeindex").unlink()
+    code, out, _ = run("verify", copy, "--against", manifest)
+    assert code == 1 and "missing: orders-1/00000000000000000020.timeindex" in out

@@ -60,6 +60,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--now", help="the cleaner's clock (epoch ms or ISO time; default: now)")
     ap.add_argument("--dry-run", action="store_true",
                     help="say what would be cleaned; write nothing")
+    jobkit.add_manifest(ap)
     return ap.parse_args(argv)
 
 
@@ -165,6 +166,7 @@ def main(argv=None) -> int:
     with jobkit.spark_session("kafkalog-compact") as spark, \
             jobkit.SparkProgress(spark, "compact", enabled=args.progress):
         summary = compact(spark, args)
+    jobkit.write_manifest(args.manifest, args.path, summary)
     jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0
 

@@ -129,6 +129,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "(Parquet; replaced)")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="any other kafkalog read option (repeatable)")
+    jobkit.add_manifest(ap)
     args = ap.parse_args(argv)
     if not args.topic and not args.topic_pattern:
         ap.error("give --topic or --topic-pattern")
@@ -584,6 +585,7 @@ def main(argv=None) -> int:
     with jobkit.spark_session("kafkalog-copy-topic") as spark, \
             jobkit.SparkProgress(spark, "copy_topic", enabled=args.progress):
         summary = run(spark, args, say, plans)
+    jobkit.write_manifest(args.manifest, args.output, summary)
     jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0
 

@@ -73,6 +73,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "its records), errorifexists, ignore")
     ap.add_argument("--write-option", action="append", default=[], metavar="KEY=VALUE",
                     help="any other kafkalog write option, e.g. segment.bytes=104857600")
+    jobkit.add_manifest(ap)
     args = ap.parse_args(argv)
     if args.topic and args.topic_expr:
         raise jobkit.JobInputError("give --topic or --topic-expr, not both")
@@ -267,6 +268,7 @@ def main(argv=None) -> int:
     with jobkit.spark_session("kafkalog-import-files") as spark, \
             jobkit.SparkProgress(spark, "import_files", enabled=args.progress):
         summary = run_import(spark, args)
+    jobkit.write_manifest(args.manifest, args.path, summary)
     jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0
 

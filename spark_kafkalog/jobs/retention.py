@@ -67,6 +67,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "(the next run removes them)")
     ap.add_argument("--lock-timeout", type=float, default=600.0,
                     help="seconds to wait for a writer holding a topic (default 600)")
+    jobkit.add_manifest(ap)
     return ap.parse_args(argv)
 
 
@@ -182,6 +183,8 @@ def main(argv=None) -> int:
                 print(f"{p['topic']}-{p['partition']}: {d['base_offset']:020d}.log "
                       f"({jobkit.human_bytes(d['size'])}, offsets {d['base_offset']}.."
                       f"{d['next_offset'] - 1}, {d['reason']})")
+    if not args.dry_run:
+        jobkit.write_manifest(args.manifest, args.path, summary)
     jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0
 
