@@ -237,7 +237,6 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if gone:
             report_data_loss(fail, f"{', '.join(f'{t}-{p}' for t, p in gone)} are gone. "
                                    f"Some data may have been missed")
-        self._check_losses(parts, begin)
         until = {}
         for tp, lp in parts.items():
             upper = lp.upper
@@ -256,6 +255,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for tp in begin:
             if tp not in until and tp in parts:
                 until[tp] = begin[tp]
+        self._check_losses(parts, begin)
         end = self._admit(limit, begin, until, parts)
         if end == begin:
             return start
