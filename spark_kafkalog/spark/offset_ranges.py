@@ -172,12 +172,13 @@ def check_losses(p, state, starting: OffsetSpec | None, ending: OffsetSpec | Non
     partition (logged by the driver). ``reported``: see ``report_losses``."""
     from spark_kafkalog.log.read.loss import report_losses
 
-    if not state.losses:
+    losses = getattr(state, "losses", ())
+    if not losses:
         return
     tp = (p.topic, p.partition)
     lo = asked_offset(starting, tp) if starting is not None else None
     hi = asked_offset(ending, tp) if ending is not None else None
-    report_losses([x for x in state.losses if x.overlaps(lo, hi)],
+    report_losses([x for x in losses if x.overlaps(lo, hi)],
                   fail=fail_on_data_loss, hint=LOSS_HINT, reported=reported)
 
 
