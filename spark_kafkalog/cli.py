@@ -437,7 +437,9 @@ def _parser() -> argparse.ArgumentParser:
                        description="Check every batch's CRC and framing, offsets increasing "
                                    "within and across segments, .index/.timeindex/.txnindex "
                                    "against the log, checkpoint files against the log end, "
-                                   "producer snapshots. A torn tail at the end of a "
+                                   "producer snapshots, data loss (records a checkpoint, "
+                                   "the journal or a segment's name promises and the "
+                                   "segments lack). A torn tail at the end of a "
                                    "partition (what a crash leaves; broker recovery truncates "
                                    "it) is a warning unless --strict.")
     p.add_argument("--strict", action="store_true",
