@@ -41,7 +41,12 @@ import pyarrow.fs as pafs
 
 from spark_kafkalog import __version__, cli_cat, cli_dump, report
 from spark_kafkalog._console import Progress, format_table, human_bytes, iso_ms, plural
-from spark_kafkalog.errors import InvalidOptionError, KafkaLogError, LogLayoutError
+from spark_kafkalog.errors import (
+    DataLossError,
+    InvalidOptionError,
+    KafkaLogError,
+    LogLayoutError,
+)
 from spark_kafkalog.log import (
     LogDirs,
     PartitionDir,
@@ -259,6 +264,20 @@ def _cmd_verify(args, out: TextIO, err: TextIO) -> int:
     storage = _remote(args, fs_options)
     if storage is not None:
         result.findings.extend(verify_remote(logdirs, storage, parts))
+    if args.manifest or args.against:
+        from spark_kafkalog.log.diagnose import manifest as mf
+
+        want = mf.read_manifest(args.against) if args.against else None
+        doc = mf.build_manifest(logdirs, parts)
+        if args.manifest:
+            with open(args.manifest, "w", encoding="utf-8") as f:
+                json.dump(doc, f, indent=1)
+                f.write("\n")
+            log.info("manifest of %s written to %s", plural(len(doc["files"]), "file"),
+                     args.manifest)
+        if want is not None:
+            result.findings.extend(mf.check_manifest(want, doc, list(logdirs.roots),
+                                                     args.topic))
     log.info("verified %s in %.1f s", plural(result.partitions, "partition"),
              time.monotonic() - started)
     status = _report_verify(args, out, result, result.findings)
@@ -362,7 +381,9 @@ def _parser() -> argparse.ArgumentParser:
                        description="Check every batch's CRC and framing, offsets increasing "
                                    "within and across segments, .index/.timeindex/.txnindex "
                                    "against the log, checkpoint files against the log end, "
-                                   "producer snapshots. A torn tail at the end of a "
+                                   "producer snapshots, data loss (records a checkpoint, "
+                                   "the journal or a segment's name promises and the "
+                                   "segments lack). A torn tail at the end of a "
                                    "partition (what a crash leaves; broker recovery truncates "
                                    "it) is a warning unless --strict.")
     p.add_argument("--strict", action="store_true",
@@ -371,6 +392,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="also decode every record (decompress payloads, inner legacy "
                         "CRCs); reads the log twice")
     p.add_argument("--no-crc", action="store_true", help="skip batch CRC checks (faster)")
+    p.add_argument("--manifest", metavar="FILE",
+                   help="also write a manifest of the log dir(s) to FILE (JSON: every file's "
+                        "size and SHA-256, each segment's offsets, records and times, each "
+                        "partition's checkpoint entries) to audit a copy with --against")
+    p.add_argument("--against", metavar="FILE",
+                   help="also check the log dir(s) against a manifest --manifest wrote: "
+                        "every file missing, truncated, altered or extra, every checkpoint "
+                        "entry that differs, is an error")
     p.set_defaults(func=_cmd_verify)
 
     p = cli_cat.add_parser(sub, common._option_string_actions["--fs-option"].help)
@@ -502,6 +531,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TornTailWarning)
             return args.func(args, out, err)
+    except DataLossError as e:
+        # the log is not whole: a problem found, not bad usage
+        err.write(f"kafkalog {args.command}: error: {e}\n")
+        return EXIT_PROBLEMS
     except (InvalidOptionError, LogLayoutError) as e:
         err.write(f"kafkalog {args.command}: error: {e}\n")
         return EXIT_USAGE

@@ -67,6 +67,9 @@ def add_parser(sub, fs_help: str) -> argparse.ArgumentParser:
     p.add_argument("-X", dest="props", action="append", metavar="PROP=VALUE",
                    help="isolation.level=..., or a filesystem option (s3.endpoint=...)")
     p.add_argument("--fs-option", action="append", metavar="KEY=VALUE", help=fs_help)
+    p.add_argument("--ignore-data-loss", action="store_true",
+                   help="print what is there when records the log's files promise are "
+                        "missing (default: fail, exit 1)")
     p.add_argument("--remote-storage", metavar="URI",
                    help="the remote tier's root (KIP-405 tiered storage): read below the "
                         "local log, from the log dir's __remote_log_metadata")
@@ -236,7 +239,8 @@ def _options(args, err: TextIO) -> tuple[kcat.CatOptions, dict]:
         null_str=kcat.NULL_STR if args.null else None, key_pack=key_pack,
         value_pack=value_pack, start=start or kcat.OffsetSpec("beginning"),
         stop_timestamp=stop, count=args.count, isolation_level=isolation,
-        exit_on_error=not args.flag_E, unbuffered=args.flag_u), fs_options
+        exit_on_error=not args.flag_E, unbuffered=args.flag_u,
+        fail_on_data_loss=not args.ignore_data_loss), fs_options
 
 
 def run(args, out: TextIO, err: TextIO) -> int:

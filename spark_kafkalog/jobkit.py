@@ -42,9 +42,10 @@ from .errors import (
 )
 
 __all__ = ["CODECS", "EXIT_BAD_INPUT", "EXIT_DATA", "EXIT_FAILED", "EXIT_LOCKED",
-           "JobInputError", "LOG4J_CONF", "SparkProgress", "add_log_dirs", "alias", "emit",
-           "exit_status", "human_bytes", "iso_ms", "parse_kv", "parse_time_ms", "parser",
-           "plural", "rate", "run", "spark_session", "topic_list"]
+           "JobInputError", "LOG4J_CONF", "SparkProgress", "add_log_dirs", "add_manifest",
+           "alias", "emit", "exit_status", "human_bytes", "iso_ms", "parse_kv",
+           "parse_time_ms", "parser", "plural", "rate", "run", "spark_session", "topic_list",
+           "write_manifest"]
 
 #: exit statuses of a job (README, "Jobs": the same scheme as the ``kafkalog`` command)
 EXIT_OK = 0
@@ -212,6 +213,28 @@ def topic_list(items: Sequence[str] | None) -> list[str]:
             if t.strip() and t.strip() not in out:
                 out.append(t.strip())
     return out
+
+
+def add_manifest(ap: argparse.ArgumentParser) -> None:
+    """``--manifest FILE``: a manifest of the log dir the job wrote (``kafkalog verify
+    --against FILE`` proves a copy of it whole, or names what the copy lacks)."""
+    ap.add_argument("--manifest", metavar="FILE",
+                    help="write a manifest of the output log dir to FILE when done (every "
+                         "file's size and SHA-256, segments' offsets and records, "
+                         "checkpoint entries): `kafkalog verify COPY --against FILE` audits "
+                         "a copy")
+
+
+def write_manifest(file: str | None, path: str, summary: dict) -> None:
+    """With ``--manifest FILE``: the manifest of the log dir(s) ``path``, into FILE; the
+    summary names it."""
+    if not file:
+        return
+    from .log import LogDirs
+    from .log.diagnose.manifest import write_manifest as write
+
+    doc = write(LogDirs(path, include_internal=True), file)
+    summary["manifest"] = {"path": file, "files": len(doc["files"])}
 
 
 def parse_kv(items: Sequence[str] | None, flag: str) -> dict[str, str]:

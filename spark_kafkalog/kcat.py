@@ -19,6 +19,10 @@ import pyarrow as pa
 from spark_kafkalog.errors import CorruptRecordError, InvalidOptionError, KafkaLogError
 from spark_kafkalog.format import _text
 from spark_kafkalog.log import LogDirs, PartitionDir, read_partition
+from spark_kafkalog.log.read.loss import report_losses
+
+#: what cat's DataLossError says to do instead
+LOSS_HINT = "run with --ignore-data-loss to print what is there"
 
 __all__ = ["CatOptions", "cat", "parse_delim", "parse_format", "parse_offset", "parse_time",
            "check_pack", "broker_id", "DEFAULT_FORMAT"]
@@ -228,6 +232,9 @@ class CatOptions:
     exit_on_error: bool = True
     unbuffered: bool = False
     broker: int = -1
+    #: records the log's files promise but its segments lack: fail (DataLossError)
+    #: unless off (--ignore-data-loss: print what is there, warn once per partition)
+    fail_on_data_loss: bool = True
 
 
 @dataclass
@@ -272,6 +279,11 @@ def cat(sources: Sequence[Selection], opts: CatOptions, write: Callable[[bytes],
         logdirs = src.logdirs
         state = logdirs.state(p, isolation_level=opts.isolation_level, timestamps=False)
         tier = src.tiers.get((p.topic, p.partition))
+        asked = opts.start.value if opts.start.kind == "offset" else None
+        # below the local log, a remote tier holds what the log start promises
+        report_losses([x for x in state.losses if x.overlaps(asked, None)
+                       and not (tier and x.kind == "log_start_below")],
+                      fail=opts.fail_on_data_loss, hint=LOSS_HINT)
         lo, hi = tier.log_start if tier else state.log_start_offset, state.upper_bound
         if seg_lo is not None:
             lo, hi = max(lo, seg_lo), min(hi, seg_hi) if seg_hi is not None else hi
@@ -285,11 +297,14 @@ def cat(sources: Sequence[Selection], opts: CatOptions, write: Callable[[bytes],
                 batches = read_tiered(read_partition, logdirs, src.remote, p, tier,
                                       start_offset=start, end_offset=hi,
                                       isolation_level=opts.isolation_level,
-                                      include_headers=headers)
+                                      include_headers=headers,
+                                      fail_on_data_loss=opts.fail_on_data_loss)
             else:
                 batches = read_partition(logdirs, p, start_offset=start, end_offset=hi,
                                          isolation_level=opts.isolation_level,
-                                         include_headers=headers)
+                                         include_headers=headers,
+                                         fail_on_data_loss=opts.fail_on_data_loss,
+                                         loss_hint=LOSS_HINT)
             for rb in batches:
                 n = rb.num_rows
                 if opts.stop_timestamp is not None and n:

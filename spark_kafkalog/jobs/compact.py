@@ -75,6 +75,7 @@ def build_parser() -> jobkit.JobParser:
     ap.add_argument("--dry-run", action="store_true",
                     help="say what would be cleaned; write nothing")
     jobkit.alias(ap, "--partitions", "--partition")
+    jobkit.add_manifest(ap)
     return ap
 
 
@@ -234,6 +235,7 @@ def main(argv=None) -> int:
     with jobkit.spark_session("kafkalog-compact", verbose=args.verbose) as spark, \
             jobkit.SparkProgress(spark, "compact", enabled=args.progress):
         summary = compact(spark, args)
+    jobkit.write_manifest(args.manifest, args.path, summary)
     jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0
 

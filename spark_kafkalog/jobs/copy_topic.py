@@ -140,6 +140,7 @@ def build_parser() -> jobkit.JobParser:
     for old, new in (("--codec", "--compression-type"), ("--level", "--compression-level")):
         jobkit.alias(ap, old, new)
     restore_check.add_argument(ap)
+    jobkit.add_manifest(ap)
     return ap
 
 
@@ -574,6 +575,7 @@ def main(argv=None) -> int:
     with jobkit.spark_session("kafkalog-copy-topic", verbose=args.verbose) as spark, \
             jobkit.SparkProgress(spark, "copy_topic", enabled=args.progress):
         summary = run(spark, args, say, plans)
+    jobkit.write_manifest(args.manifest, args.output, summary)
     jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0
 

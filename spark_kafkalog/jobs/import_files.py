@@ -82,6 +82,7 @@ def build_parser() -> jobkit.JobParser:
                      ("--codec", "--compression-type")):
         jobkit.alias(ap, old, new)
     restore_check.add_argument(ap)
+    jobkit.add_manifest(ap)
     return ap
 
 
@@ -315,6 +316,7 @@ def main(argv=None) -> int:
     with jobkit.spark_session("kafkalog-import-files", verbose=args.verbose) as spark, \
             jobkit.SparkProgress(spark, "import_files", enabled=args.progress):
         summary = run_import(spark, args)
+    jobkit.write_manifest(args.manifest, args.path, summary)
     jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0
 

@@ -70,6 +70,7 @@ def build_parser() -> jobkit.JobParser:
     ap.add_argument("--lock-timeout", type=float, default=600.0,
                     help="seconds to wait for a writer holding a topic (default 600)")
     jobkit.alias(ap, "--topics", "--topic")
+    jobkit.add_manifest(ap)
     return ap
 
 
@@ -190,6 +191,8 @@ def main(argv=None) -> int:
                 print(f"{p['topic']}-{p['partition']}: {d['base_offset']:020d}.log "
                       f"({jobkit.human_bytes(d['size'])}, offsets {d['base_offset']}.."
                       f"{d['next_offset'] - 1}, {d['reason']})")
+    if not args.dry_run:
+        jobkit.write_manifest(args.manifest, args.path, summary)
     jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0
 

@@ -118,6 +118,7 @@ def resolve_ranges(logdirs, opts: ReadOptions, parts: list, *,
                                starting=True, on_corruption=opts.on_corruption)
         end = resolve_offset(ending, option=end_name, p=p, state=state, logdirs=logdirs,
                              starting=False, on_corruption=opts.on_corruption)
+        check_losses(p, state, starting, ending, opts.fail_on_data_loss)
         start, end = check_bounds(p, state, start, end, opts.fail_on_data_loss,
                                    start_name, end_name)
         return PartitionRange(p.topic, p.partition, p, start, end, state.size_bytes,
@@ -152,6 +153,38 @@ def option_name(spec, starting: bool) -> str:
     if isinstance(spec, SpecificTimestamps):
         return f"{side}OffsetsByTimestamp"
     return f"{side}Offsets"
+
+
+#: what a read's DataLossError says to do instead
+LOSS_HINT = ("set the source option failOnDataLoss to false to read what is there (one "
+             "warning per partition is logged)")
+
+
+def asked_offset(spec: OffsetSpec, tp: tuple) -> int | None:
+    """The offset a spec names for ``tp``, None for earliest, latest or a timestamp (the
+    whole log is then wanted: a loss anywhere matters)."""
+    if isinstance(spec, SpecificOffsets):
+        off = spec.as_dict()[tp]
+        return off if off >= 0 else None
+    return None
+
+
+def check_losses(p, state, starting: OffsetSpec | None, ending: OffsetSpec | None,
+                 fail_on_data_loss: bool, *, reported: set | None = None) -> None:
+    """Records the partition's own files promise and its segments do not hold
+    (``state.losses``, :mod:`spark_kafkalog.log.read.loss`) that the range asked for
+    overlaps: :class:`DataLossError` with ``failOnDataLoss``, else one warning per
+    partition (logged by the driver). ``reported``: see ``report_losses``."""
+    from spark_kafkalog.log.read.loss import report_losses
+
+    losses = getattr(state, "losses", ())
+    if not losses:
+        return
+    tp = (p.topic, p.partition)
+    lo = asked_offset(starting, tp) if starting is not None else None
+    hi = asked_offset(ending, tp) if ending is not None else None
+    report_losses([x for x in losses if x.overlaps(lo, hi)],
+                  fail=fail_on_data_loss, hint=LOSS_HINT, reported=reported)
 
 
 def check_bounds(p, state, start: int, end: int, fail_on_data_loss: bool,

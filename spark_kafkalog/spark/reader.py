@@ -16,6 +16,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from spark_kafkalog.errors import CorruptRecordError
 from spark_kafkalog.spark.filters import NONE, Pushdown, push, row_mask
+from spark_kafkalog.spark.offset_ranges import LOSS_HINT
 from spark_kafkalog.spark.options import ReadOptions
 from spark_kafkalog.spark.packing import PackedSlices
 from spark_kafkalog.spark.planning import LogSlice, plan
@@ -74,13 +75,14 @@ def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NON
             start_offset=s.start_offset, end_offset=s.end_offset,
             isolation_level=opts.isolation_level, fail_on_data_loss=opts.fail_on_data_loss,
             include_headers=opts.include_headers, on_corruption=opts.on_corruption,
-            window_bytes=opts.window_bytes)
+            window_bytes=opts.window_bytes, loss_hint=LOSS_HINT)
     else:
         batches = read_partition(
             logdirs, s.partition_dir, start_offset=s.start_offset, end_offset=s.end_offset,
             isolation_level=opts.isolation_level, include_headers=opts.include_headers,
             on_corruption=opts.on_corruption, window_bytes=opts.window_bytes,
-            start_position=s.start_position, memory_map=opts.memory_map)
+            start_position=s.start_position, memory_map=opts.memory_map,
+            fail_on_data_loss=opts.fail_on_data_loss, loss_hint=LOSS_HINT)
     filtering = pushdown.has_row_filter
     try:
         for batch in batches:

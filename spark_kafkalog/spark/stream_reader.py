@@ -174,6 +174,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._initial: dict | None = None
         self._available_now: dict[TP, int] | None = None
         self._latest: dict[TP, int] | None = None
+        #: losses already warned about (failOnDataLoss=false): once each, not every poll
+        self._reported: set = set()
         self._delay = None
         if opts.min_offsets_per_trigger is not None:
             self._delay = TriggerDelay(opts.min_offsets_per_trigger,
@@ -231,6 +233,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _resolve_start(self, parts) -> dict[TP, int]:
         from spark_kafkalog.spark.offset_ranges import (
             check_bounds,
+            check_losses,
             check_names_all,
             option_name,
             resolve_offset,
@@ -244,6 +247,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             check_names_all(name, set(spec.as_dict()), dirs)
         out = {}
         for tp, lp in parts.items():
+            check_losses(lp.partition_dir, lp.state, spec, None, opts.fail_on_data_loss,
+                         reported=self._reported)
             off = resolve_offset(spec, option=name, p=lp.partition_dir, state=lp.state,
                                  logdirs=self._live.logdirs, starting=True,
                                  on_corruption=opts.on_corruption)
@@ -293,10 +298,26 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for tp in begin:
             if tp not in until and tp in parts:
                 until[tp] = begin[tp]
+        self._check_losses(parts, begin)
         end = self._admit(limit, begin, until, parts)
         if end == begin:
             return start
         return to_offset(end)
+
+    def _check_losses(self, parts, begin: dict) -> None:
+        """Records a partition's own files promise and its segments do not hold, at or
+        past where the query stands (a new partition: anywhere): data loss, raised or
+        warned about once (:mod:`spark_kafkalog.log.read.loss`)."""
+        from spark_kafkalog.log.read.loss import report_losses
+        from spark_kafkalog.spark.offset_ranges import LOSS_HINT
+
+        for tp, lp in parts.items():
+            losses = lp.state.losses
+            if losses:
+                b = begin.get(tp)
+                report_losses([x for x in losses if x.overlaps(b, None)],
+                              fail=self.opts.fail_on_data_loss, hint=LOSS_HINT,
+                              reported=self._reported)
 
     def _admit(self, limit, begin: dict, until: dict, parts) -> dict:
         if isinstance(limit, ReadAllAvailable):

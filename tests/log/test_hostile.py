@@ -42,8 +42,10 @@ def _read_all_policies(root, good):
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", TornTailWarning)
+                    # skip and stop read what is there (records gone with the damage
+                    # are data loss: fail only says so)
                     t = read_table(str(root), "t", on_corruption=policy, isolation_level=level,
-                                   window_bytes=200)
+                                   window_bytes=200, fail_on_data_loss=policy == "fail")
             except KafkaLogError:
                 if policy == "fail":
                     continue

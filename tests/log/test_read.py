@@ -239,7 +239,14 @@ def test_torn_tail_is_end_of_log(tmp_path):
     path = b.roots[0] / f"{TOPIC}-0" / f"{last.segment:020d}.log"
     with open(path, "r+b") as f:
         f.truncate(last.position + last.size - 5)
-    p.high_watermark = None
+    # the high watermark past the torn batch is data loss (committed records gone)...
+    with pytest.raises(DataLossError, match=f"high watermark is checkpointed at "
+                                            f"{p.high_watermark}.*offsets {last.base_offset}"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TornTailWarning)
+            read_table(str(b.roots[0]), TOPIC)
+    # ...a crash's checkpoints are at or below it: the torn batch was never committed
+    _crash_checkpoints(b.roots[0], last.base_offset)
     stats = ReadStats()
     with pytest.warns(TornTailWarning, match="torn batch"):
         logdirs = LogDirs(str(b.roots[0]))
@@ -258,6 +265,13 @@ def test_torn_tail_is_end_of_log(tmp_path):
             warnings.simplefilter("ignore", TornTailWarning)
             t = read_table(str(b.roots[0]), TOPIC, on_corruption=policy)
         assert t.column("offset").to_pylist() == want
+
+
+def _crash_checkpoints(root, at: int) -> None:
+    """High watermark and recovery point at ``at``, as a crash that tore the batch there
+    leaves them (neither passes what was committed and flushed)."""
+    for name in ("replication-offset-checkpoint", "recovery-point-offset-checkpoint"):
+        (root / name).write_text(f"0\n1\n{TOPIC} 0 {at}\n")
 
 
 def test_zero_filled_tail_is_end_of_log(tmp_path):
@@ -462,6 +476,7 @@ def test_torn_tail_under_read_committed(tmp_path):
     path = b.roots[0] / f"{TOPIC}-0" / f"{last.segment:020d}.log"
     with open(path, "r+b") as f:
         f.truncate(last.position + 30)
+    _crash_checkpoints(b.roots[0], last.base_offset)
     p.high_watermark = None
     p.next_offset = last.base_offset                  # what the log now holds
     expected = p.expected_table("read_committed")

@@ -24,14 +24,16 @@ a broker's startup would object to, judging each finding an error or a warning.
 # ``warning``  recoverable by a broker restart without losing acknowledged data: a torn
 #              tail or zero-filled tail at the end of a partition's last segment (recovery
 #              truncates it); index entries that only point into that torn tail (the
-#              indexes of the active segment are rebuilt with it); a high watermark
-#              checkpointed past a log end that a torn tail explains; a producer snapshot
+#              indexes of the active segment are rebuilt with it); a producer snapshot
 #              above the log end (deleted on load); ABORT markers in a segment that has
 #              no ``.txnindex`` at all (logs written without them; this package's reader
 #              falls back to the markers, a broker would not).
 # ``error``    everything else: damage inside the log, offsets going backwards, indexes that
-#              would send a reader to the wrong place, checkpoints past the log end,
-#              unreadable files.
+#              would send a reader to the wrong place, unreadable files, and data loss
+#              (read/loss.py): a checkpoint (high watermark, recovery point, log start)
+#              past the log end, torn tail or not (a crash tears only what was neither
+#              committed nor flushed), a log start checkpoint below the first segment,
+#              offsets jumping between segments where no compaction explains it.
 #
 # ``strict`` turns warnings into errors. Findings name the file and, whenever there is one,
 # the byte position (of the batch, the index entry, the checkpoint line) and the offset.
@@ -50,8 +52,8 @@ from spark_kafkalog.log.diagnose.findings import ERROR, WARNING, Finding
 from spark_kafkalog.log.diagnose.inspect import PartitionInfo, SegmentInfo, inspect_partition
 from spark_kafkalog.log.files.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
     MAX_CHECKPOINT_BYTES,
-    REPLICATION_OFFSET_CHECKPOINT,
 )
 from spark_kafkalog.log.files.index import (
     OFFSET_INDEX_ENTRY,
@@ -63,6 +65,7 @@ from spark_kafkalog.log.files.txn import read_producer_snapshot, read_txn_index
 from spark_kafkalog.log.io import join, read_range, read_small_file
 from spark_kafkalog.log.model import PartitionDir
 from spark_kafkalog.log.read.discovery import LogDirs
+from spark_kafkalog.log.read.loss import find_losses
 from spark_kafkalog.log.read.reader import read_partition
 from spark_kafkalog.log.read.scan import ReadStats, TornTailWarning, scan_windows
 
@@ -300,14 +303,20 @@ def _partition_checks(logdirs: LogDirs, p: PartitionDir, info: PartitionInfo,
         name = pr.path.rsplit("/", 1)[-1]
         if position is None and pr.offset is not None:
             position = positions.of(pr.path, (p.topic, p.partition))
-        severity = ERROR
-        if torn and name == REPLICATION_OFFSET_CHECKPOINT:
-            severity = WARNING
-            message = (pr.message + "; the torn tail explains it (a broker clamps the high "
-                       "watermark to the recovered log end)")
-        else:
-            message = pr.message
-        out.add(severity, "checkpoint", pr.path, position, pr.offset, message)
+        message = pr.message
+        if pr.offset is not None and leo is not None and pr.offset > leo \
+                and name != LOG_START_OFFSET_CHECKPOINT:
+            # records the checkpoint promises are gone; a torn tail does not explain it
+            # (a crash tears only what was never committed nor flushed)
+            message += (f"; data loss: offsets {leo}..{pr.offset - 1} are missing"
+                        + (" (a torn tail explains only a log end past the checkpoint)"
+                           if torn else ""))
+        elif pr.offset is not None and leo is not None and pr.offset > leo:
+            message += (f"; data loss: offsets {leo}..{pr.offset - 1} are missing (a log "
+                        f"start never passes the high watermark, so the log reached offset "
+                        f"{pr.offset}; Kafka's loader would delete every segment: segment "
+                        "files were deleted)")
+        out.add(ERROR, "checkpoint", pr.path, position, pr.offset, message)
     # the leader epoch cache, as LeaderEpochFileCache keeps it
     path = join(p.path, LEADER_EPOCH_CHECKPOINT)
     prev = None
@@ -398,6 +407,26 @@ def _abort_marker_checks(logdirs: LogDirs, p: PartitionDir, info: PartitionInfo,
                         "from the markers)")
 
 
+def _loss_checks(logdirs: LogDirs, p: PartitionDir, info: PartitionInfo,
+                 out: _Collector) -> None:
+    """Data loss the checkpoint findings do not already show (see read/loss.py): a log
+    start checkpoint below the first segment, our journal's committed end past the log
+    end, and offsets that jump between segments where no compaction explains it."""
+    if info.state is None or not p.segments:
+        return
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TornTailWarning)
+            losses = find_losses(logdirs, p, info.state)
+    except KafkaLogError as err:
+        out.add(ERROR, "layout", err.path or p.path, err.position, err.offset, err.reason)
+        return
+    for x in losses:
+        if x.kind in ("high_watermark", "recovery_point", "log_start"):
+            continue            # the checkpoint findings (with their line positions)
+        out.add(ERROR, "data_loss", x.path, None, x.start, x.message)
+
+
 def _last_before(info: PartitionInfo, i: int) -> int | None:
     """The last valid offset before segment ``i`` (what the scan must start above)."""
     lasts = [s.last_offset for s in info.segments[:i] if s.last_offset is not None]
@@ -415,7 +444,8 @@ def _deep_checks(logdirs: LogDirs, p: PartitionDir, out: _Collector, progress) -
         # a torn tail is already a finding of the header scan
         warnings.simplefilter("ignore", TornTailWarning)
         for rb in read_partition(logdirs, p, start_offset=0, end_offset=1 << 62,
-                                 on_corruption="skip", stats=stats, include_headers=True):
+                                 on_corruption="skip", stats=stats, include_headers=True,
+                                 fail_on_data_loss=None):
             records += rb.num_rows
             if progress is not None:
                 progress(stats.bytes_read)
@@ -474,6 +504,7 @@ def verify_partition(logdirs: LogDirs, p: PartitionDir, *, verify_crc: bool = Tr
     _partition_checks(logdirs, p, info, out, positions, leo, bool(torn_seg))
     _snapshot_checks(logdirs, p, out, leo)
     _abort_marker_checks(logdirs, p, info, out)
+    _loss_checks(logdirs, p, info, out)
     findings = out.findings
     if deep:
         base = p.size_bytes

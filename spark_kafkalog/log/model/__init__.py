@@ -13,8 +13,8 @@ from spark_kafkalog.log.model.names import (
 )
 from spark_kafkalog.log.model.segment import PartitionDir, Segment
 from spark_kafkalog.log.model.source import LogSource
-from spark_kafkalog.log.model.state import PartitionState
+from spark_kafkalog.log.model.state import DataLoss, PartitionState
 
-__all__ = ["HIDDEN_TOPICS", "INTERNAL_TOPICS", "LogSource", "METADATA_TOPIC", "PartitionDir",
+__all__ = ["DataLoss", "HIDDEN_TOPICS", "INTERNAL_TOPICS", "LogSource", "METADATA_TOPIC", "PartitionDir",
            "PartitionState", "Segment", "is_internal_topic", "is_legal_topic",
            "parse_partition_dir_name", "parse_segment_file_name"]

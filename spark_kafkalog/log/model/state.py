@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PartitionState"]
+__all__ = ["DataLoss", "PartitionState"]
 
 
 @dataclass(frozen=True)
@@ -31,3 +31,34 @@ class PartitionState:
     size_bytes: int
     segments: int = 0
     last_stable_offset_known: bool = False
+    #: what the partition's checkpoint files and journal promise beyond its segments
+    #: (:class:`DataLoss`, see :mod:`spark_kafkalog.log.read.loss`); a read decides
+    #: whether that fails it (``failOnDataLoss``)
+    losses: tuple = ()
+
+
+@dataclass(frozen=True)
+class DataLoss:
+    """Offsets ``[start, end)`` of one partition that the log's own files promise and
+    its segments do not hold. Picklable.
+
+    ``kind``: ``high_watermark`` / ``recovery_point`` (a root checkpoint past the log
+    end), ``log_start`` (the log-start-offset checkpoint past the log end),
+    ``log_start_below`` (it is below the first segment: the segments before are gone),
+    ``journal`` (our writer's journal committed offsets the segments end before),
+    ``gap`` (offsets jump between two segments and no compaction explains it).
+    ``path``: the file that promised them; ``found``: where the log's records stop
+    (the log end, or the last offset before a gap, plus one); ``message``: the whole
+    story in one line (partition, offsets promised and found, file)."""
+    topic: str
+    partition: int
+    kind: str
+    start: int
+    end: int
+    found: int
+    path: str
+    message: str
+
+    def overlaps(self, start: int | None, end: int | None) -> bool:
+        """Whether a read of ``[start, end)`` (None: unbounded) wanted any of it."""
+        return (start is None or self.end > start) and (end is None or self.start < end)

@@ -37,6 +37,7 @@ from spark_kafkalog.log.files.txn import AbortedTxns
 from spark_kafkalog.log.read.isolation import AbortedFromIndex, aborted_resolver
 from spark_kafkalog.log.read.remote import RemoteStorage, feed_metadata, remote_segments
 from spark_kafkalog.log.read.tiered import TierPlan, plan_partition, read_tiered
+from spark_kafkalog.log.read.loss import GapCheck, report_losses
 from spark_kafkalog.log.read.pin import pin_segments
 from spark_kafkalog.log.read.scan import (
     DEFAULT_MAX_BATCH_BYTES,
@@ -59,6 +60,9 @@ log = logging.getLogger(__name__)
 EARLIEST = -2
 LATEST = -1
 
+
+#: what a DataLossError of the library's reads says to do instead
+LOSS_HINT = "pass fail_on_data_loss=False to read what is there"
 
 #: decode a window in slices of whole batches of about this size: the decoded rows of
 #: a slice, not of the whole window, are in memory at once next to the window's bytes
@@ -180,7 +184,8 @@ def read_partition(logdirs: LogSource, p: PartitionDir, *, start_offset: int, en
                    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
                    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED,
                    txn_index: str = "auto", decision_limit: int | None = None,
-                   memory_map: bool = False, aborted_txns: AbortedTxns | None = None
+                   memory_map: bool = False, aborted_txns: AbortedTxns | None = None,
+                   fail_on_data_loss: bool | None = True, loss_hint: str = LOSS_HINT
                    ) -> Iterator[pa.RecordBatch]:
     """Rows with ``start_offset <= offset < end_offset`` (already clamped by the caller to
     what is visible), in offset order, schema ``record_schema(include_headers)``.
@@ -194,8 +199,14 @@ def read_partition(logdirs: LogSource, p: PartitionDir, *, start_offset: int, en
     (saves a copy; only for a log nothing truncates meanwhile, such as a copy or a
     backup: a truncation under a map kills the process with SIGBUS).
 
+    ``fail_on_data_loss``: offsets that jump at a segment boundary inside the range with
+    no compaction to explain them (a missing or cut segment, :mod:`.loss`) raise
+    :class:`DataLossError` (True), or are warned about once and added to
+    ``stats.losses`` (False); None does not look (a caller checking on its own).
+    ``loss_hint``: what the error tells the user to do instead (the caller's option).
+
     ``stats`` (a :class:`ReadStats`) receives bytes read, batches, records, skipped
-    ranges, a torn tail, a policy stop. Errors: CorruptRecordError (on_corruption=fail),
+    ranges, a torn tail, a policy stop, losses. Errors: CorruptRecordError (on_corruption=fail),
     MissingCodecError, UnsupportedFormatError, LogLayoutError — each naming the file,
     byte position and offset. Bounded memory: one window of whole batches at a time
     (a single batch larger than the window is read whole)."""
@@ -230,8 +241,15 @@ def read_partition(logdirs: LogSource, p: PartitionDir, *, start_offset: int, en
                            on_corruption=on_corruption, window_bytes=int(window_bytes),
                            max_batch_bytes=max_batch_bytes, stats=stats,
                            memory_map=memory_map)
+    gaps = None if fail_on_data_loss is None else GapCheck(logdirs, p, start_offset,
+                                                            end_offset, seg_i, stats)
     try:
         for w in windows:
+            if gaps is not None:
+                lost = gaps.window(w)
+                if lost:
+                    report_losses(lost, fail=fail_on_data_loss, stats=stats,
+                                  hint=loss_hint)
             skip = resolver.skip_positions(w) if resolver is not None else None
             for part, shift in _slices(w, min(int(window_bytes), DECODE_SLICE_BYTES)):
                 part_skip = None
@@ -301,7 +319,10 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
     precedence over ``starting_offsets``.
 
     A start below the log start offset raises DataLossError (or is moved up to it with
-    ``fail_on_data_loss=False``); a start past the upper bound raises
+    ``fail_on_data_loss=False``), and so do records the log's own files promise and its
+    segments do not hold (a checkpoint past the log end, a missing segment: see
+    :mod:`~spark_kafkalog.log.read.loss`; with ``fail_on_data_loss=False`` one warning
+    per partition and the losses in ``stats.losses``); a start past the upper bound raises
     OffsetOutOfRangeError; an end past it is lowered to it.
 
     Every partition is read at one snapshot of the topic (its journal read once, see
@@ -348,6 +369,12 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
         plan = plans.get(p.partition)
         lo, hi = plan.log_start if plan else state.log_start_offset, state.upper_bound
         where = f"{topic}-{p.partition}"
+        asked_start = starts.get(p.partition, EARLIEST)
+        asked_end = ends.get(p.partition, LATEST)
+        report_losses([x for x in state.losses if x.overlaps(
+            asked_start if asked_start >= 0 and starting_timestamp is None else None,
+            asked_end if asked_end >= 0 else None)],
+            fail=fail_on_data_loss, stats=stats, hint=LOSS_HINT)
         if starting_timestamp is not None:
             found = logdirs.offset_for_timestamp(p, starting_timestamp, upper_bound=hi,
                                                  on_corruption=on_corruption)
@@ -391,7 +418,8 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
             batches.extend(read_tiered(read_partition, logdirs, storage, p, plan,
                                        fail_on_data_loss=fail_on_data_loss, **kwargs))
         else:
-            batches.extend(read_partition(logdirs, p, **kwargs))
+            batches.extend(read_partition(logdirs, p, fail_on_data_loss=fail_on_data_loss,
+                                          **kwargs))
     return pa.Table.from_batches(batches, schema=record_schema(include_headers))
 
 

@@ -95,6 +95,9 @@ class ReadStats:
     torn_tail: tuple[str, int, int] | None = None         # (path, position, bytes)
     stopped_at: tuple[str, int, int | None, str] | None = None   # policy stop
     index_fallbacks: int = 0
+    #: records the log promises and the read did not find, with failOnDataLoss false
+    #: (:class:`~spark_kafkalog.log.model.DataLoss`, see :mod:`.loss`)
+    losses: list = field(default_factory=list)
 
     @property
     def skipped_bytes(self) -> int:

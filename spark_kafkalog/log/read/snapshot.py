@@ -28,7 +28,7 @@ from typing import Iterable, Mapping
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import DataLossError, InvalidOptionError
+from spark_kafkalog.errors import DataLossError, InvalidOptionError, KafkaLogError
 from spark_kafkalog.log.io import is_local
 from spark_kafkalog.log.model.swap import swap_state
 from spark_kafkalog.log.write import journal as jr
@@ -36,6 +36,7 @@ from spark_kafkalog.log.write.lock import topic_lock_free
 from spark_kafkalog.log.files.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
 )
 
@@ -120,6 +121,10 @@ def load_journals(logdirs, topic: str, roots: Iterable[str]) -> Journals:
     for root in roots:
         for name in (REPLICATION_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
             logdirs.checkpoint(root, name)
+        try:        # what a read checks for data loss (loss.py): also before the listing
+            logdirs.checkpoint(root, RECOVERY_POINT_CHECKPOINT)
+        except KafkaLogError:
+            pass    # an unreadable recovery point promises nothing (verify reports it)
     ids = {}
     local = is_local(fs)        # listing_settled's check: local disk only (no requests)
     for root in roots:

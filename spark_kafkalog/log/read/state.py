@@ -52,7 +52,9 @@ from spark_kafkalog.log.read.snapshot import (
     moved,
     topic_snapshot,
 )
+from spark_kafkalog.log.read.loss import checkpoint_losses
 from spark_kafkalog.log.read.tails import small_tails
+from spark_kafkalog.log.write.journal import journal_path
 
 __all__ = ["PartitionState", "partition_state", "ISOLATION_LEVELS", "check_isolation",
            "log_end_offset", "log_tail", "topic_states", "latest_offsets"]
@@ -250,6 +252,7 @@ def partition_state(logdirs: LogSource, p: PartitionDir, *,
     elif tail is None or end is not None:
         tail = _tail(logdirs, p, on_corruption, stats, end)
     leo, tail_max = tail
+    losses = _losses(logdirs, p, snapshot, leo, start)
     # a log start checkpointed past the data (everything deleted) leaves an empty log
     leo_eff = max(leo, start)
     if end is not None:
@@ -277,7 +280,19 @@ def partition_state(logdirs: LogSource, p: PartitionDir, *,
         max_timestamp=_max_timestamp(logdirs, p, tail_max, on_corruption, stats,
                                      time_lasts or {})
         if timestamps else None,
-        size_bytes=p.size_bytes, segments=len(p.segments), last_stable_offset_known=lso_known)
+        size_bytes=p.size_bytes, segments=len(p.segments), last_stable_offset_known=lso_known,
+        losses=losses)
+
+
+def _losses(logdirs: LogSource, p: PartitionDir, snapshot, leo: int, start: int) -> tuple:
+    """What the checkpoints and the journal promise past ``leo`` (loss.py). An as-of
+    read ends at an older commit on purpose: its checkpoints are later than it."""
+    if snapshot is not None and snapshot.as_of:
+        return ()
+    bound = snapshot.bound(p.partition) if snapshot is not None else None
+    return checkpoint_losses(logdirs, p, leo,
+                             journal_end=bound.end if bound is not None else None,
+                             journal_path=journal_path(p.root, p.topic), log_start=start)
 
 
 def topic_states(logdirs, topic: str, partitions: Iterable[int] | None = None, *,

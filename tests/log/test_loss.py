@@ -1,0 +1,85 @@
+"""Records a log's own files promise and its segments do not hold are data loss
+(log/read/loss.py): each shape fails a read naming partition, offsets and file, reads
+what is there with fail_on_data_loss=False (one warning, the loss in the stats), and
+look-alikes a broker leaves (a torn tail past the high watermark, compaction gaps,
+DeleteRecords) read clean."""
+import logging
+import warnings
+
+import pytest
+
+from spark_kafkalog.errors import DataLossError
+from spark_kafkalog.kcat import iter_records
+from spark_kafkalog.log import LogDirs, ReadStats, TornTailWarning, read_table
+from spark_kafkalog.log.read.loss import find_losses
+
+from .loss_shapes import LOSSES, NOT_LOSS, TOPIC
+
+pytestmark = pytest.mark.filterwarnings("ignore::spark_kafkalog.log.TornTailWarning")
+
+
+@pytest.mark.parametrize("shape", sorted(LOSSES))
+def test_loss_fails_the_read_and_names_it(tmp_path, shape, caplog):
+    kind, start, end = LOSSES[shape](tmp_path)
+    with pytest.raises(DataLossError) as info:
+        read_table(str(tmp_path), TOPIC)
+    err = info.value
+    assert f"{TOPIC}-0" in err.reason and f"offsets {start}..{end - 1} are missing" in err.reason
+    assert err.offset == start and err.path.startswith(str(tmp_path))
+    assert "fail_on_data_loss=False" in err.reason
+    # the same loss through cat's reader
+    with pytest.raises(DataLossError, match=f"offsets {start}..{end - 1}"):
+        list(iter_records(str(tmp_path), TOPIC))
+    # failOnDataLoss=false: what is there, one warning for the partition, the loss recorded
+    stats = ReadStats()
+    with caplog.at_level(logging.WARNING, logger="spark_kafkalog"):
+        t = read_table(str(tmp_path), TOPIC, fail_on_data_loss=False, stats=stats)
+    assert [(x.kind, x.start, x.end) for x in stats.losses] == [(kind, start, end)]
+    assert len([r for r in caplog.records if "data loss in t-0" in r.getMessage()]) == 1
+    offsets = t.column("offset").to_pylist()
+    assert not any(start <= o < end for o in offsets)
+    assert len(list(iter_records(str(tmp_path), TOPIC, fail_on_data_loss=False))) == len(offsets)
+    ld = LogDirs(str(tmp_path))
+    assert [(x.kind, x.start, x.end) for x in find_losses(ld, ld.partition(TOPIC, 0))] == \
+        [(kind, start, end)]
+
+
+@pytest.mark.parametrize("shape", sorted(NOT_LOSS))
+def test_what_a_broker_leaves_is_not_loss(tmp_path, shape):
+    end = NOT_LOSS[shape](tmp_path)
+    t = read_table(str(tmp_path), TOPIC)
+    assert t.num_rows and max(t.column("offset").to_pylist()) < end
+    ld = LogDirs(str(tmp_path))
+    assert find_losses(ld, ld.partition(TOPIC, 0)) == []
+
+
+def test_a_read_that_does_not_reach_the_loss_is_not_failed(tmp_path):
+    LOSSES["missing_middle_segment"](tmp_path)
+    t = read_table(str(tmp_path), TOPIC, ending_offsets={0: 10})
+    assert t.column("offset").to_pylist() == list(range(10))
+    t = read_table(str(tmp_path), TOPIC, starting_offsets={0: 20})
+    assert t.column("offset").to_pylist() == list(range(20, 30))
+    with pytest.raises(DataLossError, match="offsets 10..19"):
+        read_table(str(tmp_path), TOPIC, starting_offsets={0: 5}, ending_offsets={0: 25})
+
+
+def test_past_the_high_watermark_too(tmp_path):
+    """readPastHighWatermark reads to the log end: the promise is broken all the same."""
+    LOSSES["hw_past_end"](tmp_path)
+    with pytest.raises(DataLossError, match="high watermark is checkpointed at 30"):
+        read_table(str(tmp_path), TOPIC, read_past_high_watermark=True)
+
+
+def test_real_broker_logs_hold_no_loss(real_broker):
+    """Real brokers' log dirs, compacted __consumer_offsets (offsets jumping between
+    segments under a cleaner checkpoint) included, show no loss."""
+    seen = 0
+    for root in sorted(x for x in real_broker.iterdir() if x.is_dir()):
+        ld = LogDirs(str(root), include_internal=True)
+        for topic in ld.topics():
+            for p in ld.partitions(topic):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", TornTailWarning)
+                    assert find_losses(ld, p) == [], p.path
+                seen += 1
+    assert seen >= 20
