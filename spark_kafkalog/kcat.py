@@ -20,6 +20,7 @@ from spark_kafkalog.errors import CorruptRecordError, InvalidOptionError, KafkaL
 from spark_kafkalog.format import _text
 from spark_kafkalog.log import LogDirs, PartitionDir, read_partition
 from spark_kafkalog.log.read.loss import report_losses
+from spark_kafkalog.log.read.tiered import over_tiers
 
 #: what cat's DataLossError says to do instead
 LOSS_HINT = "run with --ignore-data-loss to print what is there"
@@ -277,14 +278,13 @@ def cat(sources: Sequence[Selection], opts: CatOptions, write: Callable[[bytes],
         if left is not None and left <= 0:
             break
         logdirs = src.logdirs
-        state = logdirs.state(p, isolation_level=opts.isolation_level, timestamps=False)
         tier = src.tiers.get((p.topic, p.partition))
+        state = over_tiers(logdirs.state(p, isolation_level=opts.isolation_level,
+                                         timestamps=False), tier)
         asked = opts.start.value if opts.start.kind == "offset" else None
-        # below the local log, a remote tier holds what the log start promises
-        report_losses([x for x in state.losses if x.overlaps(asked, None)
-                       and not (tier and x.kind == "log_start_below")],
+        report_losses([x for x in state.losses if x.overlaps(asked, None)],
                       fail=opts.fail_on_data_loss, hint=LOSS_HINT)
-        lo, hi = tier.log_start if tier else state.log_start_offset, state.upper_bound
+        lo, hi = state.log_start_offset, state.upper_bound
         if seg_lo is not None:
             lo, hi = max(lo, seg_lo), min(hi, seg_hi) if seg_hi is not None else hi
         start = _start(logdirs, p, opts.start, lo, hi)

@@ -8,7 +8,7 @@ the stream reader for its first offsets.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from spark_kafkalog.errors import DataLossError, InvalidOptionError, OffsetOutOfRangeError
 from spark_kafkalog.log.io import map_io
@@ -112,8 +112,9 @@ def resolve_ranges(logdirs, opts: ReadOptions, parts: list, *,
     def one(p_state) -> PartitionRange:
         p, state = p_state
         tier = (tiers or {}).get((p.topic, p.partition))
-        if tier is not None and tier.log_start < state.log_start_offset:
-            state = replace(state, log_start_offset=tier.log_start)
+        if tier is not None:
+            from spark_kafkalog.log.read.tiered import over_tiers
+            state = over_tiers(state, tier)
         start = resolve_offset(starting, option=start_name, p=p, state=state, logdirs=logdirs,
                                starting=True, on_corruption=opts.on_corruption)
         end = resolve_offset(ending, option=end_name, p=p, state=state, logdirs=logdirs,

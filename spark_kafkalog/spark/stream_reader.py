@@ -207,7 +207,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         from spark_kafkalog.log.read.reader import load_remote_metadata
         from spark_kafkalog.log.read.remote import remote_segments
-        from spark_kafkalog.log.read.tiered import plan_partition
+        from spark_kafkalog.log.read.tiered import over_tiers, plan_partition
 
         logdirs = self._live.logdirs
         state = load_remote_metadata(logdirs)
@@ -219,8 +219,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                   lp.state.log_start_offset,
                                   logdirs.checkpointed_log_start_offset(lp.partition_dir))
             self._tiers[tp] = tier
-            out[tp] = lp if tier.log_start >= lp.log_start else _replace(
-                lp, state=_replace(lp.state, log_start_offset=tier.log_start))
+            out[tp] = _replace(lp, state=over_tiers(lp.state, tier))
         return out
 
     # -- protocol ----------------------------------------------------------------------------

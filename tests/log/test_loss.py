@@ -9,13 +9,23 @@ import warnings
 import pytest
 
 from spark_kafkalog.errors import DataLossError
-from spark_kafkalog.kcat import iter_records
+from spark_kafkalog import kcat
 from spark_kafkalog.log import LogDirs, ReadStats, TornTailWarning, read_table
 from spark_kafkalog.log.read.loss import find_losses
 
 from .loss_shapes import LOSSES, NOT_LOSS, TOPIC
 
 pytestmark = pytest.mark.filterwarnings("ignore::spark_kafkalog.log.TornTailWarning")
+
+
+def cat(path: str, fail_on_data_loss: bool = True) -> int:
+    """What `kafkalog cat -X isolation.level=read_uncommitted` prints of TOPIC (a count)."""
+    ld = LogDirs(path)
+    source = kcat.Selection(ld, [(p, None, None) for p in ld.partitions(TOPIC)])
+    opts = kcat.CatOptions(program=kcat.parse_format(b"%o\n"),
+                           isolation_level="read_uncommitted",
+                           fail_on_data_loss=fail_on_data_loss)
+    return kcat.cat([source], opts, lambda data: None, lambda: None, lambda note: None)
 
 
 @pytest.mark.parametrize("shape", sorted(LOSSES))
@@ -29,7 +39,7 @@ def test_loss_fails_the_read_and_names_it(tmp_path, shape, caplog):
     assert "fail_on_data_loss=False" in err.reason
     # the same loss through cat's reader
     with pytest.raises(DataLossError, match=f"offsets {start}..{end - 1}"):
-        list(iter_records(str(tmp_path), TOPIC))
+        cat(str(tmp_path))
     # failOnDataLoss=false: what is there, one warning for the partition, the loss recorded
     stats = ReadStats()
     with caplog.at_level(logging.WARNING, logger="spark_kafkalog"):
@@ -38,7 +48,7 @@ def test_loss_fails_the_read_and_names_it(tmp_path, shape, caplog):
     assert len([r for r in caplog.records if "data loss in t-0" in r.getMessage()]) == 1
     offsets = t.column("offset").to_pylist()
     assert not any(start <= o < end for o in offsets)
-    assert len(list(iter_records(str(tmp_path), TOPIC, fail_on_data_loss=False))) == len(offsets)
+    assert cat(str(tmp_path), fail_on_data_loss=False) == len(offsets)
     ld = LogDirs(str(tmp_path))
     assert [(x.kind, x.start, x.end) for x in find_losses(ld, ld.partition(TOPIC, 0))] == \
         [(kind, start, end)]

@@ -55,7 +55,7 @@ from spark_kafkalog.log.model import DataLoss, PartitionDir
 from spark_kafkalog.log.read.scan import scan_windows
 from spark_kafkalog.log.read.seek import offset_index
 
-__all__ = ["DataLoss", "checkpoint_losses", "gap_loss", "GapCheck", "find_losses",
+__all__ = ["DataLoss", "uncovered", "checkpoint_losses", "gap_loss", "GapCheck", "find_losses",
            "report_losses", "rewritten"]
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,13 @@ def _entry(logdirs, root: str, name: str, key) -> int | None:
 
 def _uncovered(loss: DataLoss, covered: Sequence[tuple[int, int]]) -> bool:
     return not any(lo <= loss.start and loss.end <= hi for lo, hi in covered)
+
+
+def uncovered(losses: Iterable[DataLoss], covered: Sequence[tuple[int, int]]
+              ) -> tuple[DataLoss, ...]:
+    """``losses`` but those inside one of the ``covered`` offset ranges (held elsewhere:
+    a remote tier)."""
+    return tuple(x for x in losses if _uncovered(x, covered))
 
 
 def checkpoint_losses(logdirs, p: PartitionDir, log_end: int, *,
@@ -117,7 +124,8 @@ def checkpoint_losses(logdirs, p: PartitionDir, log_end: int, *,
                 p.topic, p.partition, "log_start_below", v, first, first, path,
                 f"{tp}: the log start offset is checkpointed at {v} but the first segment "
                 f"in {p.path} is {_name(p.segments[0].path)} (base offset {first}): "
-                f"offsets {v}..{first - 1} are missing (the segments before it are gone)"))
+                f"offsets {v}..{first - 1} are missing (the segments before it are gone, or "
+                f"in a remote tier: tiered storage is read with remoteStorage)"))
     if journal_end is not None and log_end < journal_end and (
             log_start is None or log_start < journal_end):
         lost("journal", log_end, journal_end, journal_path or p.root,

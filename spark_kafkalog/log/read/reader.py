@@ -36,7 +36,7 @@ from spark_kafkalog.format.remote_log_metadata import RemoteLogMetadataState
 from spark_kafkalog.log.files.txn import AbortedTxns
 from spark_kafkalog.log.read.isolation import AbortedFromIndex, aborted_resolver
 from spark_kafkalog.log.read.remote import RemoteStorage, feed_metadata, remote_segments
-from spark_kafkalog.log.read.tiered import TierPlan, plan_partition, read_tiered
+from spark_kafkalog.log.read.tiered import TierPlan, over_tiers, plan_partition, read_tiered
 from spark_kafkalog.log.read.loss import GapCheck, report_losses
 from spark_kafkalog.log.read.pin import pin_segments
 from spark_kafkalog.log.read.scan import (
@@ -365,9 +365,9 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
         RemoteStorage(remote_storage, remote_layout, filesystem_options)
     plans = tier_plans(logdirs, storage, topic, parts, states) if storage else {}
     for p in parts:
-        state = states[p.partition]
         plan = plans.get(p.partition)
-        lo, hi = plan.log_start if plan else state.log_start_offset, state.upper_bound
+        state = over_tiers(states[p.partition], plan)
+        lo, hi = state.log_start_offset, state.upper_bound
         where = f"{topic}-{p.partition}"
         asked_start = starts.get(p.partition, EARLIEST)
         asked_end = ends.get(p.partition, LATEST)

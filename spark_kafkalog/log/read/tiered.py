@@ -12,7 +12,7 @@ indexes together (a transaction may begin remote and end local).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 import numpy as np
@@ -22,6 +22,7 @@ from spark_kafkalog.errors import DataLossError, KafkaLogError
 from spark_kafkalog.log.files.txn import AbortedTxns, read_txn_index
 from spark_kafkalog.log.model import PartitionDir
 from spark_kafkalog.log.model.remote import RemoteSegment
+from spark_kafkalog.log.read.loss import uncovered
 from spark_kafkalog.log.read.remote import RemoteStorage, remote_partition_dir
 
 __all__ = ["TierPlan", "plan_partition", "read_tiered"]
@@ -41,6 +42,16 @@ class TierPlan:
     def remote_end(self) -> int:
         """One past the last offset the remote tier holds (log_start when it holds none)."""
         return max((s.end_offset + 1 for s in self.remote), default=self.log_start)
+
+
+def over_tiers(state, tier: TierPlan | None):
+    """A partition's state (``PartitionState``) as both tiers hold it: the log start is
+    the remote tier's, and records the local files promise below the local log are the
+    remote tier's to hold, not lost (a gap in it :func:`read_tiered` reports)."""
+    if tier is None:
+        return state
+    return replace(state, log_start_offset=min(state.log_start_offset, tier.log_start),
+                   losses=uncovered(state.losses, [(tier.log_start, tier.local_start)]))
 
 
 def plan_partition(topic: str, partition: int, remote: list[RemoteSegment],

@@ -59,7 +59,9 @@ def test_both_tiers_equal_the_java_consumer(tiered, isolation):
 
 def test_without_the_remote_tier_earliest_is_the_local_log_start(tiered):
     topic = "tiered-gzip"
-    ours = from_arrow(read_table(tiered.logdir, topic))
+    # a broker checkpoints a tiered partition's log start below its local segments:
+    # without the remote tier that is records missing, read on only when asked to
+    ours = from_arrow(read_table(tiered.logdir, topic, fail_on_data_loss=False))
     starts = {p.partition: p.segments[0].base_offset
               for p in LogDirs(tiered.logdir).partitions(topic)}
     expected = [r for r in tiered.expected(topic, "read_uncommitted")
