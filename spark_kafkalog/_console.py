@@ -2,6 +2,7 @@
 sizes, times and counted nouns."""
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 import sys
@@ -113,3 +114,14 @@ def _json_default(value):
 def json_line(obj: dict, out: TextIO) -> None:
     """``obj`` as one line of compact JSON on ``out`` (bytes as base64)."""
     out.write(json.dumps(obj, separators=(",", ":"), default=_json_default) + "\n")
+
+
+def non_negative(text: str) -> int:
+    """An argparse ``type``: a whole number >= 0 (a count, a byte limit)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value

@@ -40,7 +40,14 @@ from typing import Iterable, Sequence, TextIO
 import pyarrow.fs as pafs
 
 from spark_kafkalog import __version__, cli_cat, cli_dump, report
-from spark_kafkalog._console import Progress, format_table, human_bytes, iso_ms, plural
+from spark_kafkalog._console import (
+    Progress,
+    format_table,
+    human_bytes,
+    iso_ms,
+    non_negative,
+    plural,
+)
 from spark_kafkalog.errors import (
     DataLossError,
     InvalidOptionError,
@@ -373,7 +380,7 @@ def _parser() -> argparse.ArgumentParser:
                         "no record counts or codecs")
     p.set_defaults(func=_cmd_inspect)
 
-    p = cli_dump.add_parser(sub, common, _non_negative)
+    p = cli_dump.add_parser(sub, common, non_negative)
     p.set_defaults(func=lambda a, out, err: cli_dump.run(a, out, err, _fs_options(a.fs_option)))
 
     p = sub.add_parser("verify", parents=[common, bar, sel, remote],
@@ -483,16 +490,6 @@ def _cmd_job(argv: list[str], out: TextIO, err: TextIO) -> int:
         out.write(f"{job_file(name)}\n")
         return EXIT_OK
     return run_job(name, argv[1:])
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return value
 
 
 def _setup_logging(verbose: int) -> None:

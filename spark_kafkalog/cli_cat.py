@@ -14,6 +14,7 @@ from typing import TextIO
 import pyarrow.fs as pafs
 
 from spark_kafkalog import kcat
+from spark_kafkalog._console import non_negative
 from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
 from spark_kafkalog.log import LogDirs, parse_partition_dir_name, resolve_filesystem
 from spark_kafkalog.log.io import FILESYSTEM_OPTIONS, list_dir
@@ -50,7 +51,7 @@ def add_parser(sub, fs_help: str) -> argparse.ArgumentParser:
     p.add_argument("--from-time", metavar="TIME",
                    help="start at the first record at or after TIME (epoch ms or ISO-8601; "
                         "like -o s@TS)")
-    p.add_argument("-c", "--count", type=_count, metavar="N",
+    p.add_argument("-c", "--count", type=non_negative, metavar="N",
                    help="exit after N records (in all)")
     p.add_argument("-f", "--format", metavar="FMT", help="kcat output format")
     p.add_argument("-J", "--json", action="store_true", help="kcat's JSON envelope")
@@ -90,16 +91,6 @@ def add_parser(sub, fs_help: str) -> argparse.ArgumentParser:
         p.add_argument(flag, dest="flag_" + flag[1], action="store_true", help=what)
     p.add_argument("-v", "--verbose", action="count", default=0, help="log what is read")
     return p
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return value
 
 
 def _plain(uri: str) -> str:
