@@ -290,9 +290,28 @@ def _losses(logdirs: LogSource, p: PartitionDir, snapshot, leo: int, start: int)
     if snapshot is not None and snapshot.as_of:
         return ()
     bound = snapshot.bound(p.partition) if snapshot is not None else None
-    return checkpoint_losses(logdirs, p, leo,
-                             journal_end=bound.end if bound is not None else None,
+    # a write in flight bounds the read at its first offset (hard): a bound, no promise
+    journal_end = bound.end if bound is not None and not bound.hard else None
+    if journal_end is not None and _finishing(logdirs, p):
+        journal_end = None      # committed, its files still moving in: recovery finishes it
+    return checkpoint_losses(logdirs, p, leo, journal_end=journal_end,
                              journal_path=journal_path(p.root, p.topic), log_start=start)
+
+
+def _finishing(logdirs: LogSource, p: PartitionDir) -> bool:
+    """Whether a write past its commit point is still being applied to ``p`` (its
+    journal's pending write is decided and names the partition): what it committed may
+    not be in place yet, and the next open rolls it forward, so it is not lost."""
+    journals = getattr(logdirs, "journals", None)
+    if journals is None:
+        return False
+    try:
+        j = journals(p.topic)
+    except KafkaLogError:
+        return False
+    st = j.states.get(p.root)
+    return bool(st is not None and st.pending is not None and j.decided.get(p.root)
+                and p.partition in st.pending.partitions)
 
 
 def topic_states(logdirs, topic: str, partitions: Iterable[int] | None = None, *,
