@@ -64,7 +64,7 @@ from spark_kafkalog.log import (
 from spark_kafkalog.log.diagnose.inspect import inspect_partitions, partition_summary
 from spark_kafkalog.log.io import list_dir
 from spark_kafkalog.log.diagnose.verify import ERROR, Finding, verify_log_dirs
-from spark_kafkalog.log.diagnose.remote import remote_tiers, verify_remote
+from spark_kafkalog.log.diagnose.remote import held_remotely, remote_tiers, verify_remote
 from spark_kafkalog.log.read.remote import RemoteStorage
 
 __all__ = ["main", "Progress", "format_table"]
@@ -270,6 +270,7 @@ def _cmd_verify(args, out: TextIO, err: TextIO) -> int:
         progress.close()
     storage = _remote(args, fs_options)
     if storage is not None:
+        result.findings[:] = held_remotely(result.findings, logdirs, storage, parts)
         result.findings.extend(verify_remote(logdirs, storage, parts))
     if args.manifest or args.against:
         from spark_kafkalog.log.diagnose import manifest as mf

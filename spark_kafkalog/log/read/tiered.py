@@ -46,12 +46,15 @@ class TierPlan:
 
 def over_tiers(state, tier: TierPlan | None):
     """A partition's state (``PartitionState``) as both tiers hold it: the log start is
-    the remote tier's, and records the local files promise below the local log are the
-    remote tier's to hold, not lost (a gap in it :func:`read_tiered` reports)."""
+    the plan's (which weighed the checkpointed log start with the remote segments), and
+    below the local log the plan, not the local files, says what is there: a broker with
+    tiered storage checkpoints the log start over both tiers, so a log start below the
+    local log is no loss here (a gap in the remote tier :func:`read_tiered` reports)."""
     if tier is None:
         return state
-    return replace(state, log_start_offset=min(state.log_start_offset, tier.log_start),
-                   losses=uncovered(state.losses, [(tier.log_start, tier.local_start)]))
+    return replace(state, log_start_offset=tier.log_start,
+                   losses=uncovered([x for x in state.losses if x.kind != "log_start_below"],
+                                    [(tier.log_start, tier.local_start)]))
 
 
 def plan_partition(topic: str, partition: int, remote: list[RemoteSegment],

@@ -30,7 +30,8 @@ VALUES = [
 
 
 def test_dump_text_equals_kafka_44(tmp_path):
-    write_table(str(tmp_path), TOPIC, pa.table({"value": pa.array(VALUES, pa.binary())}))
+    write_table(str(tmp_path), TOPIC, pa.table({"value": pa.array(VALUES, pa.binary())}),
+                allow_internal_topic=True)
     files = sorted(Path(tmp_path).glob(f"{TOPIC}-0/*.log"))
     text = dump_log_segments(files, "--remote-log-metadata-decoder", "--print-data-log",
                              kafka=KAFKA44)
