@@ -307,9 +307,20 @@ def test_jobs_run_installed_and_quiet(installed, tmp_path, real_broker):
         # cannot be told to keep quiet about it), then nothing but our line
         if "bad path" in name:
             assert run["rc"] == 2 and run["stderr_lines"] <= 2, run
-            assert run["stderr"].splitlines()[-1].startswith(
-                "export_parquet: LogLayoutError: log directory does not exist"), run
+            last = run["stderr"].splitlines()[-1]       # preflight's line, before Spark
+            assert last.startswith("export_parquet: JobInputError: --path: log directory "), run
+            assert last.endswith("/work/nope does not exist"), run
             continue
         assert run["rc"] == 0, (name, run)
         assert run["stdout"], (name, run)
-        assert run["stderr_lines"] <= 1, (name, run["stderr"])
+        ours = [line for line in run["stderr"].splitlines()
+                if not line.startswith("WARNING: Using incubator modules")]
+        assert run["stderr_lines"] - len(ours) <= 1, (name, run["stderr"])
+        if name in ("import_files", "copy_topic"):
+            # the sample's records (from 2024-01-01) are older than Kafka's default
+            # retention.ms: a restore job says, in one line, that a broker deletes them
+            assert len(ours) == 1, (name, run["stderr"])
+            assert ours[0].startswith(f"{name}: warning: events: "), ours
+            assert "older than retention.ms 604800000" in ours[0], ours
+        else:
+            assert ours == [], (name, run["stderr"])
