@@ -31,9 +31,10 @@ from dataclasses import dataclass, replace
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import LogLayoutError
+from spark_kafkalog.errors import KafkaLogError, LogLayoutError
 from spark_kafkalog.log import (
     LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     PartitionDir,
     TornTailWarning,
@@ -105,6 +106,10 @@ def _stamp(info: pafs.FileInfo) -> tuple:
 
 
 _MISSING = (None, None)
+#: the root-level checkpoints a poll reads (by its listing's stamps): what a read is
+#: bounded by, and what the data-loss check holds the log to
+_ROOT_CHECKPOINTS = (REPLICATION_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                     RECOVERY_POINT_CHECKPOINT)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -157,7 +162,7 @@ class LiveLog:
         self.opts = opts
         self.clock = clock
         self._cache: dict[tuple[str, int], _Cached] = {}
-        self._ckpt: dict[str, tuple[tuple, dict, dict]] = {}
+        self._ckpt: dict[str, tuple[tuple, dict, dict, dict]] = {}
         self.logdirs = None
 
     def _open(self):
@@ -188,13 +193,19 @@ class LiveLog:
         return sorted(strategy.partitions)
 
     def _checkpoints(self, fs, root: str, files: dict[str, tuple]) -> tuple:
-        stamp = tuple(files.get(n, _MISSING)
-                      for n in (REPLICATION_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT))
+        """``(stamp, high watermarks, log starts, recovery points)`` of a root, read again
+        only when the listing's stamp of one of the three files changed (or is racy)."""
+        stamp = tuple(files.get(n, _MISSING) for n in _ROOT_CHECKPOINTS)
         cached = self._ckpt.get(root)
         if cached is None or cached[0] != stamp or self._is_racy(stamp):
-            hw = read_checkpoint(fs, f"{root.rstrip('/')}/{REPLICATION_OFFSET_CHECKPOINT}")
-            ls = read_checkpoint(fs, f"{root.rstrip('/')}/{LOG_START_OFFSET_CHECKPOINT}")
-            cached = (stamp, hw, ls)
+            base = root.rstrip('/')
+            hw = read_checkpoint(fs, f"{base}/{REPLICATION_OFFSET_CHECKPOINT}")
+            ls = read_checkpoint(fs, f"{base}/{LOG_START_OFFSET_CHECKPOINT}")
+            try:
+                rp = read_checkpoint(fs, f"{base}/{RECOVERY_POINT_CHECKPOINT}")
+            except KafkaLogError:
+                rp = {}     # an unreadable recovery point promises nothing (as load_journals)
+            cached = (stamp, hw, ls, rp)
             self._ckpt[root] = cached
         return cached
 
@@ -233,9 +244,8 @@ class LiveLog:
         for (t, q), where in dirs.items():
             by_topic.setdefault(t, {})[q] = where
         logdirs.adopt(by_topic, {(root, name): entries
-                                 for root, (_, hw, ls) in checkpoints.items()
-                                 for name, entries in ((REPLICATION_OFFSET_CHECKPOINT, hw),
-                                                       (LOG_START_OFFSET_CHECKPOINT, ls))})
+                                 for root, (_, *entries_of) in checkpoints.items()
+                                 for name, entries in zip(_ROOT_CHECKPOINTS, entries_of)})
         # each topic's journal before any of its partition dirs is looked at: every byte
         # it calls committed is then in what the poll sees (one snapshot per topic)
         snaps = {t: topic_snapshot(logdirs, t) for t in sorted({t for t, _ in selected})}
@@ -265,7 +275,7 @@ class LiveLog:
             dir_stamp, last_stamp, infos = looks[i]
             root, path = dirs[tp]
             journal = root_files[root].get(_journal_name(tp[0]), _MISSING)
-            ck_stamp, hw, ls = checkpoints[root]
+            ck_stamp, hw, ls, _ = checkpoints[root]
             return self._partition(logdirs, tp, root, path, dir_stamp, last_stamp, infos,
                                    journal, snaps[tp[0]], ck_stamp, hw.get(tp), ls.get(tp),
                                    now)

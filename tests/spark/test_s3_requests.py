@@ -127,8 +127,6 @@ def _reader(uri, through):
     return KafkaLogDataSource(opts).streamReader(None)
 
 
-@pytest.mark.xfail(reason="the data-loss checks (issue 28) added requests to a stream's poll; the "
-                   "bound is to be re-derived next session", strict=False)
 def test_stream_polls_grow_with_partitions_read(tmp_path, counted):
     """An idle poll costs one listing of the root, one journal look-up per topic read
     and one listing per partition read; a changed partition adds only its own reads. A
