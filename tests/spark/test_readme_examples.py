@@ -11,11 +11,13 @@ import io
 from collections import Counter
 import re
 import shlex
+import shutil
 
 import pytest
 
 from spark_kafkalog.cli import main
 from tests.conftest import REPO
+from tests.log import tiered_builder
 from tests.log.logbuilder import LogDirBuilder, rec
 
 README = (REPO / "README.md").read_text()
@@ -27,14 +29,21 @@ def _blocks(lang: str) -> list[str]:
 
 @pytest.fixture()
 def data(tmp_path):
-    """``/data`` of the examples: a log dir with topic ``orders`` (2 partitions)."""
+    """``/data`` of the examples: a log dir with topic ``orders`` (2 partitions), and
+    ``tiered/``: a broker's log dir whose ``orders`` has its first segments only in the
+    remote root ``tiered/remote`` (LocalTieredStorage's layout, listed in the log dir's
+    ``__remote_log_metadata``)."""
     b = LogDirBuilder(tmp_path / "kafka-logs")
     for q in (0, 1):
         p = b.partition("orders", q, base_timestamp=1_700_000_000_000)
         p.append([rec(b"k%d" % i, b'{"id": %d}' % i) for i in range(5)])
         p.append([rec(None, b"tail")])
     b.write()
-    return tmp_path
+    src = tmp_path / "tiered-source"
+    p, full, bases = tiered_builder.build(src)
+    tiered_builder.tier(src, p, full, bases, data=tmp_path / "tiered" / "kafka-logs",
+                        remote=tmp_path / "tiered" / "remote")
+    return tmp_path, p
 
 
 def _localize(code: str, data) -> str:
@@ -61,9 +70,6 @@ def _rows(table) -> list[tuple]:
                       table["key"].to_pylist(), table["value"].to_pylist()))
 
 
-@pytest.mark.xfail(reason="README gained the tiered-storage and manifest examples this session (issues 30, "
-                   "28); they are not yet made runnable here (s3 URI, /backup paths): next session",
-                   strict=False)
 def test_python_examples_run(spark, data):
     """Every Python block, in README order, on one namespace; what each section's examples
     wrote is checked against the source log."""
@@ -73,12 +79,13 @@ def test_python_examples_run(spark, data):
     from spark_kafkalog.log.write import topic_partitions
     from spark_kafkalog.log.io import resolve_filesystem
 
+    data, tiered = data
     ns = {"spark": spark}
     sections = ("Reading", "Streaming reads", "Writing")
     covered = [b for title in sections for b in re.findall(r"```python\n(.*?)```",
                                                           _section(title), flags=re.S)]
     blocks = _blocks("python")
-    assert len(covered) == 6 and set(covered) <= set(blocks)
+    assert len(covered) == 7 and set(covered) <= set(blocks)
     for code in blocks:
         _run(code, ns, data)
     source = _rows(read_table(str(data / "kafka-logs"), "orders"))
@@ -86,6 +93,11 @@ def test_python_examples_run(spark, data):
     # Reading
     assert ns["df"].count() == 12
     assert ns["table"].num_rows == 12 and ns["batch"].num_rows == 6
+    # Reading, tiered: both tiers from offset 0, as built (the builder's own record list)
+    whole = tiered.expected_table()
+    assert ns["history_table"].equals(whole)
+    assert sorted(r.offset for r in ns["history"].select("offset").collect()) == \
+        whole.column("offset").to_pylist()
     # Streaming reads: the replay read the whole topic
     assert not ns["q"].isActive and ns["q"].exception() is None
     assert pq.read_table(data / "orders-parquet").num_rows == 12
@@ -101,13 +113,13 @@ def test_python_examples_run(spark, data):
     assert topic_partitions(fs, root, "orders") == list(range(12))
 
 
-@pytest.mark.xfail(reason="README gained the tiered-storage and manifest examples this session (issues 30, "
-                   "28); they are not yet made runnable here (s3 URI, /backup paths): next session",
-                   strict=False)
 def test_command_examples_run(data):
+    data, _ = data
     (block,) = [b for b in _blocks("sh") if b.startswith("kafkalog inspect")]
     lines = [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
-    assert len(lines) == 6
+    assert len(lines) == 8
+    # the backup the manifest line audits: a whole copy of the log dir
+    shutil.copytree(data / "kafka-logs", data / "backup" / "kafka-logs")
     for line in lines:
         argv = []
         for word in shlex.split(_localize(line, data))[1:]:
