@@ -41,7 +41,7 @@ from .errors import (
     unwrap,
 )
 
-__all__ = ["CODECS", "EXIT_BAD_INPUT", "EXIT_DATA", "EXIT_FAILED", "EXIT_LOCKED",
+__all__ = ["CODECS", "DATA_ERRORS", "EXIT_BAD_INPUT", "EXIT_DATA", "EXIT_FAILED", "EXIT_LOCKED",
            "JobInputError", "LOG4J_CONF", "SparkProgress", "add_log_dirs", "add_manifest",
            "alias", "emit", "exit_status", "human_bytes", "iso_ms", "parse_kv",
            "parse_time_ms", "parser", "plural", "rate", "run", "spark_session", "topic_list",
@@ -58,6 +58,9 @@ EXIT_LOCKED = 3
 #: anything else: Spark failed, or a bug (``--verbose`` shows the trace)
 EXIT_FAILED = 4
 EXIT_INTERRUPTED = 130
+#: our errors that say the data is damaged or gone (EXIT_DATA), never a bad argument: a
+#: job that wraps input errors in :class:`JobInputError` lets these through as they are
+DATA_ERRORS = (CorruptRecordError, DataLossError, UnsupportedFormatError, TxnIndexError)
 
 #: Kafka's compression.type values, as every job that writes batches takes them
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -98,6 +101,25 @@ class JobParser(argparse.ArgumentParser):
         if getattr(ns, "progress", False) is None:
             ns.progress = _isatty(sys.stderr)
         return ns, rest
+
+    def format_usage(self) -> str:
+        return self._as_required(super().format_usage)
+
+    def format_help(self) -> str:
+        return self._as_required(super().format_help)
+
+    def _as_required(self, format_text):
+        """Usage and help show a required flag as required (no brackets), though it is
+        checked after parsing so that its old spelling can stand in for it."""
+        marked = [a for a in self._actions if not a.required
+                  and self.required_flags.get(a.dest) in a.option_strings]
+        for action in marked:
+            action.required = True
+        try:
+            return format_text()
+        finally:
+            for action in marked:
+                action.required = False
 
     def error(self, message: str):
         """A usage error is one line too (argparse's own prints the usage first)."""
@@ -383,8 +405,7 @@ def exit_status(exc: BaseException) -> tuple[int, str]:
     if ours is not None:
         if isinstance(ours, CommitConflictError):
             return EXIT_LOCKED, line
-        if isinstance(ours, (CorruptRecordError, DataLossError, UnsupportedFormatError,
-                             TxnIndexError)):
+        if isinstance(ours, DATA_ERRORS):
             return EXIT_DATA, line
         if isinstance(ours, InternalError):
             return EXIT_FAILED, line

@@ -86,3 +86,15 @@ def test_same_flag_same_shape_everywhere():
                 shapes.setdefault(o, set()).add(
                     (a.nargs, tuple(a.choices or ()), type(a).__name__))
     assert {o: s for o, s in shapes.items() if len(s) > 1} == {}
+
+
+@pytest.mark.parametrize("job", USER_JOBS)
+def test_usage_shows_required_flags_as_required(job):
+    """A flag the parser checks after parsing (so that an old spelling can stand in for
+    it) is still shown as required: ``--output OUT``, not ``[--output OUT]``."""
+    ap = importlib.import_module(f"spark_kafkalog.jobs.{job}").build_parser()
+    usage = " ".join(ap.format_usage().split())
+    for flag in ap.required_flags.values():
+        assert re.search(rf"(^|[ |]){re.escape(flag)}( [A-Z_]+)?( |$)", usage), (flag, usage)
+        assert f"[{flag}" not in usage, (flag, usage)
+    assert not any(a.required for a in ap._actions if a.dest in ap.required_flags)

@@ -94,12 +94,15 @@ def broker_lock(root: Path):
         proc.wait(timeout=30)
 
 
-def refused(job: str, argv: list[str], capsys) -> str:
-    """Run a job's main as its script does; the one line it printed on stderr."""
+def refused(job: str, argv: list[str], capsys, status: int | None = None) -> str:
+    """Run a job's main as its script does; the one line it printed on stderr. With
+    ``status``, the exit status must be that one (README, Jobs: 1 the data is damaged,
+    2 bad input, 3 a lock is held)."""
     module = JOBS[job]
     code = jobkit.run(job, lambda: module.main(argv))
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0, err
+    assert status is None or code == status, (code, err)
     assert len(err) == 1, err
     return err[0]
 
@@ -112,10 +115,11 @@ def corrupt_first_segment(root: Path, topic: str = "events", partition: int = 0)
 # ---- export_parquet ----------------------------------------------------------------------------
 @pytest.mark.parametrize("extra, expect", [
     (["--path", "MISSING"], "log directory MISSING does not exist"),
-    (["--topic", "nosuch"], "topic nosuch not found"),
-    (["--parquet-compression", "brotli"], "Parquet codec 'brotli' cannot be written"),
-    (["--starting-offsets", "{bad"], "startingOffsets is not valid JSON"),
-    (["--starting-offsets", '{"events":{"0":5}}'], "startingOffsets"),
+    (["--topic", "nosuch"], "--topic: topic nosuch not found"),
+    (["--parquet-compression", "brotli"],
+     "--parquet-compression: Parquet codec 'brotli' cannot be written"),
+    (["--starting-offsets", "{bad"], "--starting-offsets is not valid JSON"),
+    (["--starting-offsets", '{"events":{"0":5}}'], "--starting-offsets"),
     (["--from", "yesterday"], "--from: 'yesterday' is neither epoch milliseconds"),
     (["--from", "2024-01-02", "--to", "2024-01-01"], "the window [from, to) is empty"),
     (["--mode", "errorifexists"], "exists (--mode errorifexists)"),
@@ -126,7 +130,7 @@ def test_export_refuses_before_spark_and_keeps_the_old_export(
     argv = ["--path", str(logs), "--output", str(parquet_out), *extra]
     if "--path" in extra:
         argv = argv[2:]
-    line = refused("export_parquet", argv, capsys)
+    line = refused("export_parquet", argv, capsys, status=2)
     assert line.startswith("export_parquet: ") and expect in line, line
     assert tree_hash(parquet_out) == before
 
@@ -137,7 +141,7 @@ def test_export_refuses_a_corrupt_segment(tmp_path, logs, parquet_out, no_spark,
     corrupt_first_segment(src)
     before = tree_hash(parquet_out)
     line = refused("export_parquet", ["--path", str(src), "--output", str(parquet_out)],
-                   capsys)
+                   capsys, status=1)
     assert "events-0" in line and "position" in line and "offset" in line, line
     assert tree_hash(parquet_out) == before
 
@@ -158,7 +162,7 @@ def test_import_refuses_before_spark_and_keeps_the_log(
         if flag in extra:
             i = argv.index(flag)
             del argv[i:i + 2]
-    line = refused("import_files", argv, capsys)
+    line = refused("import_files", argv, capsys, status=2)
     assert line.startswith("import_files: ") and expect in line, line
     assert tree_hash(dest) == before
 
@@ -189,7 +193,7 @@ def test_copy_refuses_before_spark_and_keeps_the_destination(
     if "--topic" not in extra:
         argv += ["--topic", "events", "--rename", "events=copy"] \
             if "--rename" not in extra else ["--topic", "events"]
-    line = refused("copy_topic", argv, capsys)
+    line = refused("copy_topic", argv, capsys, status=2)
     assert line.startswith("copy_topic: ") and expect in line, line
     assert tree_hash(dest) == before
 
@@ -199,14 +203,15 @@ def test_copy_refuses_a_held_destination_and_a_corrupt_source(
     with broker_lock(dest):
         before = tree_hash(dest)
         line = refused("copy_topic", ["--path", str(logs), "--output", str(dest),
-                                      "--topic", "events", "--rename", "events=x"], capsys)
+                                      "--topic", "events", "--rename", "events=x"], capsys,
+                       status=3)
         assert "a running Kafka broker holds this log dir" in line, line
         assert tree_hash(dest) == before
     src = tmp_path / "bad"
     shutil.copytree(logs, src)
     corrupt_first_segment(src, partition=1)
     line = refused("copy_topic", ["--path", str(src), "--output", str(dest), "--topic",
-                                  "events", "--rename", "events=x"], capsys)
+                                  "events", "--rename", "events=x"], capsys, status=1)
     assert "events-1" in line and "CRC" in line.upper(), line
     assert tree_hash(dest) == before
     # a copy that starts past the damaged segment, or reads a time window, is not refused
@@ -229,11 +234,11 @@ def test_compact_refuses_held_corrupt_and_unknown(tmp_path, dest, no_spark, caps
     line = refused("compact", ["--path", str(dest), "--topic", "nosuch"], capsys)
     assert "'nosuch' not found" in line, line
     line = refused("compact", ["--path", str(dest), "--topic", "events", "--partition",
-                               "7"], capsys)
-    assert "partitions [7]" in line, line
+                               "7"], capsys, status=2)
+    assert "--partition: partitions [7]" in line, line
     corrupt_first_segment(dest)
     before = tree_hash(dest)
-    line = refused("compact", ["--path", str(dest), "--topic", "events"], capsys)
+    line = refused("compact", ["--path", str(dest), "--topic", "events"], capsys, status=1)
     assert "events-0" in line and "position" in line, line
     assert tree_hash(dest) == before
 

@@ -17,7 +17,7 @@ from typing import NoReturn
 import pyarrow.fs as pafs
 
 from spark_kafkalog import jobkit
-from spark_kafkalog.errors import InvalidOptionError, LockError, LogLayoutError
+from spark_kafkalog.errors import InvalidOptionError, KafkaLogError, LockError, LogLayoutError
 from spark_kafkalog.log import LogDirs, is_internal_topic, resolve_filesystem
 from spark_kafkalog.log.read.scan import check_segment_heads
 from spark_kafkalog.log.write import check_broker_lock, topic_partitions
@@ -169,7 +169,7 @@ def inputs_exist(paths, flag: str) -> None:
             fail(f"{flag}: {path} does not exist")
 
 
-def parquet_codec(codec: str, flag: str = "--compression") -> None:
+def parquet_codec(codec: str, flag: str = "--parquet-compression") -> None:
     if codec.lower() not in PARQUET_CODECS:
         fail(f"{flag}: Parquet codec {codec!r} cannot be written by Spark's Parquet writer "
              f"(choose {', '.join(PARQUET_CODECS)})")
@@ -235,13 +235,36 @@ def time_window(time_from: str | None, time_to: str | None) -> None:
              "is empty")
 
 
+#: export's flags by the read option each sets (``args`` attribute, flag)
+_EXPORT_FLAGS = {"subscribe": ("topic", "--topic"),
+                 "subscribePattern": ("topic_pattern", "--topic-pattern"),
+                 "assign": ("assign", "--assign"),
+                 "startingOffsets": ("starting_offsets", "--starting-offsets"),
+                 "endingOffsets": ("ending_offsets", "--ending-offsets")}
+
+
+def _as_flag(args, err: KafkaLogError) -> KafkaLogError:
+    """``err`` from the read options, reworded with the flag the user typed when its
+    message starts with the option that flag set (``subscribe: topic x not found`` ->
+    ``--topic: topic x not found``); else ``err`` itself."""
+    text = err.reason
+    for option, (dest, flag) in _EXPORT_FLAGS.items():
+        if getattr(args, dest, None) and text.startswith((f"{option}:", f"{option} ")):
+            return type(err)(flag + text[len(option):], path=err.path,
+                             position=err.position, offset=err.offset)
+    return err
+
+
 def export(args, opts: dict[str, str]) -> bool:
     """export_parquet: returns True when there is nothing to do (``--mode ignore`` and the
     output exists)."""
     common(args)
     parquet_codec(args.compression)
     time_window(args.time_from, args.time_to)
-    logdirs, ranges = read_options(opts)
+    try:
+        logdirs, ranges = read_options(opts)
+    except (InvalidOptionError, LogLayoutError) as err:
+        raise _as_flag(args, err) from None
     check_segments(logdirs, [r.partition_dir for r in ranges],
                    {(r.topic, r.partition): (r.start_offset, r.end_offset) for r in ranges})
     exists = output_destination(args.output, "--output", args.mode)
@@ -338,7 +361,7 @@ def compact(args, topics, partitions) -> None:
         if partitions is not None:
             missing = sorted(set(partitions) - {p.partition for p in present})
             if missing:
-                fail(f"--partitions: partitions {missing} of {t!r} are not in {args.path}")
+                fail(f"--partition: partitions {missing} of {t!r} are not in {args.path}")
             present = [p for p in present if p.partition in partitions]
         parts.extend(present)
     check_segments(logdirs, parts)

@@ -151,7 +151,7 @@ def _partition_numbers(args: argparse.Namespace) -> list[int] | None:
     try:
         return None if not args.partitions else [int(x) for x in args.partitions.split(",")]
     except ValueError:
-        raise jobkit.JobInputError(f"--partitions {args.partitions!r}: not numbers") from None
+        raise jobkit.JobInputError(f"--partition {args.partitions!r}: not numbers") from None
 
 
 def compact(spark, args: argparse.Namespace) -> dict:

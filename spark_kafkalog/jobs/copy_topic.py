@@ -270,6 +270,8 @@ def plan_topics(args: argparse.Namespace) -> list[TopicPlan]:
                            f"copy (it copies {', '.join(topics)})")
     try:
         latest = latest_offsets(src, topics, isolation_level=args.isolation_level)
+    except jobkit.DATA_ERRORS:
+        raise                   # damaged or lost data: exit 1, the error as it is
     except KafkaLogError as err:
         raise BadInput(f"--path: {err}") from None
     plans = []

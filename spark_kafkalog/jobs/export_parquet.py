@@ -90,13 +90,14 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def reader_options(args: argparse.Namespace) -> dict[str, str]:
     opts: dict[str, str] = {"path": args.path}
+    extra = jobkit.parse_kv(args.option, "--option")
     if args.topic:
         opts["subscribe"] = ",".join(jobkit.topic_list(args.topic))
     elif args.topic_pattern:
         opts["subscribePattern"] = args.topic_pattern
     elif args.assign:
         opts["assign"] = args.assign
-    else:
+    elif not {"subscribe", "subscribePattern", "assign"} & set(extra):
         # every topic: a pattern subscription leaves internal topics out, like Kafka's
         opts["subscribePattern"] = ".*"
     for flag, name in (("starting_offsets", "startingOffsets"),
@@ -106,7 +107,7 @@ def reader_options(args: argparse.Namespace) -> dict[str, str]:
             opts[name] = getattr(args, flag)
     if args.include_headers:
         opts["includeHeaders"] = "true"
-    opts.update(jobkit.parse_kv(args.option, "--option"))
+    opts.update(extra)
     return opts
 
 

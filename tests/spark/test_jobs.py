@@ -85,6 +85,13 @@ def test_export_options_map_to_kafkalog_options():
     topics = export_parquet.reader_options(export_parquet.parse_args(
         ["--path", "/l", "--output", "/o", "--topic", "a,b", "--topic", "c"]))
     assert topics["subscribe"] == "a,b,c"
+    # topics chosen through --option replace the every-topic default (never both)
+    for extra in ("subscribe=a", "subscribePattern=a.*", 'assign={"a":[0]}'):
+        opts = export_parquet.reader_options(export_parquet.parse_args(
+            ["--path", "/l", "--output", "/o", "--option", extra]))
+        name, value = extra.split("=", 1)
+        assert {k: v for k, v in opts.items()
+                if k in ("subscribe", "subscribePattern", "assign")} == {name: value}
     with pytest.raises(JobInputError, match="--option expects KEY=VALUE"):
         export_parquet.reader_options(export_parquet.parse_args(
             ["--path", "/l", "--output", "/o", "--option", "novalue"]))
