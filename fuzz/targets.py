@@ -200,6 +200,32 @@ def coordinator_record(data: bytes) -> None:
         pass
 
 
+def internal_record(data: bytes) -> None:
+    """A ``__remote_log_metadata``, ``__cluster_metadata`` or ``__share_group_state``
+    record: decoded, folded into the per-segment state, and printed as Kafka's
+    kafka-dump-log decoders print it."""
+    from spark_kafkalog.format import cluster_metadata, remote_log_metadata
+    from spark_kafkalog.format.coordinator import share
+
+    flags, body = _split(data)
+    which = flags % 3
+    try:
+        if which == 0:
+            remote_log_metadata.decode_value(body)
+            remote_log_metadata.dump_text(None, body, 0)
+            state = remote_log_metadata.RemoteLogMetadataState()
+            state.add(body, 0, 0, 0)
+            state.segments()
+        elif which == 1:
+            cluster_metadata.decode_metadata_record(body)
+            cluster_metadata.cluster_metadata_text(None, body, 0)
+        else:
+            cut = body[0] if body else 0
+            share.share_group_state_text(body[1:1 + cut], body[1 + cut:] or None, 0)
+    except KafkaLogError:
+        pass
+
+
 def _i16(data: bytes) -> int:
     return struct.unpack_from(">h", data, 0)[0] if len(data) >= 2 else 0
 
@@ -215,6 +241,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "checkpoint": checkpoint,
     "journal": journal,
     "coordinator_record": coordinator_record,
+    "internal_record": internal_record,
 }
 
 
@@ -301,6 +328,35 @@ def _coordinator_seeds() -> Iterator[bytes]:
                 yield (bytes([3]) + value if txn else bytes([1]) + key[:2] + value)
 
 
+def _internal_seeds() -> Iterator[bytes]:
+    """Remote-log-metadata values of every record type (built from Kafka's schemas by the
+    tests' independent builder), the fixtures' ``__cluster_metadata`` values, and a
+    share-group key/value pair."""
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    from tests.format import remote_log_metadata_builders as rlm
+
+    for value in (rlm.segment(), rlm.update(), rlm.partition_delete(), rlm.snapshot()):
+        yield b"\x00" + value
+    decode = _decode_module()
+    for path in _fixture_files(".log"):
+        if "__cluster_metadata" not in str(path):
+            continue
+        with open(path, "rb") as f:
+            head = f.read(1 << 18)
+        scan = decode.scan_header_rows(head)
+        try:
+            batch = decode.decode_run(head[:scan.end], verify_crc=False)
+        except KafkaLogError:
+            continue
+        for value in batch.column("value").to_pylist()[:40]:
+            if value:
+                yield b"\x01" + value
+    key = struct.pack(">h", 0) + struct.pack(">h", 1) + b"g" + bytes(16) + struct.pack(">i", 0)
+    yield b"\x02" + bytes([len(key)]) + key + struct.pack(">h", 0) + bytes(32)
+
+
 def seeds(name: str) -> Iterator[bytes]:
     """Starting inputs of target ``name`` (flags byte included)."""
     if name in ("decode_buffer", "scan_buffer", "decode_segments"):
@@ -329,5 +385,7 @@ def seeds(name: str) -> Iterator[bytes]:
         yield b"\x01" + raw[raw.find(b"\n") + 1:]
     elif name == "coordinator_record":
         yield from _coordinator_seeds()
+    elif name == "internal_record":
+        yield from _internal_seeds()
     else:
         raise KeyError(name)
