@@ -49,7 +49,10 @@ def add_parser(sub, common, non_negative) -> argparse.ArgumentParser:
     p.add_argument("--max-bytes", type=non_negative, default=None, metavar="N",
                    help="only the batches within the first N bytes of each segment")
     p.add_argument("--max-message-size", type=non_negative, default=MAX_MESSAGE_SIZE,
-                   metavar="N", help="a batch larger than this is damage (default 5242880)")
+                   metavar="N", help="offset indexes: an entry whose batch is larger than "
+                                     "N bytes stops the dump there, as it stops Kafka's tool "
+                                     "(default 5242880); segments are read whatever their "
+                                     "batches' size")
     p.add_argument("--index-sanity-check", action="store_true",
                    help="indexes: only check them (FILE passed sanity check.)")
     p.add_argument("--verify-index-only", action="store_true",
@@ -110,7 +113,10 @@ def run(args, out: TextIO, err: TextIO, fs_options: dict) -> int:
     if raw is not None:
         out.flush()
     dumped = problems = 0
+    stopped = False
     for name in _files(args):
+        if stopped:
+            break
         fs, path = resolve_filesystem(_plain(name), fs_options)
         if file_kind(posixpath.basename(path)) is None:
             # Kafka's DumpLogSegments skips what it does not know, so `dump dir/*` works
@@ -132,6 +138,9 @@ def run(args, out: TextIO, err: TextIO, fs_options: dict) -> int:
         for item in dump_file(fs, path, opts):
             if item.kind == "problem":
                 problems += 1
+                # where Kafka's tool dies (--max-message-size): no more of any file, so
+                # that stdout is what the tool prints
+                stopped = stopped or bool(item.fields.get("fatal"))
             if args.json:
                 json_line(item.fields, out)
             elif item.kind == "block":

@@ -3,36 +3,59 @@
 topics (segments of every codec, transactions, a compacted and a LogAppendTime topic,
 offset and time indexes, transaction indexes, producer snapshots) and of the logs we write,
 under each of Kafka's flags (shallow, --deep-iteration, --print-data-log,
---skip-record-metadata, --index-sanity-check, --verify-index-only, --max-bytes) and the
-__consumer_offsets / __transaction_state decoders."""
+--skip-record-metadata, --index-sanity-check, --verify-index-only, --max-bytes,
+--max-message-size) and the __consumer_offsets / __transaction_state decoders."""
 from __future__ import annotations
 
 import contextlib
 import difflib
 import io
+import re
+import subprocess
 
+import pyarrow as pa
 import pytest
 
 from spark_kafkalog.cli import main as kafkalog
-from tests.kafka.broker import KAFKA44, dump_log_segments, jars_present
+from tests.kafka.broker import CLIENT_JVM, JAVA, KAFKA44, classpath, jars_present
 
 TOPICS = ("java-none", "java-gzip", "java-snappy", "java-lz4", "java-zstd", "java-txn",
           "java-compact", "java-logappend", "rdk-lz4", "rdk-txn")
 MODES = ([], ["--deep-iteration"], ["--print-data-log"],
          ["--print-data-log", "--skip-record-metadata"], ["--deep-iteration",
          "--skip-record-metadata"], ["--index-sanity-check"], ["--verify-index-only"],
-         ["--max-bytes", "700", "--deep-iteration"])
+         ["--max-bytes", "700", "--deep-iteration"],
+         # smaller than some batches of both the broker's and our logs: Kafka's tool reads
+         # segments whatever their batches' size, and dies (NoSuchElementException) at an
+         # offset index entry whose batch is larger (the broker's indexes are empty, ours
+         # are not); see assert_same
+         ["--max-message-size", "300", "--deep-iteration"])
 KINDS = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+#: how Kafka's tool dies at an index entry whose batch is over --max-message-size
+OVERSIZE_DEATH = ("java.util.NoSuchElementException", "DumpLogSegments.dumpIndex")
 
 
-def kafka_dump(files, *flags) -> str:
+def kafka_run(files, *flags) -> tuple[int, str, str]:
+    """Kafka 4.4's ``kafka-dump-log.sh`` over ``files`` in one JVM (the command line of
+    ``broker.dump_log_segments``): its exit status, stdout and stderr, a failure
+    included."""
     if not jars_present(KAFKA44.jars):
         pytest.fail(f"Kafka 4.4's jars are not in {KAFKA44.jars}: run `make kafka-jars`",
                     pytrace=False)
-    return dump_log_segments(files, *flags, kafka=KAFKA44)
+    out = subprocess.run([JAVA, *CLIENT_JVM, "-cp", classpath(kafka=KAFKA44),
+                          KAFKA44.dump_log, "--files", ",".join(map(str, files)), *flags],
+                         capture_output=True, text=True, timeout=300)
+    return out.returncode, out.stdout, out.stderr
 
 
-def our_dump(files, *flags) -> str:
+def kafka_dump(files, *flags) -> str:
+    code, out, err = kafka_run(files, *flags)
+    if code != 0:
+        raise AssertionError(f"DumpLogSegments failed ({code}):\n{err[-4000:]}")
+    return out
+
+
+def our_dump(files, *flags) -> tuple[int, str]:
     raw = io.BytesIO()
     out = io.TextIOWrapper(raw, encoding="utf-8", newline="")
     err = io.StringIO()
@@ -40,20 +63,42 @@ def our_dump(files, *flags) -> str:
                     stderr=err)
     out.flush()
     assert code in (0, 1), err.getvalue()
-    # dump_log_segments reads Kafka's output with universal newlines ("\r" and "\r\n"
-    # in printed payloads become "\n"): read ours the same way
-    return raw.getvalue().decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    # Kafka's output is read with universal newlines ("\r" and "\r\n" in printed
+    # payloads become "\n"): read ours the same way
+    return code, raw.getvalue().decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
 
 
-def assert_same(files, *flags):
-    theirs = kafka_dump(files, *flags)
-    ours = our_dump(files, *flags)
-    if ours != theirs:
-        diff = "\n".join(list(difflib.unified_diff(theirs.splitlines(), ours.splitlines(),
-                                                   "kafka 4.4", "kafkalog", n=1,
-                                                   lineterm=""))[:60])
-        pytest.fail(f"dump {' '.join(flags)} differs:\n{diff}", pytrace=False)
-    return theirs
+def assert_same(files, *flags, stops: list | None = None) -> str:
+    """Both tools' stdout over ``files`` is the same, line for line; Kafka's stdout.
+
+    Where Kafka's tool dies at an index entry whose batch is larger than
+    --max-message-size (``OVERSIZE_DEATH``, exit 1, nothing more of any file), ours must
+    stop at the same line with exit 1; the files after that index are then compared in
+    a run of their own (their stdout appended), and the index is added to ``stops``. Any
+    other failure of Kafka's tool fails the test."""
+    files, text = list(files), ""
+    while files:
+        code, theirs, err = kafka_run(files, *flags)
+        ours_code, ours = our_dump(files, *flags)
+        if code != 0 and not all(what in err for what in OVERSIZE_DEATH):
+            raise AssertionError(f"DumpLogSegments failed ({code}):\n{err[-4000:]}")
+        if ours != theirs:
+            diff = "\n".join(list(difflib.unified_diff(
+                theirs.splitlines(), ours.splitlines(), "kafka 4.4", "kafkalog", n=1,
+                lineterm=""))[:60])
+            pytest.fail(f"dump {' '.join(flags)} differs:\n{diff}", pytrace=False)
+        text += theirs
+        if code == 0:
+            return text
+        assert ours_code == 1, f"kafkalog dump {' '.join(flags)} exit {ours_code}, " \
+            "Kafka's tool died (exit 1)"
+        last = theirs.rpartition("Dumping ")[2].split("\n", 1)[0]
+        stopped = next(i for i, f in enumerate(files) if str(f) == last)
+        assert str(files[stopped]).endswith(".index"), (last, err[-2000:])
+        if stops is not None:
+            stops.append(files[stopped])
+        files = files[stopped + 1:]
+    return text
 
 
 def files_of(part, kinds=KINDS):
@@ -71,6 +116,72 @@ def test_broker_written_files(kafka_broker, broker_topics, mode):
     assert {f.suffix for f in files} >= {".log", ".index", ".timeindex", ".snapshot"}
     text = assert_same(files, *mode)
     assert text.count("Dumping ") == len(files)
+    if "--max-message-size" in mode:            # batches over the size were dumped
+        limit = int(mode[mode.index("--max-message-size") + 1])
+        assert max(int(w) for w in re.findall(r" size: (\d+) magic", text)) > limit
+
+
+def write_our_log(root) -> None:
+    """A log our writer wrote: a topic per codec (none, gzip, lz4, zstd, snappy), two
+    partitions, rolled segments with offset and time indexes (four commits), null keys
+    and values, headers (one with a null value), values with "\t", "\r\n" and UTF-8,
+    and in each topic one record of about 800 bytes: over --max-message-size's 300
+    in MODES (whole batches are at most 280 bytes besides), so that Kafka's tool dies at
+    the index entries pointing at the uncompressed and lz4, snappy, zstd ones."""
+    from spark_kafkalog.log.write.config import AppendConfig
+    from spark_kafkalog.log.write.table import write_table
+
+    cfg = AppendConfig(segment_bytes=2000, index_interval_bytes=300, fsync=False)
+    headers = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    n = 80
+    for c, codec in enumerate(("none", "gzip", "lz4", "zstd", "snappy")):
+        def value(i):
+            if i % 11 == 5:
+                return None
+            if i == 37 + c:
+                return ("big-" + "".join(f"{(i * 7919 + j * 104729) % 9973:04d}"
+                                         for j in range(200))).encode()
+            return (f"v{i}-" + "é" * (i % 4) + "ab\tc" * (i % 9)
+                    + ("" if i % 13 else "\r\n")).encode()
+        table = pa.table({
+            "key": pa.array([None if i % 7 == 0 else f"k{i}".encode() for i in range(n)],
+                            pa.binary()),
+            "value": pa.array([value(i) for i in range(n)], pa.binary()),
+            "timestamp": pa.array([1700000000000 + i * 10 for i in range(n)], pa.int64()),
+            "headers": pa.array([[{"key": "h1", "value": b"v"}, {"key": "h2", "value": None}]
+                                 if i % 3 == 0 else None for i in range(n)], headers),
+            "partition": pa.array([i % 2 for i in range(n)], pa.int32())})
+        for k in range(4):
+            write_table(str(root), f"our-{codec}", table.slice(k * 20, 20), partitions=2,
+                        compression=codec, batch_bytes=280, config=cfg)
+
+
+@pytest.fixture(scope="module")
+def our_log(tmp_path_factory):
+    root = tmp_path_factory.mktemp("our-log")
+    write_our_log(root)
+    return root
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: " ".join(m) or "shallow")
+def test_our_written_files(our_log, mode):
+    """The same comparison on every file our writer wrote (it writes no .txnindex and
+    no producer .snapshot: no producer ids, no transactions)."""
+    files = sorted(f for p in sorted(our_log.iterdir()) if p.is_dir()
+                   for f in p.iterdir() if f.suffix in KINDS)
+    assert {f.suffix for f in files} == {".log", ".index", ".timeindex"}
+    assert sum(f.suffix == ".log" for f in files) > 10      # 10 partitions, rolled
+    stops: list = []
+    text = assert_same(files, *mode, stops=stops)
+    assert text.count("Dumping ") == len(files)
+    if "--max-message-size" in mode:
+        assert max(int(w) for w in re.findall(r" size: (\d+) magic", text)) > 300
+        # where Kafka's tool died: the indexes of the topics whose big record stayed
+        # over 300 bytes compressed or not (gzip squeezes it below)
+        assert sorted(f.parent.name for f in stops) == [
+            "our-lz4-1", "our-none-1", "our-snappy-1", "our-zstd-0"]
+    else:
+        assert stops == []
 
 
 @pytest.mark.parametrize("topic,flag", [("__consumer_offsets", "--offsets-decoder"),

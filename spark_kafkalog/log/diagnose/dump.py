@@ -126,9 +126,10 @@ def _sibling(path: str, name: str) -> str:
 
 # ---- dump: index files ---------------------------------------------------------------------
 
-def _peek_batch(f, log_size: int, position: int) -> tuple[int, int, int] | None:
-    """``(magic, first offset or -1, last offset)`` of the batch the 27 bytes at
-    ``position`` describe, or None when no plausible batch starts there."""
+def _peek_batch(f, log_size: int, position: int) -> tuple[int, int, int, int] | None:
+    """``(magic, first offset or -1, last offset, size with the log overhead)`` of the
+    batch the 27 bytes at ``position`` describe, or None when no plausible batch starts
+    there."""
     if position < 0 or position + HEADER_PEEK > log_size:
         return None
     raw = f.read_at(min(V2_LAST_OFFSET_DELTA_POS + 4, log_size - position), position)
@@ -142,8 +143,8 @@ def _peek_batch(f, log_size: int, position: int) -> tuple[int, int, int] | None:
         if len(raw) < V2_LAST_OFFSET_DELTA_POS + 4:
             return None
         delta = struct.unpack_from(">i", raw, V2_LAST_OFFSET_DELTA_POS)[0]
-        return magic, offset, offset + delta
-    return magic, -1, offset
+        return magic, offset, offset + delta, LOG_OVERHEAD + length
+    return magic, -1, offset, LOG_OVERHEAD + length
 
 
 def _iter_entries(fs, path: str, entry: struct.Struct):
@@ -176,6 +177,8 @@ def _dump_offset_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
         yield dump_note(f"{size % OFFSET_INDEX_ENTRY.size} trailing bytes after the last whole entry "
                "(ignored, as Kafka does)")
     logf = fs.open_input_file(log_path) if log_size is not None else None
+    # --index-sanity-check reads no entry's batch (Kafka's tool checks the index file only)
+    limit = None if opts.index_mode == "sanity" else opts.max_message_size
     count = 0
     mismatches = []
     prev = None
@@ -184,17 +187,30 @@ def _dump_offset_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
             if k > 0 and rel == 0:
                 break               # the zero-filled tail of a preallocated index
             offset = base + rel
+            where = k * OFFSET_INDEX_ENTRY.size
+            batch = None if logf is None else _peek_batch(logf, log_size, position)
+            if batch is not None and limit is not None and batch[3] > limit:
+                # Kafka's tool reads the batch of each entry from a slice of
+                # --max-message-size bytes at its position, before it prints the entry:
+                # a larger batch is not in the slice, and the tool dies there
+                # (NoSuchElementException, exit 1), printing nothing more of any file
+                problem = dump_problem(
+                    path, where, offset, f"entry {k} points to a batch of {batch[3]} bytes "
+                    f"at position {position}, more than --max-message-size {limit}: "
+                    "Kafka's kafka-dump-log stops here (NoSuchElementException), and so "
+                    "does this dump; raise --max-message-size to read on")
+                problem.fields["fatal"] = True
+                yield problem
+                return
             count += 1
             yield dump_line(f"offset: {offset} position: {position}",
                    {"type": "index_entry", "entry": k, "offset": offset, "position": position})
-            where = k * OFFSET_INDEX_ENTRY.size
             if prev is not None and (offset <= prev[0] or position <= prev[1]):
                 yield dump_problem(path, where, offset, f"entry {k} ({offset}, {position}) does not "
                           f"increase after ({prev[0]}, {prev[1]})")
             prev = (offset, position)
             if logf is None:
                 continue
-            batch = _peek_batch(logf, log_size, position)
             if batch is None:
                 yield dump_problem(path, where, offset,
                           f"entry {k} points to position {position}, where no batch of "

@@ -39,7 +39,6 @@ from spark_kafkalog.format.wire import (
     LEGACY_TIMESTAMP_TYPE,
     V2_ATTRIBUTES_POS,
     V2_RECORDS_POS,
-    LOG_OVERHEAD,
 )
 from spark_kafkalog.log.diagnose.dump_legacy import legacy_inner_crcs
 from spark_kafkalog.log.model import PartitionDir, Segment
@@ -93,7 +92,11 @@ class DumpOptions:
     #: ``--skip-record-metadata``: record lines hold only ``|`` and the data; control
     #: records are not shown
     skip_metadata: bool = False
-    #: ``--max-message-size``: a batch longer than this (its length field) is damage
+    #: ``--max-message-size``: bytes Kafka's tool reads at an offset index entry's position
+    #: to find its batch (with the log overhead). An entry whose batch is larger ends the
+    #: dump of the index with a problem whose ``fields["fatal"]`` is True (Kafka's tool
+    #: dies there, and ``kafkalog dump`` stops there too); None: no limit. Segments are
+    #: read whatever their batches' size, as Kafka's tool reads them
     max_message_size: int | None = None
     #: indexes: None (print entries), "sanity" (``--index-sanity-check``: only say whether
     #: the index passes) or "verify" (``--verify-index-only``: only its mismatches)
@@ -552,11 +555,10 @@ def dump_segment(fs: pafs.FileSystem, path: str, opts: DumpOptions) -> Iterator[
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TornTailWarning)
         # CRCs are not checked by the scan: a batch whose checksum does not match is
-        # still shown, with isvalid: false (as DumpLogSegments does)
-        extra = {} if opts.max_message_size is None else {
-            "max_batch_bytes": opts.max_message_size + LOG_OVERHEAD}
+        # still shown, with isvalid: false (as DumpLogSegments does); --max-message-size
+        # does not bound a segment's batches (Kafka's tool reads them whatever their size)
         for w in scan_windows(fs, p, on_corruption="skip", stats=stats, verify_crc=False,
-                              quiet=True, window_bytes=opts.window_bytes, **extra):
+                              quiet=True, window_bytes=opts.window_bytes):
             yield from skipped(w.position)
             yield from _dump_window(path, w, opts)
     if limit < size:
