@@ -1,17 +1,26 @@
 """Both tiers of a partition built by hand (no broker): the log's first segments moved to
 a remote root in LocalTieredStorage's layout (or a path template) and listed in
 ``__remote_log_metadata``, the rest local. A transaction that begins in the remote tier
-and is aborted in the local one; a tier gap; an object that is not a plain segment."""
+and is aborted in the local one; a tier gap; an object that is not a plain segment; a read
+holds the remote metadata it planned with (one state per read) while a new read sees the
+metadata's change."""
 from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from spark_kafkalog.errors import DataLossError, UnsupportedFormatError
-from spark_kafkalog.log import read_table
+from spark_kafkalog.format.remote_log_metadata import TOPIC as RLM
+from spark_kafkalog.log import LogDirs, read_table
+from spark_kafkalog.log.read import reader as log_reader
+from spark_kafkalog.log.write.table import write_table
+from tests.format import remote_log_metadata_builders as rlm
 
-from .tiered_builder import TOPIC, build, tier
+from .tiered_builder import SEG_IDS, TOPIC, TOPIC_ID, build, tier
+
+DELETE_SEGMENT_STARTED = 2           # Kafka's RemoteLogSegmentState id
 
 
 @pytest.mark.parametrize("isolation", ("read_uncommitted", "read_committed"))
@@ -64,3 +73,87 @@ def test_an_object_a_plugin_transformed_is_refused(tmp_path):
     seg.write_bytes(b"\x28\xb5\x2f\xfd" + raw[4:])           # a zstd frame's magic, say
     with pytest.raises(UnsupportedFormatError, match="not a plain Kafka segment"):
         read_table(data, TOPIC, remote_storage=remote)
+
+
+def mark(data: str, i: int, state: int = DELETE_SEGMENT_STARTED) -> None:
+    """Append to ``__remote_log_metadata`` an update moving remote segment ``i`` (of
+    :func:`tier`'s three) to ``state``, as the broker's retention does (its objects stay)."""
+    value = rlm.update(state=state, topic=TOPIC, topic_id=TOPIC_ID, partition=0,
+                       segment=SEG_IDS[i])
+    write_table(data, RLM, pa.table({"value": pa.array([value], pa.binary())}),
+                allow_internal_topic=True)
+
+
+def states(data: str) -> dict[str, str]:
+    rows = log_reader.load_remote_metadata(LogDirs(data)).segments().to_pylist()
+    return {r["segment_id"]: r["state"] for r in rows}
+
+
+@pytest.mark.parametrize("isolation", ("read_uncommitted", "read_committed"))
+@pytest.mark.parametrize("which", (0, 1))
+def test_a_read_holds_the_remote_metadata_it_planned(tmp_path, monkeypatch, isolation,
+                                                     which):
+    """read_table loads ``__remote_log_metadata`` once, when it plans the tiers, and reads
+    the segment set of that state: a segment whose deletion starts after planning (here
+    between planning and the first remote read) is still read. The next read sees the
+    change: the log start moves past a deleted first segment; a deleted middle one is a
+    hole (data loss)."""
+    p, full, bases = build(tmp_path)
+    data, remote = tier(tmp_path, p, full, bases)
+    loads, tiered_reads = [], []
+    load, read_tiered = log_reader.load_remote_metadata, log_reader.read_tiered
+
+    def counted_load(*a, **kw):
+        loads.append(1)
+        return load(*a, **kw)
+
+    def late_change(read_partition, logdirs, storage, part, plan, **kw):
+        if not tiered_reads:
+            assert [s.segment_id for s in plan.remote] == SEG_IDS     # what was planned
+            mark(data, which)                  # the metadata changes after planning
+        tiered_reads.append(plan)
+        return read_tiered(read_partition, logdirs, storage, part, plan, **kw)
+
+    monkeypatch.setattr(log_reader, "load_remote_metadata", counted_load)
+    monkeypatch.setattr(log_reader, "read_tiered", late_change)
+    got = read_table(data, TOPIC, isolation_level=isolation, remote_storage=remote)
+    assert len(loads) == 1 and len(tiered_reads) == 1
+    assert got.equals(p.expected_table(isolation))           # the planned state, whole
+    monkeypatch.setattr(log_reader, "load_remote_metadata", load)
+    monkeypatch.setattr(log_reader, "read_tiered", read_tiered)
+    assert states(data)[SEG_IDS[which]] == "DELETE_SEGMENT_STARTED"
+    if which == 0:
+        again = read_table(data, TOPIC, isolation_level=isolation, remote_storage=remote)
+        assert again.equals(p.expected_table(isolation, start=bases[1]))
+    else:
+        with pytest.raises(DataLossError, match=f"offsets {bases[1]}..{bases[2] - 1} were "
+                                                "promised"):
+            read_table(data, TOPIC, isolation_level=isolation, remote_storage=remote)
+
+
+def test_planned_tiers_outlive_a_metadata_change(tmp_path):
+    """The planning step itself: :func:`~spark_kafkalog.log.read.reader.tier_plans` is a
+    value (the segment list of the state it loaded), read through
+    :func:`~spark_kafkalog.log.read.tiered.read_tiered` after the metadata changed it reads
+    what it planned; planning again gives the new segment set."""
+    from spark_kafkalog.log.read.remote import RemoteStorage
+    from spark_kafkalog.log.read.state import topic_states
+
+    p, full, bases = build(tmp_path)
+    data, remote = tier(tmp_path, p, full, bases)
+    logdirs, storage = LogDirs(data), RemoteStorage(remote)
+
+    def planned():
+        _, parts, st = topic_states(logdirs, TOPIC, [0], timestamps=False)
+        return parts[0], log_reader.tier_plans(logdirs, storage, TOPIC, parts, st)[0]
+
+    part, before = planned()
+    mark(data, 0)
+    _, after = planned()
+    assert [s.segment_id for s in before.remote] == SEG_IDS and before.log_start == 0
+    assert [s.segment_id for s in after.remote] == SEG_IDS[1:]
+    assert after.log_start == bases[1]
+    rows = pa.Table.from_batches(list(log_reader.read_tiered(
+        log_reader.read_partition, logdirs, storage, part, before, start_offset=0,
+        end_offset=p.log_end_offset)), schema=p.expected_table().schema)
+    assert rows.equals(p.expected_table())

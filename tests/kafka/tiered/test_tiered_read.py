@@ -187,7 +187,7 @@ def test_the_remote_tier_from_s3(tiered, s3):
     pafs.copy_files(tiered.remote, f"{bucket}/tiered", source_filesystem=pafs.LocalFileSystem(),
                     destination_filesystem=fs)
     for isolation in ISOLATIONS:
-        for topic in ("tiered-txn", "tiered-snappy", "tiered-logappend"):
+        for topic in tiered.topics:
             ours = from_arrow(read_table(tiered.logdir, topic, isolation_level=isolation,
                                          remote_storage=f"s3://{bucket}/tiered",
                                          filesystem_options=options))

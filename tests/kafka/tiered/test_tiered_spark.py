@@ -1,11 +1,13 @@
 """``spark.read.format("kafkalog")`` with ``remoteStorage`` over a topic a real broker
 tiered equals what Kafka's Java consumer read through the broker, both isolation levels;
+the same with the remote tier read from an S3 copy (loopback moto, ``fs.s3.*`` options);
 the remote tier's slices (one per remote segment) pickle; bad remote options fail at
 planning naming the option."""
 from __future__ import annotations
 
 import pickle
 
+import pyarrow.fs as pafs
 import pytest
 
 from spark_kafkalog.errors import InvalidOptionError
@@ -13,6 +15,7 @@ from spark_kafkalog.log import LogDirs
 from spark_kafkalog.spark import parse_read_options
 from spark_kafkalog.spark.planning import plan
 from tests.kafka.compare import differences, from_spark
+from tests.log.test_s3 import s3, s3_endpoint  # noqa: F401  (fixtures)
 
 
 def _df(spark, tiered, topics, isolation, **extra):
@@ -30,6 +33,24 @@ def test_spark_reads_both_tiers_as_the_java_consumer(spark, tiered, isolation):
     expected = sorted((r for t in tiered.topics for r in tiered.expected(t, isolation)),
                       key=lambda r: (r["topic"], r["partition"], r["offset"]))
     assert differences(ours, expected) == []
+
+
+def test_spark_reads_the_remote_tier_from_s3_as_the_java_consumer(spark, tiered, s3):
+    """``remoteStorage`` an ``s3://`` URI (the remote tier copied to the loopback moto
+    server), its endpoint and keys as ``fs.s3.*`` options; the log dir stays local. Every
+    tiered topic in one read, both isolation levels."""
+    options, fs, bucket = s3
+    pafs.copy_files(tiered.remote, f"{bucket}/tiered", source_filesystem=pafs.LocalFileSystem(),
+                    destination_filesystem=fs)
+    fs_options = {f"fs.{k}": v for k, v in options.items()}
+    for isolation in ("read_uncommitted", "read_committed"):
+        reader = (spark.read.format("kafkalog").option("subscribe", ",".join(tiered.topics))
+                  .option("includeHeaders", "true").option("kafka.isolation.level", isolation)
+                  .option("remoteStorage", f"s3://{bucket}/tiered").options(**fs_options))
+        ours = from_spark(reader.load(tiered.logdir))
+        expected = sorted((r for t in tiered.topics for r in tiered.expected(t, isolation)),
+                          key=lambda r: (r["topic"], r["partition"], r["offset"]))
+        assert differences(ours, expected) == [], isolation
 
 
 def test_remote_slices_are_planned_from_the_metadata_and_pickle(tiered):
