@@ -26,6 +26,7 @@ an unreadable path, or nothing found (no partitions at the paths, no file dump r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import json
 import logging
@@ -35,7 +36,7 @@ import re
 import sys
 import time
 import warnings
-from typing import Iterable, Sequence, TextIO
+from typing import Iterable, Iterator, Sequence, TextIO
 
 import pyarrow.fs as pafs
 
@@ -493,18 +494,26 @@ def _cmd_job(argv: list[str], out: TextIO, err: TextIO) -> int:
     return run_job(name, argv[1:])
 
 
-def _setup_logging(verbose: int) -> None:
+@contextlib.contextmanager
+def _command_logging(verbose: int, err: TextIO) -> Iterator[None]:
+    """The library's logger for one command, writing to ``err``; put back as it was
+    afterwards, since ``main`` may run inside a notebook or a test process."""
     logger = logging.getLogger("spark_kafkalog")
+    saved = (logger.level, logger.propagate)
     # The library logs damage as warnings while it reads; the commands report it
     # themselves, so by default only errors of the library itself are shown.
     logger.setLevel(logging.ERROR if verbose == 0 else
                     logging.INFO if verbose == 1 else logging.DEBUG)
-    if not any(getattr(h, "_kafkalog", False) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("kafkalog: %(levelname)s: %(message)s"))
-        handler._kafkalog = True            # type: ignore[attr-defined]
-        logger.addHandler(handler)
-        logger.propagate = False
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(logging.Formatter("kafkalog: %(levelname)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
@@ -524,9 +533,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
         return _usage(parser, e, argv, err)
     except SystemExit as e:          # --help or --version (printed)
         return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
-    _setup_logging(args.verbose)
     try:
-        with warnings.catch_warnings():
+        with _command_logging(args.verbose, err), warnings.catch_warnings():
             warnings.simplefilter("ignore", TornTailWarning)
             return args.func(args, out, err)
     except DataLossError as e:

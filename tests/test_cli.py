@@ -839,27 +839,15 @@ def test_counts_are_singular_for_one(tmp_path):
 
 
 def test_verbose_logs_what_it_reads(tmp_path):
-    import logging
+    """``-v`` logs what is read on the command's stderr; without it, nothing."""
     root, seg = _small_log(tmp_path)
-    logger = logging.getLogger("spark_kafkalog")
-    handler_stream = io.StringIO()
-    try:
-        run("verify", "-v", root)             # installs the command's log handler
-        # the handler writes to the sys.stderr of its creation: point it at a buffer
-        handler = next(h for h in logger.handlers if getattr(h, "_kafkalog", False))
-        handler.setStream(handler_stream)
-        code, out, err = run("verify", "-v", root)
-        assert code == 0
-        logged = handler_stream.getvalue()
-        assert "2 partitions selected" in logged and "verified 2 partitions in" in logged
-        handler_stream.truncate(0)
-        run("dump", "-v", seg)
-        assert f"dumping {seg}" in handler_stream.getvalue()
-        handler_stream.truncate(0)
-        run("verify", root)                       # without -v: nothing
-        assert handler_stream.getvalue().strip("\x00") == ""
-    finally:
-        logger.setLevel(logging.ERROR)
+    code, out, err = run("verify", "-v", root)
+    assert code == 0
+    assert "2 partitions selected" in err and "verified 2 partitions in" in err
+    code, out, err = run("dump", "-v", seg)
+    assert f"dumping {seg}" in err
+    code, out, err = run("verify", root)
+    assert "kafkalog: INFO" not in err and "selected" not in err
 
 
 def test_cat_offsets_counts_formats_and_json(tmp_path):
@@ -910,3 +898,20 @@ def test_cat_count_is_records_not_offsets(tmp_path):
     assert code == 0 and out == "0:1 5:2 "
     code, out, err = run("cat", b.roots[0], "-t", "c", "-o", "1", "-f", "%o ")
     assert out == "5 9 "
+
+
+def test_main_leaves_the_library_logger_as_it_found_it(tmp_path, caplog):
+    """A command run in process (a notebook, a test) logs to its own stderr while it runs
+    and then puts the ``spark_kafkalog`` logger back: the library's warnings still reach
+    the caller's logging afterwards."""
+    import logging
+
+    logger = logging.getLogger("spark_kafkalog")
+    before = (logger.level, logger.propagate, list(logger.handlers))
+    err = io.StringIO()
+    assert main(["inspect", str(tmp_path / "missing")], stdout=io.StringIO(), stderr=err) == 2
+    assert err.getvalue()
+    assert (logger.level, logger.propagate, list(logger.handlers)) == before
+    with caplog.at_level(logging.WARNING, logger="spark_kafkalog"):
+        logging.getLogger("spark_kafkalog.log.read").warning("data loss in t-0")
+    assert "data loss in t-0" in caplog.text
