@@ -36,6 +36,7 @@ from .errors import (
     DataLossError,
     InternalError,
     KafkaLogError,
+    StorageError,
     TxnIndexError,
     UnsupportedFormatError,
     unwrap,
@@ -407,8 +408,8 @@ def exit_status(exc: BaseException) -> tuple[int, str]:
             return EXIT_LOCKED, line
         if isinstance(ours, DATA_ERRORS):
             return EXIT_DATA, line
-        if isinstance(ours, InternalError):
-            return EXIT_FAILED, line
+        if isinstance(ours, (InternalError, StorageError)):
+            return EXIT_FAILED, line    # a bug, or the filesystem failed (ENOSPC, EIO)
         return EXIT_BAD_INPUT, line
     if isinstance(exc, OSError):          # a missing or unreadable path
         return EXIT_BAD_INPUT, line

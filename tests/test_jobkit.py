@@ -82,7 +82,8 @@ def _one_line(status, exc, argv=()):
 
 
 def test_run_prints_one_line_and_exit_status_by_kind():
-    from spark_kafkalog.errors import DataLossError, InternalError, LockError, LogLayoutError
+    from spark_kafkalog.errors import (DataLossError, InternalError, LockError,
+                                       LogLayoutError, StorageError)
 
     corrupt = CorruptRecordError("bad CRC\nmore", path="a.log", position=61, offset=7)
     assert _one_line(jobkit.EXIT_DATA, corrupt) == [
@@ -99,6 +100,12 @@ def test_run_prints_one_line_and_exit_status_by_kind():
         "job: LockError: a running Kafka broker holds this log dir (file /l/.lock)"]
     assert _one_line(4, InternalError("plan and bytes disagree")) == [
         "job: InternalError: plan and bytes disagree"]
+    # a full disk is neither bad input nor bad data (an OSError, yet not exit 2)
+    full = StorageError("cannot write to file: ENOSPC (No space left on device)",
+                        path="/l/t-0/x.log", errno=28)
+    assert _one_line(jobkit.EXIT_FAILED, full) == [
+        "job: StorageError: cannot write to file: ENOSPC (No space left on device) "
+        "(file /l/t-0/x.log)"]
     assert jobkit.run("job", lambda: 0, err=io.StringIO(), argv=[]) == 0
 
 
