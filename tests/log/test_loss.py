@@ -93,3 +93,28 @@ def test_real_broker_logs_hold_no_loss(real_broker):
                     assert find_losses(ld, p) == [], p.path
                 seen += 1
     assert seen >= 20
+
+
+def test_a_log_start_advanced_after_the_snapshot_is_not_loss(tmp_path):
+    """A reader took the log start checkpoint (5) before its listing; meanwhile retention
+    advanced it to 10 and removed segment 0 (checkpoint first, then the files, as
+    retention.py and Kafka do). Against the file read afresh it is deletion, not loss: the
+    read is the suffix from 10. A checkpoint that still says 5 on disk stays loss."""
+    from spark_kafkalog.log import LOG_START_OFFSET_CHECKPOINT
+    from spark_kafkalog.log.read.loss import checkpoint_losses
+
+    from .loss_shapes import _build, _checkpoint, _files
+
+    _b, p, d = _build(tmp_path, log_start=5)
+    logdirs = LogDirs(str(tmp_path))
+    assert logdirs.checkpoint(str(tmp_path), LOG_START_OFFSET_CHECKPOINT) == {(TOPIC, 0): 5}
+    _checkpoint(tmp_path, LOG_START_OFFSET_CHECKPOINT, 10)      # retention, step 1
+    for f in _files(d, 0):                                     # step 2
+        f.unlink()
+    part = LogDirs(str(tmp_path)).partitions(TOPIC)[0]         # the listing, after
+    assert part.segments[0].base_offset == 10
+    assert checkpoint_losses(logdirs, part, 30) == ()
+    # the same listing against a file that still says 5: the segments below 10 are lost
+    _checkpoint(tmp_path, LOG_START_OFFSET_CHECKPOINT, 5)
+    [loss] = checkpoint_losses(logdirs, part, 30)
+    assert (loss.kind, loss.start, loss.end) == ("log_start_below", 5, 10)

@@ -49,6 +49,7 @@ from spark_kafkalog.log.files.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    read_checkpoint,
 )
 from spark_kafkalog.log.io import join
 from spark_kafkalog.log.model import DataLoss, PartitionDir
@@ -70,6 +71,19 @@ def _entry(logdirs, root: str, name: str, key) -> int | None:
         return logdirs.checkpoint(root, name).get(key)
     except KafkaLogError:
         return None         # an unreadable checkpoint promises nothing (verify reports it)
+
+
+def _log_start_moved_to(logdirs, path: str, key, first: int) -> bool:
+    """The log start checkpoint at ``path`` read afresh says ``first`` or more: the read's
+    snapshot of it (taken before its listing) was overtaken by a retention run or
+    DeleteRecords that advanced it, then removed the segments below: those records were
+    deleted, not lost, and the read is the suffix a consumer would see. Read only when
+    the snapshot showed a log start below the first segment."""
+    try:
+        now = read_checkpoint(logdirs.filesystem, path).get(key)
+    except KafkaLogError:
+        return False
+    return now is not None and now >= first
 
 
 def _uncovered(loss: DataLoss, covered: Sequence[tuple[int, int]]) -> bool:
@@ -119,7 +133,8 @@ def checkpoint_losses(logdirs, p: PartitionDir, log_end: int, *,
             lost("log_start", log_end, v, path,
                  f"the log start offset is checkpointed at {v} (a log start never passes "
                  f"the high watermark, so the log reached it)")
-        elif v is not None and v < first:
+        elif v is not None and v < first and not _log_start_moved_to(logdirs, path, key,
+                                                                     first):
             out.append(DataLoss(
                 p.topic, p.partition, "log_start_below", v, first, first, path,
                 f"{tp}: the log start offset is checkpointed at {v} but the first segment "
