@@ -26,8 +26,9 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import warnings
 
-from spark_kafkalog.errors import StorageError
+from spark_kafkalog.errors import KafkaLogError, StorageError
 from spark_kafkalog.log.io import sysio
 
 __all__ = ["FaultPlan", "injected", "count_calls", "small_fs", "can_mount",
@@ -184,3 +185,17 @@ def fill(directory: str, leave_bytes: int) -> str:
     finally:
         os.close(fd)
     return path
+
+
+def run_faulted(fn, plan: "FaultPlan"):
+    """Run ``fn`` under ``plan``: ``("failed", err)`` or ``("ok", the messages of the
+    warnings it gave)`` (past the commit point a write succeeds and warns of what failed)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            fn()
+        except KafkaLogError as err:
+            return "failed", err
+        except OSError as err:          # not ours: the assertion below names it
+            return "failed", err
+    return "ok", [str(w.message) for w in caught]

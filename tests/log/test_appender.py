@@ -2,6 +2,7 @@
 codec read back by kafka-python and aiokafka with CRCs checked; modes; idempotence."""
 from __future__ import annotations
 
+from pathlib import Path
 import dataclasses
 import os
 import random
@@ -283,7 +284,7 @@ def test_staged_bytes_that_do_not_match_their_table_are_rejected(tmp_path):
     sf = stage(FS, root, "batch:1", {0: recs(20)}, per_batch=5)
     with open(sf.path, "r+b") as f:          # damage the second batch's magic byte
         f.seek(sf.sections[0].position + 16)
-        first_len = struct.unpack(">i", open(sf.path, "rb").read()[8:12])[0]
+        first_len = struct.unpack(">i", Path(sf.path).read_bytes()[8:12])[0]
         f.seek(12 + first_len + 16)
         f.write(b"\x07")
     with pytest.raises(CorruptRecordError, match="not the record batch"):
@@ -309,7 +310,7 @@ def test_a_bad_batch_among_many_tasks_small_sections_names_its_staging_file(tmp_
     plan.close_files()
     bad = staged[1]
     second = bad.sections[0].position + 12 + struct.unpack(
-        ">i", open(bad.path, "rb").read()[8:12])[0]
+        ">i", Path(bad.path).read_bytes()[8:12])[0]
     with open(bad.path, "r+b") as f:            # the magic byte of its second batch
         f.seek(second + 16)
         f.write(b"\x07")
@@ -1060,7 +1061,7 @@ def test_add_partitioned_stages_what_add_stages_one_by_one(tmp_path, split):
                     w.add("t", p, memoryview(data)[start:end], index)
         sf = w.finish()
         files = {os.path.basename(f)[len(os.path.basename(sf.path)):]:
-                 open(os.path.join(tmp_path / how, f), "rb").read()
+                 Path(os.path.join(tmp_path / how, f)).read_bytes()
                  for f in os.listdir(tmp_path / how)}
         sections = [dataclasses.replace(s, path=s.path and s.path[len(sf.path):])
                     for s in sf.sections]

@@ -6,6 +6,7 @@ independent of this package — so they are oracles for what the appender writes
 """
 from __future__ import annotations
 
+from pathlib import Path
 import os
 import struct
 from dataclasses import dataclass
@@ -104,7 +105,7 @@ def read_kp(directory, stop_at: int | None = None, *, gaps: bool = False,
     out = []
     expect = None
     for base in segments(directory):
-        data = open(os.path.join(directory, f"{base:020d}.log"), "rb").read()
+        data = Path(os.path.join(directory, f"{base:020d}.log")).read_bytes()
         pos = 0
         first = True
         if stop_at is not None and base >= stop_at:
@@ -139,7 +140,7 @@ def read_aio(directory) -> list[tuple]:
 
     out = []
     for base in segments(directory):
-        data = open(os.path.join(directory, f"{base:020d}.log"), "rb").read()
+        data = Path(os.path.join(directory, f"{base:020d}.log")).read_bytes()
         pos = 0
         while pos < len(data):
             _, length = struct.unpack_from(">qi", data, pos)
@@ -155,7 +156,7 @@ def read_aio(directory) -> list[tuple]:
 def expected_segment_indexes(log_path: str, interval: int) -> tuple[bytes, bytes]:
     """What Kafka's LogSegment.recover writes for this segment, computed from a plain
     header walk of the file (not through the appender)."""
-    data = open(log_path, "rb").read()
+    data = Path(log_path).read_bytes()
     base = int(os.path.basename(log_path)[:-4])
     pos = 0
     positions, lasts, max_ts = [], [], []
@@ -174,7 +175,7 @@ def assert_indexes_like_broker(directory, interval):
     for base in segments(directory):
         log = os.path.join(directory, f"{base:020d}.log")
         idx, tidx = expected_segment_indexes(log, interval)
-        got_idx = open(log[:-4] + ".index", "rb").read()
-        got_tidx = open(log[:-4] + ".timeindex", "rb").read()
+        got_idx = Path(log[:-4] + ".index").read_bytes()
+        got_tidx = Path(log[:-4] + ".timeindex").read_bytes()
         assert got_idx == idx, f"offset index of segment {base} differs from a broker's"
         assert got_tidx == tidx, f"time index of segment {base} differs from a broker's"

@@ -21,7 +21,6 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import warnings
 from unittest import mock
 
 import pyarrow as pa
@@ -38,6 +37,7 @@ from tests.log.faulting import (
     count_calls,
     injected,
     leftovers,
+    run_faulted,
 )
 from tests.log.test_crash import SCENARIOS, Scenario, check_log
 
@@ -75,19 +75,6 @@ class CommitOnly:
 
     def __exit__(self, *exc):
         self._patch.stop()
-
-
-def run_faulted(fn, plan: FaultPlan):
-    """Run ``fn`` under ``plan``: ``("failed", err)`` or ``("ok", warnings)``."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            fn()
-        except KafkaLogError as err:
-            return "failed", err
-        except OSError as err:          # not ours: the assertion below names it
-            return "failed", err
-    return "ok", [str(w.message) for w in caught]
 
 
 def check_after(root, topics, outcome, detail, plan, code, old, new, committed):

@@ -2,6 +2,7 @@
 recovery entry point, locks."""
 from __future__ import annotations
 
+from pathlib import Path
 import json
 import os
 import subprocess
@@ -145,7 +146,7 @@ def test_round_trip_and_damage_detection(tmp_path):
     assert st.commits[0]["partitions"]["0"]["start"] == 0
     assert st.commits[0]["partitions"]["0"]["end"] == 3
     path = jr.journal_path(root, "t")
-    raw = open(path, "rb").read()
+    raw = Path(path).read_bytes()
     with open(path, "wb") as f:                     # flip one body byte
         f.write(raw[:-3] + bytes([raw[-3] ^ 1]) + raw[-2:])
     with pytest.raises(LogLayoutError, match="checksum"):
@@ -224,7 +225,7 @@ def test_committed_but_unfinished_write_is_rolled_forward(tmp_path):
     assert jr.committed_end_offsets(FS, root, "t") is None      # committed: visible
     assert not os.path.exists(f"{root}/recovery-point-offset-checkpoint")
     assert recover(FS, root, "t")["rolled_forward"] == "batch:1"
-    assert open(f"{root}/recovery-point-offset-checkpoint").read() == "0\n1\nt 0 6\n"
+    assert Path(f"{root}/recovery-point-offset-checkpoint").read_text() == "0\n1\nt 0 6\n"
 
 
 def test_overwrite_committed_before_cleanup_bounds_reader_start(tmp_path):
@@ -298,7 +299,7 @@ def test_lock_owner_liveness_and_object_store_lease(tmp_path):
     # lease path (used on object stores) exercised through a SubTreeFileSystem
     fs = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
     lk = TopicLock(fs, "", "t", timeout=1, lease_s=60).acquire()
-    lease = json.loads(open(tmp_path / ".kafkalog.t.lock").read())
+    lease = json.loads(Path(tmp_path / ".kafkalog.t.lock").read_text())
     assert lease["pid"] == os.getpid() and lease["expires_ms"] > 0
     with pytest.raises(LockError):
         TopicLock(fs, "", "t", timeout=0.2).acquire()

@@ -5,6 +5,7 @@ segment larger than a probe) is left to that scan, and topic_states gives the sa
 states (and the same errors) as partition_state one by one."""
 from __future__ import annotations
 
+from pathlib import Path
 import os
 import warnings
 
@@ -65,7 +66,7 @@ def test_small_tails_match_the_one_partition_scan(tmp_path):
         f.truncate(os.path.getsize(_log(root, 4)) - 5)
     flip_byte(root / "t-5" / os.path.basename(_log(root, 5)), 30)     # a CRC mismatch
     path6 = _log(root, 6)                          # renamed away, another file in its place
-    data = open(path6, "rb").read()
+    data = Path(path6).read_bytes()
     os.rename(path6, path6 + ".deleted")
     with open(path6, "wb") as f:
         f.write(data)

@@ -1,5 +1,6 @@
 """walk_batches: the header-only walk a writer runs before appending, checked against
 the compiled header scan (scan_windows) on the same segments."""
+from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
@@ -91,7 +92,7 @@ def test_impossible_batches_raise_in_both_modes(tmp_path):
     p = LogDirs(str(b.roots[0])).partition("a.b-c_d", 0)
     seg = p.segments[0]
     positions = _scanned(p, 0)[0]
-    data = bytearray(open(seg.path, "rb").read())
+    data = bytearray(Path(seg.path).read_bytes())
     bad_magic = bytearray(data)
     bad_magic[positions[1] + 16] = 7
     backwards = bytearray(data)
