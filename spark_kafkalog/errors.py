@@ -8,6 +8,7 @@ position and the offset involved when those are known. Low-level ``struct.error`
 """
 from __future__ import annotations
 
+import errno as _errno
 import re
 
 
@@ -165,6 +166,9 @@ _NAMED = r"(?:^|[\s'\"(:])((?:[A-Za-z_]\w*\.)*)({names}): (.+)$"
 _WHERE = re.compile(r"^(?P<reason>.*?) \((?P<where>(?:file .+?|position \d+|offset -?\d+)"
                     r"(?:, (?:file .+?|position \d+|offset -?\d+))*)\)$")
 _TEXT_LIMIT = 1 << 20          # exception text looked at, per exception in a chain
+#: the errno a StorageError's message names (``log/io/sysio.storage_error``: ``...: ENOSPC
+#: (No space left on device)``)
+_ERRNO = re.compile(r": (E[A-Z0-9]+) \(")
 
 
 def _error_classes() -> dict[str, type]:
@@ -223,6 +227,9 @@ def _rebuild_from_text(cls: type, text: str) -> KafkaLogError:
                 offset = int(value)
     err = cls.__new__(cls)
     KafkaLogError.__init__(err, reason, path=path, position=position, offset=offset)
+    if isinstance(err, StorageError):      # its errno, as raised: the message names it
+        code = _ERRNO.search(reason)
+        err.errno = getattr(_errno, code.group(1), None) if code else None
     return err
 
 
@@ -234,7 +241,8 @@ def unwrap(exc: BaseException) -> KafkaLogError | None:
     (``AnalysisException: [PYTHON_DATA_SOURCE_ERROR] ...``, ``Py4JJavaError``,
     ``PythonException``, ``StreamingQueryException``); this finds our class name and
     message there and returns an instance of that class with ``path``, ``position`` and
-    ``offset`` parsed back. An error raised in this process is returned as it is::
+    ``offset`` (and a StorageError's ``errno``) parsed back. An error raised in this
+    process is returned as it is::
 
         try:
             df.count()
