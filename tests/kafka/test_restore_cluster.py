@@ -6,7 +6,7 @@ backup: the broker's log dir, copied while it was stopped. Then the topic is del
 (the group's offsets go with it) and ``orders-replay`` is created (the topic the cluster
 already has). The README's two ``sh`` blocks run line by line: ``kafka-topics.sh`` and
 ``kafka-consumer-groups.sh`` are Kafka's own TopicCommand and ConsumerGroupCommand,
-``kafka-server-stop/start.sh`` stop and start the broker, ``spark-submit jobs/X.py`` runs
+``kafka-server-stop/start.sh`` stop and start the broker, ``kafkalog job NAME`` runs
 the job on the session, ``<id>`` is what ``--describe`` printed; paths, the broker's
 address and the window's times are this test's. Kafka's Java consumer then checks what the
 broker serves (the backup's records at their offsets; the window's in ``orders-replay``)
@@ -98,11 +98,11 @@ class Runner:
             for d in args[1:]:
                 assert d.startswith(f"{self.broker.logdir}/"), d
                 shutil.rmtree(d)
-        elif cmd == "spark-submit":
-            job, argv = args[0], args[1:]
-            if job == "jobs/copy_topic.py":
+        elif cmd == "kafkalog" and args[0] == "job":
+            job, argv = args[1], args[2:]
+            if job == "copy_topic":
                 self.summaries.append(copy_topic.run(self.spark, copy_topic.parse_args(argv)))
-            elif job == "jobs/consumer_offsets.py":
+            elif job == "consumer_offsets":
                 assert consumer_offsets.main(argv) == 0
             else:
                 raise AssertionError(f"unexpected job {job}")
