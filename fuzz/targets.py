@@ -306,11 +306,13 @@ def _journal_seed() -> bytes:
         return Path(jr.journal_path(tmp, "t")).read_bytes()
 
 
-def _coordinator_seeds() -> Iterator[bytes]:
+def _fixture_records(topic: str, limit: int) -> Iterator[tuple[bytes | None, bytes | None, str]]:
+    """``(key, value, path)`` of the first ``limit`` records of the first window of each
+    fixture segment of ``topic`` (an internal topic's records, for its decoders' seeds)."""
     decode = _decode_module()
 
     for path in _fixture_files(".log"):
-        if "__consumer_offsets" not in str(path) and "__transaction_state" not in str(path):
+        if topic not in str(path):
             continue
         with open(path, "rb") as f:
             head = f.read(1 << 18)
@@ -319,9 +321,14 @@ def _coordinator_seeds() -> Iterator[bytes]:
             batch = decode.decode_run(head[:scan.end], verify_crc=False)
         except KafkaLogError:
             continue
-        txn = "__transaction_state" in str(path)
         for key, value in list(zip(batch.column("key").to_pylist(),
-                                   batch.column("value").to_pylist()))[:20]:
+                                   batch.column("value").to_pylist()))[:limit]:
+            yield key, value, str(path)
+
+
+def _coordinator_seeds() -> Iterator[bytes]:
+    for topic, txn in (("__consumer_offsets", False), ("__transaction_state", True)):
+        for key, value, _ in _fixture_records(topic, 20):
             if key:
                 yield bytes([2 if txn else 0]) + key
             if value:
@@ -339,20 +346,9 @@ def _internal_seeds() -> Iterator[bytes]:
 
     for value in (rlm.segment(), rlm.update(), rlm.partition_delete(), rlm.snapshot()):
         yield b"\x00" + value
-    decode = _decode_module()
-    for path in _fixture_files(".log"):
-        if "__cluster_metadata" not in str(path):
-            continue
-        with open(path, "rb") as f:
-            head = f.read(1 << 18)
-        scan = decode.scan_header_rows(head)
-        try:
-            batch = decode.decode_run(head[:scan.end], verify_crc=False)
-        except KafkaLogError:
-            continue
-        for value in batch.column("value").to_pylist()[:40]:
-            if value:
-                yield b"\x01" + value
+    for _, value, _ in _fixture_records("__cluster_metadata", 40):
+        if value:
+            yield b"\x01" + value
     key = struct.pack(">h", 0) + struct.pack(">h", 1) + b"g" + bytes(16) + struct.pack(">i", 0)
     yield b"\x02" + bytes([len(key)]) + key + struct.pack(">h", 0) + bytes(32)
 
