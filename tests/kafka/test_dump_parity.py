@@ -202,6 +202,7 @@ def test_decoders(kafka_broker, broker_topics, kafka_tool, topic, flag):
             shutil.os.makedirs(dst, exist_ok=True)
             copies.append(shutil.copy(f, dst))
         assert_same(copies, flag)
+        assert_same(copies, flag, "--skip-record-metadata")    # decoded, after "| "
 
 
 def test_cluster_metadata_log(kafka_broker, broker_topics, tmp_path):
@@ -216,7 +217,8 @@ def test_cluster_metadata_log(kafka_broker, broker_topics, tmp_path):
              if f.suffix in (".log", ".checkpoint") and f.stat().st_size > 0]
     assert files, "the broker wrote no __cluster_metadata segment"
     for flags in ([], ["--deep-iteration"], ["--print-data-log"],
-                  ["--cluster-metadata-decoder"]):
+                  ["--cluster-metadata-decoder"],
+                  ["--cluster-metadata-decoder", "--skip-record-metadata"]):
         assert_same(files, *flags)
 
 
@@ -261,6 +263,7 @@ def test_share_group_state_decoder(tmp_path):
     b.write()
     files = sorted((b.roots[0] / "__share_group_state-0").glob("*.log"))
     text = assert_same(files, "--share-group-state-decoder")
+    assert_same(files, "--share-group-state-decoder", "--skip-record-metadata")
     assert '"deliveryCompleteCount":7' in text and "<DELETE>" in text
 
 
@@ -306,6 +309,7 @@ def test_cluster_metadata_decoder_on_our_log(tmp_path):
     b.write()
     files = sorted((b.roots[0] / "__cluster_metadata-0").glob("*.log"))
     text = assert_same(files, "--cluster-metadata-decoder")
+    assert_same(files, "--cluster-metadata-decoder", "--skip-record-metadata")
     assert '"type":"CLIENT_QUOTA_RECORD"' in text and '"leaderRecoveryState":1' in text
 
 

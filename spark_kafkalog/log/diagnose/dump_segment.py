@@ -361,15 +361,10 @@ def _print_rows(path: str, h: dict, valid: bool, rows: _Rows, idx: range,
             text += f" isValid: {str(valid).lower()} crc: {h['crc']}"
             obj.update(isValid=valid, crc=h["crc"])
         if opts.skip_metadata:
+            # Kafka's tool: no metadata, the contents (decoded by the decoder, if any)
+            # after "| "; a record with neither key nor payload text is an empty line
             text, obj = "", {"type": "record", "offset": off}
-            if opts.print_data:
-                key, value = rows.keys[i], rows.values[i]
-                if key is not None or value is not None:
-                    text = "|" + (f" key: {_text(key)}" if key is not None else "") \
-                        + (f" payload: {_text(value)}" if value is not None else "")
-                obj.update(key=key, payload=value)
-            yield dump_line(text, obj)
-            continue
+        ktext = ptext = None
         if opts.decoder is not None:
             key, value = rows.keys[i], rows.values[i]
             try:
@@ -378,18 +373,16 @@ def _print_rows(path: str, h: dict, valid: bool, rows: _Rows, idx: range,
                 yield dump_line(text, obj)
                 yield dump_problem(path, h["position"], off, e.reason)
                 continue
-            if ktext is not None:
-                text += f" key: {ktext}"
-            if ptext is not None:
-                text += f" payload: {ptext}"
             obj.update(key=key, payload=value, decodedKey=ktext, decodedPayload=ptext)
         elif opts.print_data:
             key, value = rows.keys[i], rows.values[i]
-            if key is not None:
-                text += f" key: {_text(key)}"
-            if value is not None:
-                text += f" payload: {_text(value)}"
+            ktext = None if key is None else _text(key)
+            ptext = None if value is None else _text(value)
             obj.update(key=key, payload=value)
+        contents = ([f"key: {ktext}"] if ktext is not None else []) \
+            + ([f"payload: {ptext}"] if ptext is not None else [])
+        if contents:
+            text += ("| " if opts.skip_metadata else " ") + " ".join(contents)
         yield dump_line(text, obj)
 
 

@@ -18,6 +18,7 @@ from spark_kafkalog.log import LogDirs, read_table
 from spark_kafkalog.log.read.reader import load_remote_metadata
 from tests.kafka.broker import KAFKA44, dump_log_segments
 from tests.kafka.compare import differences, from_arrow
+from tests.kafka.test_dump_parity import assert_same
 from tests.kafka.tiered.tiered_broker import overlapping
 from tests.log.test_s3 import s3, s3_endpoint  # noqa: F401  (fixtures)
 
@@ -93,6 +94,27 @@ def test_remote_log_metadata_decodes_as_kafka_44_prints_it(tiered):
     assert ours == kafka
     kinds = {v.split("{", 1)[0] for v in ours.values()}
     assert {"RemoteLogSegmentMetadata", "RemoteLogSegmentMetadataUpdate"} <= kinds
+
+
+@pytest.mark.parametrize("flags", [["--remote-log-metadata-decoder"],
+                                   ["--remote-log-metadata-decoder", "--print-data-log",
+                                    "--deep-iteration"],
+                                   ["--remote-log-metadata-decoder",
+                                    "--skip-record-metadata"]],
+                         ids=["decoder", "decoder+print-data-log+deep",
+                              "decoder+skip-record-metadata"])
+def test_kafkalog_dump_remote_log_metadata_stdout_equals_kafka_44(tiered, flags):
+    """Issue 29: ``kafkalog dump --remote-log-metadata-decoder`` (the command, run in
+    process) prints Kafka 4.4's ``kafka-dump-log.sh`` stdout with the same flags, line for
+    line, over every .log of the broker's ``__remote_log_metadata`` partitions (the broker
+    is stopped: the files are at rest, empty partitions' segments included)."""
+    files = sorted(Path(tiered.logdir).glob(f"{TOPIC}-*/*.log"))
+    assert len({f.parent for f in files}) > 1
+    text = assert_same(files, *flags)
+    assert text.count("Dumping ") == len(files)
+    payloads = re.findall(r" payload: (\w+)\{", text)
+    assert len(payloads) > 100, len(payloads)
+    assert {"RemoteLogSegmentMetadata", "RemoteLogSegmentMetadataUpdate"} <= set(payloads)
 
 
 def _copy(tiered, tmp_path) -> tuple[str, str]:
