@@ -3,7 +3,8 @@
 the Spark job on damage only the read can find, leaves the previous export byte-identical,
 and the next run finishes the replacement over the leftovers. Export's records without a
 timestamp go under a null date and are counted; ``import_files`` gives each topic its own
-partition count (``--partitions TOPIC=N`` too)."""
+partition count (``--partitions TOPIC=N`` too). ``copy_topic`` and ``import_files`` killed
+the same way leave the destination log dir as it was, and their next run lands."""
 from __future__ import annotations
 
 import contextlib
@@ -137,6 +138,37 @@ def test_import_gives_each_topic_its_own_partition_count(tmp_path, shared_sessio
                 read_table(str(b.roots[0]), topic).column("value").to_pylist())
 
 
+def _staging(dest) -> list[str]:
+    return [n for n in os.listdir(dest) if n.startswith(".kafkalog-staging.")]
+
+
+def kill_while_staging(job: str, argv: list[str], dest) -> set[str]:
+    """Run ``jobs/JOB.py argv`` as spark-submit would run it and SIGKILL its process
+    group (driver JVM and Python workers) once its tasks stage files in ``dest``; the
+    killed write's staging ids (a worker may finish a staging file just after)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, str(REPO / "jobs" / f"{job}.py"), *argv],
+                            env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while not _staging(dest) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)                    # polling for the tasks' staged files
+        assert _staging(dest), f"{job} never began staging"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    return {".".join(n.split(".")[:3]) for n in _staging(dest)}
+
+
+def assert_killed_run_left_it(dest, before: dict, new_prefix: str) -> None:
+    """What was there is untouched: the killed run added only its staging and lock files,
+    no partition dir of the topic it was writing."""
+    after = tree_hash(dest)
+    assert {k: v for k, v in after.items() if k in before} == before
+    assert not [k for k in after if k.startswith(new_prefix)]
+
+
 def test_copy_killed_while_writing_leaves_the_destination_and_the_next_run_copies(
         tmp_path, shared_session):
     from spark_kafkalog.jobs import copy_topic
@@ -147,35 +179,41 @@ def test_copy_killed_while_writing_leaves_the_destination_and_the_next_run_copie
     import shutil
     shutil.copytree(logs, dest)                 # an existing log dir holding 'events'
     before = tree_hash(dest)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, str(REPO / "jobs" / "copy_topic.py"),
-                             "--path", str(logs), "--output", str(dest), "--topic",
-                             "events", "--rename", "events=copy", "--no-progress"],
-                            env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-
-    def staging():
-        return [n for n in os.listdir(dest) if n.startswith(".kafkalog-staging.")]
-    try:
-        deadline = time.monotonic() + 240
-        while not staging() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)                    # polling for the tasks' staged files
-        assert staging(), "the copy never began staging"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
-    # the killed write's id (a Python worker may finish a staging file just after)
-    killed_write = {".".join(n.split(".")[:3]) for n in staging()}
-    after = tree_hash(dest)
-    # what was there is untouched (the killed run added only its staging and lock files)
-    assert {k: v for k, v in after.items() if k in before} == before
-    assert not [k for k in after if k.startswith("copy-")]
-    assert copy_topic.main(["--path", str(logs), "--output", str(dest), "--topic", "events",
-                            "--rename", "events=copy", "--no-progress"]) == 0
+    argv = ["--path", str(logs), "--output", str(dest), "--topic", "events", "--rename",
+            "events=copy", "--no-progress"]
+    killed_write = kill_while_staging("copy_topic", argv, dest)
+    assert_killed_run_left_it(dest, before, "copy-")
+    assert copy_topic.main(argv) == 0
     assert read_table(str(dest), "copy").num_rows == 300_000
     assert {k: v for k, v in tree_hash(dest).items()
             if k.startswith("events-")} == {k: v for k, v in before.items()
                                             if k.startswith("events-")}
     # the next run cleaned its own staging; the killed run's is the library's to delete
     # once older than STAGING_TTL_S (it cannot tell a dead writer's from a live one's)
-    assert {".".join(n.split(".")[:3]) for n in staging()} <= killed_write
+    assert {".".join(n.split(".")[:3]) for n in _staging(dest)} <= killed_write
+
+
+def test_import_killed_while_writing_leaves_the_destination_and_the_next_run_imports(
+        tmp_path, shared_session):
+    """import_files, the same way: into a log dir that holds 'events', a new topic from
+    an export; killed while its tasks stage, then run again."""
+    logs = tmp_path / "kafka-logs"
+    make_sample_log(logs, records=300_000, partitions=2, segment_bytes=4 << 20, days=2)
+    exp = tmp_path / "exp"
+    assert export_parquet.main(["--path", str(logs), "--output", str(exp),
+                                "--no-progress"]) == 0
+    dest = tmp_path / "dest"
+    import shutil
+    shutil.copytree(logs, dest)
+    before = tree_hash(dest)
+    argv = ["--input", str(exp), "--output", str(dest), "--topic", "restored",
+            "--no-progress", "--retention-ms", "-1"]
+    killed_write = kill_while_staging("import_files", argv, dest)
+    assert_killed_run_left_it(dest, before, "restored-")
+    assert import_files.main(argv) == 0
+    assert sorted(read_table(str(dest), "restored").column("value").to_pylist()) == \
+        sorted(read_table(str(logs), "events").column("value").to_pylist())
+    assert {k: v for k, v in tree_hash(dest).items()
+            if k.startswith("events-")} == {k: v for k, v in before.items()
+                                            if k.startswith("events-")}
+    assert {".".join(n.split(".")[:3]) for n in _staging(dest)} <= killed_write
