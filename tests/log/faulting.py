@@ -199,3 +199,17 @@ def run_faulted(fn, plan: "FaultPlan"):
         except OSError as err:          # not ours: the assertion below names it
             return "failed", err
     return "ok", [str(w.message) for w in caught]
+
+
+#: the two faults each call gets: EIO on that call alone, and ENOSPC on a disk that stays
+#: full from that call on: ``(name, errno, full)``
+MODES = [("EIO", errno.EIO, False), ("ENOSPC", errno.ENOSPC, True)]
+
+
+def pick_calls(calls, every):
+    """Every ``every``-th call, and each kind of call at least once."""
+    chosen = {c for i, c in enumerate(calls) if i % every == 0}
+    kinds = {}
+    for c in calls:
+        kinds.setdefault(c[0], c)
+    return [c for c in calls if c in chosen or c in kinds.values()]

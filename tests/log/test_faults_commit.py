@@ -36,13 +36,14 @@ from tests.log.faulting import (
     assert_storage_error,
     count_calls,
     injected,
+    MODES,
     leftovers,
+    pick_calls,
     run_faulted,
 )
 from tests.log.test_crash import SCENARIOS, Scenario, check_log
 
 FS = test_crash.FS
-MODES = [("EIO", errno.EIO, False), ("ENOSPC", errno.ENOSPC, True)]
 
 
 def topic_rows(root: str, topics) -> dict:
@@ -126,15 +127,6 @@ def fault_commit(sc: Scenario, base, key, mode, old, new, where) -> str:
 FAST = [SCENARIOS[0], SCENARIOS[4], SCENARIOS[6]]      # append, adopt, preserve
 
 
-def _pick(calls, every):
-    """Every ``every``-th call, and each kind of call at least once."""
-    chosen = {c for i, c in enumerate(calls) if i % every == 0}
-    kinds = {}
-    for c in calls:
-        kinds.setdefault(c[0], c)
-    return [c for c in calls if c in chosen or c in kinds.values()]
-
-
 @pytest.mark.parametrize("sc", FAST, ids=lambda s: s.name)
 def test_commit_faults_sampled(sc, tmp_path):
     """Fast tier: each kind of call, and every fifth call, under EIO and a full disk."""
@@ -142,7 +134,7 @@ def test_commit_faults_sampled(sc, tmp_path):
     kinds = {c[0] for c in calls}
     assert {"create", "write", "fsync", "rename", "fsync-dir", "unlink"} <= kinds, kinds
     outcomes = set()
-    for i, key in enumerate(_pick(calls, 5)):
+    for i, key in enumerate(pick_calls(calls, 5)):
         for mode in MODES:
             outcomes.add(fault_commit(sc, base, key, mode, old, new,
                                       tmp_path / f"f{i}-{mode[0]}"))

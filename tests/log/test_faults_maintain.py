@@ -12,7 +12,6 @@ staging file is left.
 """
 from __future__ import annotations
 
-import errno
 import shutil
 
 import pytest
@@ -23,7 +22,8 @@ from spark_kafkalog.log.maintain import compact_topic
 from spark_kafkalog.log.maintain.retention import apply_retention, purge_deleted
 from spark_kafkalog.log.write import journal as jr
 from spark_kafkalog.log.write import recover_topic
-from tests.log.faulting import FaultPlan, assert_storage_error, count_calls, injected, leftovers
+from tests.log.faulting import (MODES, FaultPlan, assert_storage_error, count_calls, injected,
+                                leftovers)
 from tests.log.test_compact import T0, check_clean
 from tests.log.test_compact_crash import SETTINGS, pristine, read_parts, swapped_in  # noqa: F401
 from tests.log.test_crash import FS
@@ -36,7 +36,6 @@ from tests.log.test_retention import (
 )
 from tests.log.test_retention import T0 as RT0
 
-MODES = [("EIO", errno.EIO, False), ("ENOSPC", errno.ENOSPC, True)]
 
 
 def _run(fn, plan):

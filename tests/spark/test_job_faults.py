@@ -38,6 +38,7 @@ from spark_kafkalog.log import LogDirs, read_table
 from spark_kafkalog.log.write import journal as jr
 from tests.log import faulting
 from tests.log.faulting import (
+    MODES,
     SPACE_OPS,
     FaultPlan,
     assert_storage_error,
@@ -45,9 +46,9 @@ from tests.log.faulting import (
     fill,
     injected,
     leftovers,
+    pick_calls,
     small_fs,
 )
-from tests.log.test_faults_commit import MODES, _pick
 from tests.spark.test_import_files import export
 from tests.spark.test_write_stream import make_inputs
 from tests.test_job_preflight import tree_hash
@@ -294,7 +295,7 @@ def test_job_commit_faults_through_the_hook(shared, job, source, pristine, expor
     assert {"ftruncate", "create", "write", "fsync", "rename", "fsync-dir", "mkdir",
             "unlink"} <= kinds, kinds
     shutil.rmtree(ref)
-    points = _pick(calls, EVERY)
+    points = pick_calls(calls, EVERY)
     outcomes: Counter = Counter()
     for i, key in enumerate(points):
         for name, code, full in MODES:
@@ -395,7 +396,7 @@ def test_stream_sink_commit_faults(shared, tmp_path):
     calls = [tuple(c) for c in commit["calls"]]
     assert {"ftruncate", "create", "write", "fsync", "rename", "fsync-dir",
             "unlink"} <= {c[0] for c in calls}, calls
-    points = _pick(calls, 2 * EVERY)
+    points = pick_calls(calls, 2 * EVERY)
     outcomes: Counter = Counter()
     for i, key in enumerate(points):
         root, ckpt = tmp_path / f"s{i}", tmp_path / f"s{i}-ckpt"
