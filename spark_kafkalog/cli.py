@@ -491,7 +491,10 @@ def _cmd_job(argv: list[str], out: TextIO, err: TextIO) -> int:
     if argv[0] == "--file":
         out.write(f"{job_file(name)}\n")
         return EXIT_OK
-    return run_job(name, argv[1:])
+    try:
+        return run_job(name, argv[1:])
+    except SystemExit as e:          # the job's usage error or --help (printed)
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
 
 
 @contextlib.contextmanager

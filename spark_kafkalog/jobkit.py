@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import json
 import os
 import sys
@@ -86,6 +87,7 @@ class JobParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         argv = list(sys.argv[1:] if args is None else args)
+        self._argv = argv
         ns, rest = super().parse_known_args(argv, namespace)
         for dest, flag in self.required_flags.items():
             if getattr(ns, dest, None) in (None, []):
@@ -123,9 +125,28 @@ class JobParser(argparse.ArgumentParser):
                 action.required = False
 
     def error(self, message: str):
-        """A usage error is one line too (argparse's own prints the usage first)."""
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: UsageError: {message} (--help shows "
-                                  "the flags)\n")
+        """A usage error is one line too (argparse's own prints the usage first), with a
+        "did you mean" for each mistyped flag (also when a missing required flag is what
+        argparse reports: the typo is often the missing flag)."""
+        hints = self._typo_hints()
+        tail = f"; {'; '.join(hints)}" if hints else ""
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: UsageError: {message}{tail} (--help "
+                                  "shows the flags)\n")
+
+    def _typo_hints(self) -> list[str]:
+        flags = [o for a in self._actions if a.help is not argparse.SUPPRESS
+                 for o in a.option_strings if o.startswith("--")]
+        known = set(self._option_string_actions)
+        hints = []
+        for arg in getattr(self, "_argv", ()):
+            word = arg.split("=", 1)[0]
+            if (not word.startswith("--") or word == "--" or word in known
+                    or any(f.startswith(word) for f in known)):      # an abbreviation
+                continue
+            close = difflib.get_close_matches(word, flags, n=2, cutoff=0.6)
+            if close:
+                hints.append(f"{word}: did you mean {' or '.join(close)}?")
+        return hints
 
     def _note(self, text: str) -> None:
         print(f"{self.prog}: note: {text} (the old spelling still works)",

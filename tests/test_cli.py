@@ -399,6 +399,56 @@ def test_verify_usage_errors(tmp_path):
     assert code == 2
 
 
+
+# a mistyped flag of each subcommand: (argv, the flag suggested)
+TYPOS = {
+    "inspect": (["--segmnts"], "--segments"),
+    "dump": (["--print-data-lg"], "--print-data-log"),
+    "verify": (["--stirct"], "--strict"),
+    "report": (["--no-verfy"], "--no-verify"),
+    "cat": (["--fromat", "%s"], "--format"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(TYPOS))
+def test_a_mistyped_flag_gets_the_subcommands_usage_and_a_suggestion(tmp_path, command):
+    words, suggestion = TYPOS[command]
+    code, out, err = run(command, tmp_path, *words)
+    assert code == 2 and out == ""
+    lines = err.splitlines()
+    # the subcommand's usage, not the top-level one (which lists the commands)
+    assert lines[0].startswith(f"usage: kafkalog {command} ")
+    assert "COMMAND" not in err and "{inspect" not in err
+    assert f"kafkalog {command}: error: unrecognized arguments: {' '.join(words)}" in lines
+    hint = next(x for x in lines if "did you mean" in x)
+    assert hint.startswith(f"kafkalog {command}: did you mean {suggestion}")
+    # the flag before the path: the same
+    code, _, err2 = run(command, *words, tmp_path)
+    assert code == 2 and err2.startswith(f"usage: kafkalog {command} ")
+    assert f"did you mean {suggestion}" in err2
+
+
+def test_another_subcommands_flag_is_not_suggested(tmp_path):
+    # --manifest is verify's: inspect says it does not know it and suggests nothing
+    code, _, err = run("inspect", tmp_path, "--manifest", "m")
+    assert code == 2 and err.startswith("usage: kafkalog inspect ")
+    assert "unrecognized arguments: --manifest m" in err and "did you mean" not in err
+    # a bad value is the subcommand's usage too
+    code, _, err = run("dump", "--max-bytes", "abc", tmp_path)
+    assert code == 2 and err.startswith("usage: kafkalog dump ")
+    assert "argument --max-bytes" in err
+
+
+def test_a_jobs_mistyped_flag_gets_a_suggestion(capsys):
+    # a job's usage error is one line (spark-submit logs): the suggestion is on it, also
+    # when the typo makes a required flag missing
+    assert main(["job", "copy_topic", "--path", "p", "--outptu", "o"]) == 2
+    line, = capsys.readouterr().err.splitlines()
+    assert line.startswith("copy_topic: UsageError: the following arguments are "
+                           "required: --output")
+    assert "--outptu: did you mean --output" in line
+
+
 # ---- inspect ------------------------------------------------------------------------------
 
 # partition dir -> (segments, batches, data records, log end offset, min ts, max ts, codecs)
