@@ -155,8 +155,25 @@ def _sources(args, fs_options: dict) -> list[kcat.Selection]:
                                      path=p.path)
             k = bases.index(base)
             parts.append((p, base, bases[k + 1] if k + 1 < len(bases) else None))
-        sources.append(kcat.Selection(logdirs, parts))
+        sources.append(kcat.Selection(logdirs, _once(parts)))
     return sources
+
+
+def _once(parts: list[tuple]) -> list[tuple]:
+    """Each partition once (--jbod merges the paths' selections: two log dirs each ask
+    for the topic's every partition, of the whole broker); a segment of a partition
+    printed whole is not printed again."""
+    whole = {(p.topic, p.partition) for p, base, _ in parts if base is None}
+    seen: set = set()
+    kept = []
+    for item in parts:
+        p, base, _ = item
+        key = (p.topic, p.partition, base)
+        if key in seen or (base is not None and key[:2] in whole):
+            continue
+        seen.add(key)
+        kept.append(item)
+    return kept
 
 
 def _topic(asked: str | None, named: str | None) -> str:

@@ -136,3 +136,62 @@ def test_usage_errors_name_the_subcommand(logs):
     err_io = io.StringIO()
     assert main(["dmp", "x"], stdout=io.StringIO(), stderr=err_io) == 2
     assert "did you mean dump?" in err_io.getvalue()
+
+
+# one broker's JBOD: topic j's partitions spread over two log dirs (partition -> log dir,
+# base timestamp, (key, value) records), and a topic only the second dir holds
+JBOD = {0: (0, 100, [(b"k0", b"a"), (b"k1", b"b")]),
+        1: (1, 200, [(None, b"c")]),
+        2: (0, 300, [(b"k3", b"d"), (b"", b"e"), (b"k5", b"f")]),
+        3: (1, 400, [(b"k6", None)])}
+
+
+@pytest.fixture
+def jbod(tmp_path):
+    b = LogDirBuilder(tmp_path / "d1", tmp_path / "d2")
+    for n, (root, ts, records) in JBOD.items():
+        b.partition("j", n, root=root, base_timestamp=ts).append(
+            [rec(k, v) for k, v in records])
+    b.partition("only2", 0, root=1).append([rec(b"x", b"y")])
+    return b.write()
+
+
+def _jbod_lines(parts):
+    """kcat's '%p/%o %k|%s %T' lines for partitions ``parts`` in that order, from the
+    fixture's construction (offsets from 0, timestamps base + offset)."""
+    return b"".join(b"%d/%d %s|%s %d\n" % (n, o, k or b"", v or b"", JBOD[n][1] + o)
+                    for n in parts for o, (k, v) in enumerate(JBOD[n][2]))
+
+
+def test_jbod_log_dirs_are_one_source(jbod):
+    d1, d2 = jbod
+    code, out, err = cat(d1, d2, "-t", "j", "--jbod", "-f", "%p/%o %k|%s %T\\n")
+    assert code == 0
+    # every partition once, in partition order, whichever dir holds it
+    assert out == _jbod_lines([0, 1, 2, 3])
+    ends = [f"% Reached end of topic j [{n}] at offset {len(JBOD[n][2])}" for n in JBOD]
+    assert err == "\n".join(ends) + ": exiting\n"
+    code, out, _ = cat(d1, d2, "-t", "j", "--jbod", "-q", "-J")
+    docs = [json.loads(line) for line in out.splitlines()]
+    assert [(d["partition"], d["offset"], d["key"], d["payload"], d["ts"]) for d in docs] \
+        == [(n, o, None if k is None else k.decode(), None if v is None else v.decode(),
+             JBOD[n][1] + o) for n in JBOD for o, (k, v) in enumerate(JBOD[n][2])]
+    # -p picks from both dirs; a topic only one dir holds is found
+    assert cat(d2, d1, "-t", "j", "--jbod", "-q", "-p", "3", "-p", "2",
+               "-f", "%p/%o %k|%s %T\\n")[1] == _jbod_lines([2, 3])
+    assert cat(d1, d2, "-t", "only2", "--jbod", "-q", "-f", "%s\\n") == (0, b"y\n", "")
+    # a partition dir of the same broker as well: still once
+    assert cat(d1, d2 / "j-1", d2, "-t", "j", "--jbod", "-q",
+               "-f", "%p/%o %k|%s %T\\n")[1] == _jbod_lines([0, 1, 2, 3])
+
+
+def test_log_dirs_without_jbod_are_separate_sources(jbod):
+    d1, d2 = jbod
+    # each dir is a source of its own: d1's partitions, then d2's
+    code, out, _ = cat(d1, d2, "-t", "j", "-q", "-f", "%p/%o %k|%s %T\\n")
+    assert code == 0 and out == _jbod_lines([0, 2]) + _jbod_lines([1, 3])
+    # a topic or partition one source lacks is an error of that source
+    code, out, err = cat(d1, d2, "-t", "only2")
+    assert code == 2 and "topic 'only2' not found in log dirs" in err and str(d1) in err
+    code, out, err = cat(d1, d2, "-t", "j", "-p", "1")
+    assert code == 2 and "partition j-1 not found" in err
