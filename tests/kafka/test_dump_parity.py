@@ -206,9 +206,10 @@ def test_decoders(kafka_broker, broker_topics, kafka_tool, topic, flag):
 
 
 def test_cluster_metadata_log(kafka_broker, broker_topics, tmp_path):
-    """The broker's KRaft log and snapshots (control records: LeaderChange, snapshot
-    header and footer, KRaft version and voters), copied so that the controller's appends
-    meanwhile do not change what both tools read."""
+    """The broker's KRaft log (control records: LeaderChange, KRaft version and voters)
+    and its snapshots if any, copied so that the controller's appends meanwhile do not
+    change what both tools read. This broker writes no snapshot (20 MB of metadata between
+    snapshots): test_snapshot_and_share_state.py's broker does."""
     import shutil
     src = kafka_broker.home / "metadata" / "__cluster_metadata-0"   # metadata.log.dir
     dst = tmp_path / "__cluster_metadata-0"
