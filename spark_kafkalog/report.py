@@ -22,6 +22,7 @@ from spark_kafkalog._console import format_table, human_bytes, iso_ms, plural
 from spark_kafkalog.log.diagnose.distinct import HyperLogLog
 from spark_kafkalog.log.diagnose.findings import ERROR
 from spark_kafkalog.log.diagnose.stats import partition_stats
+from spark_kafkalog.log.io import write_local_atomic
 
 __all__ = ["collect_stats", "build_report", "render_text", "write_outputs",
            "add_arguments", "run_cli", "DESCRIPTION"]
@@ -191,8 +192,8 @@ def render_text(report: dict, *, partitions: bool = True, max_problems: int = 50
 def write_outputs(report: dict, *, json_path: str | None = None,
                   html_path: str | None = None) -> None:
     """Write the report as JSON and/or as the HTML page, each whole: through a temporary
-    file beside it and a rename, so an earlier report stays until the new one is
-    complete."""
+    file beside it, fsynced and renamed (``log.io.write_local_atomic``), so an earlier
+    report stays until the new one is complete."""
     if json_path:
         _write_whole(json_path, json.dumps(report, indent=1) + "\n")
     if html_path:
@@ -202,14 +203,12 @@ def write_outputs(report: dict, *, json_path: str | None = None,
 
 
 def _write_whole(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    data = text.encode("utf-8")
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            f.write(data)
+    write_local_atomic(path, write)
 
 
 # ---- kafkalog report ------------------------------------------------------------------------

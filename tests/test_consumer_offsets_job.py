@@ -273,3 +273,77 @@ def test_help_has_an_example():
                                         ("a/b c", "a%2Fb%20c.csv"), ("", "%00.csv")])
 def test_group_file_names_are_safe(group, name):
     assert job.group_file_name(group) == name
+
+
+# ---- a replaced output: old or new, never a mix ------------------------------------------
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def run_command(args, faults: str | None = None) -> subprocess.CompletedProcess:
+    """The job as a command (the fault spec is read at import, so a process of its own)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("SPARK_KAFKALOG_FAULTS", None)
+    if faults:
+        env["SPARK_KAFKALOG_FAULTS"] = faults
+    return subprocess.run([sys.executable, str(REPO / "jobs" / "consumer_offsets.py"),
+                           *args, "--no-progress"],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_killed_at_every_file_operation_leaves_the_old_output_or_the_new(tmp_path):
+    """SIGKILL before each file operation of a run (every create, write, fsync, rename and
+    directory sync the job makes, ``SPARK_KAFKALOG_FAULTS=*@N=KILL``) over an existing
+    output: the output is byte for byte the old one or the new one; the next run lands
+    the new one and leaves nothing beside it."""
+    import shutil
+
+    logdir = tmp_path / "logs"
+    write_consumer_offsets(logdir, commits("g", {0: 5, 1: 7}) + commits("h", {2: 4})
+                           + kip848_group())
+    out, saved = tmp_path / "offsets", tmp_path / "saved-old"
+    # the old output: another run's (JSON lines, the state as of the first record)
+    assert run_command(["--path", str(logdir), "--output", str(out), "--format", "json",
+                        "--as-of", str(T0)]).returncode == 0
+    old = tree(out)
+    shutil.copytree(out, saved)
+    reference = tmp_path / "reference"
+    assert run_command(["--path", str(logdir), "--output", str(reference)]).returncode == 0
+    new = tree(reference)
+    assert set(old) == {f"{t}.jsonl" for t in job.OUTPUT_TABLES[:-1]}
+    assert set(new) == {f"{t}.parquet" for t in job.OUTPUT_TABLES[:-1]} and old != new
+    argv = ["--path", str(logdir), "--output", str(out)]
+    kills, landed = 0, 0
+    for n in range(1, 400):
+        proc = run_command(argv, faults=f"*@{n}=KILL")
+        if proc.returncode == 0:
+            break
+        assert proc.returncode == -9, (n, proc.stderr)
+        kills += 1
+        now = tree(out)
+        assert now in (old, new), f"killed before operation {n}: a mix of old and new"
+        landed += now == new
+        shutil.rmtree(out)                      # the old output again, for the next point;
+        shutil.copytree(saved, out)             # what the killed run left beside it stays
+    else:
+        pytest.fail("the job never completed")
+    # five files, each created, written, fsynced and renamed, then the directory swap
+    assert kills >= 5 * 4, kills
+    assert landed >= 1                          # killed after the swap: the new one stands
+    assert tree(out) == new
+    assert [n for n in os.listdir(tmp_path) if ".kafkalog-" in n] == []
+
+
+def test_an_output_holding_other_files_is_refused_unchanged(tmp_path):
+    logdir = tmp_path / "logs"
+    write_consumer_offsets(logdir, commits("g", {0: 5}))
+    out = tmp_path / "backup"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    proc = run_command(["--path", str(logdir), "--output", str(out)])
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("consumer_offsets: ") and "'notes.txt'" in line
+    assert tree(out) == {"notes.txt": b"mine"}

@@ -30,8 +30,9 @@ class Killed(BaseException):
 class Dying(_replace.LocalFiles):
     """Local files that die (as a SIGKILL would: nothing after runs) at call ``at``."""
 
-    def __init__(self, at: int, atomic: bool):
+    def __init__(self, at: int, atomic: bool, can_exchange: bool = True):
         self.calls, self.at, self.atomic_rename = 0, at, atomic
+        self.can_exchange = can_exchange
 
     def _step(self):
         self.calls += 1
@@ -41,6 +42,12 @@ class Dying(_replace.LocalFiles):
     def rename(self, src, dst):
         self._step()
         super().rename(src, dst)
+
+    def exchange(self, a, b):
+        if not self.can_exchange:       # HDFS, or a local filesystem without renameat2
+            return False
+        self._step()
+        return super().exchange(a, b)
 
     def delete(self, path):
         self._step()
@@ -60,9 +67,10 @@ def expected(files):
     return {k: hashlib.sha256(v).hexdigest() for k, v in files.items()}
 
 
-@pytest.mark.parametrize("atomic", [True, False])
+@pytest.mark.parametrize("atomic,can_exchange", [(True, True), (True, False), (False, False)])
 @pytest.mark.parametrize("had_old", [True, False])
-def test_a_swap_killed_at_any_step_recovers_to_old_or_new(tmp_path, atomic, had_old):
+def test_a_swap_killed_at_any_step_recovers_to_old_or_new(tmp_path, atomic, can_exchange,
+                                                          had_old):
     outcomes = set()
     for at in range(1, 40):
         base = tmp_path / f"{atomic}-{had_old}-{at}"
@@ -73,7 +81,7 @@ def test_a_swap_killed_at_any_step_recovers_to_old_or_new(tmp_path, atomic, had_
         run_id = _replace.new_run_id()
         new = _replace.sibling(str(out), _replace.NEW, run_id)
         write_tree(base / new.rsplit("/", 1)[1], NEW)
-        files = Dying(at, atomic)
+        files = Dying(at, atomic, can_exchange)
         try:
             _replace.swap_in(files, str(out), new, run_id)
             finished = True

@@ -337,12 +337,19 @@ def copy_starting(args) -> dict:
         return {}
 
 
-def consumer_offsets(args, fs_options: dict) -> None:
+def consumer_offsets(args, fs_options: dict, owned) -> None:
+    """consumer_offsets: ``owned(name)`` says which names under --output the job wrote."""
     common(args)
     logdirs = source_log_dirs(args.path, "--path", fs_options)
     topics_present(logdirs, ["__consumer_offsets"], "--path", args.path)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
-        fail(f"--out: {args.out} is not a directory")
+        fail(f"--output: {args.out} is not a directory")
+    if os.path.isdir(args.out):
+        foreign = sorted(n for n in os.listdir(args.out) if not owned(n))
+        if foreign:
+            fail(f"--output: {args.out} holds {foreign[0]!r}, which consumer_offsets does "
+                 "not write, and the job replaces the whole directory; choose a new or "
+                 "empty directory")
     if args.translate:
         inputs_exist([args.translate], "--translate")
     check_segments(logdirs, logdirs.partitions("__consumer_offsets"))

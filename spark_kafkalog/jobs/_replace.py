@@ -9,7 +9,9 @@ Names, all siblings of ``OUT`` (hidden: Spark and Hive skip names starting with 
 step of an object-store swap runs (there a directory "rename" copies object by object).
 
 Local and HDFS (atomic directory rename): new complete -> ``OUT`` renamed to ``-old-ID``
--> ``-new-ID`` renamed to ``OUT`` -> ``-old-ID`` deleted. :func:`recover`: an ``-old-ID``
+-> ``-new-ID`` renamed to ``OUT`` -> ``-old-ID`` deleted. On local Linux disks the two
+renames are one exchange (``renameat2``), so ``OUT`` never goes missing; ``-new-ID`` then
+holds the old output until deleted. :func:`recover`: an ``-old-ID``
 means the new output was complete when the swap began, so it is finished; a ``-new-ID``
 alone is an unfinished write and is deleted.
 
@@ -22,6 +24,8 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+
+from spark_kafkalog.log.io import sysio
 
 NEW, OLD, CLEAR, MOVE = "new", "old", "clear", "move"
 #: URI schemes whose directory rename is one atomic metadata operation
@@ -51,7 +55,10 @@ class LocalFiles:
         return os.path.lexists(path)
 
     def rename(self, src: str, dst: str) -> None:
-        os.rename(src, dst)
+        sysio.replace(src, dst)         # POSIX rename; a failure names the file and errno
+
+    def exchange(self, a: str, b: str) -> bool:
+        return sysio.exchange(a, b)
 
     def delete(self, path: str) -> None:
         if os.path.isdir(path) and not os.path.islink(path):
@@ -175,6 +182,10 @@ def recover(files, output: str) -> list[str]:
 def swap_in(files, output: str, new: str, run_id: str) -> None:
     """Make the complete output ``new`` the one at ``output`` (see the module doc)."""
     if files.atomic_rename:
+        if files.exists(output) and getattr(files, "exchange", None) is not None \
+                and files.exchange(new, output):
+            files.delete(new)           # the old output now; recover() drops it if killed
+            return
         if files.exists(output):
             old = sibling(output, OLD, run_id)
             files.rename(output, old)

@@ -45,9 +45,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_kafkalog import jobkit
-from spark_kafkalog.jobs import _preflight
+from spark_kafkalog.jobs import _preflight, _replace
 from spark_kafkalog.errors import LogLayoutError
 from spark_kafkalog.log import read_group_state, read_transaction_state
+from spark_kafkalog.log.io import fsync_dir, write_local_atomic
 
 MAPPING_COLUMNS = ("topic", "partition", "offset", "new_topic", "new_partition",
                    "new_offset")
@@ -103,15 +104,44 @@ def _progress(enabled: bool):
 
 # ---- output files ---------------------------------------------------------------------------
 
-def _replace(path: str, write) -> None:
-    """Write through a temporary file and rename: a reader never sees half a file."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+OUTPUT_TABLES = ("commits", "groups", "consumer_groups", "group_records", "other_records",
+                 "transactions")
+
+
+def is_output_file(name: str) -> bool:
+    """A name this job writes under ``--output`` (a table or a group's CSV)."""
+    stem, dot, ext = name.rpartition(".")
+    return bool(dot) and ((stem in OUTPUT_TABLES and ext in ("parquet", "jsonl"))
+                          or ext == "csv")
+
+
+class _Output:
+    """The job's output directory, replaced whole: files go to a staging directory beside
+    ``--output`` (``jobs/_replace.py``'s names), each fsynced, and the staging directory
+    is renamed over the old output when every file is written. A failed or killed run
+    leaves the old output (its staging directory is removed by the next run)."""
+
+    def __init__(self, out: str):
+        self.out = out.rstrip("/") or out
+        self.files = _replace.LocalFiles()
+        self.recovered = _replace.recover(self.files, self.out)
+        self.run_id = _replace.new_run_id()
+        self.staging = _replace.sibling(self.out, _replace.NEW, self.run_id)
+        os.makedirs(os.path.dirname(os.path.abspath(self.out)), exist_ok=True)
+        os.mkdir(self.staging)
+
+    def write(self, name: str, write) -> str:
+        """Write ``name`` with ``write(path)``; returns where it will be once swapped in."""
+        write_local_atomic(os.path.join(self.staging, name), write)
+        return os.path.join(self.out, name)
+
+    def commit(self) -> None:
+        fsync_dir(self.staging)
+        _replace.swap_in(self.files, self.out, self.staging, self.run_id)
+        fsync_dir(os.path.dirname(os.path.abspath(self.out)))
+
+    def abandon(self) -> None:
+        self.files.delete(self.staging)
 
 
 def _json_default(value):
@@ -121,21 +151,17 @@ def _json_default(value):
     raise TypeError(type(value).__name__)
 
 
-def write_table(table: pa.Table, out: str, name: str, fmt: str) -> str:
+def write_table(table: pa.Table, out: _Output, name: str, fmt: str) -> str:
     if fmt == "parquet":
         import pyarrow.parquet as pq
-        path = os.path.join(out, f"{name}.parquet")
-        _replace(path, lambda p: pq.write_table(table, p))
-    else:
-        path = os.path.join(out, f"{name}.jsonl")
+        return out.write(f"{name}.parquet", lambda p: pq.write_table(table, p))
 
-        def write(p):
-            with open(p, "w", encoding="utf-8") as fh:
-                for row in table.to_pylist():
-                    fh.write(json.dumps(row, ensure_ascii=False, default=_json_default))
-                    fh.write("\n")
-        _replace(path, write)
-    return path
+    def write(p):
+        with open(p, "w", encoding="utf-8") as fh:
+            for row in table.to_pylist():
+                fh.write(json.dumps(row, ensure_ascii=False, default=_json_default))
+                fh.write("\n")
+    return out.write(f"{name}.jsonl", write)
 
 
 def group_file_name(group: str) -> str:
@@ -284,7 +310,7 @@ def read_mapping(path: str, progress) -> Iterable[pa.Table]:
         yield table
 
 
-def translate(commits: pa.Table, mapping: str, out: str, progress) -> dict:
+def translate(commits: pa.Table, mapping: str, out: _Output, progress) -> dict:
     by_group: dict[str, dict[tuple[str, int], int]] = {}
     for g, t, p, o in zip(*(commits[c].to_pylist() for c in ("group", "topic",
                                                               "partition", "offset"))):
@@ -311,13 +337,64 @@ def translate(commits: pa.Table, mapping: str, out: str, progress) -> dict:
         notes.extend(group_notes)
         if not result:
             continue
-        path = os.path.join(out, group_file_name(g))
-        _replace(path, lambda tmp, rows=result: _write_csv(tmp, rows))
+        path = out.write(group_file_name(g), lambda tmp, rows=result: _write_csv(tmp, rows))
         groups[g] = {"file": path, "partitions": len(result),
                      "redelivered": again.get(g, 0)}
         partitions += len(result)
     return {"groups": groups, "notes": notes, "mapping_rows": rows,
             "partitions": partitions}
+
+
+def _write(args, out: _Output, summary: dict, state, commits, other, tstate, progress,
+           t0: float) -> str:
+    """Write the tables (or the translated CSVs) into ``out``; returns the summary line."""
+    if args.translate:
+        summary.update(translated=translate(commits, args.translate, out, progress))
+        summary["seconds"] = round(time.perf_counter() - t0, 3)
+        tr = summary["translated"]
+        line = (f"translated {jobkit.plural(len(tr['groups']), 'group')} "
+                f"({jobkit.plural(tr['partitions'], 'partition')}) through "
+                f"{tr['mapping_rows']:,} mapped records into {args.out} in "
+                f"{summary['seconds']:.1f}s")
+        if tr["notes"]:
+            line += f"; {jobkit.plural(len(tr['notes']), 'note')} on stderr"
+    else:
+        groups = state.groups()
+        modern = state.consumer_groups()
+        records = state.group_records()
+        if args.group:
+            wanted = pa.array(args.group)
+            groups = groups.filter(pc.is_in(groups["group"], value_set=wanted))
+            modern = modern.filter(pc.is_in(modern["group"], value_set=wanted))
+            records = records.filter(pc.is_in(records["group"], value_set=wanted))
+        files = {"commits": write_table(commits, out, "commits", args.format),
+                 "groups": write_table(groups, out, "groups", args.format),
+                 "consumer_groups": write_table(modern, out, "consumer_groups",
+                                                args.format),
+                 "group_records": write_table(records, out, "group_records",
+                                              args.format),
+                 "other_records": write_table(other, out, "other_records",
+                                              args.format)}
+        txns = 0
+        if tstate is not None:
+            table = tstate.transactions()
+            txns = table.num_rows
+            files["transactions"] = write_table(table, out, "transactions",
+                                                args.format)
+        summary.update(files=files, group_rows=groups.num_rows,
+                       consumer_groups=modern.num_rows, transactions=txns,
+                       seconds=round(time.perf_counter() - t0, 3))
+        what = "records" if args.all_records else "latest state"
+        line = (f"decoded {state.records:,} __consumer_offsets records ({what}): "
+                f"{jobkit.plural(commits.num_rows, 'committed offset')}, "
+                f"{jobkit.plural(groups.num_rows, 'group')}, "
+                f"{jobkit.plural(modern.num_rows, 'consumer group')} (KIP-848), "
+                f"{jobkit.plural(txns, 'transaction')} into {args.out} in "
+                f"{summary['seconds']:.1f}s")
+        skipped = sum(summary["other_record_types"].values())
+        if skipped:
+            line += f"; {jobkit.plural(skipped, 'record')} of other types counted"
+    return line
 
 
 # ---- main -----------------------------------------------------------------------------------
@@ -327,7 +404,7 @@ def main(argv=None) -> int:
     progress = _progress(args.progress)
     as_of = jobkit.parse_time_ms(args.as_of, "--as-of") if args.as_of else None
     fs_options = jobkit.parse_kv(args.fs_option, "--fs-option")
-    _preflight.consumer_offsets(args, fs_options)
+    _preflight.consumer_offsets(args, fs_options, is_output_file)
     t0 = time.perf_counter()
     state = read_group_state(args.path, latest=not args.all_records, as_of=as_of,
                              isolation_level=args.isolation_level,
@@ -357,53 +434,15 @@ def main(argv=None) -> int:
                                             progress=progress)
         except LogLayoutError:
             tstate = None               # no __transaction_state in these log dirs
-    os.makedirs(args.out, exist_ok=True)
-    if args.translate:
-        summary.update(translated=translate(commits, args.translate, args.out, progress))
-        summary["seconds"] = round(time.perf_counter() - t0, 3)
-        tr = summary["translated"]
-        line = (f"translated {jobkit.plural(len(tr['groups']), 'group')} "
-                f"({jobkit.plural(tr['partitions'], 'partition')}) through "
-                f"{tr['mapping_rows']:,} mapped records into {args.out} in "
-                f"{summary['seconds']:.1f}s")
-        if tr["notes"]:
-            line += f"; {jobkit.plural(len(tr['notes']), 'note')} on stderr"
-    else:
-        groups = state.groups()
-        modern = state.consumer_groups()
-        records = state.group_records()
-        if args.group:
-            wanted = pa.array(args.group)
-            groups = groups.filter(pc.is_in(groups["group"], value_set=wanted))
-            modern = modern.filter(pc.is_in(modern["group"], value_set=wanted))
-            records = records.filter(pc.is_in(records["group"], value_set=wanted))
-        files = {"commits": write_table(commits, args.out, "commits", args.format),
-                 "groups": write_table(groups, args.out, "groups", args.format),
-                 "consumer_groups": write_table(modern, args.out, "consumer_groups",
-                                                args.format),
-                 "group_records": write_table(records, args.out, "group_records",
-                                              args.format),
-                 "other_records": write_table(other, args.out, "other_records",
-                                              args.format)}
-        txns = 0
-        if tstate is not None:
-            table = tstate.transactions()
-            txns = table.num_rows
-            files["transactions"] = write_table(table, args.out, "transactions",
-                                                args.format)
-        summary.update(files=files, group_rows=groups.num_rows,
-                       consumer_groups=modern.num_rows, transactions=txns,
-                       seconds=round(time.perf_counter() - t0, 3))
-        what = "records" if args.all_records else "latest state"
-        line = (f"decoded {state.records:,} __consumer_offsets records ({what}): "
-                f"{jobkit.plural(commits.num_rows, 'committed offset')}, "
-                f"{jobkit.plural(groups.num_rows, 'group')}, "
-                f"{jobkit.plural(modern.num_rows, 'consumer group')} (KIP-848), "
-                f"{jobkit.plural(txns, 'transaction')} into {args.out} in "
-                f"{summary['seconds']:.1f}s")
-        skipped = sum(summary["other_record_types"].values())
-        if skipped:
-            line += f"; {jobkit.plural(skipped, 'record')} of other types counted"
+    out = _Output(args.out)
+    for line in out.recovered:
+        print(f"consumer_offsets: {line}", file=sys.stderr, flush=True)
+    try:
+        line = _write(args, out, summary, state, commits, other, tstate, progress, t0)
+    except BaseException:
+        out.abandon()
+        raise
+    out.commit()
     summary["records_per_second"] = jobkit.rate(state.records, summary["seconds"])
     line += (f" (read {jobkit.plural(summary['partitions'], 'partition')}, "
              f"{jobkit.human_bytes(state.bytes_read)}, {summary['first_timestamp']} .. "

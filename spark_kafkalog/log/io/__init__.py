@@ -31,6 +31,7 @@ from spark_kafkalog.log.io.fs import (
     resolve_filesystem,
     write_atomic,
     write_fully,
+    write_local_atomic,
 )
 from spark_kafkalog.log.io import sysio
 from spark_kafkalog.log.io.parallel import map_io
@@ -41,4 +42,4 @@ __all__ = ["FILE_DELETE_DELAY_MS", "FILESYSTEM_OPTIONS", "WRITE_PIECE_BYTES",
            "is_local", "join", "list_dir", "map_io", "open_listed", "purge_deleted_files",
            "read_listed", "read_range", "read_small_file", "rename_for_deletion",
            "read_whole_local", "resolve_filesystem", "same_file", "split_deleted", "sysio",
-           "write_atomic", "write_fully"]
+           "write_atomic", "write_fully", "write_local_atomic"]

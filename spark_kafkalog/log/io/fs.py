@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
-from typing import Mapping
+from typing import Callable, Mapping
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
@@ -353,6 +353,33 @@ def delete_file(fs: pafs.FileSystem, path: str, *, missing_ok: bool = False) -> 
         raise LogLayoutError(f"cannot delete file: {err}", path=path) from err
 
 
+def write_local_atomic(path: str, write: Callable[[str], None]) -> None:
+    """:func:`write_atomic` of a local file that ``write(tmp_path)`` writes (a writer
+    that streams, e.g. Parquet's or a CSV's): ``tmp_path`` fsynced, renamed over
+    ``path``, the directory fsynced; a failure or a kill leaves the old ``path``."""
+    def write_synced(tmp: str) -> None:
+        write(tmp)
+        fd = sysio.open_fd(tmp, os.O_RDONLY)
+        try:
+            sysio.fsync(fd, tmp)
+        finally:
+            os.close(fd)
+    _replace_local(path, write_synced)
+
+
+def _replace_local(path: str, write_synced: Callable[[str], None]) -> None:
+    tmp = path + TMP_SUFFIX
+    try:
+        write_synced(tmp)
+        sysio.replace(tmp, path)
+    except BaseException:
+        # a half-written or unsynced replacement is never left behind (disk full)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(os.path.dirname(path) or ".")
+
+
 def write_atomic(fs: pafs.FileSystem, path: str, data) -> None:
     """Replace ``path`` with ``data`` so that readers (and a crash at any point) see the
     old or the new content, never a mix. The one atomic write of the package:
@@ -368,21 +395,14 @@ def write_atomic(fs: pafs.FileSystem, path: str, data) -> None:
       that rename (or drops a ``path.new`` no reader ever saw, when ``path`` stands).
     """
     if isinstance(fs, pafs.LocalFileSystem):
-        tmp = path + TMP_SUFFIX
-        fd = sysio.open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        try:
+        def write(tmp: str) -> None:
+            fd = sysio.open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             try:
                 sysio.write_fully(fd, data, path=tmp)
                 sysio.fsync(fd, tmp)
             finally:
                 os.close(fd)
-            sysio.replace(tmp, path)
-        except BaseException:
-            # a half-written or unsynced replacement is never left behind (disk full)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        fsync_dir(os.path.dirname(path))
+        _replace_local(path, write)
         return
     if fs.type_name in _ATOMIC_PUT_FILESYSTEMS:
         with sysio.remote("write", path), fs.open_output_stream(path) as out:

@@ -9,20 +9,22 @@ operation; an ``OSError`` it raises fails that operation as the system call woul
 (the default) it costs one global read per call. The environment variable
 ``SPARK_KAFKALOG_FAULTS`` (read once, at import) installs a counting hook in processes a
 test cannot reach otherwise (jobs run as commands): ``<op>@<n>=<ERRNO>[,...]``, e.g.
-``fsync@2=EIO`` fails the second fsync of the process, ``*@5=ENOSPC`` its fifth operation.
+``fsync@2=EIO`` fails the second fsync of the process, ``*@5=ENOSPC`` its fifth operation,
+``*@5=KILL`` sends the process SIGKILL just before it (a crash at that point).
 """
 from __future__ import annotations
 
 import contextlib
 import errno as _errno
 import os
+import signal
 import threading
 from typing import Callable
 
 from spark_kafkalog.errors import StorageError
 
 __all__ = ["OPS", "set_fault_hook", "open_fd", "write_fully", "fsync", "ftruncate",
-           "replace", "link", "unlink", "makedirs", "rmdir", "utime", "fsync_dir",
+           "replace", "exchange", "link", "unlink", "makedirs", "rmdir", "utime", "fsync_dir",
            "syncfs", "copy_file_range", "storage_error", "remote", "WRITE_PIECE_BYTES"]
 
 #: the operation names the hook sees
@@ -133,6 +135,39 @@ def replace(src: str, dst: str) -> None:
         raise storage_error("rename", src, err, f"to {dst}") from err
 
 
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
+_renameat2 = None
+
+
+def exchange(a: str, b: str) -> bool:
+    """Swap the paths ``a`` and ``b`` (two directories, say) in one step: Linux's
+    ``renameat2(RENAME_EXCHANGE)``, so no reader ever finds neither. False where the C
+    library or the filesystem has no such call (then the caller renames twice)."""
+    global _renameat2
+    if _renameat2 is None:
+        import ctypes
+
+        fn = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", False)
+        if fn:
+            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                           ctypes.c_uint]
+        _renameat2 = (fn, ctypes.get_errno) if fn else False
+    if not _renameat2:
+        return False
+    fn, get_errno = _renameat2
+    try:
+        if _hook is not None:
+            _hook("rename", a)
+        if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+            code = get_errno()
+            if code in (_errno.ENOSYS, _errno.EINVAL, _errno.EOPNOTSUPP):
+                return False
+            raise OSError(code, os.strerror(code), a)
+    except OSError as err:
+        raise storage_error("rename", a, err, f"in exchange with {b}") from err
+    return True
+
+
 def link(src: str, dst: str) -> None:
     try:
         if _hook is not None:
@@ -221,9 +256,14 @@ def copy_file_range(src_fd: int, dst_fd: int, count: int, src_pos: int, dst_pos:
         raise storage_error("copy", path, err, f"at position {dst_pos}") from err
 
 
+#: the "errno" of a rule that kills the process instead of failing the call
+KILL = -9
+
+
 class CountingFaults:
     """A hook that fails the ``n``-th call of an operation (``op`` ``*``: of any) with
-    ``errno``; several rules, each counted on its own. Thread-safe."""
+    ``errno`` (:data:`KILL`: SIGKILLs the process before it); several rules, each
+    counted on its own. Thread-safe."""
 
     def __init__(self, rules: list[tuple[str, int, int]]):
         self._rules = rules
@@ -236,6 +276,8 @@ class CountingFaults:
                 if want in ("*", op):
                     self._counts[i] += 1
                     if self._counts[i] == n:
+                        if code == KILL:
+                            os.kill(os.getpid(), signal.SIGKILL)
                         raise OSError(code, f"{os.strerror(code)} (injected)", path)
 
 
@@ -245,13 +287,14 @@ def _from_env(spec: str) -> CountingFaults:
         try:
             where, _, name = item.partition("=")
             op, _, n = where.partition("@")
-            code = getattr(_errno, name.strip().upper())
+            name = name.strip().upper()
+            code = KILL if name == "KILL" else getattr(_errno, name)
             if op not in OPS and op != "*":
                 raise ValueError(op)
             rules.append((op, int(n), code))
         except (ValueError, AttributeError):
             raise ValueError(f"SPARK_KAFKALOG_FAULTS: cannot parse {item!r}: expected "
-                             "<op>@<n>=<ERRNO> with op one of * " + " ".join(OPS)) from None
+                             "<op>@<n>=<ERRNO or KILL> with op one of * " + " ".join(OPS)) from None
     return CountingFaults(rules)
 
 
