@@ -92,6 +92,7 @@ def broker_lock(root: Path):
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)
+        proc.stdout.close()
 
 
 def refused(job: str, argv: list[str], capsys, status: int | None = None) -> str:

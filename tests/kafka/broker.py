@@ -193,9 +193,10 @@ class Broker:
             self._formatted = True
         seen = self.server_log.read_text(errors="replace").count(STARTED) \
             if self.server_log.exists() else 0
-        self.proc = subprocess.Popen(
-            self._jvm("-XX:+UseSerialGC", "kafka.Kafka", str(self.config)),
-            stdout=open(self.home / "stdout.log", "ab"), stderr=subprocess.STDOUT)
+        with open(self.home / "stdout.log", "ab") as out:     # the broker keeps its copy
+            self.proc = subprocess.Popen(
+                self._jvm("-XX:+UseSerialGC", "kafka.Kafka", str(self.config)),
+                stdout=out, stderr=subprocess.STDOUT)
         # never outlive the test run, even when it ends without the fixture's teardown
         atexit.register(self.kill)
         deadline = time.monotonic() + timeout

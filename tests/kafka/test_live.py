@@ -97,6 +97,9 @@ def test_reads_of_a_live_log_are_consistent_prefixes(kafka_broker, kafka_tool):
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if not pipe.closed:
+                pipe.close()
     deadline = time.monotonic() + 60
     while hw(kafka_broker) < COUNT:
         assert time.monotonic() < deadline, "high watermark checkpoint did not reach the end"
@@ -164,6 +167,9 @@ def test_stream_over_a_live_log_delivers_each_record_once(spark, kafka_broker, k
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if not pipe.closed:
+                pipe.close()
     consumed, ends = kafka_tool.consume([STREAM_TOPIC])
     assert sum(ends.values()) == STREAM_COUNT
     marks = checkpoint(kafka_broker.logdir / "replication-offset-checkpoint")

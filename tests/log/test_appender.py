@@ -424,6 +424,7 @@ def test_refuses_a_log_dir_a_broker_holds(tmp_path):
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)
+        proc.stdout.close()
     write(FS, root, "batch:1", {0: recs(3)})          # broker gone: fine
     assert len(read_kp(f"{root}/t-0")) == 3
 

@@ -288,6 +288,8 @@ def test_writer_lock_waits_for_live_holder_and_frees_with_a_dead_one(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
+        proc.stdin.close()
+        proc.stdout.close()
 
 
 def test_lock_owner_liveness_and_object_store_lease(tmp_path):

@@ -588,6 +588,7 @@ def test_killed_and_restarted_query_reads_each_record_once(spark, tmp_path):
             if proc.poll() is None and seen < k:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=120)
+            proc.stdout.close()
     assert kills == 2                     # each run was killed mid-query
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          timeout=900, start_new_session=True)

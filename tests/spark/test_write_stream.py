@@ -134,6 +134,7 @@ def test_stream_killed_and_restarted_writes_each_record_once(tmp_path):
             if proc.poll() is None and seen < k:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=120)
+            proc.stdout.close()
         # whatever the kill interrupted, after recovery (what the next writer runs first)
         # the log holds whole micro-batches only
         if os.path.exists(jr.journal_path(root, "s")):
