@@ -106,3 +106,24 @@ def test_errors_found_exit_1_as_kafkalog_report(spark, logs, tmp_path, capsys):
         spark.stop = spark_stop
     assert json.loads(summary.read_text())["errors"] >= 1
     assert code == 1 == jobkit.EXIT_DATA
+
+
+def test_killed_mid_run_leaves_the_old_report_and_the_next_run_lands(logs, tmp_path):
+    """The job SIGKILLed at its first rename (the JSON report written and fsynced beside
+    the old one, not yet renamed over it): both old reports byte-identical; the next run
+    replaces both."""
+    html, js = tmp_path / "r.html", tmp_path / "r.json"
+    html.write_text("<p>the old report</p>")
+    js.write_text('{"old": true}\n')
+    argv = [sys.executable, str(REPO / "jobs" / "log_report.py"), "--path", str(logs),
+            "--topic", "events", "--html", str(html), "--json", str(js), "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SPARK_KAFKALOG_FAULTS": "rename@1=KILL"}
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == -9, r.stderr[-2000:]
+    assert html.read_text() == "<p>the old report</p>" and js.read_text() == '{"old": true}\n'
+    env.pop("SPARK_KAFKALOG_FAULTS")
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(js.read_text())["totals"]["records"] == 9_000
+    assert html.read_text().startswith("<!doctype html>")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.html", "r.json"]
