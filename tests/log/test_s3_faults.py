@@ -167,7 +167,9 @@ def write_via(proxy, bucket, wid="batch:w3"):
 
 
 @pytest.mark.parametrize("kind,stride", [
-    ("slowdown", 4),                                   # fast tier: every fourth request
+    # fast tier: every fourth request, the kinds of ERRORS taking turns (500 at k=0,
+    # 503 at k=4, slowdown at 8, reset at 12, short at 16, 500 again at 20, ...)
+    ("mixed", 4),
     pytest.param("slowdown", 1, marks=pytest.mark.slow),
     pytest.param("reset", 1, marks=pytest.mark.slow)])
 def test_write_outage_from_every_request(proxy, s3, s3_endpoint, kind, stride):  # noqa: F811
@@ -187,7 +189,8 @@ def test_write_outage_from_every_request(proxy, s3, s3_endpoint, kind, stride): 
         b = f"{bucket}-{k}"
         fs.create_dir(b)
         pafs.copy_files(bucket, b, source_filesystem=fs, destination_filesystem=fs)
-        faults = proxy.set(Faults(kind, methods=WRITE_METHODS, count=None, after=k))
+        kind_k = ERRORS[(k // stride) % len(ERRORS)] if kind == "mixed" else kind
+        faults = proxy.set(Faults(kind_k, methods=WRITE_METHODS, count=None, after=k))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -215,9 +218,11 @@ def test_write_outage_from_every_request(proxy, s3, s3_endpoint, kind, stride): 
                                   filesystem_options=opts(s3_endpoint))) == new
         assert not [i for i in fs.get_file_info(pafs.FileSelector(b))
                     if i.base_name.startswith(jr.STAGING_PREFIX)], k
-        outcomes[k] = (outcome, "new" if committed else "old")
+        outcomes[k] = (kind_k, outcome, "new" if committed else "old")
     print(f"s3 writes, {kind}: {n} requests: {outcomes}")
-    assert {o for _, o in outcomes.values()} == {"old", "new"}
+    assert {o for _, _, o in outcomes.values()} == {"old", "new"}
+    if kind == "mixed":
+        assert {k for k, _, _ in outcomes.values()} == set(ERRORS)
 
 
 def test_passing_write_faults_are_retried(proxy, s3, s3_endpoint):  # noqa: F811
