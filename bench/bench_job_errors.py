@@ -30,7 +30,7 @@ ENV = dict(os.environ, PYSPARK_PYTHON=str(VENV / "python"),
 
 # A broker holds an exclusive POSIX record lock on <logdir>/.lock (Kafka's
 # FileChannel.tryLock); the jobs probe it with fcntl.lockf (LOCK_SH), see
-# spark_kafkalog/log/write/lock.py. A flock() would not conflict with that probe on Linux.
+# spark_kafkalog/log/files/lock.py. A flock() would not conflict with that probe on Linux.
 HOLDER = """import fcntl, sys, time
 f = open(sys.argv[1], "a+")
 fcntl.lockf(f, fcntl.LOCK_EX)

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def main(argv=None) -> int:
     import pyarrow.fs as pafs
 
-    from spark_kafkalog.log.write import journal as jr
+    from spark_kafkalog.log.files import journal as jr
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--commits", type=int, default=1000)

@@ -284,7 +284,7 @@ def commit_scale(scratch: Path, counts: list[int], records: int, repeat: int,
 
     from spark_kafkalog.format.encode import encode_partitioned
     from spark_kafkalog.log.write import AppendConfig, TopicSpec, commit_write
-    from spark_kafkalog.log.write import journal as jr
+    from spark_kafkalog.log.files import journal as jr
     from spark_kafkalog.log.write.config import watcher
     from spark_kafkalog.log.write.staging import StagingWriter
 

@@ -164,7 +164,7 @@ def checkpoint(data: bytes) -> None:
 
 
 def journal(data: bytes) -> None:
-    from spark_kafkalog.log.write import journal as jr
+    from spark_kafkalog.log.files import journal as jr
 
     flags, body = _split(data)
     if flags & 1:          # a well-formed header over the fuzzed body
@@ -296,7 +296,7 @@ def _journal_seed() -> bytes:
     import pyarrow as pa
     import pyarrow.fs as pafs
 
-    from spark_kafkalog.log.write import journal as jr
+    from spark_kafkalog.log.files import journal as jr
     from spark_kafkalog.log.write import write_table
 
     with tempfile.TemporaryDirectory() as tmp:

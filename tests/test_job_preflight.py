@@ -283,7 +283,7 @@ def test_consumer_offsets_and_report_refuse_before_writing(tmp_path, logs, no_sp
 # ---- the pieces ---------------------------------------------------------------------------------
 def test_broker_lock_probe_creates_nothing_and_keeps_our_own_guard(tmp_path):
     from spark_kafkalog.log.io import resolve_filesystem
-    from spark_kafkalog.log.write.lock import BrokerDirGuard
+    from spark_kafkalog.log.files.lock import BrokerDirGuard
 
     fs, root = resolve_filesystem(str(tmp_path))
     check_broker_lock(fs, root)                      # no .lock: free, and none created

@@ -102,7 +102,7 @@ def recover_log_dir(path: str, topics=None) -> list[str]:
     next open, so that a killed run's partition dirs never look like a topic that exists.
     Returns the topics whose journal held such a write."""
     from spark_kafkalog.log.write import recover_topic
-    from spark_kafkalog.log.write.journal import journal_path
+    from spark_kafkalog.log.files.journal import journal_path
 
     info = _info(path)
     if info is None or info.type != pafs.FileType.Directory:

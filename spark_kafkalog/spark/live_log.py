@@ -45,7 +45,7 @@ from spark_kafkalog.log import (
 )
 from spark_kafkalog.log.io import list_dir, map_io
 from spark_kafkalog.log.read.snapshot import topic_snapshot
-from spark_kafkalog.log.write.journal import journal_path
+from spark_kafkalog.log.files.journal import journal_path
 from spark_kafkalog.log.read.discovery import list_segments
 from spark_kafkalog.spark.options import Assign, ReadOptions, Subscribe, SubscribePattern
 

@@ -86,7 +86,7 @@ from pyspark.sql.types import (
 
 from spark_kafkalog.errors import BadRowError, CommitConflictError, InvalidOptionError
 from spark_kafkalog.format.npview import to_numpy
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write import (
     AppendConfig,
     OWN_FILE_MIN_BYTES,

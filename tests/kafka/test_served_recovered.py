@@ -23,7 +23,7 @@ import pytest
 
 from spark_kafkalog.log import read_table
 from spark_kafkalog.log.write import AppendConfig, recover_topic
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from tests.kafka.compare import differences, dump_log_segments_findings, from_arrow
 from tests.kafka.test_served import place
 from tests.kafka.topics import BASE_TS

@@ -21,7 +21,7 @@ from spark_kafkalog.errors import (
     CorruptRecordError,
     InvalidOptionError,
 )
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write import (
     AppendConfig,
     StagingWriter,

@@ -10,7 +10,7 @@ import traceback
 import pyarrow.fs as pafs
 
 from spark_kafkalog.cli import main
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write import AppendConfig
 from tests.log.test_appender_util import R, assert_indexes_like_broker, read_kp, write
 

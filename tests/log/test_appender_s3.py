@@ -10,7 +10,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from spark_kafkalog.cli import main
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write import recover
 from spark_kafkalog.log import read_table
 from spark_kafkalog.log.write import AppendConfig, topic_partitions

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from spark_kafkalog.log.maintain import CompactSettings, compact_topic
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write import recover_topic
 from tests.log.logbuilder import LogDirBuilder
 from tests.log.test_compact import T0, build, check_clean, read_all

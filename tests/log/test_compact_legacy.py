@@ -7,7 +7,7 @@ import pytest
 
 from spark_kafkalog.errors import UnsupportedFormatError
 from spark_kafkalog.log.maintain import check_compactable, compact_topic
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from tests.log.logbuilder import LogDirBuilder, rec
 from tests.log.test_compact import T0
 from tests.log.test_crash import FS

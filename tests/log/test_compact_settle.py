@@ -19,7 +19,7 @@ from spark_kafkalog.log.maintain import compact_topic
 from spark_kafkalog.log.read import discovery
 from spark_kafkalog.log.read.snapshot import SETTLE_TRIES
 from spark_kafkalog.log.write import recover_topic
-from spark_kafkalog.log.write.lock import TopicLock
+from spark_kafkalog.log.files.lock import TopicLock
 from tests.log.killing import run_killed
 from tests.log.test_compact import T0, read_all
 from tests.log.test_compact_crash import SETTINGS, _fresh, pristine  # noqa: F401 (fixture)

@@ -26,7 +26,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from spark_kafkalog.log.write import config as write_config
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write import (
     AppendConfig,
     StagingWriter,

@@ -29,7 +29,7 @@ import pytest
 from spark_kafkalog.errors import KafkaLogError
 from spark_kafkalog.log import read_table
 from spark_kafkalog.log.write import AppendConfig, commit_write, write_table
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from tests.log import test_crash
 from tests.log.faulting import (
     FaultPlan,

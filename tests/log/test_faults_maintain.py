@@ -20,7 +20,7 @@ from spark_kafkalog.errors import KafkaLogError
 from spark_kafkalog.log import LogDirs
 from spark_kafkalog.log.maintain import compact_topic
 from spark_kafkalog.log.maintain.retention import apply_retention, purge_deleted
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write import recover_topic
 from tests.log.faulting import (MODES, FaultPlan, assert_storage_error, count_calls, injected,
                                 leftovers)

@@ -22,7 +22,7 @@ from spark_kafkalog.errors import KafkaLogError
 from spark_kafkalog.log import read_table
 from spark_kafkalog.log.maintain import compact_topic
 from spark_kafkalog.log.write import AppendConfig, write_table
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from tests.log.faulting import assert_storage_error, can_mount, fill, leftovers, small_fs
 from tests.log.test_compact import T0, check_clean
 from tests.log.test_compact_crash import SETTINGS, pristine, read_parts  # noqa: F401

@@ -17,8 +17,8 @@ from spark_kafkalog.errors import (
     LogLayoutError,
 )
 from spark_kafkalog.log.write import AppendConfig, recover
-from spark_kafkalog.log.write import journal as jr
-from spark_kafkalog.log.write.lock import TopicLock, holder_alive, process_start_time
+from spark_kafkalog.log.files import journal as jr
+from spark_kafkalog.log.files.lock import TopicLock, holder_alive, process_start_time
 from tests.log.test_appender_util import R, read_kp, write
 
 FS = pafs.LocalFileSystem()
@@ -264,7 +264,7 @@ def test_multi_topic_write_commits_on_its_coordinator(tmp_path):
 _HOLDER = """
 import sys, time
 import pyarrow.fs as pafs
-from spark_kafkalog.log.write.lock import TopicLock
+from spark_kafkalog.log.files.lock import TopicLock
 lk = TopicLock(pafs.LocalFileSystem(), sys.argv[1], "t", write_id="batch:held").acquire()
 print("held", flush=True)
 sys.stdin.read()

@@ -20,7 +20,7 @@ from spark_kafkalog.log.write import (
     commit_write,
     write_table,
 )
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from tests.log.test_appender_util import (
     R,
     assert_indexes_like_broker,

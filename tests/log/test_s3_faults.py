@@ -22,7 +22,7 @@ import pytest
 from spark_kafkalog.errors import InvalidOptionError, KafkaLogError
 from spark_kafkalog.log import read_table
 from spark_kafkalog.log.io import resolve_filesystem
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write import write_table
 from tests.log.s3faults import FaultProxy, Faults
 from tests.log.test_s3 import REGION, s3, s3_endpoint  # noqa: F401  (session moto server)

@@ -14,7 +14,7 @@ from spark_kafkalog.log import (
     read_table,
     topic_states,
 )
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.files.checkpoint import LOG_START_OFFSET_CHECKPOINT, write_checkpoint
 from spark_kafkalog.log.write import AppendConfig
 from tests.log.test_appender_util import R, write

@@ -18,7 +18,7 @@ import pytest
 
 from spark_kafkalog.log.maintain import compact_topic
 from spark_kafkalog.log.model.swap import swap_state, swap_steps
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from tests.log.logbuilder import LogDirBuilder
 from tests.log.test_compact import T0, build
 from tests.log.test_compact_crash import SETTINGS

@@ -19,7 +19,7 @@ from spark_kafkalog.errors import LogLayoutError
 from spark_kafkalog.log import read_table
 from spark_kafkalog.log.files.checkpoint import read_checkpoint, read_leader_epoch_checkpoint
 from spark_kafkalog.log.write import AppendConfig, recover_topic
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from tests.log.killing import FaultCounter, run_killed
 from tests.log.test_appender_util import R, write
 from tests.log.test_crash import FS

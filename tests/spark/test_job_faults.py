@@ -35,7 +35,7 @@ from spark_kafkalog.errors import StorageError, unwrap
 from spark_kafkalog.jobs import _preflight, copy_topic, import_files
 from spark_kafkalog.jobs.make_sample_log import make_sample_log
 from spark_kafkalog.log import LogDirs, read_table
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from tests.log import faulting
 from tests.log.faulting import (
     MODES,

@@ -11,7 +11,7 @@ import pickle
 import pyarrow as pa
 import pytest
 
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write import topic_partitions
 from spark_kafkalog.log.files.checkpoint import read_checkpoint
 from tests.log.test_appender_util import assert_indexes_like_broker, read_aio, read_kp

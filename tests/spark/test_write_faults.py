@@ -16,7 +16,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from spark_kafkalog.log import read_table
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from tests.log.faulting import can_mount, fill, leftovers, small_fs
 from tests.spark.test_write_stream import make_inputs
 

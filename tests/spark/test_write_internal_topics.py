@@ -18,7 +18,7 @@ import pytest
 
 from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.log import read_table
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write import topic_partitions, write_table
 from spark_kafkalog.spark.write_options import parse_write_options
 

@@ -12,7 +12,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from spark_kafkalog.log import read_table
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write import topic_partitions
 from tests.log.logbuilder import LogDirBuilder, rec
 

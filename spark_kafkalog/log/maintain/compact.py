@@ -52,7 +52,7 @@ from spark_kafkalog.log.maintain.cleaner import (
 from spark_kafkalog.log.model import PartitionDir
 from spark_kafkalog.log.read.discovery import list_segments
 from spark_kafkalog.log.read.scan import scan_windows
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write.config import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_BYTES,
@@ -65,7 +65,7 @@ from spark_kafkalog.log.write.config import (
 )
 from spark_kafkalog.log.write.files import listdir, topic_partitions
 from spark_kafkalog.log.write.flush import fsync_dir
-from spark_kafkalog.log.write.lock import DEFAULT_LOCK_TIMEOUT_S, BrokerDirGuard, TopicLock
+from spark_kafkalog.log.files.lock import DEFAULT_LOCK_TIMEOUT_S, BrokerDirGuard, TopicLock
 from spark_kafkalog.log.write.recovery import recover_locked
 from spark_kafkalog.log.write.replace import (
     begin_replace,

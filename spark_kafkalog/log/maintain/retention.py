@@ -71,7 +71,7 @@ from spark_kafkalog.log.read.scan import scan_windows
 from spark_kafkalog.log.read.seek import time_index_last
 from spark_kafkalog.log.read.state import topic_states
 from spark_kafkalog.log.write.config import Fault, no_fault, norm_root, segment_file
-from spark_kafkalog.log.write.lock import (
+from spark_kafkalog.log.files.lock import (
     DEFAULT_LOCK_TIMEOUT_S,
     BrokerDirGuard,
     CheckpointLock,

@@ -452,8 +452,8 @@ def list_commits(path, topic: str, *, filesystem_options: Mapping | None = None
                  ) -> list[Commit]:
     """The commits of ``topic`` a read may ask for (``as_of_commit``): write id, commit
     number, commit time and per-partition offset ranges, oldest first, from the topic's
-    journal (its last :data:`~spark_kafkalog.log.write.journal.RETAIN_COMMITS`, fewer on a
-    wide topic: :data:`~spark_kafkalog.log.write.journal.RETAIN_RANGES`). ``path``: as
+    journal (its last :data:`~spark_kafkalog.log.files.journal.RETAIN_COMMITS`, fewer on a
+    wide topic: :data:`~spark_kafkalog.log.files.journal.RETAIN_RANGES`). ``path``: as
     in :func:`read_table`. Empty for a topic no kafkalog writer wrote."""
     logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options)
     return _commits_of(logdirs, topic)

@@ -31,8 +31,8 @@ import pyarrow.fs as pafs
 from spark_kafkalog.errors import DataLossError, InvalidOptionError, KafkaLogError
 from spark_kafkalog.log.io import is_local
 from spark_kafkalog.log.model.swap import swap_state
-from spark_kafkalog.log.write import journal as jr
-from spark_kafkalog.log.write.lock import topic_lock_free
+from spark_kafkalog.log.files import journal as jr
+from spark_kafkalog.log.files.lock import topic_lock_free
 from spark_kafkalog.log.files.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -173,7 +173,7 @@ def _root_commits(root: str, st, decided: bool) -> list[Commit]:
 
 def list_commits(logdirs, topic: str) -> list[Commit]:
     """The retained commits of ``topic`` in ``logdirs`` (the journal keeps the last
-    :data:`~spark_kafkalog.log.write.journal.RETAIN_COMMITS`), oldest first; empty when the
+    :data:`~spark_kafkalog.log.files.journal.RETAIN_COMMITS`), oldest first; empty when the
     topic has no journal (a log no kafkalog writer wrote)."""
     j = _journals(logdirs, topic)
     out = [c for root, st in j.states.items()

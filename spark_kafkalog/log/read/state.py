@@ -54,7 +54,7 @@ from spark_kafkalog.log.read.snapshot import (
 )
 from spark_kafkalog.log.read.loss import checkpoint_losses
 from spark_kafkalog.log.read.tails import small_tails
-from spark_kafkalog.log.write.journal import journal_path
+from spark_kafkalog.log.files.journal import journal_path
 
 __all__ = ["PartitionState", "partition_state", "ISOLATION_LEVELS", "check_isolation",
            "log_end_offset", "log_tail", "topic_states", "latest_offsets"]

@@ -1,11 +1,12 @@
 """Writing a Kafka log dir: tasks stage encoded batches (:mod:`.staging`), the driver
 commits them whole or not at all (:mod:`.commit`: :mod:`.plan`, :mod:`.apply`, the
-:mod:`.journal`, :mod:`.recovery`, under the locks of :mod:`.lock`). Page-cache and flush
+journal, :mod:`.recovery`, under the locks; the journal and the lock files are file formats
+the readers read too, so they are ``log.files.journal`` and ``log.files.lock``). Page-cache and flush
 tuning is in :mod:`.flush`; :func:`.table.write_table` writes an Arrow table in one call
 (``offsets="preserve"`` keeps each record's offset). The names below are what the Spark writer, jobs and tests use.
 
-They are imported on first use, so that a reader importing only :mod:`.journal` (to
-bound what it returns by the writes in flight) does not load the writer.
+They are imported on first use, so that importing one of them does not load the whole
+writer.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ _EXPORTS = {
     "TopicSpec": "config",
     "partition_dir": "config", "segment_file": "config",
     "topic_partitions": "files",
-    "check_broker_lock": "lock",
+    "check_broker_lock": "spark_kafkalog.log.files.lock",
     "recover": "recovery", "recover_topic": "recovery",
     "BATCH_TABLE_DTYPE": "staging", "StagedFile": "staging", "StagedSection": "staging",
     "StagingWriter": "staging", "batch_table": "staging", "OWN_FILE_MIN_BYTES": "staging",
@@ -31,7 +32,8 @@ def __getattr__(name: str):
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    where = module if "." in module else f"{__name__}.{module}"
+    value = getattr(importlib.import_module(where), name)
     globals()[name] = value
     return value
 

@@ -42,7 +42,7 @@ import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import CommitConflictError, InvalidOptionError
 from spark_kafkalog.log.files.checkpoint import leader_epochs_at
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write.apply import StagedReaders, apply_partition, prefetch_headers
 from spark_kafkalog.log.write.config import (
     MODES,
@@ -56,7 +56,7 @@ from spark_kafkalog.log.write.config import (
 from spark_kafkalog.log.io import is_local, sysio
 from spark_kafkalog.log.write.files import topic_partitions
 from spark_kafkalog.log.write.flush import choose_syncer
-from spark_kafkalog.log.write.lock import BrokerDirGuard, TopicLock
+from spark_kafkalog.log.files.lock import BrokerDirGuard, TopicLock
 from spark_kafkalog.log.write.plan import WritePlan, plan_write
 from spark_kafkalog.log.write.recovery import delete_staging, post_commit, recover_locked
 from spark_kafkalog.log.write.staging import StagedFile

@@ -8,7 +8,7 @@ from typing import Callable
 from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.format import wire
 from spark_kafkalog.log.files.index import DEFAULT_MAX_INDEX_BYTES
-from spark_kafkalog.log.write.lock import DEFAULT_LOCK_TIMEOUT_S
+from spark_kafkalog.log.files.lock import DEFAULT_LOCK_TIMEOUT_S
 
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 DEFAULT_INDEX_INTERVAL_BYTES = 4096

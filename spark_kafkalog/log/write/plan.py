@@ -30,7 +30,7 @@ from spark_kafkalog.log.files.index import (
     IndexBuilder,
 )
 from spark_kafkalog.log.write import config
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write.config import (
     AppendConfig,
     TopicSpec,

@@ -18,7 +18,7 @@ from spark_kafkalog.log.files.checkpoint import (
     write_checkpoint,
 )
 from spark_kafkalog.log.io import file_size, sysio
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write.config import (
     HIGH_WATERMARK_FILE,
     LOG_START_FILE,
@@ -40,7 +40,7 @@ from spark_kafkalog.log.write.files import (
 )
 from spark_kafkalog.log.write.flush import fsync_dir
 from spark_kafkalog.log.write.replace import discard_cleaned, post_replace
-from spark_kafkalog.log.write.lock import (
+from spark_kafkalog.log.files.lock import (
     DEFAULT_LOCK_TIMEOUT_S,
     BrokerDirGuard,
     CheckpointLock,

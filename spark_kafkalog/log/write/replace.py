@@ -50,11 +50,11 @@ from spark_kafkalog.log.io import (
     sysio,
 )
 from spark_kafkalog.log.model.swap import CLEANED, FINAL_ORDER, SEGMENT_SUFFIXES, SWAP
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write.config import Fault, partition_dir, segment_file
 from spark_kafkalog.log.write.files import listdir, topic_partitions
 from spark_kafkalog.log.write.flush import fsync_dir
-from spark_kafkalog.log.write.lock import CheckpointLock
+from spark_kafkalog.log.files.lock import CheckpointLock
 
 __all__ = ["SEGMENT_SUFFIXES", "cleaned_path", "check_replace_fs", "begin_replace",
            "commit_replace", "discard_cleaned", "finish_replace", "post_replace"]

@@ -19,7 +19,7 @@ from spark_kafkalog.errors import BadRowError
 from spark_kafkalog.format import wire
 from spark_kafkalog.format.npview import to_numpy
 from spark_kafkalog.log.io import sysio, write_fully
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.io import delete_file, is_local
 from spark_kafkalog.log.write.flush import BehindFlush
 

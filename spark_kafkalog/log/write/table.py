@@ -14,7 +14,7 @@ from spark_kafkalog.format.encode import encode_partitioned
 from spark_kafkalog.format.npview import to_numpy
 from spark_kafkalog.log.io import resolve_filesystem
 from spark_kafkalog.log.model.names import internal_write_refusal
-from spark_kafkalog.log.write import journal as jr
+from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write.commit import CommitResult, abort_write, commit_write
 from spark_kafkalog.log.write.config import OFFSET_MODES, AppendConfig, TopicSpec
 from spark_kafkalog.log.write.files import topic_partitions
