@@ -55,7 +55,7 @@ def _child(target: str, libfuzzer_args: list[str]) -> None:
     with atheris.instrument_imports(include=["spark_kafkalog"]):
         import spark_kafkalog.format.decode  # noqa: F401  (kernels and their Python)
         import spark_kafkalog.log.files  # noqa: F401
-        import spark_kafkalog.log.write.journal  # noqa: F401
+        import spark_kafkalog.log.files.journal  # noqa: F401
         import spark_kafkalog.format.coordinator.records  # noqa: F401
     import targets
 
