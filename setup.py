@@ -44,9 +44,12 @@ def kernel_extensions():
                 "spark_kafkalog: building the kernels needs Cython>=3.0 "
                 "(pip install 'Cython>=3.0', or let pip's build isolation install it)"
             )
-        # the kernels' shared core: checksums and codec framings (C), the batch layout
-        shared = [os.path.join(KERNEL_DIR, f)
-                  for f in ("_checksums.h", "_framing.h", "_wire.pxd")]
+        # what a kernel's C is built from besides its own .pyx: the hand-written C headers
+        # and sources, the .pxd declarations and the .pxi parts (Cython follows its own
+        # include/cimport tree; this makes the C compile step see a changed header too)
+        shared = [p for pat in ("*.h", "*.pxd", "*.pxi", "*.c")
+                  for p in sorted(glob.glob(os.path.join(KERNEL_DIR, pat)))
+                  if not (p.endswith(".c") and is_generated_c(p))]
         exts = [
             Extension(_module(p), [p], include_dirs=[KERNEL_DIR], depends=shared,
                       extra_compile_args=COMPILE_ARGS)

@@ -65,7 +65,7 @@ def fuzz_runtime() -> Path:
 
 def _sources() -> list[Path]:
     kernel_dir = REPO / "spark_kafkalog" / "format"
-    return [Path(p) for pat in ("*.pyx", "*.pxd", "*.h", "*.c") for p in
+    return [Path(p) for pat in ("*.pyx", "*.pxd", "*.pxi", "*.h", "*.c") for p in
             glob.glob(str(kernel_dir / pat)) if not _generated(Path(p))]
 
 

@@ -26,7 +26,7 @@
    spare bytes. Output per input byte is bounded (lz4: 255, snappy: 22), so no
    allocation is larger than a constant times the input. A failure returns -1 with a
    kl_ferr: a code (KF_*), the payload byte it is at and up to two values;
-   _decode.pyx turns it into a CodecError. */
+   _decode_codecs.pxi (part of _decode.pyx) turns it into a CodecError. */
 #ifndef KL_FRAMING_H
 #define KL_FRAMING_H
 #include <stdint.h>
