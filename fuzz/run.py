@@ -9,7 +9,9 @@ for coverage.
 The corpus lives in ``build/fuzz-corpus/<target>/`` (seeded from ``targets.seeds``);
 a crashing input is written to ``build/fuzz-findings/<target>/``. Keep every fixed
 finding in ``fuzz/regressions/<target>/``: ``--replay`` (and the test suite) runs them.
-Each run prints one summary line: target, executions, edges covered, findings.
+Each run prints one summary line: target, executions, edges covered, peak RSS, chunks,
+findings. A run longer than ``--chunk-seconds`` (120) restarts the fuzzing process per
+chunk, continuing from the same corpus.
 """
 from __future__ import annotations
 
@@ -123,9 +125,24 @@ def _seed(target: str) -> Path:
     return corpus
 
 
-def run(target: str, seconds: int, replay: Path | None = None, jobs: int = 1) -> dict:
+#: a long run goes in restarted chunks of at most this many seconds (--chunk-seconds)
+CHUNK_SECONDS = 120
+
+
+def run(target: str, seconds: int, replay: Path | None = None, jobs: int = 1,
+        chunk_seconds: int = CHUNK_SECONDS) -> dict:
     """Fuzz ``target`` for ``seconds`` (or run each file of ``replay`` once); returns
-    ``{"target", "execs", "edges", "peak_rss_mb", "findings", "returncode", "log"}``."""
+    ``{"target", "execs", "edges", "peak_rss_mb", "findings", "returncode", "chunks",
+    "chunk_stats", "log"}``.
+
+    A run longer than ``chunk_seconds`` goes in chunks: a fresh instrumented process per
+    chunk, each continuing from the same corpus directory (libFuzzer adds its new inputs
+    there, so the coverage carries over). The txn_index target's process grows steadily
+    (~5 MB/s, cause unknown; a plain interpreter running it stays flat) and would reach
+    the RSS limit within a 10-minute run; restarting keeps each process well under it.
+    Executions and findings are summed over the chunks, the edges are the last chunk's,
+    the peak RSS is the largest chunk's; a chunk that fails or writes a finding ends the
+    run."""
     sys.path.insert(0, str(HERE))
     import build_kernels
     import targets
@@ -139,24 +156,48 @@ def run(target: str, seconds: int, replay: Path | None = None, jobs: int = 1) ->
     if replay is not None:
         files = sorted(str(p) for p in replay.iterdir()) if replay.is_dir() else [str(replay)]
         if not files:
-            return {"target": target, "execs": 0, "edges": 0, "findings": 0,
-                    "returncode": 0, "log": ""}
-        args += ["-runs=1", *files]
+            return {"target": target, "execs": 0, "edges": 0, "peak_rss_mb": 0,
+                    "findings": 0, "returncode": 0, "chunks": 0, "chunk_stats": [],
+                    "log": ""}
+        plan = [["-runs=1", *files]]
     else:
-        args += [f"-max_total_time={seconds}", str(_seed(target))]
+        corpus = str(_seed(target))
+        step = max(1, chunk_seconds)
+        plan = [[f"-max_total_time={min(step, seconds - start)}", corpus]
+                for start in range(0, max(seconds, 1), step)]
     env = dict(os.environ, **_preload())
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", target,
-                           "--", *args], env=env, capture_output=True, text=True,
-                          errors="replace", cwd=REPO)
-    log = proc.stdout + proc.stderr
-    execs = re.findall(r"stat::number_of_executed_units:\s*(\d+)", log)
-    peak = re.findall(r"stat::peak_rss_mb:\s*(\d+)", log) or re.findall(r"\brss: (\d+)Mb", log)
-    edges = re.findall(r"\bcov: (\d+)", log)
-    return {"target": target, "execs": int(execs[-1]) if execs else 0,
-            "edges": int(edges[-1]) if edges else 0,
-            "peak_rss_mb": max(map(int, peak)) if peak else 0,
-            "findings": len(set(findings.iterdir()) - before), "returncode": proc.returncode,
-            "log": log}
+    total = {"target": target, "execs": 0, "edges": 0, "peak_rss_mb": 0, "findings": 0,
+             "returncode": 0, "chunks": 0, "chunk_stats": [], "log": ""}
+    logs = []
+    for number, extra in enumerate(plan, 1):
+        proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child",
+                               target, "--", *args, *extra], env=env, capture_output=True,
+                              text=True, errors="replace", cwd=REPO)
+        log = proc.stdout + proc.stderr
+        logs.append(log if len(plan) == 1 else f"--- chunk {number}/{len(plan)} ---\n{log}")
+        execs = re.findall(r"stat::number_of_executed_units:\s*(\d+)", log)
+        peak = (re.findall(r"stat::peak_rss_mb:\s*(\d+)", log)
+                or re.findall(r"\brss: (\d+)Mb", log))
+        edges = re.findall(r"\bcov: (\d+)", log)
+        chunk = {"execs": int(execs[-1]) if execs else 0,
+                 "edges": int(edges[-1]) if edges else 0,
+                 "peak_rss_mb": max(map(int, peak)) if peak else 0,
+                 "returncode": proc.returncode}
+        found = len(set(findings.iterdir()) - before)
+        chunk["findings"] = found - total["findings"]
+        total["chunk_stats"].append(chunk)
+        total.update(execs=total["execs"] + chunk["execs"], edges=chunk["edges"],
+                     peak_rss_mb=max(total["peak_rss_mb"], chunk["peak_rss_mb"]),
+                     findings=found, returncode=proc.returncode, chunks=number)
+        if len(plan) > 1:
+            print(f"{target} chunk {number}/{len(plan)}: {chunk['execs']:,} executions, "
+                  f"{chunk['edges']:,} edges, peak rss {chunk['peak_rss_mb']:,} MB, "
+                  f"{chunk['findings']} findings, exit {proc.returncode}",
+                  file=sys.stderr, flush=True)
+        if proc.returncode != 0 or chunk["findings"]:
+            break
+    total["log"] = "".join(logs)
+    return total
 
 
 def main(argv=None) -> int:
@@ -171,6 +212,9 @@ def main(argv=None) -> int:
     ap.add_argument("target", nargs="?", choices=sorted(targets.TARGETS))
     ap.add_argument("--all", action="store_true", help="every target in turn")
     ap.add_argument("--seconds", type=int, default=60, help="per target (default 60)")
+    ap.add_argument("--chunk-seconds", type=int, default=CHUNK_SECONDS,
+                    help="restart the fuzzing process after this many seconds, continuing "
+                         f"from the same corpus (default {CHUNK_SECONDS})")
     ap.add_argument("--replay", type=Path, help="run these inputs once each")
     ap.add_argument("--json", action="store_true", help="print the summaries as JSON")
     args = ap.parse_args(argv)
@@ -180,13 +224,13 @@ def main(argv=None) -> int:
         replay = args.replay
         if replay is None and args.all and args.seconds == 0:
             replay = REGRESSIONS / name
-        out = run(name, args.seconds, replay)
+        out = run(name, args.seconds, replay, chunk_seconds=args.chunk_seconds)
         ok = out["returncode"] == 0
         failed += not ok
-        summary = {k: v for k, v in out.items() if k != "log"}
+        summary = {k: v for k, v in out.items() if k not in ("log", "chunk_stats")}
         print(json.dumps(summary) if args.json else
               f"{name}: {out['execs']:,} executions, {out['edges']:,} edges, "
-              f"peak rss {out['peak_rss_mb']:,} MB, "
+              f"peak rss {out['peak_rss_mb']:,} MB, {out['chunks']} chunks, "
               f"{'ok' if ok else 'FINDING (exit %d)' % out['returncode']}", flush=True)
         if not ok:
             print(out["log"][-6000:], file=sys.stderr)

@@ -109,3 +109,52 @@ def test_guided_smoke_run(tmp_path, monkeypatch):
             failed.append(f"{name}: exit {out['returncode']}, {out['execs']} executions, "
                           f"{out['edges']} edges\n{out['log'][-3000:]}")
     assert not failed, "\n\n".join(failed)
+
+
+def test_long_run_goes_in_restarted_chunks(tmp_path, monkeypatch):
+    """A run longer than ``chunk_seconds`` restarts the fuzzing process per chunk on the
+    same corpus (txn_index's process grows until the RSS limit within 10 minutes):
+    executions summed, edges of the last chunk, peak RSS the largest, and a chunk with a
+    finding ends the run. No fuzzing here: the child processes are stand-ins."""
+    import subprocess
+    from types import SimpleNamespace
+
+    import build_kernels
+
+    monkeypatch.setattr(build_kernels, "build", lambda: None)
+    monkeypatch.setattr(fuzz_run, "_preload", lambda: {})
+    monkeypatch.setattr(fuzz_run, "CORPUS", tmp_path / "corpus")
+    monkeypatch.setattr(fuzz_run, "FINDINGS", tmp_path / "findings")
+    (tmp_path / "corpus" / "txn_index").mkdir(parents=True)
+    (tmp_path / "corpus" / "txn_index" / "seed").write_bytes(b"x")
+    calls = []
+
+    def child(cmd, **kwargs):
+        calls.append(cmd)
+        n = len(calls)
+        if n == 3 and crash:
+            (tmp_path / "findings" / "txn_index" / "crash-1").write_bytes(b"boom")
+        log = (f"#1 INITED cov: {100 * n} ft: 1 corp: 1/1b exec/s: 0 rss: {50 * n}Mb\n"
+               f"stat::number_of_executed_units: {1000 * n}\n"
+               f"stat::peak_rss_mb: {[0, 300, 700, 500][n]}\n")
+        return SimpleNamespace(stdout="", stderr=log, returncode=1 if n == 3 and crash else 0)
+
+    monkeypatch.setattr(subprocess, "run", child)
+    crash = False
+    out = fuzz_run.run("txn_index", 250, chunk_seconds=120)
+    times = [next(a for a in c if a.startswith("-max_total_time=")) for c in calls]
+    assert times == ["-max_total_time=120", "-max_total_time=120", "-max_total_time=10"]
+    assert all(c[-1] == str(tmp_path / "corpus" / "txn_index") for c in calls)
+    assert (out["chunks"], out["execs"], out["edges"], out["peak_rss_mb"],
+            out["findings"], out["returncode"]) == (3, 6000, 300, 700, 0, 0)
+    assert "-rss_limit_mb=3072" in calls[0]
+
+    calls.clear()
+    out = fuzz_run.run("txn_index", 100, chunk_seconds=120)      # short: one chunk
+    assert len(calls) == 1 and "-max_total_time=100" in calls[0] and out["chunks"] == 1
+
+    calls.clear()
+    crash = True
+    out = fuzz_run.run("txn_index", 600, chunk_seconds=120)
+    assert len(calls) == 3 and out["chunks"] == 3
+    assert (out["findings"], out["returncode"], out["execs"]) == (1, 1, 6000)
