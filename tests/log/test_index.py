@@ -118,3 +118,51 @@ def test_real_broker_index_files(real_broker):
     t = read_time_index(FS, str(d / "00000000000000000000.timeindex"), 0)
     assert t.last == (1685814551582, 17)
     assert isinstance(t.timestamps, np.ndarray)
+
+
+@pytest.mark.parametrize("kind", ["index", "timeindex"])
+def test_an_index_trimmed_while_it_is_read_reads_its_live_prefix(tmp_path, kind):
+    """A broker trims the active segment's preallocated index to its entries when the
+    segment rolls; a reader that took the file's size before the trim then reads past
+    its new end. What it reads is the live prefix, as from the trimmed file (it was a
+    struct.error escaping from the zero-tail bisection)."""
+    import os
+
+    from spark_kafkalog.log.files import index as index_mod
+
+    n = 150
+    if kind == "index":
+        live, read = oi(*[(i * 10 + 9, i * 4096) for i in range(1, n + 1)]), read_offset_index
+    else:
+        live, read = ti(*[(1000 + i, i * 10) for i in range(1, n + 1)]), read_time_index
+    p = tmp_path / f"00000000000000000000.{kind}"
+    p.write_bytes(live + b"\0" * (1024 * 1024 - len(live)))
+    preallocated = os.path.getsize(p)
+    real_open = index_mod.open_listed
+
+    def trimmed_after_size(fs, path):
+        f = real_open(fs, path)
+        os.truncate(path, len(live))            # the broker's roll, just after the open
+
+        class Stale:
+            def size(self):
+                return preallocated             # the size taken before the trim
+
+            def __getattr__(self, name):
+                return getattr(f, name)
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                f.close()
+        return Stale()
+
+    want = read(FS, str(p), 0)
+    p.write_bytes(live + b"\0" * (1024 * 1024 - len(live)))
+    index_mod.open_listed = trimmed_after_size
+    try:
+        got = read(FS, str(p), 0)
+    finally:
+        index_mod.open_listed = real_open
+    assert len(got) == len(want) == n and got.last == want.last

@@ -220,10 +220,19 @@ def _read_index_prefix(fs: pafs.FileSystem, path: str, entry_size: int, rel_at: 
             return b"", 0
 
         def rel(i: int) -> int:
-            return struct.unpack_from(">i", f.read_at(entry_size, i * entry_size), rel_at)[0]
+            entry = f.read_at(entry_size, i * entry_size)
+            if len(entry) < entry_size:
+                # the file shrank since its size was read: a broker trims the active
+                # segment's preallocated index when it rolls, and what it cut was the
+                # zero tail
+                return 0
+            return struct.unpack_from(">i", entry, rel_at)[0]
+
+        def whole(data: bytes) -> bytes:
+            return data[:len(data) - len(data) % entry_size]
 
         if n == 1 or rel(n - 1) != 0:
-            return f.read_at(n * entry_size, 0), n
+            return whole(f.read_at(n * entry_size, 0)), n
         # Invariant: entry lo is live (or entry 0), entry hi is in the zero tail.
         lo, hi = 0, n - 1
         while hi - lo > 1:
@@ -232,7 +241,7 @@ def _read_index_prefix(fs: pafs.FileSystem, path: str, entry_size: int, rel_at: 
                 lo = mid
             else:
                 hi = mid
-        return f.read_at(hi * entry_size, 0), n
+        return whole(f.read_at(hi * entry_size, 0)), n
 
 
 def read_offset_index(fs: pafs.FileSystem, path: str, base_offset: int, *,
