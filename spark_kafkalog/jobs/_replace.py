@@ -126,6 +126,9 @@ class HadoopFiles:
             out.append(path[len(base) + 1:])
         return sorted(out)
 
+    def exchange(self, a: str, b: str) -> bool:
+        return False                    # Hadoop's FileSystem has no atomic exchange
+
     def move_file(self, src: str, dst: str) -> None:
         self.fs.mkdirs(self._p(dst).getParent())
         self.rename(src, dst)
@@ -182,8 +185,7 @@ def recover(files, output: str) -> list[str]:
 def swap_in(files, output: str, new: str, run_id: str) -> None:
     """Make the complete output ``new`` the one at ``output`` (see the module doc)."""
     if files.atomic_rename:
-        if files.exists(output) and getattr(files, "exchange", None) is not None \
-                and files.exchange(new, output):
+        if files.exists(output) and files.exchange(new, output):
             files.delete(new)           # the old output now; recover() drops it if killed
             return
         if files.exists(output):

@@ -48,7 +48,7 @@ from spark_kafkalog import jobkit
 from spark_kafkalog.jobs import _preflight, _replace
 from spark_kafkalog.errors import LogLayoutError
 from spark_kafkalog.log import read_group_state, read_transaction_state
-from spark_kafkalog.log.io import fsync_dir, write_local_atomic
+from spark_kafkalog.log.io import fsync_dir, fsync_file
 
 MAPPING_COLUMNS = ("topic", "partition", "offset", "new_topic", "new_partition",
                    "new_offset")
@@ -131,8 +131,12 @@ class _Output:
         os.mkdir(self.staging)
 
     def write(self, name: str, write) -> str:
-        """Write ``name`` with ``write(path)``; returns where it will be once swapped in."""
-        write_local_atomic(os.path.join(self.staging, name), write)
+        """Write ``name`` with ``write(path)`` and fsync it (the staging directory is read
+        by nobody, so no file of it needs its own rename); returns where it will be once
+        swapped in."""
+        path = os.path.join(self.staging, name)
+        write(path)
+        fsync_file(path)
         return os.path.join(self.out, name)
 
     def commit(self) -> None:

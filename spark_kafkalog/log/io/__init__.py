@@ -23,6 +23,7 @@ from spark_kafkalog.log.io.fs import (
     delete_file,
     file_size,
     fsync_dir,
+    fsync_file,
     is_local,
     join,
     list_dir,
@@ -38,7 +39,7 @@ from spark_kafkalog.log.io.parallel import map_io
 from spark_kafkalog.log.io.segment_file import SegmentFile, read_whole_local
 
 __all__ = ["FILE_DELETE_DELAY_MS", "FILESYSTEM_OPTIONS", "WRITE_PIECE_BYTES",
-           "SegmentFile", "delete_file", "file_size", "find_renamed", "fsync_dir",
+           "SegmentFile", "delete_file", "file_size", "find_renamed", "fsync_dir", "fsync_file",
            "is_local", "join", "list_dir", "map_io", "open_listed", "purge_deleted_files",
            "read_listed", "read_range", "read_small_file", "rename_for_deletion",
            "read_whole_local", "resolve_filesystem", "same_file", "split_deleted", "sysio",

@@ -359,12 +359,17 @@ def write_local_atomic(path: str, write: Callable[[str], None]) -> None:
     ``path``, the directory fsynced; a failure or a kill leaves the old ``path``."""
     def write_synced(tmp: str) -> None:
         write(tmp)
-        fd = sysio.open_fd(tmp, os.O_RDONLY)
-        try:
-            sysio.fsync(fd, tmp)
-        finally:
-            os.close(fd)
+        fsync_file(tmp)
     _replace_local(path, write_synced)
+
+
+def fsync_file(path: str) -> None:
+    """fsync a local file another writer wrote and closed (Parquet's, a CSV's)."""
+    fd = sysio.open_fd(path, os.O_RDONLY)
+    try:
+        sysio.fsync(fd, path)
+    finally:
+        os.close(fd)
 
 
 def _replace_local(path: str, write_synced: Callable[[str], None]) -> None:
