@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from spark_kafkalog.errors import CoordinatorRecordError
 from spark_kafkalog.format.coordinator.protocol import Reader, uuid_text
-from spark_kafkalog.format.coordinator.rows import to_json
 from spark_kafkalog.format.coordinator.schemas import F, json_fields, read_struct
+from spark_kafkalog.format.coordinator.text import coordinator_record_text
 
 __all__ = ["SHARE_RECORDS", "decode_share_key", "decode_share_value", "share_group_state_text"]
 
@@ -61,25 +61,16 @@ def decode_share_value(rtype: int, value: bytes) -> tuple[int, dict | None]:
     return version, read_struct(r, fields, "", True)
 
 
+def _share_value_json(rtype: int, value: bytes) -> tuple[int, dict]:
+    version, vdata = decode_share_value(rtype, value)
+    if vdata is None:
+        raise CoordinatorRecordError(f"Unknown value version {version}")
+    return version, json_fields(SHARE_RECORDS[rtype][1][version], vdata)
+
+
 def share_group_state_text(key: bytes | None, value: bytes | None, offset: int
                            ) -> tuple[str | None, str | None]:
     """``(key text, payload text)`` as Kafka's ``--share-group-state-decoder`` prints a
     record at ``offset``."""
-    if key is None:
-        raise CoordinatorRecordError(f"Failed to decode message at offset {offset} using "
-                                     "share group state decoder (message had a missing key)",
-                                     offset=offset)
-    try:
-        rtype, kdata = decode_share_key(key)
-        if kdata is None:
-            return f"Unknown record type {rtype} at offset {offset}, skipping.", None
-        ktext = to_json({"type": str(rtype), "data": kdata})
-        if value is None:
-            return ktext, "<DELETE>"
-        version, vdata = decode_share_value(rtype, value)
-        if vdata is None:
-            raise CoordinatorRecordError(f"Unknown value version {version}")
-        fields = SHARE_RECORDS[rtype][1][version]
-        return ktext, to_json({"version": str(version), "data": json_fields(fields, vdata)})
-    except CoordinatorRecordError as e:
-        return f"Error at offset {offset}, skipping. {e.reason}", None
+    return coordinator_record_text("share group state", key, value, offset,
+                                   decode_share_key, _share_value_json)

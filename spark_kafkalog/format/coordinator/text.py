@@ -23,7 +23,7 @@ from spark_kafkalog.format.coordinator.records import (
 from spark_kafkalog.format.coordinator.rows import to_json as _json
 from spark_kafkalog.format.coordinator.schemas import SCHEMAS, json_data
 
-__all__ = ["offsets_text", "transaction_log_text"]
+__all__ = ["coordinator_record_text", "offsets_text", "transaction_log_text"]
 
 _CONSUMER = "consumer"
 
@@ -54,29 +54,49 @@ def _consumer_members(value: dict) -> dict:
     return {**value, "members": members}
 
 
+def coordinator_record_text(decoder: str, key: bytes | None, value: bytes | None,
+                            offset: int, decode_key, decode_value
+                            ) -> tuple[str | None, str | None]:
+    """``(key text, payload text)`` of one coordinator record at ``offset``, framed as
+    DumpLogSegments' CoordinatorRecordMessageParser frames it for every coordinator
+    decoder (offsets, transaction log, share group state): a record without a key
+    raises CoordinatorRecordError; a key type ``decode_key`` does not know (fields None)
+    is skipped; a tombstone's payload is ``<DELETE>``; a key or value that does not
+    decode is skipped with its reason. ``decode_key(key) -> (type, fields | None)``,
+    ``decode_value(type, value) -> (version, JSON data)``; ``decoder`` names the decoder
+    in the missing-key error ("offset topic", ...)."""
+    if key is None:
+        raise CoordinatorRecordError(f"Failed to decode message at offset {offset} using "
+                                     f"{decoder} decoder (message had a missing key)",
+                                     offset=offset)
+    try:
+        rtype, kdata = decode_key(key)
+        if kdata is None:
+            return f"Unknown record type {rtype} at offset {offset}, skipping.", None
+        if value is None:
+            return _key_text(rtype, kdata), "<DELETE>"
+        version, vdata = decode_value(rtype, value)
+        return _key_text(rtype, kdata), _value_text(version, vdata)
+    except CoordinatorRecordError as e:         # UnknownVersion included
+        return f"Error at offset {offset}, skipping. {e.reason}", None
+
+
+def _group_value_json(rtype: int, value: bytes) -> tuple[int, dict]:
+    version, vdata = decode_group_value(rtype, value)
+    if rtype == GROUP_METADATA:
+        vdata = _consumer_members(vdata)
+    elif rtype in SCHEMAS:
+        vdata = json_data(rtype, version, vdata)
+    return version, vdata
+
+
 def offsets_text(key: bytes | None, value: bytes | None, offset: int
                  ) -> tuple[str | None, str | None]:
     """``(key text, payload text)`` of a ``__consumer_offsets`` record at ``offset``;
     payload None where Kafka prints none (a record it skips). Raises
     CoordinatorRecordError for a record without a key (Kafka's tool stops there)."""
-    if key is None:
-        raise CoordinatorRecordError(f"Failed to decode message at offset {offset} using "
-                                     "offset topic decoder (message had a missing key)",
-                                     offset=offset)
-    try:
-        rtype, kdata = decode_group_key(key)
-        if kdata is None:
-            return f"Unknown record type {rtype} at offset {offset}, skipping.", None
-        if value is None:
-            return _key_text(rtype, kdata), "<DELETE>"
-        version, vdata = decode_group_value(rtype, value)
-        if rtype == GROUP_METADATA:
-            vdata = _consumer_members(vdata)
-        elif rtype in SCHEMAS:
-            vdata = json_data(rtype, version, vdata)
-        return _key_text(rtype, kdata), _value_text(version, vdata)
-    except CoordinatorRecordError as e:
-        return f"Error at offset {offset}, skipping. {e.reason}", None
+    return coordinator_record_text("offset topic", key, value, offset, decode_group_key,
+                                   _group_value_json)
 
 
 _TXN_PRINTED_TAGS = (("previousProducerId", -1), ("nextProducerId", -1))
@@ -105,20 +125,13 @@ def _txn_value_json(version: int, v: dict) -> dict:
     return out
 
 
+def _txn_value(rtype: int, value: bytes) -> tuple[int, dict]:
+    version, vdata = decode_txn_value(value)
+    return version, _txn_value_json(version, vdata)
+
+
 def transaction_log_text(key: bytes | None, value: bytes | None, offset: int
                          ) -> tuple[str | None, str | None]:
     """``(key text, payload text)`` of a ``__transaction_state`` record at ``offset``."""
-    if key is None:
-        raise CoordinatorRecordError(f"Failed to decode message at offset {offset} using "
-                                     "transaction log decoder (message had a missing key)",
-                                     offset=offset)
-    try:
-        rtype, kdata = decode_txn_key(key)
-        if kdata is None:
-            return f"Unknown record type {rtype} at offset {offset}, skipping.", None
-        if value is None:
-            return _key_text(rtype, kdata), "<DELETE>"
-        version, vdata = decode_txn_value(value)
-        return _key_text(rtype, kdata), _value_text(version, _txn_value_json(version, vdata))
-    except CoordinatorRecordError as e:         # UnknownVersion included
-        return f"Error at offset {offset}, skipping. {e.reason}", None
+    return coordinator_record_text("transaction log", key, value, offset, decode_txn_key,
+                                   _txn_value)
