@@ -78,6 +78,38 @@ def _check_int(name: str, v, lo: int, hi: int) -> int:
     return v
 
 
+_NOT_PARTITIONED = object()
+
+
+def _check_options(table, compression, offsets: str, base_offset, max_batch_bytes,
+                   partition_leader_epoch, now_ms, num_partitions=_NOT_PARTITIONED
+                   ) -> tuple:
+    """The options :func:`encode_batches` and :func:`encode_partitioned` share (and
+    ``num_partitions``, given), checked in one order: ``(codec id,
+    given_offsets(table, offsets), now_ms)`` (now_ms None: the time now)."""
+    cid = codecs.codec_id(compression)
+    given = given_offsets(table, offsets)
+    if given[0] is not None and base_offset != 0:
+        raise InvalidOptionError("base_offset cannot be combined with offsets='preserve'")
+    if num_partitions is not _NOT_PARTITIONED:
+        _check_int("num_partitions", num_partitions, 1, _MAX_INT32)
+    _check_int("base_offset", base_offset, 0, _MAX_INT64)
+    _check_int("max_batch_bytes", max_batch_bytes, V2_HEADER_SIZE + 1, _MAX_INT32)
+    _check_int("partition_leader_epoch", partition_leader_epoch, -1, _MAX_INT32)
+    if now_ms is None:
+        now_ms = int(time.time() * 1000)
+    _check_int("now_ms", now_ms, 0, _MAX_INT64)
+    return cid, given, now_ms
+
+
+def _check_level(cid: int, compression_level) -> None:
+    """A compression level only with a codec, and one the codec accepts."""
+    if cid != CODEC_NONE:
+        codecs.compress(cid, b"", level=compression_level)   # validates the level early
+    elif compression_level is not None:
+        raise InvalidOptionError("compression_level given with compression 'none'")
+
+
 def _auto_threads() -> int:
     try:
         cores = len(os.sched_getaffinity(0))
@@ -126,22 +158,11 @@ def encode_batches(table, /, *, rows=None, compression="none", base_offset: int 
                    partition_leader_epoch: int = -1, now_ms: int | None = None,
                    threads: int | None = None, offsets: str = "assign"):
     """Like :func:`encode`, also returning the per-batch index table (see module doc)."""
-    cid = codecs.codec_id(compression)
-    given = given_offsets(table, offsets)
-    if given[0] is not None and base_offset != 0:
-        raise InvalidOptionError("base_offset cannot be combined with offsets='preserve'")
-    _check_int("base_offset", base_offset, 0, _MAX_INT64)
-    _check_int("max_batch_bytes", max_batch_bytes, V2_HEADER_SIZE + 1, _MAX_INT32)
-    _check_int("partition_leader_epoch", partition_leader_epoch, -1, _MAX_INT32)
-    if now_ms is None:
-        now_ms = int(time.time() * 1000)
-    _check_int("now_ms", now_ms, 0, _MAX_INT64)
+    cid, given, now_ms = _check_options(table, compression, offsets, base_offset,
+                                        max_batch_bytes, partition_leader_epoch, now_ms)
     if threads is not None:
         _check_int("threads", threads, 1, 1024)
-    if cid != CODEC_NONE:
-        codecs.compress(cid, b"", level=compression_level)   # validates the level early
-    elif compression_level is not None:
-        raise InvalidOptionError("compression_level given with compression 'none'")
+    _check_level(cid, compression_level)
     crc32c = _crc32c_fn()
 
     enc, n = make_encoder(table, rows, now_ms, given=given)
@@ -233,17 +254,9 @@ def encode_partitioned(table, parts, num_partitions: int, /, *, compression="non
 
     ``offsets="preserve"``: as for :func:`encode`; offsets must increase strictly within
     each partition (rows of one partition in offset order)."""
-    cid = codecs.codec_id(compression)
-    given = given_offsets(table, offsets)
-    if given[0] is not None and base_offset != 0:
-        raise InvalidOptionError("base_offset cannot be combined with offsets='preserve'")
-    _check_int("num_partitions", num_partitions, 1, _MAX_INT32)
-    _check_int("base_offset", base_offset, 0, _MAX_INT64)
-    _check_int("max_batch_bytes", max_batch_bytes, V2_HEADER_SIZE + 1, _MAX_INT32)
-    _check_int("partition_leader_epoch", partition_leader_epoch, -1, _MAX_INT32)
-    if now_ms is None:
-        now_ms = int(time.time() * 1000)
-    _check_int("now_ms", now_ms, 0, _MAX_INT64)
+    cid, given, now_ms = _check_options(table, compression, offsets, base_offset,
+                                        max_batch_bytes, partition_leader_epoch, now_ms,
+                                        num_partitions)
     if isinstance(parts, (pa.Array, pa.ChunkedArray)):
         if parts.null_count:
             raise InvalidOptionError(f"parts has {parts.null_count} null entries")
@@ -261,14 +274,12 @@ def encode_partitioned(table, parts, num_partitions: int, /, *, compression="non
         raise InvalidOptionError(f"parts[{bad}] is {int(parts[bad])}, outside "
                                  f"[0, {num_partitions})")
     parts = np.ascontiguousarray(parts, dtype=np.int32)
+    _check_level(cid, compression_level)
     if cid != CODEC_NONE:
-        codecs.compress(cid, b"", level=compression_level)   # validates the level early
         return _encode_partitioned_compressed(table, parts, num_partitions, cid,
                                               compression_level, base_offset,
                                               max_batch_bytes, partition_leader_epoch,
                                               now_ms, given)
-    if compression_level is not None:
-        raise InvalidOptionError("compression_level given with compression 'none'")
     enc, n = make_encoder(table, None, now_ms, PartitionedEncoder, given)
     if n == 0:
         return b"", []
