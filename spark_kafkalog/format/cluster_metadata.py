@@ -99,17 +99,12 @@ def _struct(r: Reader, fields, version: int, flex: bool) -> dict:
         else:
             out[f[0]] = _field(r, f, version, flex)
     if flex:
-        for _ in range(r.uvarint("tagged fields")):
-            tag = r.uvarint("tag")
-            size = r.uvarint(f"tag {tag} size")
-            end = r.pos + size
-            if end > len(r.data):
-                raise r.fail(f"tag {tag} needs {size} bytes, {len(r.data) - r.pos} left")
+        # the walk is Reader.tagged_spans, as for the group records (.coordinator.schemas);
+        # unlike that reader, a tagged value read short of its size is not checked here
+        for tag, _size, end in r.tagged_spans():
             f = tagged.get(tag)
             if f is not None:
-                sub = Reader(r.data[:end], r.what, r.pos)
-                out[f[0]] = _field(sub, f, version, flex)
-            r.pos = end           # a tag this build does not know: skipped, as Kafka does
+                out[f[0]] = _field(Reader(r.data[:end], r.what, r.pos), f, version, flex)
     return out
 
 

@@ -129,6 +129,8 @@ class Reader:
             raise self.fail(f"{field} has length {n}")
         return self._text(self._take(n, field), field)
 
+    # string's twin but for the rule: BYTES' classic length is int32 (STRING's int16)
+    # and its bytes are not UTF-8 text
     def bytes_(self, field: str, *, flexible: bool = False, nullable: bool = False
                ) -> bytes | None:
         n = self.uvarint(field) - 1 if flexible else self.int32(field)
@@ -155,6 +157,22 @@ class Reader:
     def int32_array(self, field: str, *, flexible: bool = False) -> list[int]:
         n = self.count(field, flexible=flexible)
         return [self.int32(field) for _ in range(n)]
+
+    def tagged_spans(self, prefix: str = ""):
+        """Walks the tagged-field section at the end of a flexible struct: yields
+        ``(tag, size, end)`` for each field, ``pos`` at its first byte, then moves
+        ``pos`` to ``end`` whatever the caller read (a tag it does not know is skipped,
+        as Kafka does). ``prefix`` (``"path."``) goes in front of the error texts."""
+        where = f"{prefix}tagged fields"
+        for _ in range(self.uvarint(where)):
+            tag = self.uvarint(where)
+            size = self.uvarint(f"{prefix}tag {tag} size")
+            end = self.pos + size
+            if end > len(self.data):
+                raise self.fail(f"{prefix}tag {tag} needs {size} bytes, "
+                                f"{len(self.data) - self.pos} left")
+            yield tag, size, end
+            self.pos = end
 
     def tagged_fields(self, field: str = "tagged fields") -> dict[int, bytes]:
         """The tagged fields at the end of a flexible struct, ``{tag: raw bytes}``."""

@@ -133,6 +133,7 @@ _SHARE = {
 }
 
 # ---- streams groups -------------------------------------------------------------------------
+# (fields that match a consumer group record's are restated: each is its own Kafka schema)
 
 _TASK_IDS = (F("subtopologyId", "string"), F("partitions", "[]int32"))
 _TASK_IDS_EPOCHS = _TASK_IDS + (F("assignmentEpochs", "[]int32", nullable=True, tag=0,
@@ -262,13 +263,7 @@ def read_struct(r: Reader, fields: tuple, path: str = "", flex: bool = True) -> 
             tagged[fd.tag] = fd
     if not flex:
         return out
-    where = f"{prefix}tagged fields"
-    for _ in range(r.uvarint(where)):
-        tag = r.uvarint(where)
-        size = r.uvarint(f"{prefix}tag {tag} size")
-        end = r.pos + size
-        if end > len(r.data):
-            raise r.fail(f"{prefix}tag {tag} needs {size} bytes, {len(r.data) - r.pos} left")
+    for tag, size, end in r.tagged_spans(prefix):
         fd = tagged.get(tag)
         if fd is not None:
             sub = Reader(r.data[:end], r.what, r.pos)
@@ -276,7 +271,6 @@ def read_struct(r: Reader, fields: tuple, path: str = "", flex: bool = True) -> 
             if sub.pos != end:
                 raise r.fail(f"{prefix}{fd.name} (tag {tag}) holds {size} bytes, its value "
                              f"{sub.pos - r.pos}")
-        r.pos = end                  # a tag this build does not know: skipped, as Kafka does
     return out
 
 
