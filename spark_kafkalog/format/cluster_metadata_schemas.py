@@ -7,6 +7,8 @@ versions, fields). A field: ``(JSON name, type, versions, nullable versions, tag
 versions, default[, fields])``; a version range is ``(low, high)`` (high None: and up), or
 None for none; types are Kafka's (``int8 int16 int32 int64 uint16 float64 bool string
 bytes uuid``, ``struct``, ``[]`` in front for an array).
+Records that read alike (FenceBroker / UnfenceBroker, ...) are separate Kafka schemas, each
+versioned on its own: one entry per schema, as Kafka's JSON files have them.
 """
 from __future__ import annotations
 

@@ -97,7 +97,8 @@ RECORDS_SCHEMA = pa.schema([
     pa.field("txn_index_empty", pa.bool_()),
 ])
 
-#: one row per remote segment: its metadata and current state
+#: one row per remote segment: its metadata and current state (a table of its own, not a
+#: selection of RECORDS_SCHEMA: the segment's state, its partition's and where they came from)
 SEGMENTS_SCHEMA = pa.schema([
     pa.field("topic", pa.string()),
     pa.field("topic_id", pa.string()),

@@ -6,6 +6,9 @@ Byte layouts: :mod:`.protocol` (Kafka's message-protocol primitives), :mod:`.rec
 (every key/value schema version) and :mod:`.schemas` (the field tables of record types
 3..23). Arrow tables: :mod:`.tables` and :mod:`.modern`. What Kafka's
 DumpLogSegments prints with its decoders: :mod:`.text`. No file I/O, no Spark.
+
+The imports below are the package's public names; the modules inside import each name
+from the module defining it (importing through this package would be a cycle).
 """
 from spark_kafkalog.format.coordinator.records import (
     GROUP_RECORD_TYPES,

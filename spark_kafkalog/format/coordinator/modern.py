@@ -34,6 +34,7 @@ TOPIC_ID_PARTITIONS = pa.list_(pa.field("element", pa.struct([
     pa.field("topic", pa.string()),
     pa.field("partitions", pa.list_(pa.field("element", pa.int32())))])))
 
+#: not tables.MEMBER (a classic member's join/sync fields): a KIP-848 member's records
 CONSUMER_MEMBER = pa.struct([
     pa.field("member_id", pa.string()),
     pa.field("instance_id", pa.string()),
