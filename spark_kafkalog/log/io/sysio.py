@@ -76,15 +76,21 @@ def remote(op: str, path: str):
         raise storage_error(op, path, err) from err
 
 
-def open_fd(path: str, flags: int, mode: int = 0o644) -> int:
-    """``os.open`` of a file the writer changes (``create`` with ``O_CREAT``)."""
-    op = "create" if flags & os.O_CREAT else "open"
+def _call(op: str, path: str | None, fn: Callable, *args, detail: str = ""):
+    """``fn(*args)`` as operation ``op`` on ``path``: the fault hook first, an OSError
+    raised as :func:`storage_error` (``detail`` added to its message). The calls with
+    rules of their own (a loop, a return code, a fallback errno) spell this out."""
     try:
         if _hook is not None:
             _hook(op, path)
-        return os.open(path, flags, mode)
+        return fn(*args)
     except OSError as err:
-        raise storage_error(op, path, err) from err
+        raise storage_error(op, path, err, detail) from err
+
+
+def open_fd(path: str, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` of a file the writer changes (``create`` with ``O_CREAT``)."""
+    return _call("create" if flags & os.O_CREAT else "open", path, os.open, path, flags, mode)
 
 
 def write_fully(fd: int, data, position: int | None = None, path: str | None = None) -> None:
@@ -108,31 +114,16 @@ def write_fully(fd: int, data, position: int | None = None, path: str | None = N
 
 
 def fsync(fd: int, path: str | None) -> None:
-    try:
-        if _hook is not None:
-            _hook("fsync", path)
-        os.fsync(fd)
-    except OSError as err:
-        raise storage_error("fsync", path, err) from err
+    _call("fsync", path, os.fsync, fd)
 
 
 def ftruncate(fd: int, size: int, path: str | None) -> None:
-    try:
-        if _hook is not None:
-            _hook("ftruncate", path)
-        os.ftruncate(fd, size)
-    except OSError as err:
-        raise storage_error("ftruncate", path, err, f"to {size} bytes") from err
+    _call("ftruncate", path, os.ftruncate, fd, size, detail=f"to {size} bytes")
 
 
 def replace(src: str, dst: str) -> None:
     """``os.replace``; the error names the source and says where to."""
-    try:
-        if _hook is not None:
-            _hook("rename", src)
-        os.replace(src, dst)
-    except OSError as err:
-        raise storage_error("rename", src, err, f"to {dst}") from err
+    _call("rename", src, os.replace, src, dst, detail=f"to {dst}")
 
 
 _AT_FDCWD, _RENAME_EXCHANGE = -100, 2
@@ -169,25 +160,16 @@ def exchange(a: str, b: str) -> bool:
 
 
 def link(src: str, dst: str) -> None:
-    try:
-        if _hook is not None:
-            _hook("link", dst)
-        os.link(src, dst)
-    except OSError as err:
-        raise storage_error("link", dst, err, f"to {src}") from err
+    _call("link", dst, os.link, src, dst, detail=f"to {src}")
 
 
 def unlink(path: str) -> None:
-    try:
-        if _hook is not None:
-            _hook("unlink", path)
-        os.unlink(path)
-    except OSError as err:
-        raise storage_error("unlink", path, err) from err
+    _call("unlink", path, os.unlink, path)
 
 
 def makedirs(path: str) -> None:
     """``os.makedirs(path, exist_ok=True)``."""
+    # not _call: the hook sees a mkdir only where the directory is missing
     try:
         if _hook is not None and not os.path.isdir(path):
             _hook("mkdir", path)
@@ -197,35 +179,21 @@ def makedirs(path: str) -> None:
 
 
 def rmdir(path: str) -> None:
-    try:
-        if _hook is not None:
-            _hook("rmdir", path)
-        os.rmdir(path)
-    except OSError as err:
-        raise storage_error("rmdir", path, err) from err
+    _call("rmdir", path, os.rmdir, path)
 
 
 def utime(path: str) -> None:
-    try:
-        if _hook is not None:
-            _hook("utime", path)
-        os.utime(path)
-    except OSError as err:
-        raise storage_error("utime", path, err) from err
+    _call("utime", path, os.utime, path)
 
 
 def fsync_dir(directory: str) -> None:
     """Make a local directory's entries (a create, rename or delete in it) durable."""
-    try:
+    try:        # the open is no operation the hook sees
         fd = os.open(directory or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError as err:
         raise storage_error("fsync-dir", directory, err) from err
     try:
-        if _hook is not None:
-            _hook("fsync-dir", directory)
-        os.fsync(fd)
-    except OSError as err:
-        raise storage_error("fsync-dir", directory, err) from err
+        _call("fsync-dir", directory, os.fsync, fd)
     finally:
         os.close(fd)
 
@@ -248,12 +216,8 @@ def copy_file_range(src_fd: int, dst_fd: int, count: int, src_pos: int, dst_pos:
                     path: str) -> int:
     """``os.copy_file_range`` into ``path`` (``dst_fd``). The errors a caller falls back
     on (EXDEV, ENOSYS, EOPNOTSUPP, EINVAL) keep their errno, as every StorageError does."""
-    try:
-        if _hook is not None:
-            _hook("copy", path)
-        return os.copy_file_range(src_fd, dst_fd, count, src_pos, dst_pos)
-    except OSError as err:
-        raise storage_error("copy", path, err, f"at position {dst_pos}") from err
+    return _call("copy", path, os.copy_file_range, src_fd, dst_fd, count, src_pos, dst_pos,
+                 detail=f"at position {dst_pos}")
 
 
 #: the "errno" of a rule that kills the process instead of failing the call
