@@ -24,12 +24,13 @@ from typing import Mapping
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import LogLayoutError
-from spark_kafkalog.log.io import read_small_file, write_atomic
+from spark_kafkalog.log.io import file_size, read_small_file, write_atomic
 
 __all__ = [
     "CHECKPOINT_VERSION", "REPLICATION_OFFSET_CHECKPOINT", "RECOVERY_POINT_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT", "CLEANER_OFFSET_CHECKPOINT", "LEADER_EPOCH_CHECKPOINT",
     "parse_checkpoint", "format_checkpoint", "read_checkpoint", "write_checkpoint",
+    "advance_checkpoint",
     "parse_leader_epoch_checkpoint", "read_leader_epoch_checkpoint", "MAX_CHECKPOINT_BYTES",
     "format_leader_epoch_checkpoint", "write_leader_epoch_checkpoint",
     "leader_epochs_from_start", "leader_epochs_at", "truncate_leader_epochs",
@@ -125,6 +126,20 @@ def write_checkpoint(fs: pafs.FileSystem, path: str,
                      mapping: Mapping[tuple[str, int], int]) -> None:
     """Atomically replace an offset checkpoint file (tmp, fsync, rename)."""
     write_atomic(fs, path, format_checkpoint(mapping))
+
+
+def advance_checkpoint(fs: pafs.FileSystem, path: str, topic: str,
+                       offsets: Mapping[int, int]) -> None:
+    """Move ``topic``'s entries of the offset checkpoint at ``path`` up to ``offsets``
+    (``{partition: offset}``): an entry never goes down, other entries stay, a missing
+    file starts empty, and the file is written only when an entry changed. The caller
+    holds the root's :class:`~spark_kafkalog.log.files.lock.CheckpointLock`."""
+    current = read_checkpoint(fs, path) if file_size(fs, path) is not None else {}
+    merged = dict(current)
+    for p, v in offsets.items():
+        merged[(topic, p)] = max(int(current.get((topic, p), -1)), v)
+    if merged != current:
+        write_checkpoint(fs, path, merged)
 
 
 def parse_leader_epoch_checkpoint(data: bytes, path: str = "<checkpoint>"

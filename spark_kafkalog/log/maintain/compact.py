@@ -37,7 +37,12 @@ from spark_kafkalog.errors import InvalidOptionError, LogLayoutError, Unsupporte
 from spark_kafkalog.format import decode_run
 from spark_kafkalog.format.npview import column as _np
 from spark_kafkalog.format.wire import ATTR_DELETE_HORIZON
-from spark_kafkalog.log.files.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_checkpoint
+from spark_kafkalog.log.files.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    read_checkpoint,
+)
 from spark_kafkalog.log.files.index import DEFAULT_MAX_INDEX_BYTES
 from spark_kafkalog.log.io import file_size
 from spark_kafkalog.log.maintain.cleaned_segment import GroupWriter, clean_window, empty_of
@@ -56,8 +61,6 @@ from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write.config import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_BYTES,
-    HIGH_WATERMARK_FILE,
-    LOG_START_FILE,
     Fault,
     no_fault,
     norm_root,
@@ -265,7 +268,7 @@ def compact_partition(root: str, topic: str, partition: int, settings: CompactSe
     txns = scan_transactions(h)
     seg_of = h["segment"]
     bounds = [segs[-1].base_offset]
-    hw = _root_checkpoint(fs, root, HIGH_WATERMARK_FILE, topic, partition)
+    hw = _root_checkpoint(fs, root, REPLICATION_OFFSET_CHECKPOINT, topic, partition)
     if hw is not None:
         bounds.append(hw)
     # the last stable offset is min(first unstable offset, high watermark)
@@ -274,8 +277,8 @@ def compact_partition(root: str, topic: str, partition: int, settings: CompactSe
         bounds.append(unstable)
     if settings.upto is not None:
         bounds.append(settings.upto)
-    log_start = max(segs[0].base_offset,
-                    _root_checkpoint(fs, root, LOG_START_FILE, topic, partition) or 0)
+    log_start = max(segs[0].base_offset, _root_checkpoint(
+        fs, root, LOG_START_OFFSET_CHECKPOINT, topic, partition) or 0)
     dirty_from = _root_checkpoint(fs, root, CLEANER_OFFSET_CHECKPOINT, topic, partition)
     if dirty_from is None or not log_start <= dirty_from <= bounds[0]:
         dirty_from = log_start

@@ -25,10 +25,6 @@ KERNEL_COPY_MIN_BYTES = 256 * 1024
 #: deleted by recovery
 STAGING_TTL_S = 24 * 3600
 
-RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
-HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
-LOG_START_FILE = "log-start-offset-checkpoint"
-
 MODES = ("append", "overwrite", "errorifexists", "ignore")
 #: how a commit makes what it wrote durable before its commit point: ``fsync`` each file
 #: (and each directory that gained a name); ``syncfs`` the log dir's filesystem once

@@ -13,16 +13,16 @@ import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import CommitConflictError, LogLayoutError
 from spark_kafkalog.log.files.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    advance_checkpoint,
     read_checkpoint,
     truncate_leader_epochs,
-    write_checkpoint,
 )
 from spark_kafkalog.log.io import file_size, sysio
 from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write.config import (
-    HIGH_WATERMARK_FILE,
-    LOG_START_FILE,
-    RECOVERY_POINT_FILE,
     STAGING_TTL_S,
     Fault,
     no_fault,
@@ -113,18 +113,12 @@ def _rollback_partition(fs: pafs.FileSystem, root: str, topic: str, partition: i
 def _update_checkpoints(fs: pafs.FileSystem, root: str, topic: str,
                         pending: jr.PendingWrite, fault: Fault) -> None:
     ends = {p: u.end for p, u in pending.partitions.items()}
-    updates = [(RECOVERY_POINT_FILE, ends), (HIGH_WATERMARK_FILE, ends)]
+    updates = [(RECOVERY_POINT_CHECKPOINT, ends), (REPLICATION_OFFSET_CHECKPOINT, ends)]
     if pending.log_start:
-        updates.append((LOG_START_FILE, pending.log_start))
+        updates.append((LOG_START_OFFSET_CHECKPOINT, pending.log_start))
     with CheckpointLock(fs, root):
         for name, values in updates:
-            path = f"{root.rstrip('/')}/{name}"
-            current = read_checkpoint(fs, path) if file_size(fs, path) is not None else {}
-            merged = dict(current)
-            for p, v in values.items():
-                merged[(topic, p)] = max(int(current.get((topic, p), -1)), v)
-            if merged != current:
-                write_checkpoint(fs, path, merged)
+            advance_checkpoint(fs, f"{root.rstrip('/')}/{name}", topic, values)
             fault(f"checkpoint:{name}")
 
 
@@ -138,7 +132,7 @@ def post_commit(fs: pafs.FileSystem, root: str, topic: str, pending: jr.PendingW
     first offset)."""
     _update_checkpoints(fs, root, topic, pending, fault)
     if pending.log_start:
-        starts = read_checkpoint(fs, f"{root.rstrip('/')}/{LOG_START_FILE}")
+        starts = read_checkpoint(fs, f"{root.rstrip('/')}/{LOG_START_OFFSET_CHECKPOINT}")
         for p, start in pending.log_start.items():
             directory = partition_dir(root, topic, p)
             if truncate_leader_epochs(fs, directory, starts.get((topic, p), start)):

@@ -36,14 +36,9 @@ import os
 import pyarrow.fs as pafs
 
 from spark_kafkalog.errors import InvalidOptionError
-from spark_kafkalog.log.files.checkpoint import (
-    CLEANER_OFFSET_CHECKPOINT,
-    read_checkpoint,
-    write_checkpoint,
-)
+from spark_kafkalog.log.files.checkpoint import CLEANER_OFFSET_CHECKPOINT, advance_checkpoint
 from spark_kafkalog.log.io import (
     FILE_DELETE_DELAY_MS,
-    file_size,
     is_local,
     purge_deleted_files,
     rename_for_deletion,
@@ -200,11 +195,6 @@ def post_replace(fs: pafs.FileSystem, root: str, topic: str, pending: jr.Pending
     cleaned_to = {q: off for q, off in pending.cleaned_to.items() if q in done}
     if cleaned_to:
         with CheckpointLock(fs, root):
-            path = f"{root.rstrip('/')}/{CLEANER_OFFSET_CHECKPOINT}"
-            current = read_checkpoint(fs, path) if file_size(fs, path) is not None else {}
-            merged = dict(current)
-            for q, off in cleaned_to.items():
-                merged[(topic, q)] = max(int(current.get((topic, q), -1)), off)
-            if merged != current:
-                write_checkpoint(fs, path, merged)
+            advance_checkpoint(fs, f"{root.rstrip('/')}/{CLEANER_OFFSET_CHECKPOINT}", topic,
+                               cleaned_to)
             fault("checkpoint:cleaner")
