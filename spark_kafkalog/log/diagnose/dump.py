@@ -120,6 +120,14 @@ def _index_mode(fs, path: str, kind: str, opts: DumpOptions) -> Iterator[DumpLin
     yield from found
 
 
+def _size_of(fs, path: str) -> int:
+    """The size of a file to dump; a missing one raises (as :func:`dump_file` says)."""
+    size = file_size(fs, path)
+    if size is None:
+        raise LogLayoutError("no such file", path=path)
+    return size
+
+
 def _sibling(path: str, name: str) -> str:
     return posixpath.join(posixpath.dirname(path), name)
 
@@ -164,9 +172,7 @@ def _iter_entries(fs, path: str, entry: struct.Struct):
 def _dump_offset_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
     name = posixpath.basename(path)
     base = base_offset_of(name)
-    size = file_size(fs, path)
-    if size is None:
-        raise LogLayoutError("no such file", path=path)
+    size = _size_of(fs, path)
     # the segment's .log renamed with the index, by the same suffix (log.io.deleted)
     log_path = _sibling(path, f"{name.split('.', 1)[0]}.log{split_deleted(name)[1]}")
     log_size = file_size(fs, log_path)
@@ -239,12 +245,12 @@ def _dump_offset_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
                    {"indexOffset": idx_off, "logOffset": log_off})
 
 
+# Not one dumper with _dump_offset_index: the layouts, the order rules (offsets may repeat
+# here) and what Kafka's tool prints (a preallocated file's first zero slot) differ.
 def _dump_time_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
     name = posixpath.basename(path)
     base = base_offset_of(name)
-    size = file_size(fs, path)
-    if size is None:
-        raise LogLayoutError("no such file", path=path)
+    size = _size_of(fs, path)
     n_file = size // TIME_INDEX_ENTRY.size
     count = 0
     prev = None
@@ -276,10 +282,17 @@ def _dump_time_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
         yield dump_note(f"{path} is empty.")
 
 
-def _dump_txn_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
+# ---- dump: files read whole ----------------------------------------------------------------
+
+def _read_whole(fs, path: str) -> bytes:
     data = read_small_file(fs, path, _SMALL_FILE_LIMIT)
     if data is None:
         raise LogLayoutError("no such file", path=path)
+    return data
+
+
+def _dump_txn_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
+    data = _read_whole(fs, path)
     n = len(data) // ABORTED_TXN.size
     for k in range(n):
         version, pid, first, last, lso = ABORTED_TXN.unpack_from(data, k * ABORTED_TXN.size)
@@ -301,9 +314,7 @@ def _dump_txn_index(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
 
 
 def _dump_snapshot(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
-    data = read_small_file(fs, path, _SMALL_FILE_LIMIT)
-    if data is None:
-        raise LogLayoutError("no such file", path=path)
+    data = _read_whole(fs, path)
     try:
         parse_producer_snapshot(data, base_offset_of(posixpath.basename(path)), path)
     except KafkaLogError as e:
@@ -337,37 +348,44 @@ def _dump_snapshot(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
         yield dump_note(f"{path} holds no producer entries.")
 
 
-def _dump_offset_checkpoint(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
-    data = read_small_file(fs, path, _SMALL_FILE_LIMIT)
-    if data is None:
-        raise LogLayoutError("no such file", path=path)
+def _dump_checkpoint(fs, path: str, parse: Callable, show: Callable[..., DumpLine]
+                     ) -> Iterator[DumpLine]:
+    """A checkpoint file's entries (``parse(data, path)``), ``show(*entry)`` each; a
+    malformed file is one problem (the parser's), an empty one a note."""
+    data = _read_whole(fs, path)
     try:
-        entries = parse_checkpoint(data, path)
+        entries = parse(data, path)
     except KafkaLogError as e:
         yield dump_problem(path, e.position, e.offset, e.reason)
         return
-    for (topic, partition), offset in entries.items():
-        yield dump_line(f"topic: {topic} partition: {partition} offset: {offset}",
-               {"type": "checkpoint_entry", "topic": topic, "partition": partition,
-                "offset": offset})
+    for entry in entries:
+        yield show(*entry)
     if not entries:
         yield dump_note(f"{path} holds no entries.")
+
+
+def _offset_checkpoint_entries(data: bytes, path: str) -> list:
+    return list(parse_checkpoint(data, path).items())
+
+
+def _offset_checkpoint_line(tp: tuple[str, int], offset: int) -> DumpLine:
+    topic, partition = tp
+    return dump_line(f"topic: {topic} partition: {partition} offset: {offset}",
+                     {"type": "checkpoint_entry", "topic": topic, "partition": partition,
+                      "offset": offset})
+
+
+def _leader_epoch_line(epoch: int, start: int) -> DumpLine:
+    return dump_line(f"epoch: {epoch} startOffset: {start}",
+                     {"type": "leader_epoch_entry", "epoch": epoch, "startOffset": start})
+
+
+def _dump_offset_checkpoint(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
+    return _dump_checkpoint(fs, path, _offset_checkpoint_entries, _offset_checkpoint_line)
 
 
 def _dump_leader_epochs(fs, path: str, opts: DumpOptions) -> Iterator[DumpLine]:
-    data = read_small_file(fs, path, _SMALL_FILE_LIMIT)
-    if data is None:
-        raise LogLayoutError("no such file", path=path)
-    try:
-        entries = parse_leader_epoch_checkpoint(data, path)
-    except KafkaLogError as e:
-        yield dump_problem(path, e.position, e.offset, e.reason)
-        return
-    for epoch, start in entries:
-        yield dump_line(f"epoch: {epoch} startOffset: {start}",
-               {"type": "leader_epoch_entry", "epoch": epoch, "startOffset": start})
-    if not entries:
-        yield dump_note(f"{path} holds no entries.")
+    return _dump_checkpoint(fs, path, parse_leader_epoch_checkpoint, _leader_epoch_line)
 
 
 _DUMPERS: dict[str, Callable[..., Iterator[DumpLine]]] = {
