@@ -26,29 +26,30 @@ __all__ = ["locate", "offset_index", "time_index", "time_index_last", "offset_fo
 log = logging.getLogger(__name__)
 
 
+def _hint(what: str, read, logdirs: LogSource, path: str | None, base_offset: int, **bounds):
+    """An index file read by ``read``, or None when there is none or it is unusable (an
+    index is a hint: the segment is then read without it, with a warning)."""
+    if path is None:
+        return None
+    try:
+        return read(logdirs.filesystem, path, base_offset, **bounds)
+    except LogLayoutError as err:
+        log.warning("ignoring unusable %s: %s", what, err)
+        return None
+
+
 def offset_index(logdirs: LogSource, p: PartitionDir, i: int) -> OffsetIndex | None:
     """The validated offset index of segment ``i`` (None when it has no .index)."""
     seg = p.segments[i]
-    if seg.index_path is None:
-        return None
-    try:
-        return read_offset_index(logdirs.filesystem, seg.index_path, seg.base_offset,
-                                 segment_size=seg.size, next_base_offset=p.next_base_offset(i))
-    except LogLayoutError as err:
-        log.warning("ignoring unusable offset index: %s", err)
-        return None
+    return _hint("offset index", read_offset_index, logdirs, seg.index_path, seg.base_offset,
+                 segment_size=seg.size, next_base_offset=p.next_base_offset(i))
 
 
 def time_index(logdirs: LogSource, p: PartitionDir, i: int) -> TimeIndex | None:
+    """The validated time index of segment ``i`` (None when it has no .timeindex)."""
     seg = p.segments[i]
-    if seg.timeindex_path is None:
-        return None
-    try:
-        return read_time_index(logdirs.filesystem, seg.timeindex_path, seg.base_offset,
-                               next_base_offset=p.next_base_offset(i))
-    except LogLayoutError as err:
-        log.warning("ignoring unusable time index: %s", err)
-        return None
+    return _hint("time index", read_time_index, logdirs, seg.timeindex_path, seg.base_offset,
+                 next_base_offset=p.next_base_offset(i))
 
 
 def time_index_last(logdirs: LogSource, p: PartitionDir, i: int) -> tuple[int, int] | None:
