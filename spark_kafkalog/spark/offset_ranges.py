@@ -195,6 +195,8 @@ def check_bounds(p, state, start: int, end: int, fail_on_data_loss: bool,
     data loss), otherwise the range is clamped (possibly to empty)."""
     lo, hi = state.log_start_offset, state.upper_bound
     tp = f"{p.topic}-{p.partition}"
+    # Five clamps, not one loop: each has its own error (data loss below the log start,
+    # out of range past the upper bound) and says what failOnDataLoss=false does there.
     if start < lo:
         if fail_on_data_loss:
             raise DataLossError(

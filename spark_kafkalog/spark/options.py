@@ -385,6 +385,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
 
     if not streaming and not either:
         # validateBatchOptions: a batch must start somewhere known and end somewhere known.
+        # The two sides mirror each other (latest/-1 vs earliest/-2) with Spark's messages.
         if isinstance(starting, Latest):
             raise InvalidOptionError("startingOffsets can't be latest for batch queries")
         if isinstance(starting, SpecificOffsets):

@@ -184,6 +184,8 @@ def _offset_index_drop_reason(fs, seg, next_base: int | None, k: int,
     return why + "; readers ignore it and every entry after it", offset
 
 
+# Not one function with _offset_index_drop_reason: the layouts differ, and so do the rules
+# (no position to check; timestamps and offsets may repeat, offset-index entries may not).
 def _time_index_drop_reason(fs, seg, next_base: int | None, k: int,
                             prev: tuple[int, int] | None) -> tuple[str, int | None]:
     """Why readers stop trusting ``.timeindex`` entry ``k``."""

@@ -93,6 +93,8 @@ class OffsetIndex:
         return int(self.offsets[-1]), int(self.positions[-1])
 
 
+# Not one class with OffsetIndex: other entry pairs, other order rules (non-decreasing),
+# and a lookup strictly below the target where OffsetIndex's takes the last entry <= it.
 @dataclass(frozen=True)
 class TimeIndex:
     """Valid entries of one ``.timeindex`` file: int64 numpy arrays ``timestamps``

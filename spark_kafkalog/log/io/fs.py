@@ -56,7 +56,8 @@ def _str(name: str, value) -> str:
 
 
 # Per scheme family: option name (as the user spells it, lower case) ->
-# (constructor keyword, converter). Several spellings may map to one keyword.
+# (constructor keyword, converter). Several spellings may map to one keyword. Entries
+# that repeat across families stay in each: a table lists what its own constructor takes.
 _S3_OPTIONS = {
     "endpoint": ("endpoint_override", _str),
     "endpoint_override": ("endpoint_override", _str),
