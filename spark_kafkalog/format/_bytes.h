@@ -1,12 +1,19 @@
-/* Big-endian loads, zig-zag varints and UTF-8 checks for the decode kernel (static,
-   inlined into _decode.pyx's one translation unit: these run per record, so they
-   stay in the caller's unit where the compiler can inline them). Declared for
-   Cython in _v2records.pxd. */
+/* Big-endian loads, zig-zag varints and UTF-8 checks for the kernels (static,
+   compiled into each caller's translation unit: they run per record, so the compiler
+   can inline them there). Declared for Cython in _bytes.pxd; _decode.pyx and
+   _text.pyx (the UTF-8 check of kafka-dump-log's payload text) use them. */
 #ifndef KL_BYTES_H
 #define KL_BYTES_H
 #include <stdint.h>
 #include <string.h>
 #include <stddef.h>
+
+/* a kernel that uses only some of these compiles the rest without a warning */
+#if defined(__GNUC__)
+#define KL_MAYBE_UNUSED __attribute__((unused))
+#else
+#define KL_MAYBE_UNUSED
+#endif
 
 static inline uint16_t kl_be16(const uint8_t* p) {
     uint16_t v; memcpy(&v, p, 2);
@@ -142,7 +149,7 @@ static inline int kl_utf8_step(const uint8_t* p, size_t n) {
     return need + 1;
 }
 
-static int kl_utf8_valid(const uint8_t* p, size_t n) {
+KL_MAYBE_UNUSED static int kl_utf8_valid(const uint8_t* p, size_t n) {
     size_t i = 0;
     int k;
     while (i < n) {
@@ -182,7 +189,7 @@ static inline int kl_ascii(const uint8_t* p, size_t n) {
 }
 
 /* writes the repaired string to dst (room for 3 * n bytes), returns its length */
-static size_t kl_utf8_fix(const uint8_t* p, size_t n, uint8_t* dst) {
+KL_MAYBE_UNUSED static size_t kl_utf8_fix(const uint8_t* p, size_t n, uint8_t* dst) {
     size_t i = 0, o = 0;
     int k;
     while (i < n) {

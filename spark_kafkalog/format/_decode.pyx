@@ -57,6 +57,7 @@ from spark_kafkalog.format._checksums cimport (
     kl_crc32, kl_crc32_init, kl_crc32c, kl_crc32c_hw, kl_crc32c_init, kl_xxh32,
 )
 from spark_kafkalog.format._framing cimport *
+from spark_kafkalog.format._bytes cimport *
 from spark_kafkalog.format._v2records cimport *
 from spark_kafkalog.format._blockcache cimport *
 

@@ -16,6 +16,8 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memchr, memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
+from spark_kafkalog.format._bytes cimport kl_utf8_valid
+
 import pyarrow as pa
 
 #: opcodes of a format program (kcat's KC_FMT_*); the Python side builds the program
@@ -470,40 +472,10 @@ def json_records(batch, bytes topic, int partition, int broker, bytes delimiter)
         free(o.p)
 
 
-cdef bint _utf8_valid(const uint8_t *s, Py_ssize_t n) noexcept nogil:
-    """Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF)."""
-    cdef Py_ssize_t i = 0
-    cdef uint8_t c
-    while i < n:
-        c = s[i]
-        if c < 0x80:
-            i += 1
-        elif 0xC2 <= c <= 0xDF:
-            if i + 1 >= n or (s[i + 1] & 0xC0) != 0x80:
-                return False
-            i += 2
-        elif 0xE0 <= c <= 0xEF:
-            if i + 2 >= n or (s[i + 1] & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80:
-                return False
-            if (c == 0xE0 and s[i + 1] < 0xA0) or (c == 0xED and s[i + 1] >= 0xA0):
-                return False
-            i += 3
-        elif 0xF0 <= c <= 0xF4:
-            if i + 3 >= n or (s[i + 1] & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80 \
-                    or (s[i + 3] & 0xC0) != 0x80:
-                return False
-            if (c == 0xF0 and s[i + 1] < 0x90) or (c == 0xF4 and s[i + 1] >= 0x90):
-                return False
-            i += 4
-        else:
-            return False
-    return True
-
-
 cdef int _put_text(Out *o, const uint8_t *s, Py_ssize_t n) except -1:
     """Bytes as Java's ``new String(bytes, UTF_8)`` prints them: malformed sequences as
     U+FFFD."""
-    if _utf8_valid(s, n):
+    if kl_utf8_valid(<const uint8_t *>s, <size_t>n):
         return _put(o, s, n)
     fixed = java_string(<bytes>s[:n]).encode("utf-8", "surrogatepass")
     return _put(o, <const char *>fixed, len(fixed))

@@ -1,17 +1,6 @@
-# What Cython uses of _bytes.h and _v2records.h (the decode kernel's per-record C: static
-# functions compiled into _decode.pyx's unit). Extern declarations only: no module.
+# What Cython uses of _v2records.h (the decode kernel's per-record C: static functions
+# compiled into _decode.pyx's unit; _bytes.h's are in _bytes.pxd). Extern declarations only.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-
-cdef extern from "_bytes.h":
-    uint16_t kl_be16(const uint8_t* p) noexcept nogil
-    uint32_t kl_be32(const uint8_t* p) noexcept nogil
-    uint64_t kl_be64(const uint8_t* p) noexcept nogil
-    const uint8_t* kl_varint(const uint8_t* p, const uint8_t* end, int32_t* out,
-                             int* err) noexcept nogil
-    const uint8_t* kl_varlong(const uint8_t* p, const uint8_t* end, int64_t* out,
-                              int* err) noexcept nogil
-    int kl_utf8_valid(const uint8_t* p, size_t n) noexcept nogil
-    size_t kl_utf8_fix(const uint8_t* p, size_t n, uint8_t* dst) noexcept nogil
 
 cdef extern from "_v2records.h":
     ctypedef int (*kl_grow_fn)(void* owner, int64_t need) except -1
