@@ -44,10 +44,12 @@ from .errors import (
 )
 
 __all__ = ["CODECS", "DATA_ERRORS", "EXIT_BAD_INPUT", "EXIT_DATA", "EXIT_FAILED", "EXIT_LOCKED",
-           "JobInputError", "LOG4J_CONF", "SparkProgress", "add_log_dirs", "add_manifest",
-           "alias", "emit", "exit_status", "human_bytes", "iso_ms", "parse_kv",
+           "JobInputError", "LOG4J_CONF", "SparkProgress", "add_fs_option",
+           "add_isolation_level", "add_log_dirs", "add_manifest", "add_time_window",
+           "add_topic_settings", "add_topics", "alias", "check_setting_topics",
+           "chosen_topics", "emit", "exit_status", "human_bytes", "iso_ms", "parse_kv",
            "parse_time_ms", "parser", "plural", "rate", "run", "spark_session", "topic_list",
-           "write_manifest"]
+           "topic_overrides", "write_manifest"]
 
 #: exit statuses of a job (README, "Jobs": the same scheme as the ``kafkalog`` command)
 EXIT_OK = 0
@@ -208,6 +210,84 @@ def add_log_dirs(ap: argparse.ArgumentParser, what: str = "log dir(s) to read") 
                          "(comma-separated; local path or any pyarrow.fs URI)")
 
 
+def add_topics(ap: argparse._ActionsContainer, what: str, without: str | None = None,
+               **kw) -> None:
+    """``--topic NAME``: repeatable, each comma-separated (:func:`topic_list` reads it);
+    ``what`` is what the job does to a topic, ``without`` what it takes when none is
+    given (``kw``: ``required``, ``default``)."""
+    ap.add_argument("--topic", action="append", metavar="NAME",
+                    help=f"topic to {what} (repeatable, or comma-separated"
+                         + (f"; default: {without})" if without else ")"), **kw)
+
+
+def chosen_topics(items: Sequence[str] | None, present: Sequence[str], path: str,
+                  default: Sequence[str]) -> list[str]:
+    """The topics ``--topic`` names (:func:`topic_list`), each one of ``present`` (the
+    topics in ``path``); ``default`` without ``--topic``."""
+    if not items:
+        return list(default)
+    topics = topic_list(items)
+    missing = [t for t in topics if t not in present]
+    if missing:
+        raise JobInputError(f"--topic: topic {missing[0]!r} is not in {path}")
+    return topics
+
+
+def add_fs_option(ap: argparse.ArgumentParser) -> None:
+    """``--fs-option KEY=VALUE`` (repeatable) for the filesystem of ``--path``, read with
+    ``parse_kv(args.fs_option, "--fs-option")``."""
+    ap.add_argument("--fs-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="filesystem option for --path (repeatable), e.g. "
+                         "s3.endpoint=..., s3.region=...")
+
+
+def add_time_window(ap: argparse.ArgumentParser) -> None:
+    """``--from TIME`` and ``--to TIME`` (``args.time_from``, ``args.time_to``): the
+    window ``[from, to)`` :func:`time_window` cuts a frame to."""
+    ap.add_argument("--from", dest="time_from", metavar="TIME",
+                    help="only records with timestamp >= TIME (ISO-8601, UTC unless it "
+                         "says otherwise, or epoch milliseconds)")
+    ap.add_argument("--to", dest="time_to", metavar="TIME",
+                    help="only records with timestamp < TIME")
+
+
+def add_isolation_level(ap: argparse.ArgumentParser, help: str) -> None:
+    """``--isolation-level``, Kafka's consumer ``isolation.level`` (default
+    read_committed); ``help`` says what read_committed leaves out of the job's output."""
+    ap.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"),
+                    default="read_committed", help=help)
+
+
+def add_topic_settings(ap: argparse.ArgumentParser, file_help: str, key: str) -> None:
+    """``--config-file FILE`` (JSON ``{"topic": {KEY: value}, "*": {defaults}}``; the job
+    reads it) and ``--topic-config TOPIC:KEY=VALUE`` over it (:func:`topic_overrides`);
+    ``key`` is how the job's help names a setting (NAME, KEY)."""
+    ap.add_argument("--config-file", metavar="FILE", help=file_help)
+    ap.add_argument("--topic-config", action="append", default=[],
+                    metavar=f"TOPIC:{key}=VALUE", help="a per-topic setting (repeatable)")
+
+
+def topic_overrides(items: Sequence[str], key: str) -> dict[str, dict[str, str]]:
+    """``--topic-config`` values as ``{topic: {key: value}}`` (a later one wins)."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        topic, sep, kv = item.partition(":")
+        if not sep or not topic:
+            raise JobInputError(f"--topic-config expects TOPIC:{key}=VALUE, got {item!r}")
+        out.setdefault(topic, {}).update(parse_kv([kv], "--topic-config"))
+    return out
+
+
+def check_setting_topics(config: dict, overrides: dict, topics: Sequence[str],
+                         verb: str) -> None:
+    """Every topic ``--config-file`` (but ``*``) and ``--topic-config`` name is one of
+    ``topics``, those the job ``verb`` (compacted, retained)."""
+    unknown = sorted((set(config) - {"*"} | set(overrides)) - set(topics))
+    if unknown:
+        raise JobInputError(f"settings name topic {unknown[0]!r}, which is not among the "
+                            f"topics {verb} ({', '.join(topics)})")
+
+
 #: the one vocabulary of ``--mode`` (Spark's save modes); ``error`` is an old spelling
 MODES = ("overwrite", "append", "errorifexists", "ignore")
 
@@ -281,14 +361,16 @@ def write_manifest(file: str | None, path: str, summary: dict) -> None:
     summary["manifest"] = {"path": file, "files": len(doc["files"])}
 
 
-def parse_kv(items: Sequence[str] | None, flag: str) -> dict[str, str]:
-    """``["a=1", "b=2"]`` -> ``{"a": "1", "b": "2"}``; anything else is a JobInputError
-    naming ``flag``."""
+def parse_kv(items: Sequence[str] | None, flag: str,
+             error: type[Exception] = JobInputError) -> dict[str, str]:
+    """``["a=1", "b=2"]`` -> ``{"a": "1", "b": "2"}`` (keys stripped, values as given);
+    anything else raises ``error`` (the kafkalog command's is InvalidOptionError) naming
+    ``flag``."""
     out: dict[str, str] = {}
     for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise JobInputError(f"{flag} expects KEY=VALUE, got {item!r}")
+            raise error(f"{flag} expects KEY=VALUE, got {item!r}")
         out[key.strip()] = value
     return out
 

@@ -55,17 +55,13 @@ def build_parser() -> jobkit.JobParser:
                 "--set delete.retention.ms=86400000 --summary-json compact.json")
     ap.add_argument("--path", required=True, help="the log dir, changed in place (local "
                                                   "path)")
-    ap.add_argument("--topic", action="append", required=True, metavar="NAME",
-                    help="topic to compact (repeatable, or comma-separated)")
+    jobkit.add_topics(ap, "compact", required=True)
     ap.add_argument("--partition", dest="partitions", metavar="LIST",
                     help="only these partitions, e.g. 0,2 (default: all)")
     ap.add_argument("--set", action="append", metavar="NAME=VALUE",
                     help=f"a topic config for every topic ({', '.join(CONFIG_NAMES)})")
-    ap.add_argument("--config-file", metavar="FILE",
-                    help='JSON {"topic": {"delete.retention.ms": 1000, ...}, "*": '
-                         '{defaults}}')
-    ap.add_argument("--topic-config", action="append", default=[],
-                    metavar="TOPIC:NAME=VALUE", help="a per-topic setting (repeatable)")
+    jobkit.add_topic_settings(ap, 'JSON {"topic": {"delete.retention.ms": 1000, ...}, "*": '
+                                  '{defaults}}', "NAME")
     ap.add_argument("--upto", type=int, metavar="OFFSET",
                     help="clean no segment reaching this offset")
     ap.add_argument("--force", action="store_true",
@@ -115,23 +111,18 @@ def settings_for(args: argparse.Namespace) -> dict[str, CompactSettings]:
     per_topic: dict = {}
     if args.config_file:
         per_topic = _config_file(args.config_file, "--config-file")
-    overrides: dict[str, dict] = {}
+    items = []
     for item in args.topic_config:
-        topic, sep, kv = item.partition(":")
+        _topic, sep, kv = item.partition(":")
         if not (sep and "=" in kv) and os.path.isfile(item):
             # the old spelling: --topic-config FILE
             print("compact: note: --topic-config FILE is now --config-file FILE (the old "
                   "spelling still works)", file=sys.stderr, flush=True)
             per_topic = _config_file(item, "--topic-config")
-            continue
-        if not sep or not topic:
-            raise jobkit.JobInputError(f"--topic-config expects TOPIC:NAME=VALUE, got "
-                                       f"{item!r}")
-        overrides.setdefault(topic, {}).update(jobkit.parse_kv([kv], "--topic-config"))
-    unknown = sorted((set(per_topic) - {"*"} | set(overrides)) - set(topics))
-    if unknown:
-        raise jobkit.JobInputError(f"settings name topic {unknown[0]!r}, which is not "
-                                   f"among the topics compacted ({', '.join(topics)})")
+        else:
+            items.append(item)
+    overrides = jobkit.topic_overrides(items, "NAME")
+    jobkit.check_setting_topics(per_topic, overrides, topics, "compacted")
     common = jobkit.parse_kv(args.set, "--set")
     out = {}
     for t in topics:

@@ -73,17 +73,15 @@ def build_parser() -> jobkit.JobParser:
                          "later are ignored")
     ap.add_argument("--all-records", action="store_true",
                     help="every record in log order instead of the latest state per key")
-    ap.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"),
-                    default="read_committed",
-                    help="read_committed (default) leaves out aborted transactional "
-                         "offset commits, as the group coordinator does")
+    jobkit.add_isolation_level(ap, "read_committed (default) leaves out aborted "
+                                   "transactional offset commits, as the group coordinator "
+                                   "does")
     ap.add_argument("--translate", metavar="MAPPING",
                     help="offset map of jobs/copy_topic.py (--offset-map): write "
                          "<out>/<group>.csv for kafka-consumer-groups.sh --from-file")
     ap.add_argument("--group", action="append", metavar="GROUP",
                     help="only this group (repeatable)")
-    ap.add_argument("--fs-option", action="append", metavar="KEY=VALUE",
-                    help="filesystem option for --path, e.g. s3.region=... (repeatable)")
+    jobkit.add_fs_option(ap)
     jobkit.alias(ap, "--out", "--output")
     return ap
 

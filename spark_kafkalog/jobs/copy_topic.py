@@ -43,7 +43,6 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 
 from spark_kafkalog import jobkit, restore_check
 from spark_kafkalog.jobs import _preflight, _replace
@@ -83,8 +82,7 @@ def build_parser() -> jobkit.JobParser:
     ap.add_argument("--output", required=True,
                     help="destination log dir (created if missing; its topics must not "
                          "exist yet)")
-    ap.add_argument("--topic", action="append", default=[], metavar="NAME",
-                    help="topic to copy (repeatable, or comma-separated)")
+    jobkit.add_topics(ap, "copy", default=[])
     ap.add_argument("--topic-pattern", metavar="REGEX",
                     help="copy every non-internal topic whose whole name matches")
     ap.add_argument("--partition", metavar="LIST",
@@ -93,20 +91,16 @@ def build_parser() -> jobkit.JobParser:
                     help="only records with offset >= N (every selected partition)")
     ap.add_argument("--end-offset", type=int, metavar="N",
                     help="only records with offset < N (every selected partition)")
+    # not export_parquet's flags: these take offsets JSON only (no earliest/latest), and
+    # the partitions left out of --starting-offsets start at the earliest
     ap.add_argument("--starting-offsets", metavar="JSON",
                     help='Kafka offsets JSON of the first offset per partition, e.g. '
                          '{"orders":{"0":100}}')
     ap.add_argument("--ending-offsets", metavar="JSON",
                     help="Kafka offsets JSON of the offset to stop before, per partition")
-    ap.add_argument("--from", dest="time_from", metavar="TIME",
-                    help="only records with timestamp >= TIME (ISO-8601, UTC unless it "
-                         "says otherwise, or epoch milliseconds)")
-    ap.add_argument("--to", dest="time_to", metavar="TIME",
-                    help="only records with timestamp < TIME")
-    ap.add_argument("--isolation-level", default="read_committed",
-                    choices=("read_committed", "read_uncommitted"),
-                    help="read_committed (default): aborted records and open "
-                         "transactions are not copied")
+    jobkit.add_time_window(ap)
+    jobkit.add_isolation_level(ap, "read_committed (default): aborted records and open "
+                                   "transactions are not copied")
     ap.add_argument("--rename", action="append", default=[], metavar="OLD=NEW",
                     help="write topic OLD as NEW (repeatable)")
     ap.add_argument("--partitions", type=int, metavar="N",
@@ -233,8 +227,7 @@ def plan_topics(args: argparse.Namespace) -> list[TopicPlan]:
             raise BadInput(f"--topic-pattern {args.topic_pattern!r} matches no topic in "
                            f"{args.path}")
     else:
-        topics = sorted({t.strip() for item in args.topic for t in item.split(",")
-                         if t.strip()})
+        topics = sorted(jobkit.topic_list(args.topic))
         missing = [t for t in topics if t not in available]
         if missing:
             raise BadInput(f"--topic: {', '.join(missing)} not found in {args.path}")
@@ -376,19 +369,7 @@ def source_frame(spark, args: argparse.Namespace, plan: TopicPlan):
         df = df.where(F.col("offset") >= F.lit(args.start_offset))
     if args.end_offset is not None:
         df = df.where(F.col("offset") < F.lit(args.end_offset))
-    lo, hi = time_window(args)
-    if hi is not None and lo is None:
-        lo = 0          # a record without a timestamp (-1, NO_TIMESTAMP) is in no window
-    if lo is not None:
-        df = df.where(F.col("timestamp") >= F.lit(_utc(max(lo, 0))))
-    if hi is not None:
-        df = df.where(F.col("timestamp") < F.lit(_utc(hi)))
-    return df
-
-
-def _utc(ms: int) -> datetime:
-    """A timestamp literal Spark pushes down as it is (exact to the microsecond)."""
-    return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms)
+    return jobkit.time_window(df, args.time_from, args.time_to)
 
 
 def _partitioner(n: int):

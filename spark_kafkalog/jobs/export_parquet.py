@@ -45,25 +45,18 @@ def build_parser() -> jobkit.JobParser:
     jobkit.add_log_dirs(ap)
     ap.add_argument("--output", required=True, help="Parquet output directory")
     what = ap.add_mutually_exclusive_group()
-    what.add_argument("--topic", action="append", metavar="NAME",
-                      help="topic to export (repeatable, or comma-separated; default: "
-                           "every topic but internal ones)")
+    jobkit.add_topics(what, "export", "every topic but internal ones")
     what.add_argument("--topic-pattern", metavar="REGEX",
                       help="every non-internal topic whose whole name matches")
     what.add_argument("--assign", help='JSON topic-partitions, e.g. {"t":[0,1]}')
+    # passed to the reader as they are (earliest/latest too), unlike copy_topic's
     ap.add_argument("--starting-offsets", metavar="JSON",
                     help="earliest (default) or Kafka offsets JSON")
     ap.add_argument("--ending-offsets", metavar="JSON",
                     help="latest (default) or Kafka offsets JSON")
-    ap.add_argument("--from", dest="time_from", metavar="TIME",
-                    help="only records with timestamp >= TIME (ISO-8601, UTC unless it "
-                         "says otherwise, or epoch milliseconds)")
-    ap.add_argument("--to", dest="time_to", metavar="TIME",
-                    help="only records with timestamp < TIME")
-    ap.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"),
-                    default="read_committed",
-                    help="read_committed (default): aborted records and open "
-                         "transactions are not exported")
+    jobkit.add_time_window(ap)
+    jobkit.add_isolation_level(ap, "read_committed (default): aborted records and open "
+                                   "transactions are not exported")
     ap.add_argument("--include-headers", action="store_true",
                     help="keep record headers (array<struct<key,value>>)")
     ap.add_argument("--value-schema",

@@ -35,9 +35,7 @@ EXAMPLE = ("kafkalog job log_report --path sample/kafka-logs --html out/report.h
 def build_parser() -> jobkit.JobParser:
     ap = jobkit.parser("log_report", __doc__, example=EXAMPLE)
     jobkit.add_log_dirs(ap, "log dir(s)")
-    ap.add_argument("--topic", action="append", metavar="NAME",
-                    help="topic to report on (repeatable, or comma-separated; default: "
-                         "every topic, internal ones included)")
+    jobkit.add_topics(ap, "report on", "every topic, internal ones included")
     ap.add_argument("--html", metavar="FILE", help="write the HTML page here")
     ap.add_argument("--json", metavar="FILE", help="write the JSON report here")
     ap.add_argument("--tasks", type=int, default=None, metavar="N",
@@ -47,8 +45,7 @@ def build_parser() -> jobkit.JobParser:
                     help="skip verify's checks (each partition is read once, not twice)")
     ap.add_argument("--no-keys", action="store_true",
                     help="batch headers only: no record decoding, no distinct keys")
-    ap.add_argument("--fs-option", action="append", default=[], metavar="KEY=VALUE",
-                    help="filesystem option (repeatable), e.g. s3.endpoint=...")
+    jobkit.add_fs_option(ap)
     ap.add_argument("--quiet", action="store_true", help="no topic table on stdout")
     jobkit.alias(ap, "--topics", "--topic")
     return ap
@@ -85,14 +82,7 @@ def select(args: argparse.Namespace) -> tuple[LogDirs, list]:
     logdirs = LogDirs(args.path, jobkit.parse_kv(args.fs_option, "--fs-option"),
                       include_internal=True)
     present = logdirs.topics()
-    if args.topic:
-        topics = jobkit.topic_list(args.topic)
-        missing = [t for t in topics if t not in present]
-        if missing:
-            raise jobkit.JobInputError(f"--topic: topic {missing[0]!r} is not in "
-                                       f"{args.path}")
-    else:
-        topics = present
+    topics = jobkit.chosen_topics(args.topic, present, args.path, present)
     parts = [p for t in topics for p in logdirs.partitions(t)]
     if not parts:
         raise jobkit.JobInputError(f"no partitions found in {args.path}")

@@ -44,9 +44,7 @@ EXAMPLE = ("kafkalog job retention --path sample/kafka-logs --retention-ms 86400
 def build_parser() -> jobkit.JobParser:
     ap = jobkit.parser("retention", __doc__, example=EXAMPLE)
     jobkit.add_log_dirs(ap, "log dir(s), changed in place")
-    ap.add_argument("--topic", action="append", metavar="NAME",
-                    help="topic to apply retention to (repeatable, or comma-separated; "
-                         "default: every topic but internal ones)")
+    jobkit.add_topics(ap, "apply retention to", "every topic but internal ones")
     ap.add_argument("--retention-ms", type=int, default=DEFAULT_RETENTION_MS,
                     help=f"default retention.ms (-1: no time limit; default "
                          f"{DEFAULT_RETENTION_MS}, 7 days)")
@@ -55,11 +53,8 @@ def build_parser() -> jobkit.JobParser:
     ap.add_argument("--file-delete-delay-ms", type=int, default=DEFAULT_FILE_DELETE_DELAY_MS,
                     help="how long renamed .deleted files stay for readers (default "
                          f"{DEFAULT_FILE_DELETE_DELAY_MS})")
-    ap.add_argument("--config-file", metavar="FILE",
-                    help='per-topic settings: {"topic": {"retention.ms": N, ...}, '
-                         '"*": {defaults}}')
-    ap.add_argument("--topic-config", action="append", default=[],
-                    metavar="TOPIC:KEY=VALUE", help="a per-topic setting (repeatable)")
+    jobkit.add_topic_settings(ap, 'per-topic settings: {"topic": {"retention.ms": N, ...}, '
+                                  '"*": {defaults}}', "KEY")
     ap.add_argument("--now", metavar="TIME", help="the time retention.ms counts back from (epoch ms or "
                                   "ISO-8601; default: now)")
     ap.add_argument("--dry-run", action="store_true", help="list what would go; change "
@@ -87,6 +82,8 @@ def topic_configs(args: argparse.Namespace, topics: list[str]) -> dict[str, Rete
     except ValueError as err:
         raise jobkit.JobInputError(str(err)) from None
     doc: dict = {}
+    # not compact's _config_file, whose one-liners differ: here an unreadable file fails
+    # as the OSError it is, and bad JSON says "not JSON"
     if args.config_file:
         try:
             with open(args.config_file) as f:
@@ -97,17 +94,8 @@ def topic_configs(args: argparse.Namespace, topics: list[str]) -> dict[str, Rete
         if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
             raise jobkit.JobInputError(f"--config-file {args.config_file}: expected "
                                        '{"topic": {"retention.ms": N, ...}, ...}')
-    overrides: dict[str, dict] = {}
-    for item in args.topic_config:
-        topic, sep, kv = item.partition(":")
-        if not sep or not topic:
-            raise jobkit.JobInputError(f"--topic-config expects TOPIC:KEY=VALUE, got "
-                                       f"{item!r}")
-        overrides.setdefault(topic, {}).update(jobkit.parse_kv([kv], "--topic-config"))
-    unknown = sorted((set(doc) - {"*"} | set(overrides)) - set(topics))
-    if unknown:
-        raise jobkit.JobInputError(f"settings name topic {unknown[0]!r}, which is not "
-                                   f"among the topics retained ({', '.join(topics)})")
+    overrides = jobkit.topic_overrides(args.topic_config, "KEY")
+    jobkit.check_setting_topics(doc, overrides, topics, "retained")
     out = {}
     for t in topics:
         try:
@@ -138,14 +126,8 @@ def main(argv=None) -> int:
     _preflight.retention(args)
     logdirs = LogDirs(args.path)
     present = logdirs.topics()
-    if args.topic:
-        topics = jobkit.topic_list(args.topic)
-        missing = [t for t in topics if t not in present]
-        if missing:
-            raise jobkit.JobInputError(f"--topic: topic {missing[0]!r} is not in "
-                                       f"{args.path}")
-    else:
-        topics = [t for t in present if not is_internal_topic(t)]
+    topics = jobkit.chosen_topics(args.topic, present, args.path,
+                                  [t for t in present if not is_internal_topic(t)])
     configs = topic_configs(args, topics)
     partitions, renamed_at = [], {}
     for t in topics:
