@@ -81,19 +81,28 @@ def check_segments(logdirs: LogDirs, partition_dirs, ranges: dict | None = None)
     return sum(map_io(logdirs.filesystem, one, partition_dirs))
 
 
-def log_dir_destination(path: str, flag: str) -> bool:
-    """A log dir about to be written: not a file, not held by a running broker. Returns
-    whether it exists."""
+def _destination_dir(path: str, flag: str, not_a_dir: str) -> bool | None:
+    """Whether the directory a job writes exists: None when ``path`` cannot be looked at
+    (:func:`_info`), False when nothing is there; a file there fails with ``flag: path
+    not_a_dir``."""
     info = _info(path)
     if info is None:
-        return True
+        return None
     if info.type == pafs.FileType.NotFound:
         return False
     if info.type != pafs.FileType.Directory:
-        fail(f"{flag}: {path} is not a directory")
-    fs, root = resolve_filesystem(path)
-    check_broker_lock(fs, root)
+        fail(f"{flag}: {path} {not_a_dir}")
     return True
+
+
+def log_dir_destination(path: str, flag: str) -> bool:
+    """A log dir about to be written: not a file, not held by a running broker. Returns
+    whether it exists."""
+    exists = _destination_dir(path, flag, "is not a directory")
+    if exists:
+        fs, root = resolve_filesystem(path)
+        check_broker_lock(fs, root)
+    return exists is not False
 
 
 def recover_log_dir(path: str, topics=None) -> list[str]:
@@ -136,17 +145,11 @@ def topic_exists(path: str, topic: str) -> bool:
 def output_destination(path: str, flag: str, mode: str) -> bool:
     """A directory a Spark job writes (Parquet): ``mode`` error/errorifexists refuses an
     existing one. Returns whether it exists (True when unknown: Spark decides)."""
-    info = _info(path)
-    if info is None:
-        return True
-    if info.type == pafs.FileType.NotFound:
-        return False
-    if info.type != pafs.FileType.Directory:
-        fail(f"{flag}: {path} exists and is not a directory")
-    if mode in ("error", "errorifexists"):
+    exists = _destination_dir(path, flag, "exists and is not a directory")
+    if exists and mode in ("error", "errorifexists"):
         fail(f"{flag}: {path} exists (--mode {mode}); choose another output or "
              "--mode overwrite/append")
-    return True
+    return exists is not False
 
 
 def file_destination(path: str | None, flag: str) -> None:
