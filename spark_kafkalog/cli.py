@@ -55,6 +55,7 @@ from spark_kafkalog.errors import (
     KafkaLogError,
     LogLayoutError,
 )
+from spark_kafkalog.jobkit import parse_kv
 from spark_kafkalog.log import (
     LogDirs,
     PartitionDir,
@@ -66,7 +67,6 @@ from spark_kafkalog.log.diagnose.inspect import inspect_partitions, partition_su
 from spark_kafkalog.log.io import list_dir
 from spark_kafkalog.log.diagnose.verify import ERROR, Finding, verify_log_dirs
 from spark_kafkalog.log.diagnose.remote import held_remotely, remote_tiers, verify_remote
-from spark_kafkalog.log.read.remote import RemoteStorage
 
 __all__ = ["main", "Progress", "format_table"]
 
@@ -84,13 +84,7 @@ def _print_lines(lines: Iterable[str], out: TextIO) -> None:
 
 
 def _fs_options(pairs: Sequence[str] | None) -> dict[str, str]:
-    options: dict[str, str] = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InvalidOptionError(f"--fs-option expects KEY=VALUE, got {pair!r}")
-        options[key.strip()] = value
-    return options
+    return parse_kv(pairs, "--fs-option", InvalidOptionError)
 
 
 def _plain_uri(uri: str) -> str:
@@ -101,15 +95,6 @@ def _plain_uri(uri: str) -> str:
 
 
 # ---- selecting partitions -------------------------------------------------------------------
-
-def _remote(args, fs_options: dict):
-    """The remote tier ``--remote-storage`` names (None without it)."""
-    if getattr(args, "remote_storage", None) is None:
-        if getattr(args, "remote_layout", None) is not None:
-            raise InvalidOptionError("--remote-layout needs --remote-storage")
-        return None
-    return RemoteStorage(_plain_uri(args.remote_storage), args.remote_layout, fs_options)
-
 
 def _select(paths: Sequence[str], fs_options: dict, topics: Sequence[str] | None
             ) -> tuple[LogDirs, list[PartitionDir]]:
@@ -173,7 +158,7 @@ def _cmd_inspect(args, out: TextIO, err: TextIO) -> int:
     finally:
         progress.close()
     summaries = [partition_summary(info, scan) for info in infos]
-    storage = _remote(args, _fs_options(args.fs_option))
+    storage = cli_cat.remote_storage(args, _fs_options(args.fs_option))
     if storage is not None:
         tiers = remote_tiers(logdirs, storage, parts)
         for s in summaries:
@@ -269,7 +254,7 @@ def _cmd_verify(args, out: TextIO, err: TextIO) -> int:
                                  progress=progress.update)
     finally:
         progress.close()
-    storage = _remote(args, fs_options)
+    storage = cli_cat.remote_storage(args, fs_options)
     if storage is not None:
         result.findings[:] = held_remotely(result.findings, logdirs, storage, parts)
         result.findings.extend(verify_remote(logdirs, storage, parts))
@@ -355,12 +340,8 @@ def _parser() -> argparse.ArgumentParser:
     sel.add_argument("--topic", action="append", metavar="TOPIC",
                      help="only this topic (repeatable)")
     remote = argparse.ArgumentParser(add_help=False)
-    remote.add_argument("--remote-storage", metavar="URI",
-                        help="the remote tier's root (KIP-405 tiered storage): read and "
-                             "check it with the log dirs, from their __remote_log_metadata")
-    remote.add_argument("--remote-layout", metavar="TEMPLATE",
-                        help="how the remote store names objects: local-tiered-storage "
-                             "(default) or a path template (see README)")
+    cli_cat.add_remote_flags(remote, "read and check it with the log dirs, from their "
+                                     "__remote_log_metadata")
 
     parser = _Parser(
         prog="kafkalog", description="Inspect, dump and verify Kafka log directories "

@@ -16,11 +16,12 @@ import pyarrow.fs as pafs
 from spark_kafkalog import kcat
 from spark_kafkalog._console import non_negative
 from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
+from spark_kafkalog.jobkit import parse_kv
 from spark_kafkalog.log import LogDirs, parse_partition_dir_name, resolve_filesystem
 from spark_kafkalog.log.io import FILESYSTEM_OPTIONS, list_dir
 from spark_kafkalog.log.model.names import parse_segment_file_name
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "add_remote_flags", "remote_storage", "run"]
 
 EPILOG = """\
 kcat's consumer flags: -C and -e are implied (a log dir is read to its end and cat exits);
@@ -71,12 +72,9 @@ def add_parser(sub, fs_help: str) -> argparse.ArgumentParser:
     p.add_argument("--ignore-data-loss", action="store_true",
                    help="print what is there when records the log's files promise are "
                         "missing (default: fail, exit 1)")
-    p.add_argument("--remote-storage", metavar="URI",
-                   help="the remote tier's root (KIP-405 tiered storage): read below the "
-                        "local log, from the log dir's __remote_log_metadata")
-    p.add_argument("--remote-layout", metavar="TEMPLATE",
-                   help="how the remote store names objects (default: Kafka's "
-                        "LocalTieredStorage layout; see README)")
+    add_remote_flags(p, "read below the local log, from the log dir's "
+                        "__remote_log_metadata")
+    # not jobkit.add_isolation_level: no default here, -X isolation.level may set it
     p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
                    help="as -X isolation.level")
     p.add_argument("--jbod", action="store_true",
@@ -91,6 +89,29 @@ def add_parser(sub, fs_help: str) -> argparse.ArgumentParser:
         p.add_argument(flag, dest="flag_" + flag[1], action="store_true", help=what)
     p.add_argument("-v", "--verbose", action="count", default=0, help="log what is read")
     return p
+
+
+def add_remote_flags(p: argparse.ArgumentParser, use: str) -> None:
+    """``--remote-storage URI`` and ``--remote-layout TEMPLATE`` (:func:`remote_storage`
+    reads them; ``kafkalog inspect`` and ``verify`` have them too); ``use`` says what the
+    command does with the remote tier."""
+    p.add_argument("--remote-storage", metavar="URI",
+                   help=f"the remote tier's root (KIP-405 tiered storage): {use}")
+    p.add_argument("--remote-layout", metavar="TEMPLATE",
+                   help="how the remote store names objects: local-tiered-storage "
+                        "(default, Kafka's LocalTieredStorage layout) or a path template "
+                        "(see README)")
+
+
+def remote_storage(args, fs_options: dict):
+    """The remote tier ``--remote-storage`` names (None without it)."""
+    if getattr(args, "remote_storage", None) is None:
+        if getattr(args, "remote_layout", None) is not None:
+            raise InvalidOptionError("--remote-layout needs --remote-storage")
+        return None
+    from spark_kafkalog.log.read.remote import RemoteStorage
+
+    return RemoteStorage(_plain(args.remote_storage), args.remote_layout, fs_options)
 
 
 def _plain(uri: str) -> str:
@@ -186,12 +207,7 @@ def _topic(asked: str | None, named: str | None) -> str:
 
 
 def _options(args, err: TextIO) -> tuple[kcat.CatOptions, dict]:
-    fs_options: dict[str, str] = {}
-    for pair in args.fs_option or ():
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InvalidOptionError(f"--fs-option expects KEY=VALUE, got {pair!r}")
-        fs_options[key.strip()] = value
+    fs_options = parse_kv(args.fs_option, "--fs-option", InvalidOptionError)
     isolation = "read_committed"          # librdkafka's default isolation.level
     for prop in args.props or ():
         key, sep, value = prop.partition("=")
@@ -255,13 +271,10 @@ def run(args, out: TextIO, err: TextIO) -> int:
     """``kafkalog cat``: 0 when printed; errors are raised (the command maps them)."""
     opts, fs_options = _options(args, err)
     sources = _sources(args, fs_options)
-    if args.remote_layout is not None and args.remote_storage is None:
-        raise InvalidOptionError("--remote-layout needs --remote-storage")
-    if args.remote_storage is not None:
+    storage = remote_storage(args, fs_options)
+    if storage is not None:
         from spark_kafkalog.log.diagnose.remote import remote_tiers
-        from spark_kafkalog.log.read.remote import RemoteStorage
 
-        storage = RemoteStorage(_plain(args.remote_storage), args.remote_layout, fs_options)
         for src in sources:
             src.remote = storage
             src.tiers = {k: t.plan for k, t in
