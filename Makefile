@@ -25,7 +25,7 @@ build: $(STAMP)
 	flock .build.lock $(PY) setup.py -q build_ext --inplace -j 2
 
 test: build kafka-jars browser kcat fuzz-kernels
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=25 $(PYTEST_ARGS)
 
 test-fast: build
 	$(PY) -m pytest -q -m "not spark and not slow and not kafka" $(PYTEST_ARGS)
