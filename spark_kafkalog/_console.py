@@ -1,16 +1,18 @@
 """Text output of the ``kafkalog`` command: a progress bar on stderr, aligned tables,
-sizes, times and counted nouns."""
+sizes, times and counted nouns; and how its arguments read (counts, paths)."""
 from __future__ import annotations
 
 import argparse
 import base64
 import json
+import os
 import sys
 import time
 from datetime import datetime, timezone
 from typing import Iterable, Sequence, TextIO
 
-__all__ = ["Progress", "format_table", "human_bytes", "iso_ms", "json_line", "plural"]
+__all__ = ["Progress", "format_table", "human_bytes", "iso_ms", "json_line", "plain_uri",
+           "plural"]
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
@@ -125,3 +127,10 @@ def non_negative(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
     return value
+
+
+def plain_uri(uri: str) -> str:
+    """A local path made absolute; a URI as given, less a trailing slash."""
+    if "://" in uri:
+        return uri.rstrip("/") or uri
+    return os.path.abspath(os.path.expanduser(uri))

@@ -47,6 +47,7 @@ from spark_kafkalog._console import (
     human_bytes,
     iso_ms,
     non_negative,
+    plain_uri,
     plural,
 )
 from spark_kafkalog.errors import (
@@ -87,13 +88,6 @@ def _fs_options(pairs: Sequence[str] | None) -> dict[str, str]:
     return parse_kv(pairs, "--fs-option", InvalidOptionError)
 
 
-def _plain_uri(uri: str) -> str:
-    """A local path made absolute (URIs are left alone)."""
-    if "://" in uri:
-        return uri.rstrip("/") or uri
-    return os.path.abspath(os.path.expanduser(uri))
-
-
 # ---- selecting partitions -------------------------------------------------------------------
 
 def _select(paths: Sequence[str], fs_options: dict, topics: Sequence[str] | None
@@ -106,7 +100,7 @@ def _select(paths: Sequence[str], fs_options: dict, topics: Sequence[str] | None
     roots: list[str] = []
     wanted: list[tuple[str, str | None, int | None]] = []
     for raw in paths:
-        uri = _plain_uri(raw)
+        uri = plain_uri(raw)
         fs, path = resolve_filesystem(uri, fs_options)
         info = fs.get_file_info(path)
         if info.type == pafs.FileType.NotFound:

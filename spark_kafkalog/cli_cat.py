@@ -14,7 +14,7 @@ from typing import TextIO
 import pyarrow.fs as pafs
 
 from spark_kafkalog import kcat
-from spark_kafkalog._console import non_negative
+from spark_kafkalog._console import non_negative, plain_uri
 from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
 from spark_kafkalog.jobkit import parse_kv
 from spark_kafkalog.log import LogDirs, parse_partition_dir_name, resolve_filesystem
@@ -111,13 +111,7 @@ def remote_storage(args, fs_options: dict):
         return None
     from spark_kafkalog.log.read.remote import RemoteStorage
 
-    return RemoteStorage(_plain(args.remote_storage), args.remote_layout, fs_options)
-
-
-def _plain(uri: str) -> str:
-    if "://" in uri:
-        return uri.rstrip("/") or uri
-    return os.path.abspath(os.path.expanduser(uri))
+    return RemoteStorage(plain_uri(args.remote_storage), args.remote_layout, fs_options)
 
 
 def _parent(uri: str) -> str:
@@ -128,7 +122,7 @@ def _sources(args, fs_options: dict) -> list[kcat.Selection]:
     """One Selection per log dir PATH (one in all with --jbod), each with its partitions."""
     groups: list[tuple[list[str], list[tuple]]] = []    # (roots, wanted)
     for raw in args.paths:
-        uri = _plain(raw)
+        uri = plain_uri(raw)
         fs, path = resolve_filesystem(uri, fs_options)
         info = fs.get_file_info(path)
         if info.type == pafs.FileType.NotFound:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import posixpath
 from typing import TextIO
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog._console import human_bytes, json_line
+from spark_kafkalog._console import human_bytes, json_line, plain_uri
 from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
 from spark_kafkalog.log import resolve_filesystem
 from spark_kafkalog.log.diagnose.dump import FILE_KINDS, DumpOptions, dump_file, file_kind
@@ -90,12 +89,6 @@ def _files(args) -> list[str]:
     return files
 
 
-def _plain(uri: str) -> str:
-    if "://" in uri:
-        return uri.rstrip("/") or uri
-    return os.path.abspath(os.path.expanduser(uri))
-
-
 def run(args, out: TextIO, err: TextIO, fs_options: dict) -> int:
     """``kafkalog dump``: 0 ok, 1 problems found, 2 nothing dumpable."""
     for flag in ("key_decoder_class", "value_decoder_class"):
@@ -117,7 +110,7 @@ def run(args, out: TextIO, err: TextIO, fs_options: dict) -> int:
     for name in _files(args):
         if stopped:
             break
-        fs, path = resolve_filesystem(_plain(name), fs_options)
+        fs, path = resolve_filesystem(plain_uri(name), fs_options)
         if file_kind(posixpath.basename(path)) is None:
             # Kafka's DumpLogSegments skips what it does not know, so `dump dir/*` works
             note = f"Ignoring unknown file {name} (cannot dump it: expected a {FILE_KINDS})"
