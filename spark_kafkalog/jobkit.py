@@ -48,8 +48,8 @@ __all__ = ["CODECS", "DATA_ERRORS", "EXIT_BAD_INPUT", "EXIT_DATA", "EXIT_FAILED"
            "add_isolation_level", "add_log_dirs", "add_manifest", "add_time_window",
            "add_topic_settings", "add_topics", "alias", "check_setting_topics",
            "chosen_topics", "emit", "exit_status", "human_bytes", "iso_ms", "parse_kv",
-           "parse_time_ms", "parser", "plural", "rate", "run", "spark_session", "topic_list",
-           "topic_overrides", "write_manifest"]
+           "parse_time_ms", "parse_time_window", "parser", "plural", "rate", "run",
+           "spark_session", "topic_list", "topic_overrides", "write_manifest"]
 
 #: exit statuses of a job (README, "Jobs": the same scheme as the ``kafkalog`` command)
 EXIT_OK = 0
@@ -306,18 +306,13 @@ def add_mode(ap: JobParser, default: str, overwrite: str) -> None:
 def time_window(df, time_from: str | None, time_to: str | None,
                 flags: tuple[str, str] = ("--from", "--to")):
     """``df`` (the read schema) cut to the records with ``from <= timestamp < to``
-    (ISO-8601 or epoch ms; either may be None). The reader takes the bounds as pushed
-    filters and seeks the time index; a record without a timestamp (-1) is in no
-    window."""
+    (:func:`parse_time_window`). The reader takes the bounds as pushed filters and seeks
+    the time index; a record without a timestamp (-1) is in no window."""
     from datetime import timedelta
 
     from pyspark.sql import functions as F
 
-    lo = None if time_from is None else parse_time_ms(time_from, flags[0])
-    hi = None if time_to is None else parse_time_ms(time_to, flags[1])
-    if lo is not None and hi is not None and lo >= hi:
-        raise JobInputError(f"{flags[0]} {time_from} is not before {flags[1]} {time_to}: "
-                            "the window [from, to) is empty")
+    lo, hi = parse_time_window(time_from, time_to, flags)
     epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
     if hi is not None and lo is None:
         lo = 0
@@ -373,6 +368,19 @@ def parse_kv(items: Sequence[str] | None, flag: str,
             raise error(f"{flag} expects KEY=VALUE, got {item!r}")
         out[key.strip()] = value
     return out
+
+
+def parse_time_window(time_from: str | None, time_to: str | None,
+                      flags: tuple[str, str] = ("--from", "--to")
+                      ) -> tuple[int | None, int | None]:
+    """The window ``[from, to)`` in epoch milliseconds, each bound ISO-8601 or epoch ms
+    (:func:`parse_time_ms`; None: unbounded); an empty window is a JobInputError."""
+    lo = None if time_from is None else parse_time_ms(time_from, flags[0])
+    hi = None if time_to is None else parse_time_ms(time_to, flags[1])
+    if lo is not None and hi is not None and lo >= hi:
+        raise JobInputError(f"{flags[0]} {time_from} is not before {flags[1]} {time_to}: "
+                            "the window [from, to) is empty")
+    return lo, hi
 
 
 def parse_time_ms(text: str, flag: str) -> int:

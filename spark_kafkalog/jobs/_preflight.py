@@ -229,15 +229,6 @@ def common(args) -> None:
     file_destination(getattr(args, "summary_json", None), "--summary-json")
 
 
-def time_window(time_from: str | None, time_to: str | None) -> None:
-    """``--from``/``--to``: each ISO-8601 or epoch ms, and the window not empty."""
-    lo = jobkit.parse_time_ms(time_from, "--from") if time_from else None
-    hi = jobkit.parse_time_ms(time_to, "--to") if time_to else None
-    if lo is not None and hi is not None and lo >= hi:
-        fail(f"--from {time_from} is not before --to {time_to}: the window [from, to) "
-             "is empty")
-
-
 #: export's flags by the read option each sets (``args`` attribute, flag)
 _EXPORT_FLAGS = {"subscribe": ("topic", "--topic"),
                  "subscribePattern": ("topic_pattern", "--topic-pattern"),
@@ -263,7 +254,8 @@ def export(args, opts: dict[str, str]) -> bool:
     output exists)."""
     common(args)
     parquet_codec(args.compression)
-    time_window(args.time_from, args.time_to)
+    # an empty --from/--to is not checked here (as before): jobkit.time_window rejects it
+    jobkit.parse_time_window(args.time_from or None, args.time_to or None)
     try:
         logdirs, ranges = read_options(opts)
     except (InvalidOptionError, LogLayoutError) as err:

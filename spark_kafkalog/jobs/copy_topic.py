@@ -152,13 +152,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 # ---- argument values -----------------------------------------------------------------------
-def time_window(args: argparse.Namespace) -> tuple[int | None, int | None]:
-    """``[--from, --to)`` in epoch milliseconds (None: unbounded)."""
-    lo, hi = args.time_from, args.time_to
-    return (None if lo is None else jobkit.parse_time_ms(lo, "--from"),
-            None if hi is None else jobkit.parse_time_ms(hi, "--to"))
-
-
 def parse_partition_list(text: str) -> list[int]:
     out: set[int] = set()
     for part in text.split(","):
@@ -231,10 +224,7 @@ def plan_topics(args: argparse.Namespace) -> list[TopicPlan]:
         missing = [t for t in topics if t not in available]
         if missing:
             raise BadInput(f"--topic: {', '.join(missing)} not found in {args.path}")
-    window = time_window(args)
-    if window[0] is not None and window[1] is not None and window[0] >= window[1]:
-        raise BadInput(f"--from {args.time_from} is not before --to {args.time_to}: the "
-                       "window [from, to) is empty")
+    jobkit.parse_time_window(args.time_from, args.time_to)
     if None not in (args.start_offset, args.end_offset) and \
             args.start_offset >= args.end_offset:
         raise BadInput(f"--start-offset {args.start_offset} is not below --end-offset "
