@@ -25,7 +25,7 @@ from spark_kafkalog.log.diagnose.stats import partition_stats
 from spark_kafkalog.log.io import write_local_atomic
 
 __all__ = ["collect_stats", "build_report", "render_text", "write_outputs",
-           "add_arguments", "run_cli", "DESCRIPTION"]
+           "add_arguments", "add_scan_flags", "run_cli", "DESCRIPTION"]
 
 DESCRIPTION = ("One pass over the partitions of a log dir (in parallel): per topic and "
                "partition records, bytes, segments, codecs, time range, producers, "
@@ -212,16 +212,22 @@ def _write_whole(path: str, text: str) -> None:
 
 
 # ---- kafkalog report ------------------------------------------------------------------------
+def add_scan_flags(p: argparse.ArgumentParser) -> None:
+    """``--no-verify`` and ``--no-keys``, how much a report reads (``kafkalog report`` and
+    the log_report job): ``verify=not args.no_verify``, ``decode=keys=not args.no_keys``."""
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip verify's checks (each partition is read once, not twice)")
+    p.add_argument("--no-keys", action="store_true",
+                   help="batch headers only: no record decoding, no distinct keys (faster)")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``kafkalog report``'s own options (paths, --topic, --json come from cli.py)."""
     p.add_argument("--html", metavar="FILE", help="write the HTML page with charts here")
     p.add_argument("--output-json", metavar="FILE", help="write the JSON report here")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
                    help="partitions read in parallel (default: one per CPU)")
-    p.add_argument("--no-verify", action="store_true",
-                   help="skip verify's checks (reads each partition once instead of twice)")
-    p.add_argument("--no-keys", action="store_true",
-                   help="headers only: no record decoding, no distinct keys (faster)")
+    add_scan_flags(p)
     p.add_argument("--no-partitions", action="store_true",
                    help="print the topic table only")
 

@@ -26,7 +26,7 @@ from spark_kafkalog import jobkit
 from spark_kafkalog.jobs import _preflight
 from spark_kafkalog.log import LogDirs
 from spark_kafkalog.log.diagnose.stats import partition_stats
-from spark_kafkalog.report import build_report, render_text, write_outputs
+from spark_kafkalog.report import add_scan_flags, build_report, render_text, write_outputs
 
 EXAMPLE = ("kafkalog job log_report --path sample/kafka-logs --html out/report.html "
            "--json out/report.json")
@@ -41,10 +41,7 @@ def build_parser() -> jobkit.JobParser:
     ap.add_argument("--tasks", type=int, default=None, metavar="N",
                     help="pack the partitions into N Spark tasks (default: one per "
                          "partition)")
-    ap.add_argument("--no-verify", action="store_true",
-                    help="skip verify's checks (each partition is read once, not twice)")
-    ap.add_argument("--no-keys", action="store_true",
-                    help="batch headers only: no record decoding, no distinct keys")
+    add_scan_flags(ap)
     jobkit.add_fs_option(ap)
     ap.add_argument("--quiet", action="store_true", help="no topic table on stdout")
     jobkit.alias(ap, "--topics", "--topic")
