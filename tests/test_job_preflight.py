@@ -122,6 +122,7 @@ def corrupt_first_segment(root: Path, topic: str = "events", partition: int = 0)
     (["--starting-offsets", "{bad"], "--starting-offsets is not valid JSON"),
     (["--starting-offsets", '{"events":{"0":5}}'], "--starting-offsets"),
     (["--from", "yesterday"], "--from: 'yesterday' is neither epoch milliseconds"),
+    (["--to", ""], "--to: '' is neither epoch milliseconds"),
     (["--from", "2024-01-02", "--to", "2024-01-01"], "the window [from, to) is empty"),
     (["--mode", "errorifexists"], "exists (--mode errorifexists)"),
 ])

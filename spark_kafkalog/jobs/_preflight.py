@@ -254,8 +254,7 @@ def export(args, opts: dict[str, str]) -> bool:
     output exists)."""
     common(args)
     parquet_codec(args.compression)
-    # an empty --from/--to is not checked here (as before): jobkit.time_window rejects it
-    jobkit.parse_time_window(args.time_from or None, args.time_to or None)
+    jobkit.parse_time_window(args.time_from, args.time_to)
     try:
         logdirs, ranges = read_options(opts)
     except (InvalidOptionError, LogLayoutError) as err:
