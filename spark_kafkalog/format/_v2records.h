@@ -162,6 +162,27 @@ static inline int kl_emit_header(kl_out* o, const uint8_t* kp, int32_t klen,
     return KE_OK;
 }
 
+/* A record's key or value (len -1: null) appended to its column at `row`: the bytes,
+   the validity bit (the bitmap is started at the first null) and the end offset. The
+   column's counters are the caller's locals, hoisted out of kl_out for the row loop;
+   inlined, they stay in registers. */
+static inline __attribute__((always_inline)) void kl_put_bin(
+        uint8_t* data, int64_t* used, int64_t cap, uint8_t* valid, int* bm, int64_t* nulls,
+        int32_t* offs, int64_t row, uint8_t bit, const uint8_t* src, int32_t len,
+        const uint8_t* end) {
+    if (len >= 0) {
+        size_t room = (size_t)(end - src);
+        if ((size_t)(cap - *used) < room) room = (size_t)(cap - *used);
+        kl_copy_over(data + *used, src, (size_t)len, room);
+        *used += len;
+        if (*bm) valid[row >> 3] |= bit;
+    } else {
+        if (!*bm) { kl_bitmap_start(valid, row); *bm = 1; }
+        (*nulls)++;
+    }
+    offs[row + 1] = (int32_t)*used;
+}
+
 /* Decode `count` records of the uncompressed payload p[0:plen] into `o`. The caller
    reserved `count` rows and `plen` bytes of key and of value data. Records whose
    offset is outside [lo, hi) (hi_set == 0: no upper bound) are parsed and validated
@@ -196,7 +217,6 @@ static int kl_v2_records(kl_out* o, const uint8_t* p, int64_t plen, int32_t coun
     /* the data buffers do not grow inside this function (the caller reserved the
        payload's size in each) */
     const int64_t key_cap = o->key_cap, val_cap = o->val_cap;
-    size_t room;
     int64_t key_nulls = 0, val_nulls = 0, hl_nulls = 0;
     int key_bm = o->key_bm, val_bm = o->val_bm;
     uint8_t bit;
@@ -241,28 +261,10 @@ static int kl_v2_records(kl_out* o, const uint8_t* p, int64_t plen, int32_t coun
             if (KL_UNLIKELY(ts_ms > KL_TS_MAX_MS || ts_ms < -KL_TS_MAX_MS))
                 KL_FAIL(KE_TS_RANGE, ts_ms, off, 0);
             o_ts[row] = ts_ms * 1000;
-            if (klen >= 0) {
-                room = (size_t)(end - kp);
-                if ((size_t)(key_cap - key_used) < room) room = (size_t)(key_cap - key_used);
-                kl_copy_over(o_key_data + key_used, kp, (size_t)klen, room);
-                key_used += klen;
-                if (key_bm) o_key_valid[row >> 3] |= bit;
-            } else {
-                if (!key_bm) { kl_bitmap_start(o_key_valid, row); key_bm = 1; }
-                key_nulls++;
-            }
-            o_key_off[row + 1] = (int32_t)key_used;
-            if (vlen >= 0) {
-                room = (size_t)(end - vp);
-                if ((size_t)(val_cap - val_used) < room) room = (size_t)(val_cap - val_used);
-                kl_copy_over(o_val_data + val_used, vp, (size_t)vlen, room);
-                val_used += vlen;
-                if (val_bm) o_val_valid[row >> 3] |= bit;
-            } else {
-                if (!val_bm) { kl_bitmap_start(o_val_valid, row); val_bm = 1; }
-                val_nulls++;
-            }
-            o_val_off[row + 1] = (int32_t)val_used;
+            kl_put_bin(o_key_data, &key_used, key_cap, o_key_valid, &key_bm, &key_nulls,
+                       o_key_off, row, bit, kp, klen, end);
+            kl_put_bin(o_val_data, &val_used, val_cap, o_val_valid, &val_bm, &val_nulls,
+                       o_val_off, row, bit, vp, vlen, end);
             n = row + 1;
         }
         if (hcount) {
