@@ -277,3 +277,15 @@ def test_read_registry_corrupt_record_names_offset(tmp_path):
     with pytest.raises(SchemaRegistryError) as e:
         read_registry(str(root))
     assert "_schemas-0: offset 4" in str(e.value)
+
+
+def test_from_an_arrow_table_and_pickles(state):
+    recs = rr.history()
+    table = pa.table({"offset": pa.array(range(len(recs)), pa.int64()),
+                      "key": pa.array([k for k, _ in recs], pa.binary()),
+                      "value": pa.array([v for _, v in recs], pa.binary())})
+    got = RegistryState.from_records(table)
+    assert got.to_arrow().equals(state.to_arrow())
+    back = pickle.loads(pickle.dumps(got))          # a state crosses to executors as is
+    assert back.latest("orders-value") == state.latest("orders-value")
+    assert back.next_id() == 12
