@@ -211,6 +211,8 @@ def test_metadata_kept_as_raw_json():
      "'id' is None"),
     (b'{"keytype":"SCHEMA","subject":"a","version":1,"magic":7}', b"{}", "magic 7"),
     (None, b"{}", "null key"),
+    (rr.subject_key("CONFIG"), b'{"compatibilityLevel":"SIDEWAYS"}', "'SIDEWAYS' is not one"),
+    (rr.subject_key("MODE", "x"), b'{"subject":"x","mode":"readonly"}', "'readonly' is not one"),
 ])
 def test_corrupt_records(key, value, words):
     recs = [(0, rr.NOOP_KEY, None), (1, key, value),
@@ -224,6 +226,7 @@ def test_corrupt_records(key, value, words):
     # the registry's reader logs such a record and goes on: on_error="skip"
     s = RegistryState.from_records(recs, on_error="skip")
     assert s.versions("b") == [1] and [x.offset for x in s.skipped] == [1]
+    assert s.records == 3
 
 
 def test_errors_pickle_with_their_code():
