@@ -508,9 +508,12 @@ class RegistryState:
             for ref in cur.references:
                 subject = _ref_subject(cur.subject, ref.subject)
                 try:
-                    target = self.version(subject, ref.version, include_deleted=True)
+                    # -1: the latest version, as a client resolves it; a pinned version
+                    # is read even when soft-deleted (it is still the one imported)
+                    target = self.version(subject, ref.version,
+                                          include_deleted=ref.version != -1)
                 except SchemaNotFoundError as err:
-                    raise SchemaNotFoundError(
+                    raise type(err)(
                         f"reference {ref.name!r} of subject '{cur.subject}' version "
                         f"{cur.version}: {err}") from err
                 out.setdefault(ref.name, target)

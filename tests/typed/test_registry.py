@@ -292,3 +292,18 @@ def test_from_an_arrow_table_and_pickles(state):
     back = pickle.loads(pickle.dumps(got))          # a state crosses to executors as is
     assert back.latest("orders-value") == state.latest("orders-value")
     assert back.next_id() == 12
+
+
+def test_reference_to_latest_and_to_a_missing_version():
+    recs = [(rr.schema_key("dep", 1), rr.schema_value("dep", 1, 1, '"int"')),
+            (rr.schema_key("dep", 2), rr.schema_value("dep", 2, 2, '"long"')),
+            (rr.schema_key("dep", 2), rr.schema_value("dep", 2, 2, '"long"', deleted=True)),
+            (rr.schema_key("top", 1), rr.schema_value("top", 1, 3, '"x"', references=[
+                ("Dep", "dep", -1)])),
+            (rr.schema_key("bad", 1), rr.schema_value("bad", 1, 4, '"y"', references=[
+                ("Nope", "nope", 1)]))]
+    s = RegistryState.from_records(rows(recs))
+    assert s.references_of(s.latest("top"))["Dep"].version == 1    # 2 is soft-deleted
+    with pytest.raises(SubjectNotFoundError) as e:
+        s.references_of(s.latest("bad"))
+    assert "reference 'Nope' of subject 'bad' version 1" in str(e.value)
