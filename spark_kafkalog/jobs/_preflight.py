@@ -308,8 +308,6 @@ def copy(args, plans, reader_opts, writer_opts) -> None:
         parse_write_options(writer_opts(args, plan))
     if args.offset_map:
         output_destination(args.offset_map, "--offset-map", "overwrite")
-    if args.time_from or args.time_to:
-        return          # segments outside the window are not read: the read finds damage
     logdirs = LogDirs(args.path, include_internal=True)
     starting = copy_starting(args)
     ranges = {(plan.source, q): (max(args.start_offset or 0,
@@ -317,8 +315,51 @@ def copy(args, plans, reader_opts, writer_opts) -> None:
                                  min(end, args.end_offset if args.end_offset is not None
                                      else end))
               for plan in plans for q, end in plan.ending.items()}
-    check_segments(logdirs, [p for plan in plans for p in logdirs.partitions(plan.source)
-                             if p.partition in plan.source_partitions], ranges)
+    parts = [p for plan in plans for p in logdirs.partitions(plan.source)
+             if p.partition in plan.source_partitions]
+    copy_selects_something(args, logdirs, parts, ranges)
+    if args.time_from or args.time_to:
+        return          # segments outside the window are not read: the read finds damage
+    check_segments(logdirs, parts, ranges)
+
+
+def copy_selects_something(args, logdirs: LogDirs, parts, ranges: dict) -> None:
+    """copy_topic: refuse a selection that holds no record (an offset range past the
+    log, a time window no record falls in), which would otherwise create an empty topic
+    that makes the corrected run fail with "already exists". Only what is certain is
+    refused: a window is decided by :func:`~spark_kafkalog.log.read.seek.window_has_records`
+    (the time index, then at most a few MiB of batches per partition; undecided means
+    copy)."""
+    from spark_kafkalog.log.read.seek import log_start_offset, window_has_records
+
+    lo, hi = jobkit.parse_time_window(args.time_from, args.time_to)
+    if lo is None and hi is None and not (
+            args.start_offset is not None or args.end_offset is not None
+            or args.starting_offsets or args.ending_offsets):
+        return          # no window asked for: an empty topic is copied as it is
+    spans = {}
+    for p in parts:
+        start, end = ranges[(p.topic, p.partition)]
+        start = max(start, log_start_offset(logdirs, p))
+        spans[(p.topic, p.partition)] = (start, end)
+        if start >= end:
+            continue
+        if lo is None and hi is None:
+            return
+        if window_has_records(logdirs, p, start, end, lo or 0, hi) is not False:
+            return
+    topics = sorted({t for t, _ in spans})
+    if lo is None and hi is None:
+        shown = ", ".join(f"{t}-{q} [{s}, {e})" for (t, q), (s, e) in sorted(spans.items())[:6])
+        more = f" and {len(spans) - 6} more" if len(spans) > 6 else ""
+        fail(f"the offsets selected hold no record of {', '.join(topics)} (offsets to copy "
+             f"per partition: {shown}{more}, each empty): nothing to copy, nothing created")
+    window = " ".join(f for f in ((f"--from {args.time_from}" if args.time_from else ""),
+                                  (f"--to {args.time_to}" if args.time_to else "")) if f)
+    bounds = (jobkit.iso_ms(lo) if lo is not None else "the first record",
+              jobkit.iso_ms(hi) if hi is not None else "the last")
+    fail(f"{window}: no record of {', '.join(topics)} in the offsets selected has a "
+         f"timestamp in [{bounds[0]}, {bounds[1]}): nothing to copy, nothing created")
 
 
 def copy_starting(args) -> dict:
