@@ -6,6 +6,7 @@ holds the remote metadata it planned with (one state per read) while a new read 
 metadata's change."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,6 +16,7 @@ from spark_kafkalog.errors import DataLossError, UnsupportedFormatError
 from spark_kafkalog.format.remote_log_metadata import TOPIC as RLM
 from spark_kafkalog.log import LogDirs, read_table
 from spark_kafkalog.log.read import reader as log_reader
+from spark_kafkalog.log.read.scan import ReadStats
 from spark_kafkalog.log.write.table import write_table
 from tests.format import remote_log_metadata_builders as rlm
 
@@ -63,6 +65,43 @@ def test_a_segment_the_metadata_does_not_list_is_a_gap(tmp_path):
     got = read_table(data, TOPIC, remote_storage=remote, fail_on_data_loss=False)
     offsets = got.column("offset").to_pylist()
     assert offsets[0] == 0 and not any(bases[1] <= o < bases[2] for o in offsets)
+
+
+def _warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.levelno == logging.WARNING and "data loss" in r.getMessage()]
+
+
+def test_a_missing_remote_segment_warns_once_per_partition_and_is_in_stats(tmp_path, caplog):
+    """failOnDataLoss=false over a remote tier that lost a segment's object and has a
+    gap the metadata shows: the rows that are there, one warning for the partition that
+    names it, the offsets and the missing segment, and both losses in the read's stats
+    (as the local tier reports its own)."""
+    p, full, bases = build(tmp_path)
+    data, remote = tier(tmp_path, p, full, bases, listed=(0, 2))      # segment 1: a gap
+    seg = next(Path(remote).rglob(f"{bases[2]:020d}-{SEG_IDS[2]}.log"))
+    seg.unlink()                                                      # segment 2: lost
+    with pytest.raises(DataLossError, match=f"offsets {bases[1]}..{bases[2] - 1}"):
+        read_table(data, TOPIC, remote_storage=remote)
+    stats = ReadStats()
+    caplog.set_level(logging.WARNING)
+    got = read_table(data, TOPIC, remote_storage=remote, fail_on_data_loss=False,
+                     stats=stats)
+    assert got.equals(pa.concat_tables([p.expected_table(end=bases[1]),
+                                        p.expected_table(start=bases[3])]))
+    (warning,) = _warnings(caplog)
+    assert warning.startswith(f"data loss in {TOPIC}-0 ")
+    assert f"offsets {bases[1]}..{bases[2] - 1}" in warning and "neither tier" in warning
+    assert f"offsets {bases[2]}..{bases[3] - 1}" in warning and SEG_IDS[2] in warning
+    assert str(seg) in warning
+    assert [(x.topic, x.partition, x.kind, x.start, x.end) for x in stats.losses] == [
+        (TOPIC, 0, "remote_gap", bases[1], bases[2]),
+        (TOPIC, 0, "remote_missing", bases[2], bases[3])]
+    # a read that does not reach the lost offsets warns of nothing
+    caplog.clear()
+    read_table(data, TOPIC, remote_storage=remote, fail_on_data_loss=False,
+               starting_offsets={0: bases[3]})
+    assert _warnings(caplog) == []
 
 
 def test_an_object_a_plugin_transformed_is_refused(tmp_path):
