@@ -14,7 +14,8 @@ A value (the key is always null) is framed by Kafka's ``BytesApiMessageSerde``::
 A segment's state moves COPY_SEGMENT_STARTED -> COPY_SEGMENT_FINISHED ->
 DELETE_SEGMENT_STARTED -> DELETE_SEGMENT_FINISHED (a copy that failed goes from STARTED to
 DELETE_SEGMENT_STARTED), and any state to itself (a retried update). Only
-COPY_SEGMENT_FINISHED segments of partitions not marked for deletion are readable. Errors are :class:`~spark_kafkalog.errors.RemoteLogMetadataError`.
+COPY_SEGMENT_FINISHED segments of partitions not marked for deletion are readable.
+Errors are :class:`~spark_kafkalog.errors.RemoteLogMetadataError`.
 """
 from __future__ import annotations
 

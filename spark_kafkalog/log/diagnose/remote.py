@@ -2,13 +2,14 @@
 readable remote segments (from ``__remote_log_metadata``), and what is wrong with them.
 
 Checks (kind ``remote`` unless said): a root that holds no object of the segments listed
-(the wrong directory: one finding naming it, instead of one per object); offsets neither tier holds between the log start
-and the local log (data loss); a segment's objects missing from the store (the ``.log``,
-``.index``, ``.timeindex``, ``.snapshot``, ``.leader_epoch_checkpoint``, and the
-``.txnindex`` the metadata says is not empty); a ``.log`` whose size is not the
-metadata's; leader epochs (kind ``leader_epoch``) outside a segment's offsets, or going
-back from one segment to the next; metadata updates Kafka would refuse (kind
-``remote_metadata``, a warning). One ``get_file_info`` per segment: no listing.
+(the wrong directory: one finding naming it, instead of one per object); offsets neither
+tier holds between the log start and the local log (data loss); a segment's objects
+missing from the store (the ``.log``, ``.index``, ``.timeindex``, ``.snapshot``,
+``.leader_epoch_checkpoint``, and the ``.txnindex`` the metadata says is not empty); a
+``.log`` whose size is not the metadata's; leader epochs (kind ``leader_epoch``) outside
+a segment's offsets, or going back from one segment to the next; metadata updates Kafka
+would refuse (kind ``remote_metadata``, a warning). One ``get_file_info`` per segment (a
+listing only when the first segment is missing, to tell a wrong root from lost ones).
 """
 from __future__ import annotations
 

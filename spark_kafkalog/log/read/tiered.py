@@ -7,9 +7,9 @@ log start offset when retention moved it past that), where the local tier starts
 first gap (offsets neither tier holds between the log start and the local log). Reading a
 gap, or a remote segment the metadata lists but the store lacks, is data loss
 (DataLossError; with ``fail_on_data_loss=False`` skipped, with one warning per partition
-naming the offsets and the missing segments, and the losses in ``stats.losses``). Under read_committed the
-aborted transactions of the remote range come from the remote and the local transaction
-indexes together (a transaction may begin remote and end local).
+naming the offsets and the missing segments, and the losses in ``stats.losses``). Under
+read_committed the aborted transactions of the remote range come from the remote and the
+local transaction indexes together (a transaction may begin remote and end local).
 """
 from __future__ import annotations
 
