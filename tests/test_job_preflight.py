@@ -23,6 +23,7 @@ from spark_kafkalog.jobs import (_preflight, compact, consumer_offsets, copy_top
                                  export_parquet, import_files, log_report, retention)
 from spark_kafkalog.jobs.make_sample_log import make_sample_log
 from spark_kafkalog.log import LogDirs
+from spark_kafkalog.log.read import seek
 from spark_kafkalog.log.write import check_broker_lock
 from tests.log.logbuilder import flip_byte
 
@@ -258,7 +259,7 @@ def test_copy_refuses_an_empty_selection_and_creates_nothing(
 
 
 def test_a_window_between_two_records_is_empty_and_one_around_a_record_is_not(
-        tmp_path, logs, no_spark, capsys):
+        tmp_path, logs, no_spark, capsys, monkeypatch):
     """The preflight decides a window inside the data by the records' timestamps (the
     oracle: every timestamp, read here), refusing only what holds no record."""
     ts = sorted({t // 1000 for t in _timestamps(logs)})
@@ -269,11 +270,16 @@ def test_a_window_between_two_records_is_empty_and_one_around_a_record_is_not(
     line = refused("copy_topic", base + empty, capsys, status=2)
     assert "no record of events" in line, line
     args = copy_topic.parse_args(base + one)
-    _preflight.copy(args, copy_topic.plan_topics(args), copy_topic.reader_options,
-                    copy_topic.writer_options)          # not refused
+    assert _preflight.copy(args, copy_topic.plan_topics(args), copy_topic.reader_options,
+                           copy_topic.writer_options) is True      # not refused
     args = copy_topic.parse_args(base)                  # no window: nothing to decide
-    _preflight.copy(args, copy_topic.plan_topics(args), copy_topic.reader_options,
-                    copy_topic.writer_options)
+    assert _preflight.copy(args, copy_topic.plan_topics(args), copy_topic.reader_options,
+                           copy_topic.writer_options) is True
+    # undecided (the byte budget spent): not refused; the job asks Spark for one row
+    monkeypatch.setattr(seek, "window_has_records", lambda *a, **kw: None)
+    args = copy_topic.parse_args(base + empty)
+    assert _preflight.copy(args, copy_topic.plan_topics(args), copy_topic.reader_options,
+                           copy_topic.writer_options) is None
     assert not (tmp_path / "new").exists()
 
 
