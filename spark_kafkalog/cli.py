@@ -69,7 +69,12 @@ from spark_kafkalog.log import (
 from spark_kafkalog.log.diagnose.inspect import inspect_partitions, partition_summary
 from spark_kafkalog.log.io import list_dir
 from spark_kafkalog.log.diagnose.verify import ERROR, Finding, verify_log_dirs
-from spark_kafkalog.log.diagnose.remote import held_remotely, remote_tiers, verify_remote
+from spark_kafkalog.log.diagnose.remote import (
+    held_remotely,
+    remote_tiers,
+    root_finding,
+    verify_remote,
+)
 
 __all__ = ["main", "Progress", "format_table"]
 
@@ -155,15 +160,19 @@ def _cmd_inspect(args, out: TextIO, err: TextIO) -> int:
         progress.close()
     summaries = [partition_summary(info, scan) for info in infos]
     storage = cli_cat.remote_storage(args, _fs_options(args.fs_option))
+    wrong_root = None
     if storage is not None:
         tiers = remote_tiers(logdirs, storage, parts)
+        wrong_root = root_finding(storage, tiers, "--remote-storage")
         for s in summaries:
             tier = tiers[(s["topic"], s["partition"])].to_dict()
             s["remote"] = tier
             s["log_start_offset"] = tier["log_start_offset"]
     if args.json:
-        json.dump({"roots": list(logdirs.roots), "scanned": scan, "partitions": summaries},
-                  out, indent=2)
+        doc = {"roots": list(logdirs.roots), "scanned": scan, "partitions": summaries}
+        if wrong_root is not None:
+            doc["remote_root_error"] = wrong_root.message
+        json.dump(doc, out, indent=2)
         out.write("\n")
         return EXIT_OK if summaries else _nothing_found("inspect", args, err)
     out.write(f"log dirs: {', '.join(logdirs.roots)}\n")
@@ -205,6 +214,9 @@ def _cmd_inspect(args, out: TextIO, err: TextIO) -> int:
     tiered = [s for s in summaries if s.get("remote")]
     if tiered:
         out.write("\nremote tier:\n")
+        if wrong_root is not None:
+            # what the metadata lists is not under that root: say so before the listing
+            out.write(f"  WRONG ROOT: {wrong_root.message}\n")
         for s in tiered:
             r = s["remote"]
             span = (f"offsets {r['log_start_offset']}..{r['remote_end_offset'] - 1}"

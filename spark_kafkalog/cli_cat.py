@@ -272,7 +272,8 @@ def run(args, out: TextIO, err: TextIO) -> int:
         for src in sources:
             src.remote = storage
             src.tiers = {k: t.plan for k, t in
-                         remote_tiers(src.logdirs, storage, [q for q, _, _ in src.parts]).items()}
+                         remote_tiers(src.logdirs, storage, [q for q, _, _ in src.parts],
+                                      option="--remote-storage").items()}
     if opts.json:
         brokers = {kcat.broker_id(s.logdirs) for s in sources}
         opts.broker = brokers.pop() if len(brokers) == 1 else -1

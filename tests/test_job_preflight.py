@@ -23,6 +23,7 @@ from spark_kafkalog.jobs import (_preflight, compact, consumer_offsets, copy_top
                                  export_parquet, import_files, log_report, retention)
 from spark_kafkalog.jobs.make_sample_log import make_sample_log
 from spark_kafkalog.log import LogDirs
+from spark_kafkalog.log.read import seek
 from spark_kafkalog.log.write import check_broker_lock
 from tests.log.logbuilder import flip_byte
 
@@ -224,6 +225,62 @@ def test_copy_refuses_a_held_destination_and_a_corrupt_source(
                                       "read_uncommitted", *extra])
         _preflight.copy(args, copy_topic.plan_topics(args), copy_topic.reader_options,
                         copy_topic.writer_options)
+
+
+def _timestamps(logs: Path) -> list[int]:
+    from spark_kafkalog.log import read_table
+
+    t = read_table(str(logs), "events", include_headers=False)
+    return sorted(t.column("timestamp").cast("int64").to_pylist())      # microseconds
+
+
+@pytest.mark.parametrize("extra, expect", [
+    (["--from", "2030-01-01"], "--from 2030-01-01: no record of events in the offsets "
+                               "selected has a timestamp in [2030-01-01T00:00:00.000Z, "
+                               "the last): nothing to copy, nothing created"),
+    (["--to", "2023-12-31"], "--to 2023-12-31: no record of events"),
+    (["--start-offset", "5000"], "the offsets selected hold no record of events (offsets "
+                                 "to copy per partition: events-0 [5000, 2000), "
+                                 "events-1 [5000, 2000), each empty)"),
+    (["--end-offset", "1000", "--from", "2024-01-03"], "no record of events"),
+    (["--ending-offsets", '{"events":{"0":0,"1":0}}'], "each empty"),
+])
+def test_copy_refuses_an_empty_selection_and_creates_nothing(
+        tmp_path, logs, dest, no_spark, capsys, extra, expect):
+    """A window or offset range that selects no record: one line, exit 2, before Spark,
+    and neither the destination nor a new output dir is touched (issue 37, item 5)."""
+    before = tree_hash(dest)
+    for out in (dest, tmp_path / "new"):
+        line = refused("copy_topic", ["--path", str(logs), "--output", str(out), "--topic",
+                                      "events", "--rename", "events=copy", *extra],
+                       capsys, status=2)
+        assert line.startswith("copy_topic: ") and expect in line, line
+    assert tree_hash(dest) == before and not (tmp_path / "new").exists()
+
+
+def test_a_window_between_two_records_is_empty_and_one_around_a_record_is_not(
+        tmp_path, logs, no_spark, capsys, monkeypatch):
+    """The preflight decides a window inside the data by the records' timestamps (the
+    oracle: every timestamp, read here), refusing only what holds no record."""
+    ts = sorted({t // 1000 for t in _timestamps(logs)})
+    gap = next(i for i in range(len(ts) // 2, len(ts) - 1) if ts[i + 1] - ts[i] > 2)
+    empty = ["--from", str(ts[gap] + 1), "--to", str(ts[gap + 1])]
+    one = ["--from", str(ts[gap]), "--to", str(ts[gap] + 1)]
+    base = ["--path", str(logs), "--output", str(tmp_path / "new"), "--topic", "events"]
+    line = refused("copy_topic", base + empty, capsys, status=2)
+    assert "no record of events" in line, line
+    args = copy_topic.parse_args(base + one)
+    assert _preflight.copy(args, copy_topic.plan_topics(args), copy_topic.reader_options,
+                           copy_topic.writer_options) is True      # not refused
+    args = copy_topic.parse_args(base)                  # no window: nothing to decide
+    assert _preflight.copy(args, copy_topic.plan_topics(args), copy_topic.reader_options,
+                           copy_topic.writer_options) is True
+    # undecided (the byte budget spent): not refused; the job asks Spark for one row
+    monkeypatch.setattr(seek, "window_has_records", lambda *a, **kw: None)
+    args = copy_topic.parse_args(base + empty)
+    assert _preflight.copy(args, copy_topic.plan_topics(args), copy_topic.reader_options,
+                           copy_topic.writer_options) is None
+    assert not (tmp_path / "new").exists()
 
 
 # ---- compact, retention: the log dir is the destination ------------------------------------------

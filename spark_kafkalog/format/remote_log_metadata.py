@@ -13,8 +13,9 @@ A value (the key is always null) is framed by Kafka's ``BytesApiMessageSerde``::
 
 A segment's state moves COPY_SEGMENT_STARTED -> COPY_SEGMENT_FINISHED ->
 DELETE_SEGMENT_STARTED -> DELETE_SEGMENT_FINISHED (a copy that failed goes from STARTED to
-DELETE_SEGMENT_STARTED). Only COPY_SEGMENT_FINISHED segments of partitions not marked for
-deletion are readable. Errors are :class:`~spark_kafkalog.errors.RemoteLogMetadataError`.
+DELETE_SEGMENT_STARTED), and any state to itself (a retried update). Only
+COPY_SEGMENT_FINISHED segments of partitions not marked for deletion are readable.
+Errors are :class:`~spark_kafkalog.errors.RemoteLogMetadataError`.
 """
 from __future__ import annotations
 
@@ -37,8 +38,9 @@ SEGMENT_STATES = {0: "COPY_SEGMENT_STARTED", 1: "COPY_SEGMENT_FINISHED",
 #: RemotePartitionDeleteState ids
 PARTITION_DELETE_STATES = {0: "DELETE_PARTITION_MARKED", 1: "DELETE_PARTITION_STARTED",
                            2: "DELETE_PARTITION_FINISHED"}
-#: RemoteLogSegmentState.isValidTransition: state -> the states it may move to
-_NEXT = {None: {0}, 0: {1, 2}, 1: {2}, 2: {3}, 3: set()}
+#: RemoteLogSegmentState.isValidTransition: state (None: no segment yet) -> the states it
+#: may move to. Every state may move to itself: Kafka applies a retried update again.
+_NEXT = {None: {0}, 0: {0, 1, 2}, 1: {1, 2}, 2: {2, 3}, 3: {3}}
 
 _TIP = (F("Name", "string"), F("Id", "uuid"), F("Partition", "int32"))
 _SEGMENT_ID = (F("TopicIdPartition", "struct", fields=_TIP), F("Id", "uuid"))
@@ -330,14 +332,15 @@ class RemoteLogMetadataState:
             return            # no topic-partition: only the file-based manager used them
         key = (row["topic_id"], row["partition"], row["segment_id"])
         cur = self._segments.get(key)
-        new = _state_id(row["state"])
-        if new not in _NEXT[None if cur is None else _state_id(cur["state"])]:
+        why = _not_applied(row, cur)
+        if why is not None:
             self.rejected.append((row["record_partition"], row["record_offset"],
                                   f"segment {row['segment_id']}: "
                                   f"{'no segment' if cur is None else cur['state']} -> "
-                                  f"{row['state']}"))
+                                  f"{row['state']}{why}"))
             return
-        if cur is None:
+        if row["api_key"] == SEGMENT:
+            # a segment record (re)announces the whole segment: Kafka's cache puts it
             cur = {f.name: row.get(f.name) for f in SEGMENTS_SCHEMA}
             self._segments[key] = cur
         elif row["custom_metadata"] is not None:
@@ -366,6 +369,23 @@ class RemoteLogMetadataState:
     def segments(self) -> pa.Table:
         """Every segment not yet DELETE_SEGMENT_FINISHED, with its current state."""
         return pa.Table.from_pylist(self.segment_rows(), schema=SEGMENTS_SCHEMA)
+
+
+def _not_applied(row: dict, cur: dict | None) -> str | None:
+    """Why Kafka's RemoteLogMetadataCache does not apply ``row`` to a segment in state
+    ``cur`` (None when it does; ``""`` for a transition ``isValidTransition`` refuses).
+    A segment record goes through ``addCopyInProgressSegment`` (its state must be
+    COPY_SEGMENT_STARTED); an update through ``updateRemoteLogSegmentMetadata`` (the
+    segment must be known, and COPY_SEGMENT_STARTED is no update's state)."""
+    if row["api_key"] == SEGMENT and row["state"] != SEGMENT_STATES[0]:
+        return " (a segment record must be COPY_SEGMENT_STARTED)"
+    if row["api_key"] == SEGMENT_UPDATE and cur is None:
+        return " (no such segment: never announced, or its deletion finished)"
+    if _state_id(row["state"]) not in _NEXT[None if cur is None else _state_id(cur["state"])]:
+        return ""
+    if row["api_key"] == SEGMENT_UPDATE and row["state"] == SEGMENT_STATES[0]:
+        return " (an update cannot set COPY_SEGMENT_STARTED)"
+    return None
 
 
 def _state_id(name: str) -> int:

@@ -294,9 +294,10 @@ def copy_destination(args) -> None:
         recover_log_dir(args.output)
 
 
-def copy(args, plans, reader_opts, writer_opts) -> None:
+def copy(args, plans, reader_opts, writer_opts) -> bool | None:
     """copy_topic, after its own planning: the destination, targets, every option as
-    the source and sink will parse it, the segments to copy."""
+    the source and sink will parse it, a selection that holds a record, the segments to
+    copy. Returns :func:`copy_selects_something`'s answer (None: undecided)."""
     from spark_kafkalog.spark.options import parse_read_options
     from spark_kafkalog.spark.write_options import parse_write_options
 
@@ -308,8 +309,6 @@ def copy(args, plans, reader_opts, writer_opts) -> None:
         parse_write_options(writer_opts(args, plan))
     if args.offset_map:
         output_destination(args.offset_map, "--offset-map", "overwrite")
-    if args.time_from or args.time_to:
-        return          # segments outside the window are not read: the read finds damage
     logdirs = LogDirs(args.path, include_internal=True)
     starting = copy_starting(args)
     ranges = {(plan.source, q): (max(args.start_offset or 0,
@@ -317,8 +316,68 @@ def copy(args, plans, reader_opts, writer_opts) -> None:
                                  min(end, args.end_offset if args.end_offset is not None
                                      else end))
               for plan in plans for q, end in plan.ending.items()}
-    check_segments(logdirs, [p for plan in plans for p in logdirs.partitions(plan.source)
-                             if p.partition in plan.source_partitions], ranges)
+    parts = [p for plan in plans for p in logdirs.partitions(plan.source)
+             if p.partition in plan.source_partitions]
+    selects = copy_selects_something(args, logdirs, parts, ranges)
+    if not (args.time_from or args.time_to):
+        # with a window, segments outside it are not read: the read finds damage
+        check_segments(logdirs, parts, ranges)
+    return selects
+
+
+def copy_selects_something(args, logdirs: LogDirs, parts, ranges: dict) -> bool | None:
+    """copy_topic: refuse a selection that holds no record (an offset range past the
+    log, a time window no record falls in), which would otherwise create an empty topic
+    that makes the corrected run fail with "already exists". True when it holds one (or
+    no window or range was asked for: an empty topic is copied as it is); None when
+    undecided: a window is decided by
+    :func:`~spark_kafkalog.log.read.seek.window_has_records` (the time index, then a few
+    MiB of batches per partition), and the job then asks Spark for one row before it
+    writes anything (:func:`spark_kafkalog.jobs.copy_topic.run`)."""
+    from spark_kafkalog.log.read.seek import log_start_offset, window_has_records
+
+    lo, hi = jobkit.parse_time_window(args.time_from, args.time_to)
+    if lo is None and hi is None and not (
+            args.start_offset is not None or args.end_offset is not None
+            or args.starting_offsets or args.ending_offsets):
+        return True
+    spans = {}
+    undecided = False
+    for p in parts:
+        start, end = ranges[(p.topic, p.partition)]
+        start = max(start, log_start_offset(logdirs, p))
+        spans[(p.topic, p.partition)] = (start, end)
+        if start >= end:
+            continue
+        if lo is None and hi is None:
+            return True
+        found = window_has_records(logdirs, p, start, end, lo or 0, hi)
+        if found:
+            return True
+        undecided = undecided or found is None
+    if undecided:
+        return None
+    fail(empty_selection(args, sorted({t for t, _ in spans}), spans))
+
+
+def empty_selection(args, topics, spans: dict | None = None) -> str:
+    """copy_topic's one line for a window or offset range that selects no record of
+    ``topics`` (``spans``: ``(topic, partition) -> (start, end)`` when the offsets alone
+    are empty)."""
+    lo, hi = jobkit.parse_time_window(args.time_from, args.time_to)
+    if lo is None and hi is None:
+        shown = ", ".join(f"{t}-{q} [{s}, {e})" for (t, q), (s, e) in
+                          sorted((spans or {}).items())[:6])
+        more = f" and {len(spans) - 6} more" if spans and len(spans) > 6 else ""
+        return (f"the offsets selected hold no record of {', '.join(topics)} (offsets to "
+                f"copy per partition: {shown}{more}, each empty): nothing to copy, nothing "
+                "created")
+    window = " ".join(f for f in ((f"--from {args.time_from}" if args.time_from else ""),
+                                  (f"--to {args.time_to}" if args.time_to else "")) if f)
+    bounds = (jobkit.iso_ms(lo) if lo is not None else "the first record",
+              jobkit.iso_ms(hi) if hi is not None else "the last")
+    return (f"{window}: no record of {', '.join(topics)} in the offsets selected has a "
+            f"timestamp in [{bounds[0]}, {bounds[1]}): nothing to copy, nothing created")
 
 
 def copy_starting(args) -> dict:

@@ -479,11 +479,17 @@ def copy_topic(spark, args: argparse.Namespace, plan: TopicPlan) -> dict:
             "bytes": _log_bytes(args.output, plan.target)}
 
 
-def run(spark, args: argparse.Namespace, progress=None, plans=None) -> dict:
+def run(spark, args: argparse.Namespace, progress=None, plans=None,
+        selects: bool | None = True) -> dict:
     """Copy every topic of ``plans`` (default: :func:`plan_topics`), write the offset
-    map; returns the summary."""
+    map; returns the summary. ``selects``: whether the preflight found a record in the
+    selection (None: it could not tell; then one row is asked for first, and an empty
+    selection is refused before anything is written)."""
     say = progress or (lambda msg: None)
     plans = plan_topics(args) if plans is None else plans
+    if selects is None and not any(source_frame(spark, args, plan).limit(1).count()
+                                   for plan in plans):
+        raise BadInput(_preflight.empty_selection(args, [p.source for p in plans]))
     t0 = time.perf_counter()
     topics = []
     for i, plan in enumerate(plans, 1):
@@ -539,7 +545,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     _preflight.copy_destination(args)   # no Spark needed: bad input fails fast
     plans = plan_topics(args)
-    _preflight.copy(args, plans, reader_options, writer_options)
+    selects = _preflight.copy(args, plans, reader_options, writer_options)
 
     def say(msg):
         if args.progress:
@@ -547,7 +553,7 @@ def main(argv=None) -> int:
 
     with jobkit.spark_session("kafkalog-copy-topic", verbose=args.verbose) as spark, \
             jobkit.SparkProgress(spark, "copy_topic", enabled=args.progress):
-        summary = run(spark, args, say, plans)
+        summary = run(spark, args, say, plans, selects)
     jobkit.write_manifest(args.manifest, args.output, summary)
     jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0

@@ -426,12 +426,13 @@ def limit_records(logdirs, slices: list[LogSlice], opts: ReadOptions, *,
 
 def plan_tiers(logdirs, opts: ReadOptions, parts: list) -> dict:
     """(topic, partition) -> TierPlan of ``parts`` when ``remoteStorage`` is set: the
-    remote segments ``__remote_log_metadata`` lists (no listing of the store)."""
+    remote segments ``__remote_log_metadata`` lists (no listing of the store). A root
+    holding no object of a topic read raises InvalidOptionError (the wrong directory)."""
     if not opts.remote_storage:
         return {}
     from spark_kafkalog.log import LogDirs
     from spark_kafkalog.log.read.reader import load_remote_metadata
-    from spark_kafkalog.log.read.remote import remote_segments
+    from spark_kafkalog.log.read.remote import RemoteStorage, check_root, remote_segments
     from spark_kafkalog.log.read.seek import log_start_offset
     from spark_kafkalog.log.read.tiered import plan_partition
 
@@ -445,6 +446,9 @@ def plan_tiers(logdirs, opts: ReadOptions, parts: list) -> dict:
         out[(tp.topic, tp.partition)] = plan_partition(
             tp.topic, tp.partition, by_topic[tp.topic].get(tp.partition, []),
             log_start_offset(logdirs, p), logdirs.checkpointed_log_start_offset(p))
+    storage = RemoteStorage(opts.remote_storage, opts.remote_layout,
+                            dict(opts.filesystem_options))
+    check_root(storage, [s for plan in out.values() for s in plan.remote])
     return out
 
 

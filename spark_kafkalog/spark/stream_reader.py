@@ -176,6 +176,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict[TP, int] | None = None
         #: losses already warned about (failOnDataLoss=false): once each, not every poll
         self._reported: set = set()
+        #: the remote root was checked (the first poll with remoteStorage)
+        self._root_checked = False
         self._delay = None
         if opts.min_offsets_per_trigger is not None:
             self._delay = TriggerDelay(opts.min_offsets_per_trigger,
@@ -206,20 +208,27 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from dataclasses import replace as _replace
 
         from spark_kafkalog.log.read.reader import load_remote_metadata
-        from spark_kafkalog.log.read.remote import remote_segments
+        from spark_kafkalog.log.read.remote import RemoteStorage, check_root, remote_segments
         from spark_kafkalog.log.read.tiered import over_tiers, plan_partition
 
         logdirs = self._live.logdirs
         state = load_remote_metadata(logdirs)
         by_topic = {t: remote_segments(state, t) for t, _ in parts}
-        self._tiers = {}
+        tiers = {}
         out = {}
         for tp, lp in parts.items():
             tier = plan_partition(tp[0], tp[1], by_topic[tp[0]].get(tp[1], []),
                                   lp.state.log_start_offset,
                                   logdirs.checkpointed_log_start_offset(lp.partition_dir))
-            self._tiers[tp] = tier
+            tiers[tp] = tier
             out[tp] = _replace(lp, state=over_tiers(lp.state, tier))
+        if not self._root_checked:
+            # the first poll only: a wrong root is a configuration error, not data loss
+            storage = RemoteStorage(self.opts.remote_storage, self.opts.remote_layout,
+                                    dict(self.opts.filesystem_options))
+            check_root(storage, [s for tier in tiers.values() for s in tier.remote])
+            self._root_checked = True
+        self._tiers = tiers
         return out
 
     # -- protocol ----------------------------------------------------------------------------

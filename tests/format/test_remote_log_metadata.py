@@ -120,6 +120,86 @@ def test_a_transition_kafka_refuses_is_not_applied():
     assert st.segments().num_rows == 0 and len(st.rejected) == 1
 
 
+# Kafka's rules, written from RemoteLogSegmentState.isValidTransition (a state may move to
+# itself; null -> COPY_SEGMENT_STARTED; STARTED -> FINISHED | DELETE_STARTED; FINISHED ->
+# DELETE_STARTED; DELETE_STARTED -> DELETE_FINISHED) and RemoteLogMetadataCache: a
+# segment record goes through addCopyInProgressSegment (COPY_SEGMENT_STARTED only), an
+# update through updateRemoteLogSegmentMetadata (unknown segment: dropped; a valid
+# move to COPY_SEGMENT_STARTED: IllegalArgumentException, not applied); a segment that
+# reached DELETE_SEGMENT_FINISHED is removed (unknown from then on).
+# (segment's state before, record, state the record carries) -> applied
+STARTED, FINISHED, DEL_STARTED, DEL_FINISHED = range(4)
+KAFKA_APPLIES = {
+    (None, "segment", STARTED): True, (None, "segment", FINISHED): False,
+    (None, "segment", DEL_STARTED): False, (None, "segment", DEL_FINISHED): False,
+    (None, "update", STARTED): False, (None, "update", FINISHED): False,
+    (None, "update", DEL_STARTED): False, (None, "update", DEL_FINISHED): False,
+    (STARTED, "segment", STARTED): True, (STARTED, "segment", FINISHED): False,
+    (STARTED, "segment", DEL_STARTED): False, (STARTED, "segment", DEL_FINISHED): False,
+    (STARTED, "update", STARTED): False, (STARTED, "update", FINISHED): True,
+    (STARTED, "update", DEL_STARTED): True, (STARTED, "update", DEL_FINISHED): False,
+    (FINISHED, "segment", STARTED): False, (FINISHED, "segment", FINISHED): False,
+    (FINISHED, "segment", DEL_STARTED): False, (FINISHED, "segment", DEL_FINISHED): False,
+    (FINISHED, "update", STARTED): False, (FINISHED, "update", FINISHED): True,
+    (FINISHED, "update", DEL_STARTED): True, (FINISHED, "update", DEL_FINISHED): False,
+    (DEL_STARTED, "segment", STARTED): False, (DEL_STARTED, "segment", FINISHED): False,
+    (DEL_STARTED, "segment", DEL_STARTED): False, (DEL_STARTED, "segment", DEL_FINISHED): False,
+    (DEL_STARTED, "update", STARTED): False, (DEL_STARTED, "update", FINISHED): False,
+    (DEL_STARTED, "update", DEL_STARTED): True, (DEL_STARTED, "update", DEL_FINISHED): True,
+    # removed from the cache: a new segment record starts it again, an update is dropped
+    (DEL_FINISHED, "segment", STARTED): True, (DEL_FINISHED, "segment", FINISHED): False,
+    (DEL_FINISHED, "segment", DEL_STARTED): False,
+    (DEL_FINISHED, "segment", DEL_FINISHED): False,
+    (DEL_FINISHED, "update", STARTED): False, (DEL_FINISHED, "update", FINISHED): False,
+    (DEL_FINISHED, "update", DEL_STARTED): False, (DEL_FINISHED, "update", DEL_FINISHED): False,
+}
+NAMES = ["COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED", "DELETE_SEGMENT_STARTED",
+         "DELETE_SEGMENT_FINISHED"]
+#: the records that bring a segment to each state (by Kafka's valid moves)
+REACH = {None: [], STARTED: [segment(state=0)],
+         FINISHED: [segment(state=0), update(state=1)],
+         DEL_STARTED: [segment(state=0), update(state=1), update(state=2)],
+         DEL_FINISHED: [segment(state=0), update(state=1), update(state=2), update(state=3)]}
+
+
+def test_every_pair_of_the_transition_table_is_kafkas():
+    assert len(KAFKA_APPLIES) == 5 * 2 * 4
+    for (before, kind, target), applies in KAFKA_APPLIES.items():
+        st = _state(*REACH[before])
+        assert st.rejected == []
+        record = segment(start=5, end=50, state=target) if kind == "segment" \
+            else update(state=target, broker=7)
+        st.add(record, 0, 99, 5000)
+        rows = st.segments().to_pylist()
+        case = (before, kind, target)
+        if not applies:
+            assert [(p, o) for p, o, _ in st.rejected] == [(0, 99)], case
+            assert [r["state"] for r in rows] == ([] if before in (None, DEL_FINISHED)
+                                                  else [NAMES[before]]), case
+            continue
+        assert st.rejected == [], case
+        if target == DEL_FINISHED:
+            assert rows == [], case            # the terminal state leaves the cache
+            continue
+        (row,) = rows
+        assert (row["state"], row["metadata_offset"]) == (NAMES[target], 99), case
+        # a segment record replaces the segment; an update keeps its offsets
+        assert (row["start_offset"], row["end_offset"]) == \
+            ((5, 50) if kind == "segment" else (0, 99)), case
+        assert row["broker_id"] == (7 if kind == "update" else 1), case
+
+
+def test_a_retried_deletion_is_applied():
+    """The broker retries a deletion after a failover: DELETE_SEGMENT_STARTED twice is a
+    self transition, which Kafka's cache applies; nothing is reported."""
+    st = _state(segment(), update(state=1), update(state=2, event_ts=10),
+                update(state=2, event_ts=20))
+    assert st.rejected == []
+    (row,) = st.segments().to_pylist()
+    assert (row["state"], row["state_timestamp_ms"], row["readable"]) == (
+        "DELETE_SEGMENT_STARTED", 20, False)
+
+
 def test_a_partition_marked_for_deletion_is_not_readable():
     st = _state(segment(), update(state=1), partition_delete(state=0))
     (row,) = st.segments().to_pylist()

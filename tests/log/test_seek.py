@@ -5,6 +5,7 @@ import pytest
 
 from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.log import LogDirs, read_table
+from spark_kafkalog.log.read.seek import window_has_records
 
 from .logbuilder import LogDirBuilder, rec
 
@@ -98,3 +99,34 @@ def test_real_broker_offsets_for_times(real_broker):
         probes = sorted({t // 1000 for t in ts_col[::max(len(ts_col) // 40, 1)]} | {0})
         for ts in probes:
             assert logdirs.offset_for_timestamp(p, ts) == brute_force(table, ts), (root, ts)
+
+
+@pytest.mark.parametrize("timeindex", [True, False])
+def test_window_has_records_is_brute_force(tmp_path, timeindex):
+    """Whether offsets [start, end) hold a record with lo <= timestamp < hi (copy_topic's
+    preflight), against the builder's own records over timestamps that go back, log
+    append time batches and offset gaps: never undecided on a small log."""
+    b, p = build_times(tmp_path / "logs", timeindex=timeindex)
+    logdirs = LogDirs(str(b.roots[0]))
+    part = logdirs.partition("times", 0)
+    exp = p.expected_table()
+    rows = [(o, t // 1000) for o, t in zip(exp.column("offset").to_pylist(),
+                                           exp.column("timestamp").cast("int64").to_pylist())
+            if o >= 3]                                   # the log start
+    offsets = [o for o, _ in rows]
+    stamps = sorted({t for _, t in rows})
+    rng = random.Random(11)
+    seen = set()
+    for _ in range(400):
+        lo = rng.choice(stamps) + rng.choice((-1, 0, 1))
+        hi = None if rng.random() < 0.1 else lo + rng.choice((1, 2, 5, 30, 300))
+        start = rng.choice(offsets[:len(offsets) // 2])
+        end = rng.choice(offsets[len(offsets) // 2:]) + rng.choice((0, 1))
+        want = any(start <= o < end and lo <= t and (hi is None or t < hi) for o, t in rows)
+        got = window_has_records(logdirs, part, start, end, lo, hi)
+        assert got is want, (start, end, lo, hi)
+        seen.add(want)
+    assert seen == {True, False}
+    assert window_has_records(logdirs, part, 10, 10, 0, None) is False
+    assert window_has_records(logdirs, part, 3, offsets[-1] + 1, stamps[-1] + 1, None) is False
+    assert window_has_records(logdirs, part, 3, offsets[-1] + 1, 0, stamps[0]) is False

@@ -6,15 +6,17 @@ holds the remote metadata it planned with (one state per read) while a new read 
 metadata's change."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from spark_kafkalog.errors import DataLossError, UnsupportedFormatError
+from spark_kafkalog.errors import DataLossError, InvalidOptionError, UnsupportedFormatError
 from spark_kafkalog.format.remote_log_metadata import TOPIC as RLM
 from spark_kafkalog.log import LogDirs, read_table
 from spark_kafkalog.log.read import reader as log_reader
+from spark_kafkalog.log.read.scan import ReadStats
 from spark_kafkalog.log.write.table import write_table
 from tests.format import remote_log_metadata_builders as rlm
 
@@ -50,8 +52,50 @@ def test_a_path_template_layout(tmp_path):
     layout = "{topic_id}/{partition}/{segment_id}-{start_offset}{suffix}"
     got = read_table(data, TOPIC, remote_storage=remote, remote_layout=layout)
     assert got.equals(p.expected_table())
-    with pytest.raises(DataLossError, match="missing from the remote store"):
-        read_table(data, TOPIC, remote_storage=remote)       # the default layout
+    # the default layout: no object of the topic where it looks, so not data loss
+    with pytest.raises(InvalidOptionError, match="holds no object of topic 'orders'"):
+        read_table(data, TOPIC, remote_storage=remote)
+
+
+def test_a_root_above_the_remote_tier_is_a_configuration_error(tmp_path, monkeypatch):
+    """The broker's rsm.config.dir, one level above LocalTieredStorage's
+    kafka-tiered-storage: refused before any read as the wrong root, naming it and the
+    directory below it that holds the topic's segments (not data loss, which would steer
+    the user to failOnDataLoss=false); a root that does not exist says so."""
+    p, full, bases = build(tmp_path)
+    rsm = tmp_path / "rsm"
+    data, remote = tier(tmp_path, p, full, bases, remote=rsm / "kafka-tiered-storage")
+    (rsm / "other").mkdir()
+    reads = []
+    real = log_reader.read_tiered
+    monkeypatch.setattr(log_reader, "read_tiered",
+                        lambda *a, **kw: reads.append(1) or real(*a, **kw))
+    for fail in (True, False):
+        with pytest.raises(InvalidOptionError) as e:
+            read_table(data, TOPIC, remote_storage=str(rsm), fail_on_data_loss=fail)
+        assert str(e.value).startswith(f"remote_storage: {rsm} holds no object of topic "
+                                       "'orders' (__remote_log_metadata lists 3 remote "
+                                       "segment(s) of it, the first at ")
+        assert str(e.value).endswith(f"did you mean remote_storage "
+                                     f"{rsm}/kafka-tiered-storage?")
+    with pytest.raises(InvalidOptionError, match=f"{tmp_path}/nowhere does not exist"):
+        read_table(data, TOPIC, remote_storage=str(tmp_path / "nowhere"))
+    assert reads == []                                      # refused at planning
+    assert read_table(data, TOPIC, remote_storage=remote).equals(p.expected_table())
+
+
+def test_a_root_holding_some_of_the_topic_is_data_loss(tmp_path):
+    """The first segment's objects gone, the others there: the root is right and the
+    read is data loss (the check lists the directories only when the first is missing)."""
+    p, full, bases = build(tmp_path)
+    data, remote = tier(tmp_path, p, full, bases)
+    for f in Path(remote).rglob(f"{bases[0]:020d}-{SEG_IDS[0]}.*"):
+        f.unlink()
+    with pytest.raises(DataLossError, match=f"remote segment {SEG_IDS[0]} is missing"):
+        read_table(data, TOPIC, remote_storage=remote)
+    # a read that starts past the lost segment reads the rest
+    got = read_table(data, TOPIC, remote_storage=remote, starting_offsets={0: bases[1]})
+    assert got.equals(p.expected_table(start=bases[1]))
 
 
 def test_a_segment_the_metadata_does_not_list_is_a_gap(tmp_path):
@@ -63,6 +107,43 @@ def test_a_segment_the_metadata_does_not_list_is_a_gap(tmp_path):
     got = read_table(data, TOPIC, remote_storage=remote, fail_on_data_loss=False)
     offsets = got.column("offset").to_pylist()
     assert offsets[0] == 0 and not any(bases[1] <= o < bases[2] for o in offsets)
+
+
+def _warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.levelno == logging.WARNING and "data loss" in r.getMessage()]
+
+
+def test_a_missing_remote_segment_warns_once_per_partition_and_is_in_stats(tmp_path, caplog):
+    """failOnDataLoss=false over a remote tier that lost a segment's object and has a
+    gap the metadata shows: the rows that are there, one warning for the partition that
+    names it, the offsets and the missing segment, and both losses in the read's stats
+    (as the local tier reports its own)."""
+    p, full, bases = build(tmp_path)
+    data, remote = tier(tmp_path, p, full, bases, listed=(0, 2))      # segment 1: a gap
+    seg = next(Path(remote).rglob(f"{bases[2]:020d}-{SEG_IDS[2]}.log"))
+    seg.unlink()                                                      # segment 2: lost
+    with pytest.raises(DataLossError, match=f"offsets {bases[1]}..{bases[2] - 1}"):
+        read_table(data, TOPIC, remote_storage=remote)
+    stats = ReadStats()
+    caplog.set_level(logging.WARNING)
+    got = read_table(data, TOPIC, remote_storage=remote, fail_on_data_loss=False,
+                     stats=stats)
+    assert got.equals(pa.concat_tables([p.expected_table(end=bases[1]),
+                                        p.expected_table(start=bases[3])]))
+    (warning,) = _warnings(caplog)
+    assert warning.startswith(f"data loss in {TOPIC}-0 ")
+    assert f"offsets {bases[1]}..{bases[2] - 1}" in warning and "neither tier" in warning
+    assert f"offsets {bases[2]}..{bases[3] - 1}" in warning and SEG_IDS[2] in warning
+    assert str(seg) in warning
+    assert [(x.topic, x.partition, x.kind, x.start, x.end) for x in stats.losses] == [
+        (TOPIC, 0, "remote_gap", bases[1], bases[2]),
+        (TOPIC, 0, "remote_missing", bases[2], bases[3])]
+    # a read that does not reach the lost offsets warns of nothing
+    caplog.clear()
+    read_table(data, TOPIC, remote_storage=remote, fail_on_data_loss=False,
+               starting_offsets={0: bases[3]})
+    assert _warnings(caplog) == []
 
 
 def test_an_object_a_plugin_transformed_is_refused(tmp_path):

@@ -135,6 +135,27 @@ def test_time_window_is_exact_and_keeps_offsets(spark, tmp_path):
     _verify_clean(out)
 
 
+def test_an_empty_window_the_preflight_could_not_decide_writes_nothing(spark, tmp_path):
+    """When the preflight cannot tell whether the window holds a record (its byte budget
+    ran out: ``selects=None``), the job asks Spark for one row before writing: none is
+    the preflight's one-line refusal and no output dir; one is the copy."""
+    b = LogDirBuilder(tmp_path / "src")
+    p = b.partition("clicks", 0)
+    p.append([rec(b"k", b"v%d" % i, ts=BASE_TS + 1000 * i) for i in range(10)])
+    p.high_watermark = p.log_end_offset
+    b.write()
+    out = tmp_path / "out"
+    argv = ["--path", str(tmp_path / "src"), "--output", str(out), "--topic", "clicks"]
+    with pytest.raises(copy_topic.BadInput, match=r"^--to 1000: no record of clicks in the "
+                                                  r"offsets selected has a timestamp in"):
+        copy_topic.run(spark, copy_topic.parse_args(argv + ["--to", "1000"]), selects=None)
+    assert not out.exists()
+    summary = copy_topic.run(spark, copy_topic.parse_args(
+        argv + ["--from", str(BASE_TS + 3000), "--to", str(BASE_TS + 5000)]), selects=None)
+    assert summary["rows"] == 2
+    assert [r[3] for r in _rows(_read(spark, str(out), "clicks"))] == [3, 4]
+
+
 def test_partitions_and_offset_ranges_select_exactly(spark, keyed, tmp_path):
     src, truth = keyed
     rows = {n: _expected(p) for n, p in truth.items()}

@@ -11,7 +11,9 @@ import pickle
 import pyarrow as pa
 import pytest
 
+from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.log.read import reader as log_reader
+from spark_kafkalog.spark.datasource import KafkaLogDataSource
 from spark_kafkalog.spark.options import parse_read_options
 from spark_kafkalog.spark.reader import KafkaLogReader
 from tests.log.test_tiered import mark
@@ -59,3 +61,21 @@ def test_tasks_read_the_remote_segments_planning_saw(tmp_path, monkeypatch, isol
     assert new_parts[0].start_offset == bases[1]
     assert _read(again, new_parts, expected.schema).equals(
         p.expected_table(isolation, start=bases[1]))
+
+
+def test_a_root_above_the_remote_tier_is_refused_at_planning(tmp_path):
+    """remoteStorage set to the broker's rsm.config.dir (one level above
+    kafka-tiered-storage): the batch reader's partitions() and the stream's first offsets
+    refuse it as an option error naming the directory below that holds the segments,
+    before any task runs (it used to fail in the tasks as data loss)."""
+    p, full, bases = build(tmp_path)
+    rsm = tmp_path / "rsm"
+    data, _ = tier(tmp_path, p, full, bases, remote=rsm / "kafka-tiered-storage")
+    wrong = (rf"remoteStorage: {rsm} holds no object of topic 'orders' .* that is not the "
+             rf"root of its remote tier; did you mean remoteStorage {rsm}/kafka-tiered-storage\?")
+    with pytest.raises(InvalidOptionError, match=wrong):
+        _reader(data, str(rsm), "read_uncommitted").partitions()
+    stream = KafkaLogDataSource({"path": data, "subscribe": TOPIC,
+                                 "remoteStorage": str(rsm)}).streamReader(None)
+    with pytest.raises(InvalidOptionError, match=wrong):
+        stream.initialOffset()

@@ -1,13 +1,15 @@
 """The remote tier (KIP-405) of partitions, for inspect and verify: per partition its
 readable remote segments (from ``__remote_log_metadata``), and what is wrong with them.
 
-Checks (kind ``remote`` unless said): offsets neither tier holds between the log start
-and the local log (data loss); a segment's objects missing from the store (the ``.log``,
-``.index``, ``.timeindex``, ``.snapshot``, ``.leader_epoch_checkpoint``, and the
-``.txnindex`` the metadata says is not empty); a ``.log`` whose size is not the
-metadata's; leader epochs (kind ``leader_epoch``) outside a segment's offsets, or going
-back from one segment to the next; metadata updates Kafka would refuse (kind
-``remote_metadata``, a warning). One ``get_file_info`` per segment: no listing.
+Checks (kind ``remote`` unless said): a root that holds no object of the segments listed
+(the wrong directory: one finding naming it, instead of one per object); offsets neither
+tier holds between the log start and the local log (data loss); a segment's objects
+missing from the store (the ``.log``, ``.index``, ``.timeindex``, ``.snapshot``,
+``.leader_epoch_checkpoint``, and the ``.txnindex`` the metadata says is not empty); a
+``.log`` whose size is not the metadata's; leader epochs (kind ``leader_epoch``) outside
+a segment's offsets, or going back from one segment to the next; metadata updates Kafka
+would refuse (kind ``remote_metadata``, a warning). One ``get_file_info`` per segment (a
+listing only when the first segment is missing, to tell a wrong root from lost ones).
 """
 from __future__ import annotations
 
@@ -18,11 +20,16 @@ import pyarrow.fs as pafs
 from spark_kafkalog.log.diagnose.findings import ERROR, WARNING, Finding
 from spark_kafkalog.log.read.discovery import LogDirs
 from spark_kafkalog.log.read.reader import load_remote_metadata
-from spark_kafkalog.log.read.remote import RemoteStorage, remote_segments
+from spark_kafkalog.log.read.remote import (
+    RemoteStorage,
+    check_root,
+    remote_segments,
+    root_problem,
+)
 from spark_kafkalog.log.read.seek import log_start_offset
 from spark_kafkalog.log.read.tiered import TierPlan, plan_partition
 
-__all__ = ["RemoteSummary", "remote_tiers", "verify_remote"]
+__all__ = ["RemoteSummary", "remote_tiers", "root_finding", "verify_remote"]
 
 _REQUIRED = (".log", ".index", ".timeindex", ".snapshot", ".leader_epoch_checkpoint")
 
@@ -43,9 +50,11 @@ class RemoteSummary:
                 "gap": list(p.gap) if p.gap else None}
 
 
-def remote_tiers(logdirs: LogDirs, storage: RemoteStorage, parts, state=None
-                 ) -> dict[tuple[str, int], RemoteSummary]:
-    """(topic, partition) -> RemoteSummary of the local PartitionDirs ``parts``."""
+def remote_tiers(logdirs: LogDirs, storage: RemoteStorage, parts, state=None, *,
+                 option: str | None = None) -> dict[tuple[str, int], RemoteSummary]:
+    """(topic, partition) -> RemoteSummary of the local PartitionDirs ``parts``. With
+    ``option`` (the root's option as the user typed it), a root holding none of the
+    segments to read raises InvalidOptionError naming it (:func:`~..read.remote.check_root`)."""
     state = state if state is not None else load_remote_metadata(logdirs)
     by_topic = {t: remote_segments(state, t) for t in {p.topic for p in parts}}
     out = {}
@@ -54,7 +63,18 @@ def remote_tiers(logdirs: LogDirs, storage: RemoteStorage, parts, state=None
                               log_start_offset(logdirs, p),
                               logdirs.checkpointed_log_start_offset(p))
         out[(p.topic, p.partition)] = RemoteSummary(p.topic, p.partition, plan)
+    if option is not None:
+        check_root(storage, [s for t in out.values() for s in t.plan.remote], option)
     return out
+
+
+def root_finding(storage: RemoteStorage, tiers: dict, option: str) -> Finding | None:
+    """An error finding when the root holds none of the segments of ``tiers``
+    (:func:`remote_tiers`' answer), naming ``option`` and where they are (None when it
+    holds them)."""
+    err = root_problem(storage, [s for t in tiers.values() for s in t.plan.remote], option)
+    return None if err is None else Finding(ERROR, "remote", storage.uri, None, None,
+                                            err.reason)
 
 
 def held_remotely(findings: list[Finding], logdirs: LogDirs, storage: RemoteStorage,
@@ -69,13 +89,19 @@ def held_remotely(findings: list[Finding], logdirs: LogDirs, storage: RemoteStor
         f.message.startswith(prefix) for prefix in tiered))]
 
 
-def verify_remote(logdirs: LogDirs, storage: RemoteStorage, parts) -> list[Finding]:
-    """Findings about the remote tier of ``parts`` (local PartitionDirs)."""
+def verify_remote(logdirs: LogDirs, storage: RemoteStorage, parts,
+                  option: str = "--remote-storage") -> list[Finding]:
+    """Findings about the remote tier of ``parts`` (local PartitionDirs); ``option``:
+    the root's option, named when the root is the wrong directory."""
     state = load_remote_metadata(logdirs)
     out = [Finding(WARNING, "remote_metadata", f"__remote_log_metadata-{part}", None, off,
                    f"an update Kafka refuses was not applied: {why}")
            for part, off, why in state.rejected]
-    for (topic, partition), summary in remote_tiers(logdirs, storage, parts, state).items():
+    tiers = remote_tiers(logdirs, storage, parts, state)
+    wrong_root = root_finding(storage, tiers, option)
+    if wrong_root is not None:
+        return out + [wrong_root]
+    for (topic, partition), summary in tiers.items():
         plan = summary.plan
 
         def finding(kind, path, offset, message, severity=ERROR):

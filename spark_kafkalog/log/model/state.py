@@ -46,7 +46,9 @@ class DataLoss:
     end), ``log_start`` (the log-start-offset checkpoint past the log end),
     ``log_start_below`` (it is below the first segment: the segments before are gone),
     ``journal`` (our writer's journal committed offsets the segments end before),
-    ``gap`` (offsets jump between two segments and no compaction explains it).
+    ``gap`` (offsets jump between two segments and no compaction explains it);
+    for a remote tier (tiered storage) ``remote_gap`` (offsets neither tier holds) and
+    ``remote_missing`` (a segment ``__remote_log_metadata`` lists is not in the store).
     ``path``: the file that promised them; ``found``: where the log's records stop
     (the log end, or the last offset before a gap, plus one); ``message``: the whole
     story in one line (partition, offsets promised and found, file)."""

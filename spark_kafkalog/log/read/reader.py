@@ -35,7 +35,12 @@ from spark_kafkalog.format.remote_log_metadata import TOPIC as REMOTE_LOG_METADA
 from spark_kafkalog.format.remote_log_metadata import RemoteLogMetadataState
 from spark_kafkalog.log.files.txn import AbortedTxns
 from spark_kafkalog.log.read.isolation import AbortedFromIndex, aborted_resolver
-from spark_kafkalog.log.read.remote import RemoteStorage, feed_metadata, remote_segments
+from spark_kafkalog.log.read.remote import (
+    RemoteStorage,
+    check_root,
+    feed_metadata,
+    remote_segments,
+)
 from spark_kafkalog.log.read.tiered import TierPlan, over_tiers, plan_partition, read_tiered
 from spark_kafkalog.log.read.loss import GapCheck, report_losses
 from spark_kafkalog.log.read.pin import pin_segments
@@ -334,7 +339,9 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
     ``remote_storage`` (a root URI or a :class:`RemoteStorage`; ``remote_layout`` see
     :mod:`~spark_kafkalog.log.model.remote`): the topic's remote tier (KIP-405), listed
     by the ``__remote_log_metadata`` in the log dirs; earliest is then the log start over
-    both tiers, and a gap between them or a missing remote object is data loss."""
+    both tiers, and a gap between them or a missing remote object is data loss; a root
+    that holds no object of the topic at all is an InvalidOptionError (the wrong
+    directory), raised before anything is read."""
     check_isolation(isolation_level)
     check_policy(on_corruption)
     logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options)
@@ -438,14 +445,18 @@ def load_remote_metadata(logdirs: LogDirs, *, keep_records: bool = False
     return state
 
 
-def tier_plans(logdirs: LogDirs, storage: RemoteStorage, topic: str, parts, states
-               ) -> dict[int, TierPlan]:
-    """partition -> :class:`TierPlan` of ``parts`` (local PartitionDirs) at ``states``."""
+def tier_plans(logdirs: LogDirs, storage: RemoteStorage, topic: str, parts, states,
+               option: str = "remote_storage") -> dict[int, TierPlan]:
+    """partition -> :class:`TierPlan` of ``parts`` (local PartitionDirs) at ``states``.
+    Raises InvalidOptionError (naming ``option``) for a root that holds none of the
+    remote segments to read (:func:`~.remote.check_root`)."""
     segs = remote_segments(load_remote_metadata(logdirs), topic)
-    return {p.partition: plan_partition(topic, p.partition, segs.get(p.partition, []),
-                                        states[p.partition].log_start_offset,
-                                        logdirs.checkpointed_log_start_offset(p))
-            for p in parts}
+    plans = {p.partition: plan_partition(topic, p.partition, segs.get(p.partition, []),
+                                         states[p.partition].log_start_offset,
+                                         logdirs.checkpointed_log_start_offset(p))
+             for p in parts}
+    check_root(storage, [s for plan in plans.values() for s in plan.remote], option)
+    return plans
 
 
 def list_commits(path, topic: str, *, filesystem_options: Mapping | None = None

@@ -7,20 +7,36 @@ them through ``pyarrow.fs`` from the remote root.
 :func:`remote_segments` the readable segments of one topic, per partition, as the broker
 would serve them (COPY_SEGMENT_FINISHED, not being deleted, in offset order, a segment
 another one covers dropped). Reading them with the local tier is :mod:`.tiered`.
+
+:func:`check_root` (at planning) refuses a root that holds no object of a topic the
+metadata lists segments of: the wrong directory (say ``rsm.config.dir``, above
+LocalTieredStorage's ``kafka-tiered-storage``) is a configuration error, not data loss;
+it names a root or layout below the given one that holds them. One request per topic
+when the first segment is there.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import RemoteLogMetadataError, UnsupportedFormatError
+from spark_kafkalog.errors import (
+    InvalidOptionError,
+    RemoteLogMetadataError,
+    UnsupportedFormatError,
+)
 from spark_kafkalog.format.remote_log_metadata import TOPIC, RemoteLogMetadataState
 from spark_kafkalog.log.io import read_range, resolve_filesystem
 from spark_kafkalog.log.model import PartitionDir, Segment
-from spark_kafkalog.log.model.remote import RemoteLayout, RemoteSegment
+from spark_kafkalog.log.model.remote import (
+    LOCAL_TIERED_STORAGE,
+    SUFFIXES,
+    RemoteLayout,
+    RemoteSegment,
+)
 
-__all__ = ["RemoteStorage", "feed_metadata", "remote_segments", "remote_partition_dir"]
+__all__ = ["RemoteStorage", "feed_metadata", "remote_segments", "remote_partition_dir",
+           "check_root", "root_problem"]
 
 #: a Kafka batch header begins ``baseOffset int64, batchLength int32, partitionLeaderEpoch
 #: int32, magic int8``: the bytes a plain copy of a segment must start with
@@ -148,3 +164,98 @@ def remote_partition_dir(storage: RemoteStorage, seg: RemoteSegment) -> Partitio
     return PartitionDir(topic=seg.topic, partition=seg.partition, root=storage.root,
                         path=path.rsplit("/", 1)[0], segments=(s,),
                         end_offset=seg.end_offset + 1)
+
+
+#: at most this many directories are listed, or .log objects asked for, to tell a wrong
+#: root from lost segments (only when the first segment is missing)
+_PROBE_LIMIT = 256
+
+
+def check_root(storage: RemoteStorage, segments: Iterable[RemoteSegment],
+               option: str = "remoteStorage") -> None:
+    """Raise :func:`root_problem`'s InvalidOptionError, if any."""
+    err = root_problem(storage, segments, option)
+    if err is not None:
+        raise err
+
+
+def root_problem(storage: RemoteStorage, segments: Iterable[RemoteSegment],
+                 option: str = "remoteStorage") -> InvalidOptionError | None:
+    """An InvalidOptionError naming ``option`` (the root's option, as the user typed it)
+    when ``storage`` holds no object of a topic ``segments`` (readable remote segments)
+    belong to, with the root or layout below it that does hold them when there is one;
+    None when each topic has an object there (a root that holds some but not all is
+    data loss, which the read reports). Asks for the first segment's ``.log`` (one
+    request per topic); lists the directories its objects would be in only when that
+    is missing."""
+    by_topic: dict[str, list[RemoteSegment]] = {}
+    for seg in segments:
+        by_topic.setdefault(seg.topic, []).append(seg)
+    for topic in sorted(by_topic):
+        segs = sorted(by_topic[topic], key=lambda s: (s.partition, s.start_offset))
+        if storage.exists(storage.path(segs[0], ".log")) or _holds_any(storage, segs):
+            continue
+        where = storage.filesystem.get_file_info(storage.root)
+        if where.type == pafs.FileType.NotFound:
+            found = f"{storage.uri} does not exist"
+        else:
+            found = f"{storage.uri} holds no object of topic {topic!r}"
+        hint = _elsewhere(storage, segs[0], option)
+        return InvalidOptionError(
+            f"{option}: {found} (__remote_log_metadata lists {len(segs)} remote "
+            f"segment(s) of it, the first at {storage.path(segs[0], '.log')} in layout "
+            f"{storage.layout.name!r}): that is not the root of its remote tier"
+            + (f"; {hint}" if hint else "; give the directory the remote storage "
+               "manager writes segments to (for LocalTieredStorage, the "
+               "kafka-tiered-storage directory under its dir setting)"))
+    return None
+
+
+def _holds_any(storage: RemoteStorage, segs: list[RemoteSegment]) -> bool:
+    """Whether the store holds any object of ``segs``: the directories their objects
+    would be in are listed (one per partition in LocalTieredStorage's layout); with
+    more directories than the limit, the ``.log`` objects are asked for. Unsure (too many
+    to ask): True, and the read reports what is missing."""
+    fs = storage.filesystem
+    wanted = {storage.path(s, suffix) for s in segs for suffix in SUFFIXES}
+    parents = sorted({p.rsplit("/", 1)[0] for p in wanted})
+    if len(parents) <= _PROBE_LIMIT:
+        for parent in parents:
+            try:
+                infos = fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True))
+            except (OSError, ValueError):
+                return True
+            if any(info.path in wanted for info in infos):
+                return True
+        return False
+    if len(segs) > _PROBE_LIMIT:
+        return True
+    infos = fs.get_file_info([storage.path(s, ".log") for s in segs])
+    return any(info.type != pafs.FileType.NotFound for info in infos)
+
+
+def _elsewhere(storage: RemoteStorage, seg: RemoteSegment, option: str) -> str | None:
+    """Where ``seg``'s ``.log`` is, when not under the root in its layout: in
+    LocalTieredStorage's layout at the root, or either layout in a directory right
+    below the root (``kafka-tiered-storage`` first)."""
+    fs = storage.filesystem
+    layouts = [storage.layout]
+    if storage.layout.name != LOCAL_TIERED_STORAGE:
+        layouts.append(RemoteLayout.parse(LOCAL_TIERED_STORAGE))
+    for layout in layouts[1:]:
+        if storage.exists(layout.object_path(storage.root, seg, ".log")):
+            return f"its objects are there in layout {layout.name!r}: did you mean that layout?"
+    try:
+        children = fs.get_file_info(pafs.FileSelector(storage.root, allow_not_found=True))
+    except (OSError, ValueError):
+        return None
+    dirs = sorted((c for c in children if c.type == pafs.FileType.Directory),
+                  key=lambda c: (c.base_name != "kafka-tiered-storage", c.base_name))
+    for child in dirs[:_PROBE_LIMIT]:
+        for layout in layouts:
+            if storage.exists(layout.object_path(child.path, seg, ".log")):
+                other = (f" (layout {layout.name!r})" if layout is not storage.layout
+                         else "")
+                return (f"did you mean {option} {storage.uri.rstrip('/')}/"
+                        f"{child.base_name}{other}?")
+    return None

@@ -21,7 +21,7 @@ from spark_kafkalog.log.io import open_listed
 from spark_kafkalog.log.read.scan import DEFAULT_WINDOW_BYTES, ReadStats, scan_windows
 
 __all__ = ["locate", "offset_index", "time_index", "time_index_last", "offset_for_timestamp",
-           "split_points", "log_start_offset"]
+           "window_has_records", "split_points", "log_start_offset"]
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +186,58 @@ def _search(logdirs: LogSource, p: PartitionDir, i: int, pos: int, check: int | 
             if len(where):
                 return int(batch.column("offset")[where[0].as_py()].as_py())
     return None
+
+
+def window_has_records(logdirs: LogSource, p: PartitionDir, start: int, end: int,
+                       lo_ms: int, hi_ms: int | None, *, byte_budget: int = 32 << 20
+                       ) -> bool | None:
+    """Whether offsets ``[start, end)`` hold a record with ``lo_ms <= timestamp < hi_ms``
+    (``hi_ms`` None: no upper bound): True, False, or None when ``byte_budget`` bytes of
+    batches read did not tell (or damaged bytes were skipped on the way). A job's check
+    that a window selects something, before it starts work.
+
+    :func:`offset_for_timestamp` finds the first offset whose timestamp reaches ``lo_ms``
+    (the time index skips what is older); from there only batches whose max timestamp
+    reaches ``lo_ms`` are decoded, until one holds a record inside the window. Under
+    read_committed an aborted record counts (the answer may be True for a window a
+    consumer sees empty, never False for one it does not)."""
+    if start >= end or not p.segments:
+        return False
+    stats = ReadStats()
+    first = offset_for_timestamp(logdirs, p, max(int(lo_ms), 0), upper_bound=end,
+                                 on_corruption="skip", stats=stats)
+    if stats.skipped:
+        return None
+    if first is None:
+        return False
+    search_from = max(first, start)
+    lo_us = max(int(lo_ms), 0) * 1000
+    hi_us = None if hi_ms is None else int(hi_ms) * 1000
+    i, pos, check = locate(logdirs, p, search_from)
+    read = 0
+    for w in scan_windows(logdirs.filesystem, p, segment_index=i, position=pos,
+                          seek_check=check, end_offset=end, on_corruption="skip",
+                          stats=stats, quiet=True, initial_window=1 << 16):
+        if stats.skipped or read > byte_budget:
+            return None
+        read += len(w.data)
+        h = w.headers
+        rows = np.flatnonzero(~_np(h, "is_control") & (_np(h, "last_offset") >= search_from)
+                              & (_np(h, "base_offset") < end)
+                              & (_np(h, "max_timestamp") >= lo_us // 1000))
+        for r in rows.tolist():
+            at = int(h["position"][r]) - w.position
+            size = int(h["size"][r])
+            batch = decode_run(memoryview(w.data)[at:at + size], verify_crc=False,
+                               include_headers=False, start_offset=search_from,
+                               end_offset=end, position_base=w.position + at)
+            ts = batch.column("timestamp").cast("int64")
+            hit = pc.greater_equal(ts, lo_us)
+            if hi_us is not None:
+                hit = pc.and_(hit, pc.less(ts, hi_us))
+            if pc.any(pc.fill_null(hit, False)).as_py():
+                return True
+    return None if stats.skipped else False
 
 
 def split_points(logdirs: LogSource, p: PartitionDir, start_offset: int, end_offset: int,

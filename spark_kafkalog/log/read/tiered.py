@@ -6,9 +6,10 @@ partition's state: where the log starts (the first remote segment, or the checkp
 log start offset when retention moved it past that), where the local tier starts, and the
 first gap (offsets neither tier holds between the log start and the local log). Reading a
 gap, or a remote segment the metadata lists but the store lacks, is data loss
-(DataLossError, or skipped with ``fail_on_data_loss=False``). Under read_committed the
-aborted transactions of the remote range come from the remote and the local transaction
-indexes together (a transaction may begin remote and end local).
+(DataLossError; with ``fail_on_data_loss=False`` skipped, with one warning per partition
+naming the offsets and the missing segments, and the losses in ``stats.losses``). Under
+read_committed the aborted transactions of the remote range come from the remote and the
+local transaction indexes together (a transaction may begin remote and end local).
 """
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ import numpy as np
 import pyarrow as pa
 
 from spark_kafkalog.errors import DataLossError, KafkaLogError
+from spark_kafkalog.format.remote_log_metadata import TOPIC as REMOTE_LOG_METADATA
 from spark_kafkalog.log.files.txn import AbortedTxns, read_txn_index
-from spark_kafkalog.log.model import PartitionDir
+from spark_kafkalog.log.model import DataLoss, PartitionDir
 from spark_kafkalog.log.model.remote import RemoteSegment
-from spark_kafkalog.log.read.loss import uncovered
+from spark_kafkalog.log.read.loss import report_losses, uncovered
 from spark_kafkalog.log.read.remote import RemoteStorage, remote_partition_dir
 
 __all__ = ["TierPlan", "plan_partition", "read_tiered"]
@@ -104,13 +106,18 @@ def _aborted(storage: RemoteStorage, logdirs, local: PartitionDir, segs, start: 
     return every.select(np.asarray(keep, dtype=bool))
 
 
-def _lost(plan: TierPlan, first: int, end: int, what: str, path: str | None,
-          fail: bool) -> None:
+def _lost(plan: TierPlan, first: int, end: int, kind: str, what: str, path: str | None,
+          fail: bool, losses: list[DataLoss]) -> None:
+    """Offsets ``[first, end)`` of the remote range are gone: raise (``fail``) or add the
+    loss to ``losses`` (reported once, when the remote range has been read)."""
+    message = (f"{plan.topic}-{plan.partition}: offsets {first}..{end - 1} were promised "
+               f"(log start {plan.log_start}, local log start {plan.local_start}) but {what}")
     if fail:
-        raise DataLossError(
-            f"{plan.topic}-{plan.partition}: offsets {first}..{end - 1} were promised "
-            f"(log start {plan.log_start}, local log start {plan.local_start}) but {what} "
-            "(set failOnDataLoss=false to read past them)", path=path, offset=first)
+        raise DataLossError(f"{message} (set failOnDataLoss=false to read past them)",
+                            path=path, offset=first)
+    # the promise is the metadata's (its segments, the log start over both tiers)
+    losses.append(DataLoss(plan.topic, plan.partition, kind, first, end, first,
+                           REMOTE_LOG_METADATA, message))
 
 
 def read_tiered(read_partition, logdirs, storage: RemoteStorage, p: PartitionDir,
@@ -123,13 +130,14 @@ def read_tiered(read_partition, logdirs, storage: RemoteStorage, p: PartitionDir
     include_headers, on_corruption, window_bytes, stats, txn_index ...)."""
     stop = min(end_offset, plan.local_start)
     if start_offset < stop and plan.remote:
+        losses: list[DataLoss] = []
         aborted = None
         if isolation_level == "read_committed":
             aborted = _aborted(storage, logdirs, p, plan.remote, start_offset, stop,
                                decision_limit if decision_limit is not None else 1 << 62)
         if plan.gap is not None and plan.gap[0] < stop and plan.gap[1] > start_offset:
-            _lost(plan, max(plan.gap[0], start_offset), min(plan.gap[1], stop),
-                  "neither tier holds them", None, fail_on_data_loss)
+            _lost(plan, max(plan.gap[0], start_offset), min(plan.gap[1], stop), "remote_gap",
+                  "neither tier holds them", None, fail_on_data_loss, losses)
         done = start_offset
         for seg in plan.remote:
             lo, hi = max(done, seg.start_offset), min(stop, seg.end_offset + 1)
@@ -147,9 +155,11 @@ def read_tiered(read_partition, logdirs, storage: RemoteStorage, p: PartitionDir
                     if not isinstance(err, DataLossError):
                         storage.check_plain(seg)
                     raise
-                _lost(plan, lo, hi, f"remote segment {seg.segment_id} is missing from the "
-                      "remote store", path, fail_on_data_loss)
+                _lost(plan, lo, hi, "remote_missing", f"remote segment {seg.segment_id} is "
+                      f"missing from the remote store (no object {path})", path,
+                      fail_on_data_loss, losses)
             done = hi
+        report_losses(losses, fail=False, stats=kwargs.get("stats"))
     lo = max(start_offset, plan.local_start)
     if lo < end_offset:
         yield from read_partition(logdirs, p, start_offset=lo, end_offset=end_offset,
