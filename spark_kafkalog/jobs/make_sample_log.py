@@ -193,8 +193,8 @@ def main(argv=None) -> int:
     ap.add_argument("--output", required=True, help="log dir to (re)create")
     ap.add_argument("--records", type=int, default=3_000_000,
                     help="records in all (default 3,000,000)")
-    ap.add_argument("--partitions", type=int, default=6, help="default 6")
-    ap.add_argument("--topic", default="events", help="default events")
+    ap.add_argument("--partitions", type=int, default=6, help="partitions (default 6)")
+    ap.add_argument("--topic", default="events", help="topic name (default events)")
     ap.add_argument("--segment-bytes", type=int, default=8 << 20,
                     help="roll a segment before it would exceed this many bytes "
                          "(default 8 MiB, 8388608)")
