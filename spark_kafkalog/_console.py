@@ -16,8 +16,9 @@ __all__ = ["Progress", "format_table", "human_bytes", "iso_ms", "json_line", "pl
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
-    """``1 partition``, ``2 partitions``, ``0 partitions``."""
-    return f"{n} {noun if n == 1 else (nouns or noun + 's')}"
+    """``1 partition``, ``2 partitions``, ``0 partitions``, ``1,024 records``: every count
+    a command or job prints, with thousands separators."""
+    return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
 
 
 class Progress:

@@ -29,8 +29,9 @@ kcat's consumer flags: -C and -e are implied (a log dir is read to its end and c
 \\n \\r \\t \\xHH \\NNN; -J prints kcat's JSON envelope; -D/-K delimiters; -Z prints NULL
 for null keys and values; -s key=FMT / value=FMT / FMT unpack with kcat's pack tokens
 (bBhHiIqQcs$ and space); -X isolation.level=read_uncommitted|read_committed (default
-read_committed, librdkafka's), -X s3.endpoint=... and other filesystem options; -b is
-accepted and ignored (there is no broker). PATH is a log dir (a log.dirs entry), a
+read_committed, librdkafka's), -X s3.endpoint=... and other filesystem options; -b DIR
+without a PATH reads DIR (a log dir, as kcat's -b names the cluster); with one, -b is
+ignored (there is no broker). PATH is a log dir (a log.dirs entry), a
 partition dir (<topic>-<n>: -t may be left out) or one segment file; several log dirs are
 separate sources, printed one after the other, unless --jbod says they are one broker's."""
 
@@ -42,8 +43,9 @@ def add_parser(sub, fs_help: str) -> argparse.ArgumentParser:
                                    "offset under read_committed), exactly as `kcat -C -e` "
                                    "prints them.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="log dir, partition dir or segment file (local path or URI)")
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="log dir, partition dir or segment file (local path or URI); "
+                        "-b PATH stands in for it, as kcat users type")
     p.add_argument("-t", "--topic", help="topic (optional for a partition dir or segment)")
     p.add_argument("-p", "--partition", type=int, action="append", metavar="N",
                    help="only this partition (repeatable; default: all)")
@@ -80,7 +82,8 @@ def add_parser(sub, fs_help: str) -> argparse.ArgumentParser:
     p.add_argument("--jbod", action="store_true",
                    help="the PATHs are the log dirs of one broker (JBOD), not separate "
                         "sources")
-    p.add_argument("-b", dest="brokers", metavar="BROKERS", help="ignored (no broker)")
+    p.add_argument("-b", dest="brokers", metavar="BROKERS",
+                   help="without PATH: the log dir to read; else ignored (no broker)")
     for flag, what in (("-C", "consumer mode (the only one)"), ("-e", "exit at the end "
                        "(always)"), ("-O", "kcat 1.7 ignores it when consuming"),
                        ("-E", "go on after a record fails to format"),
@@ -174,6 +177,23 @@ def _sources(args, fs_options: dict) -> list[kcat.Selection]:
     return sources
 
 
+def _broker_path(brokers: str | None, fs_options: dict) -> str:
+    """kcat's ``-b`` standing in for the missing PATH: a log dir, partition dir or segment
+    that exists; anything else (a broker's host:port) is a usage error saying so."""
+    if brokers:
+        try:
+            fs, path = resolve_filesystem(plain_uri(brokers), fs_options)
+            found = fs.get_file_info(path).type != pafs.FileType.NotFound
+        except (OSError, ValueError, InvalidOptionError):
+            found = False
+        if found:
+            return brokers
+        raise InvalidOptionError(f"-b {brokers}: no such log dir; kafkalog cat reads a log "
+                                 "dir, not a broker: give the log dir as PATH (or -b PATH)")
+    raise InvalidOptionError("PATH missing: give the log dir (a broker's log.dirs entry), "
+                             "a partition dir or a segment file to read (or -b PATH)")
+
+
 def _once(parts: list[tuple]) -> list[tuple]:
     """Each partition once (--jbod merges the paths' selections: two log dirs each ask
     for the topic's every partition, of the whole broker); a segment of a partition
@@ -249,7 +269,7 @@ def _options(args, err: TextIO) -> tuple[kcat.CatOptions, dict]:
     start, stop = kcat.parse_offset(args.offset)
     if args.from_time:
         start = kcat.OffsetSpec("time", kcat.parse_time(args.from_time))
-    if args.brokers and not args.flag_q:
+    if args.brokers and args.paths and not args.flag_q:
         err.write("% kafkalog cat: ignoring -b (kafkalog reads log dirs, not brokers)\n")
     json_delim = program[0][1] if program and program[0][0] == 0 else b""
     return kcat.CatOptions(
@@ -264,6 +284,8 @@ def _options(args, err: TextIO) -> tuple[kcat.CatOptions, dict]:
 def run(args, out: TextIO, err: TextIO) -> int:
     """``kafkalog cat``: 0 when printed; errors are raised (the command maps them)."""
     opts, fs_options = _options(args, err)
+    if not args.paths:
+        args.paths = [_broker_path(args.brokers, fs_options)]
     sources = _sources(args, fs_options)
     storage = remote_storage(args, fs_options)
     if storage is not None:

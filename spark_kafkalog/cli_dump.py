@@ -89,6 +89,12 @@ def _files(args) -> list[str]:
     return files
 
 
+def _as_given(text: str, path: str, name: str) -> str:
+    """A line about the file (``FILE passed sanity check.``, ``FILE is empty.``) with the
+    file as the user typed it, as Kafka's tool prints it, not as resolved."""
+    return name + text[len(path):] if text.startswith(path + " ") else text
+
+
 def run(args, out: TextIO, err: TextIO, fs_options: dict) -> int:
     """``kafkalog dump``: 0 ok, 1 problems found, 2 nothing dumpable."""
     for flag in ("key_decoder_class", "value_decoder_class"):
@@ -143,9 +149,9 @@ def run(args, out: TextIO, err: TextIO, fs_options: dict) -> int:
                 else:
                     out.write(item.fields["data"].decode("utf-8"))
             elif item.kind == "line":
-                out.write(item.text + "\n")
+                out.write(_as_given(item.text, path, name) + "\n")
             elif item.kind == "note":
-                err.write(item.text + "\n")
+                err.write(_as_given(item.text, path, name) + "\n")
             else:
                 f = item.fields
                 where = [f["path"]] + [f"{k} {f[k]}" for k in ("position", "offset")

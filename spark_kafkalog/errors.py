@@ -125,6 +125,11 @@ class InvalidOptionError(KafkaLogError, ValueError):
     """A malformed, unknown or conflicting option; the message names the option."""
 
 
+class TopicExistsError(InvalidOptionError):
+    """A write with ``saveMode`` ``errorifexists`` found its topic there: the options
+    conflict with the log dir (bad input, exit 2), not a race that a retry resolves."""
+
+
 class LogLayoutError(KafkaLogError):
     """A log directory that does not look like one a broker keeps (missing topic,
     unreadable checkpoint file, unparsable segment name where one is required)."""

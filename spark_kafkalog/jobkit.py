@@ -19,17 +19,15 @@ A job is written as::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import difflib
 import json
-import os
 import sys
 import threading
 import traceback
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import Callable, Iterator, Sequence, TextIO
+from typing import Callable, Sequence, TextIO
 
+from . import jobsession
 from ._console import human_bytes, iso_ms, plural
 from .errors import (
     CommitConflictError,
@@ -42,13 +40,14 @@ from .errors import (
     UnsupportedFormatError,
     unwrap,
 )
+from .jobsession import LOG4J_CONF, spark_session
 
 __all__ = ["CODECS", "DATA_ERRORS", "EXIT_BAD_INPUT", "EXIT_DATA", "EXIT_FAILED", "EXIT_LOCKED",
-           "JobInputError", "LOG4J_CONF", "SparkProgress", "add_fs_option",
+           "JobInputError", "LOG4J_CONF", "NOT_FOUND_HINT", "SparkProgress", "add_fs_option",
            "add_isolation_level", "add_log_dirs", "add_manifest", "add_time_window",
            "add_topic_settings", "add_topics", "alias", "check_setting_topics",
            "chosen_topics", "emit", "exit_status", "human_bytes", "iso_ms", "parse_kv",
-           "parse_time_ms", "parse_time_window", "parser", "plural", "rate", "run",
+           "parse_time_ms", "parse_time_window", "parser", "plural", "rate", "rate_text", "run",
            "spark_session", "topic_list", "topic_overrides", "write_manifest"]
 
 #: exit statuses of a job (README, "Jobs": the same scheme as the ``kafkalog`` command)
@@ -68,8 +67,6 @@ DATA_ERRORS = (CorruptRecordError, DataLossError, UnsupportedFormatError, TxnInd
 
 #: Kafka's compression.type values, as every job that writes batches takes them
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-#: the quiet log4j2 configuration jobs start Spark's JVM with (WARN, to stderr)
-LOG4J_CONF = Path(__file__).with_name("jobs") / "log4j2.properties"
 
 
 class JobInputError(KafkaLogError, ValueError):
@@ -404,6 +401,19 @@ def rate(count: int, seconds: float) -> int | None:
     return round(count / seconds) if seconds > 0 else None
 
 
+#: a summary line shows a rate only for a run at least this long and this large: the
+#: rate of a tiny run measures the start-up, not the work
+RATE_MIN_SECONDS, RATE_MIN_COUNT = 1.0, 1000
+
+
+def rate_text(count: int, seconds: float, noun: str, sep: str = " (", end: str = ")") -> str:
+    """`` (12,345 rows/s)`` for a summary line; "" for a run too small to measure."""
+    per = rate(count, seconds)
+    if per is None or seconds < RATE_MIN_SECONDS or count < RATE_MIN_COUNT:
+        return ""
+    return f"{sep}{per:,} {noun}/s{end}"
+
+
 def emit(summary: dict, line: str, json_path: str | None,
          out: TextIO | None = None) -> None:
     """Print the summary line on stdout and write ``summary`` as JSON to ``json_path``."""
@@ -412,39 +422,6 @@ def emit(summary: dict, line: str, json_path: str | None,
         with open(json_path, "w") as fh:
             json.dump(summary, fh, indent=1, default=str)
             fh.write("\n")
-
-
-@contextlib.contextmanager
-def spark_session(app_name: str, conf: dict[str, str] | None = None,
-                  verbose: bool = False) -> Iterator:
-    """The job's SparkSession (session time zone UTC, so days and windows are the same
-    on every cluster), stopped on the way out.
-
-    Quiet unless ``verbose``: a JVM this process starts (``python -m``, ``kafkalog job``)
-    gets :data:`LOG4J_CONF` (WARN and above) from its first line; under ``spark-submit``
-    the JVM is already running, and ``spark.log.level=WARN`` applies from the
-    SparkContext's start (a few lines printed before it remain)."""
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName(app_name)
-    if not verbose:
-        if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
-            opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
-            if "log4j2.configurationFile" not in opts:
-                os.environ["SPARK_SUBMIT_OPTS"] = \
-                    f"{opts} -Dlog4j2.configurationFile={LOG4J_CONF.as_uri()}".strip()
-        else:
-            builder = builder.config("spark.log.level", "WARN")
-        builder = builder.config("spark.ui.showConsoleProgress", "false")
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.conf.set("spark.sql.session.timeZone", "UTC")
-    try:
-        yield spark
-    finally:
-        spark.stop()
 
 
 class SparkProgress:
@@ -514,6 +491,8 @@ def exit_status(exc: BaseException) -> tuple[int, str]:
     root = _java_root_cause(exc) if ours is None else None
     if root:                  # "An error occurred while calling o87.parquet" says nothing
         line = root
+    if ours is None and _source_not_found(f"{text}\n{root or ''}"):
+        return EXIT_BAD_INPUT, NOT_FOUND_HINT
     if ours is not None:
         if isinstance(ours, CommitConflictError):
             return EXIT_LOCKED, line
@@ -527,6 +506,22 @@ def exit_status(exc: BaseException) -> tuple[int, str]:
     if {c.__name__ for c in type(exc).__mro__} & _SPARK_BAD_INPUT:
         return EXIT_BAD_INPUT, line
     return EXIT_FAILED, line + " (--verbose shows the trace)"
+
+
+#: the one line for a Spark whose Python workers cannot import this package
+NOT_FOUND_HINT = (
+    "DATA_SOURCE_NOT_FOUND: Spark's worker Python cannot load the kafkalog data source: "
+    "set PYSPARK_PYTHON (and PYSPARK_DRIVER_PYTHON) to the Python spark-kafkalog is "
+    "installed in, e.g. export PYSPARK_PYTHON=\"$(which python)\" (README, \"The one "
+    "environment variable\")")
+
+
+def _source_not_found(text: str) -> bool:
+    """Whether Spark's failure says it found no ``kafkalog`` data source (its lookup ran
+    in a Python without this package)."""
+    return (("DATA_SOURCE_NOT_FOUND" in text and "kafkalog" in text)
+            or "ClassNotFoundException: kafkalog.DefaultSource" in text
+            or ("PYTHON_DATA_SOURCE_ERROR" in text and "No module named" in text))
 
 
 def _java_root_cause(exc: BaseException) -> str | None:
@@ -555,12 +550,16 @@ def run(name: str, main: Callable[[], int], err: TextIO | None = None,
     stream = err if err is not None else sys.stderr
     args = sys.argv[1:] if argv is None else argv
     verbose = any(a in ("-v", "--verbose") for a in args)
+    jobsession.begin(name)
     try:
         return main()
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=stream, flush=True)
         return EXIT_INTERRUPTED
     except Exception as exc:
+        if jobsession.interrupted():     # the failure is Ctrl-C's: Spark's jobs cancelled
+            print(f"{name}: interrupted", file=stream, flush=True)
+            return EXIT_INTERRUPTED
         status, line = exit_status(exc)
         if verbose:
             traceback.print_exc(file=stream)

@@ -106,6 +106,12 @@ def build_report(partitions: Iterable[dict], *, roots: Sequence[str] = (),
             cur = t["hours"].setdefault(hour, [0, 0])
             cur[0] += recs
             cur[1] += nbytes
+        # compaction keeps each key's last record in each partition: what a topic keeps
+        # is the sum of its partitions' distinct keys (one key in several partitions is
+        # kept in each), not the distinct keys of the whole topic
+        if s.get("distinct_keys") is not None:
+            t["kept_by_compaction"] = t.get("kept_by_compaction", 0) + min(
+                s["distinct_keys"], s["keyed_records"] or 0)
         t["partition_records"][str(s["partition"])] = s["records"]
         t["partition_bytes"][str(s["partition"])] = s["size_bytes"]
         if s.get("hll"):
@@ -119,8 +125,9 @@ def build_report(partitions: Iterable[dict], *, roots: Sequence[str] = (),
         t["codec_bytes"] = dict(sorted(t["codec_bytes"].items()))
         sk = sketches.get(name)
         t["distinct_keys"] = min(sk.estimate(), t["keyed_records"]) if sk else None
-        t["compaction_ratio"] = (round(min(1.0, t["distinct_keys"] / t["keyed_records"]), 4)
-                                 if sk and t["keyed_records"] else None)
+        kept = t.pop("kept_by_compaction", None)
+        t["compaction_ratio"] = (round(min(1.0, kept / t["keyed_records"]), 4)
+                                 if kept is not None and t["keyed_records"] else None)
         t["skew_records"] = _skew(list(t["partition_records"].values()))
         t["skew_bytes"] = _skew(list(t["partition_bytes"].values()))
     problems = [f for s in parts for f in s["problems"]]

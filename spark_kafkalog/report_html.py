@@ -142,8 +142,9 @@ def _table(table_id: str, headers: list[str], rows: list[list], numeric: set[int
             sort = "" if key is None else f' data-sort="{_e(key)}"'
             cells.append(f"<td{cls}{sort}>{_e('-' if shown is None else shown)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return (f'<table id="{table_id}" class="sortable"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>')
+    # in a box of the page's width that scrolls sideways: a wide table is never cut off
+    return (f'<div class="wide"><table id="{table_id}" class="sortable"><thead><tr>{head}'
+            f'</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
 
 
 _CSS = """
@@ -156,7 +157,9 @@ figure.chart{margin:12px 0 20px}figcaption{font-weight:600;margin-bottom:4px}
 .axis{stroke:#555}.grid{stroke:#e5e5e5}.mean{stroke:#222;stroke-dasharray:5 4}
 .ylabel,.xlabel,.vlabel{font-size:11px;fill:#444}.bar:hover{opacity:.75}
 table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
-th,td{border:1px solid #ddd;padding:3px 8px}th{background:#f4f4f4;cursor:pointer}
+.wide{overflow-x:auto;max-width:100%}
+th,td{border:1px solid #ddd;padding:3px 6px}
+th{background:#f4f4f4;cursor:pointer;vertical-align:bottom;min-width:3em}
 td.num{text-align:right;font-variant-numeric:tabular-nums}.note{color:#666;font-size:12px}
 .error{color:#c0392b}.warning{color:#b9770e}
 """
@@ -177,6 +180,11 @@ _JS = """
   bars.forEach(function(r){var b=r.getBoundingClientRect();
     r.setAttribute('data-drawn',b.width.toFixed(2)+' '+b.height.toFixed(2));});
   document.documentElement.setAttribute('data-bars',String(bars.length));
+  // each table's drawn right edge and the page's width, for the browser test
+  document.querySelectorAll('table').forEach(function(t){
+    t.setAttribute('data-right',t.getBoundingClientRect().right.toFixed(1));});
+  document.documentElement.setAttribute('data-width',
+    String(document.documentElement.clientWidth));
   document.documentElement.setAttribute('data-ready','1');
 })();
 """

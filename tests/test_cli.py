@@ -547,7 +547,7 @@ def test_inspect_table_for_people(real_broker):
     assert "2016-11-18T08:51:13.222Z" in row
     # columns line up: the HW value ends where the HW header ends
     assert row.index("856") + 3 == header.index("HW") + 2
-    assert "4 partitions, 4 segments" in out and "22280 records" in out
+    assert "4 partitions, 4 segments" in out and "22,280 records" in out
     assert "  BASE OFFSET" in out
 
 

@@ -195,3 +195,31 @@ def test_log_dirs_without_jbod_are_separate_sources(jbod):
     assert code == 2 and "topic 'only2' not found in log dirs" in err and str(d1) in err
     code, out, err = cat(d1, d2, "-t", "j", "-p", "1")
     assert code == 2 and "partition j-1 not found" in err
+
+
+def test_kcat_habit_b_dir_stands_in_for_the_path(logs):
+    """``kafkalog cat -C -b DIR -t T`` (kcat's spelling): DIR is read as the log dir, with
+    no "ignoring -b" note; -b that is no path, or no PATH at all, is a usage error saying
+    what to give."""
+    want = cat(logs, "-t", "t", "-q", "-f", "%p/%o %s\\n")
+    assert want[0] == 0 and want[1]
+    assert cat("-C", "-b", logs, "-t", "t", "-q", "-f", "%p/%o %s\\n") == want
+    code, out, err = cat("-C", "-b", "localhost:9092", "-t", "t")
+    assert code == 2 and out == b"" and err == (
+        "kafkalog cat: error: -b localhost:9092: no such log dir; kafkalog cat reads a log "
+        "dir, not a broker: give the log dir as PATH (or -b PATH)\n")
+    code, _, err = cat("-C", "-t", "t")
+    assert code == 2 and err.startswith("kafkalog cat: error: PATH missing: give the log dir")
+    # with a PATH, -b is ignored as before
+    code, out, err = cat(logs, "-b", "localhost:9092", "-t", "t", "-f", "%p/%o %s\\n")
+    assert (code, out) == want[:2] and "ignoring -b" in err
+
+
+def test_unknown_topic_lists_the_topics_there(logs, tmp_path):
+    code, _, err = cat(logs, "-t", "nope")
+    assert code == 2 and err == (f"kafkalog cat: error: topic 'nope' not found in log dirs "
+                                 f"{logs} (it has t)\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = cat(empty, "-t", "nope")
+    assert code == 2 and err.endswith("(it holds no topic)\n"), err

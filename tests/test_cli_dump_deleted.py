@@ -56,3 +56,16 @@ def test_dump_compactions_and_retentions_renamed_files(tmp_path):
         shutil.copy(before / original, kafka_form / (original + ".deleted"))
     for n in sorted(os.listdir(kafka_form)):
         assert body(kafka_form / n) == body(before / split_deleted(n)[0]), n
+
+
+def test_index_sanity_check_prints_the_path_as_given(tmp_path, monkeypatch):
+    """Kafka's DumpLogSegments prints ``<file as given> passed sanity check.``: a
+    relative path stays relative (we printed it made absolute)."""
+    from spark_kafkalog.jobs.make_sample_log import make_sample_log
+
+    make_sample_log(tmp_path / "logs", records=500, partitions=1, seed=2)
+    monkeypatch.chdir(tmp_path)
+    rel = os.path.join("logs", "events-0", "00000000000000000000.index")
+    code, out, err = run("dump", "--index-sanity-check", "--files", rel)
+    assert code == 0 and err == "", err
+    assert out.splitlines() == [f"Dumping {rel}", f"{rel} passed sanity check."]

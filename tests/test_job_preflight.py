@@ -427,3 +427,31 @@ def test_a_killed_write_never_makes_the_next_copy_refuse(tmp_path, logs):
         _preflight.copy_destination(args)
         assert [p.target for p in copy_topic.plan_topics(args)] == ["events"]
     assert left_dirs and committed, (left_dirs, committed)
+
+
+def test_an_existing_topic_is_bad_input_in_one_wording(tmp_path, dest, parquet_out, no_spark,
+                                                        capsys):
+    """import_files --mode errorifexists, copy_topic into an existing topic and the data
+    source's saveMode=errorifexists: one wording, JobInputError / TopicExistsError, exit 2
+    (not exit 3's "retry later" of a commit conflict)."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from spark_kafkalog.errors import TopicExistsError
+    from spark_kafkalog.spark.writer import make_batch_writer
+
+    wording = f"topic 'events' already exists in {dest} ("
+    line = refused("import_files", ["--input", str(parquet_out), "--output", str(dest),
+                                    "--topic", "events", "--mode", "errorifexists"],
+                   capsys, status=2)
+    assert line.startswith(f"import_files: JobInputError: --topic: {wording}"), line
+    line = refused("copy_topic", ["--path", str(dest), "--output", str(dest), "--topic",
+                                  "events"], capsys, status=2)
+    assert line.startswith(f"copy_topic: JobInputError: --output: {wording}"), line
+    schema = StructType([StructField("value", BinaryType())])
+    with pytest.raises(TopicExistsError) as err:
+        make_batch_writer({"path": str(dest), "topic": "events",
+                           "saveMode": "errorifexists"}, schema, False)
+    assert str(err.value) == f"{wording}saveMode errorifexists)"
+    assert jobkit.exit_status(err.value) == (
+        2, f"TopicExistsError: {wording}saveMode errorifexists)")
+    assert not [n for n in os.listdir(dest) if n.startswith(".kafkalog-staging.")]

@@ -104,3 +104,18 @@ def test_bad_input_is_one_line(sample, argv, reason):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("retention: ") and reason in lines[0], \
         r.stderr
+
+
+def test_the_wait_for_file_delete_delay_is_said_without_a_terminal(sample, capsys):
+    """stderr is not a terminal here (no progress lines), yet the wait is said: a job
+    that sleeps file.delete.delay.ms in silence looks hung."""
+    now = str(START_MS + 3 * DAY)
+    code, out, err = run(["--path", str(sample), "--retention-ms", str(DAY), "--now", now,
+                          "--file-delete-delay-ms", "1500"], capsys)
+    assert code == 0 and out.startswith("retention deleted 7 segments")
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("retention: events: waiting "), lines
+    assert lines[0].endswith("s (file.delete.delay.ms) before removing the .deleted files "
+                             "(--no-wait leaves them to the next run)")
+    assert not [n for p in sample.iterdir() if p.is_dir() for n in os.listdir(p)
+                if n.endswith(".deleted")]

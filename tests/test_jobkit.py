@@ -196,3 +196,41 @@ def test_a_jvm_failure_shows_its_root_cause():
     assert _one_line(4, Py4JJavaError("An error occurred while calling o87.parquet.")) == [
         "job: java.lang.IllegalArgumentException: No codec brotli (--verbose shows the "
         "trace)"]
+
+
+def test_a_missing_data_source_says_what_to_do():
+    """Spark's worker Python without this package: the one line says to set
+    PYSPARK_PYTHON, exit 2 (the set-up, not a bug). Both shapes Spark gives it: the
+    lookup's DATA_SOURCE_NOT_FOUND, and the JVM's ClassNotFoundException behind a
+    Py4JJavaError (what a job run with PYSPARK_PYTHON unset printed)."""
+    class AnalysisException(Exception):
+        pass
+
+    class _Java:
+        def __init__(self, text, cause=None):
+            self.text, self.cause = text, cause
+
+        def getCause(self):
+            return self.cause
+
+        def toString(self):
+            return self.text
+
+    class Py4JJavaError(Exception):
+        def __init__(self, java):
+            super().__init__("An error occurred while calling o87.parquet.")
+            self.java_exception = java
+
+    expected = [f"job: {jobkit.NOT_FOUND_HINT}"]
+    assert "PYSPARK_PYTHON" in jobkit.NOT_FOUND_HINT
+    assert _one_line(2, AnalysisException(
+        "[DATA_SOURCE_NOT_FOUND] Failed to find the data source: kafkalog. Make sure the "
+        "provider name is correct")) == expected
+    java = _Java("org.apache.spark.SparkClassNotFoundException: boom",
+                 _Java("java.lang.ClassNotFoundException: kafkalog.DefaultSource\n\tat x"))
+    assert _one_line(2, Py4JJavaError(java)) == expected
+    # another data source's absence is not ours to explain
+    assert _one_line(2, AnalysisException(
+        "[DATA_SOURCE_NOT_FOUND] Failed to find the data source: avro.")) == [
+        "job: AnalysisException: [DATA_SOURCE_NOT_FOUND] Failed to find the data source: "
+        "avro."]

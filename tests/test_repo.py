@@ -7,6 +7,7 @@ The one deliberate link, ``jobs`` -> ``spark_kafkalog/jobs``, is relative and st
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -37,3 +38,27 @@ def test_tracked_symlinks_stay_inside_the_tree():
 def test_nothing_tracked_is_ignored():
     ignored = _git("ls-files", "-ci", "--exclude-standard").split()
     assert ignored == [], f"tracked files the repo's .gitignore excludes: {ignored}"
+
+
+def test_make_says_before_it_apt_installs():
+    """Each Makefile recipe that runs ``apt-get install`` (make test's browser, kcat and
+    fuzz-kernels prerequisites, with sudo) first echoes what it installs."""
+    text = (REPO / "Makefile").read_text().replace("\\\n", " ")
+    recipes, current = [], None
+    for line in text.splitlines():
+        if line.startswith("\t") and current is not None:
+            current.append(line)
+        elif re.match(r"^[^\s#=][^=]*:", line):
+            current = []
+            recipes.append(current)
+        else:
+            current = None
+    installing = 0
+    for lines in recipes:
+        body = "\n".join(lines)
+        if "apt-get install" not in body:
+            continue
+        installing += 1
+        said = body.find("installing Debian's")
+        assert "echo" in body[:said] and 0 <= said < body.index("apt-get update"), body[:200]
+    assert installing >= 3

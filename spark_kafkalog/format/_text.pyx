@@ -13,7 +13,7 @@ value prints ``NULL``). ``-J`` strings are escaped as yajl does (``\\" \\\\ \\b 
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
                           uint64_t, uintptr_t)
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memchr, memcpy
+from libc.string cimport memchr, memcpy, memset
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
 from spark_kafkalog.format._bytes cimport kl_utf8_valid
@@ -296,6 +296,10 @@ def format_records(batch, list program, bytes topic, int partition, *, bytes nul
         stamps = _i64(ts, keep)
     cdef Bin key, value
     cdef Headers hdr
+    # zeroed: gcc cannot see that an empty batch (n == 0) never reads them, and warns
+    memset(&key, 0, sizeof(Bin))
+    memset(&value, 0, sizeof(Bin))
+    memset(&hdr, 0, sizeof(Headers))
     cdef bint want_headers = any(op == OP_HEADERS for op, _ in program)
     if n:
         key = _bin(batch.column("key"), keep)
@@ -598,6 +602,7 @@ def dump_records(batch, int64_t start, int64_t stop, bytes ttype, int magic,
     cdef Bin key = _bin(batch.column("key"), keep)
     cdef Bin value = _bin(batch.column("value"), keep)
     cdef Headers hdr
+    memset(&hdr, 0, sizeof(Headers))       # read only for magic 2; zeroed for gcc's sake
     if magic == 2:
         hdr = _headers(batch.column("headers"), keep)
     cdef Out o

@@ -20,7 +20,7 @@ from spark_kafkalog import jobkit
 from spark_kafkalog.errors import InvalidOptionError, KafkaLogError, LockError, LogLayoutError
 from spark_kafkalog.log import LogDirs, is_internal_topic, resolve_filesystem
 from spark_kafkalog.log.read.scan import check_segment_heads
-from spark_kafkalog.log.write import check_broker_lock, topic_partitions
+from spark_kafkalog.log.write import check_broker_lock, remove_dead_staging, topic_partitions
 
 #: Parquet codecs Spark's bundled writer can write (``lzo`` and ``brotli`` are accepted by
 #: Spark's option but fail in the write job: no codec class ships with Spark)
@@ -109,6 +109,7 @@ def recover_log_dir(path: str, topics=None) -> list[str]:
     """Roll back (or forward) the write a killed run left in flight in destination log
     dir ``path`` (every topic with a journal, or ``topics``), as the library does on its
     next open, so that a killed run's partition dirs never look like a topic that exists.
+    A dead writer's staging files are deleted (:mod:`~spark_kafkalog.log.write.leftovers`).
     Returns the topics whose journal held such a write."""
     from spark_kafkalog.log.write import recover_topic
     from spark_kafkalog.log.files.journal import journal_path
@@ -117,6 +118,7 @@ def recover_log_dir(path: str, topics=None) -> list[str]:
     if info is None or info.type != pafs.FileType.Directory:
         return []
     fs, root = resolve_filesystem(path)
+    remove_dead_staging(fs, root)
     names = {i.base_name for i in fs.get_file_info(pafs.FileSelector(root))}
     found = sorted(n[len(".kafkalog."):-len(".journal")] for n in names
                    if n.startswith(".kafkalog.") and n.endswith(".journal"))
@@ -137,7 +139,12 @@ def recover_log_dir(path: str, topics=None) -> list[str]:
     return acted
 
 
-def topic_exists(path: str, topic: str) -> bool:
+def topic_exists(flag: str, topic: str, path: str, why: str) -> str:
+    """The one wording of every job for a topic it would create that is already there."""
+    return f"{flag}: topic {topic!r} already exists in {path} ({why})"
+
+
+def topic_present(path: str, topic: str) -> bool:
     fs, root = resolve_filesystem(path)
     return bool(topic_partitions(fs, root, topic))
 
@@ -255,6 +262,8 @@ def export(args, opts: dict[str, str]) -> bool:
     common(args)
     parquet_codec(args.compression)
     jobkit.parse_time_window(args.time_from, args.time_to)
+    if args.value_schema is not None:
+        value_schema(args.value_schema)
     try:
         logdirs, ranges = read_options(opts)
     except (InvalidOptionError, LogLayoutError) as err:
@@ -279,12 +288,24 @@ def import_files(args, write_opts: dict[str, str]) -> bool:
     if not log_dir_destination(args.path, "--path") or not args.topic:
         return False
     recover_log_dir(args.path, [args.topic])
-    if topic_exists(args.path, args.topic):
+    if topic_present(args.path, args.topic):
         if args.mode == "errorifexists":
-            fail(f"--topic: {args.topic!r} already exists in {args.path} (--mode "
-                 "errorifexists)")
+            fail(topic_exists("--topic", args.topic, args.path, "--mode errorifexists; "
+                              "--mode append adds to it, overwrite replaces it"))
         return args.mode == "ignore"
     return False
+
+
+def value_schema(ddl: str) -> list[str]:
+    """export's ``--value-schema``: a Spark DDL schema (checked without a JVM); its
+    field names."""
+    from spark_kafkalog.jobs._ddl import DDLError, field_names
+
+    try:
+        return field_names(ddl)
+    except DDLError as err:
+        fail(f"--value-schema is not a Spark DDL schema: {err} (e.g. 'id long, name "
+             "string')")
 
 
 def copy_destination(args) -> None:
@@ -414,6 +435,7 @@ def compact(args, topics, partitions) -> None:
     logdirs = source_log_dirs(args.path, "--path")
     fs, root = resolve_filesystem(args.path)
     check_broker_lock(fs, root)
+    remove_dead_staging(fs, root)
     topics_present(logdirs, topics, "--topic", args.path)
     parts = []
     for t in topics:
@@ -433,6 +455,7 @@ def retention(args) -> None:
     for one in (p.strip() for p in args.path.split(",") if p.strip()):
         fs, root = resolve_filesystem(one)
         check_broker_lock(fs, root)
+        remove_dead_staging(fs, root)
 
 
 def report(args) -> None:

@@ -448,8 +448,9 @@ def main(argv=None) -> int:
     summary["records_per_second"] = jobkit.rate(state.records, summary["seconds"])
     line += (f" (read {jobkit.plural(summary['partitions'], 'partition')}, "
              f"{jobkit.human_bytes(state.bytes_read)}, {summary['first_timestamp']} .. "
-             f"{summary['last_timestamp']}, {summary['records_per_second'] or 0:,} "
-             "records/s)")
+             f"{summary['last_timestamp']}"
+             + jobkit.rate_text(state.records, summary["seconds"], "records", ", ", "")
+             + ")")
     jobkit.emit(summary, line, args.summary_json)
     return 0
 

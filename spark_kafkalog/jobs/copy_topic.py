@@ -55,8 +55,9 @@ from spark_kafkalog.log.files.partition_metadata import (
 MAP_COLUMNS = ("topic", "partition", "offset", "new_topic", "new_partition", "new_offset")
 
 
-class BadInput(jobkit.JobInputError):
-    """A problem with the job's arguments or the log dirs, found before copying."""
+#: a problem with the job's arguments or the log dirs, found before copying (the old
+#: name of the jobs' one class, which the one-line error names)
+BadInput = jobkit.JobInputError
 
 
 @dataclass
@@ -240,8 +241,9 @@ def plan_topics(args: argparse.Namespace) -> list[TopicPlan]:
     existing = _existing_topics(args.output)
     clash = sorted(set(targets) & existing)
     if clash:
-        raise BadInput(f"--output: topic {', '.join(clash)} already exists in {args.output}; "
-                       "copy into a new topic (--rename) or remove it first")
+        raise BadInput(_preflight.topic_exists(
+            "--output", clash[0], args.output, "copy into a new topic with --rename, or "
+            "remove it first"))
     wanted = parse_partition_list(args.partition) if args.partition else None
     user_end = _offsets_json(args.ending_offsets, "--ending-offsets")
     for flag, given in (("--starting-offsets",
@@ -537,8 +539,8 @@ def summary_line(s: dict) -> str:
     return (f"copied {jobkit.plural(s['rows'], 'row')} from "
             f"{jobkit.plural(s['partitions'], 'partition')} "
             f"({jobkit.plural(s['topics'], 'topic')}, {span}, {how}) to {s['output']}: "
-            f"{jobkit.human_bytes(s['bytes'])} in {s['seconds']:.1f}s "
-            f"({s['rows_per_second'] or 0:,} rows/s)")
+            f"{jobkit.human_bytes(s['bytes'])} in {s['seconds']:.1f}s"
+            + jobkit.rate_text(s["rows"], s["seconds"], "rows"))
 
 
 def main(argv=None) -> int:

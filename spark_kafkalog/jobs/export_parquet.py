@@ -156,13 +156,24 @@ def _metrics(df):
             F.count_if(_no_timestamp()).alias("no_timestamp"))
 
 
-def observe(df):
+def observe(df, fields=()):
     """``df`` with the summary's aggregates computed while it is written (no second pass
-    over the log), and the :class:`pyspark.sql.Observation` that holds them afterwards."""
+    over the log), and the :class:`pyspark.sql.Observation` that holds them afterwards;
+    with ``fields`` (``--value-schema``'s), how many rows have each non-null."""
     from pyspark.sql import Observation
+    from pyspark.sql import functions as F
 
     obs = Observation("kafkalog_export")
-    return df.observe(obs, *_metrics(df)), obs
+    filled = [F.count(F.col(f"`{f}`")).alias(f"filled:{f}") for f in fields]
+    return df.observe(obs, *_metrics(df), *filled), obs
+
+
+def empty_fields(metrics: dict, fields) -> list[str]:
+    """The ``--value-schema`` fields null in every exported row (no JSON value had
+    them: a misspelt name, or another case: JSON names are case-sensitive)."""
+    if not int(metrics.get("rows") or 0):
+        return []
+    return [f for f in fields if not int(metrics.get(f"filled:{f}") or 0)]
 
 
 def _iso_us(micros) -> str | None:
@@ -207,8 +218,8 @@ def summary_line(s: dict) -> str:
             f" {s['first_date']}"
     line = (f"exported {_n(s['rows'], 'row')} from {_n(s['partitions'], 'topic-partition')} "
             f"({_n(s['topics'], 'topic')}, {dates}, {s['first_timestamp']} .. "
-            f"{s['last_timestamp']}) to {s['output']} in {s['seconds']:.1f}s "
-            f"({s['rows_per_second'] or 0:,} rows/s)")
+            f"{s['last_timestamp']}) to {s['output']} in {s['seconds']:.1f}s"
+            + jobkit.rate_text(s["rows"], s["seconds"], "rows"))
     if s["rows_without_timestamp"]:
         line += (f"; {_n(s['rows_without_timestamp'], 'row')} without a timestamp "
                  f"(Kafka's -1) under date={NO_DATE}")
@@ -234,7 +245,8 @@ def main(argv=None) -> int:
         files = _replace.HadoopFiles(spark, args.output)
         for line in _replace.recover(files, args.output):     # a killed run's leftovers
             _say(args, line)
-        df, observation = observe(build_frame(spark, args))
+        fields = _preflight.value_schema(args.value_schema) if args.value_schema else []
+        df, observation = observe(build_frame(spark, args), fields)
         t0 = time.perf_counter()
         target, run_id = args.output, None
         if args.mode == "overwrite":        # written beside the old output, then swapped
@@ -250,7 +262,14 @@ def main(argv=None) -> int:
         if run_id is not None:
             _replace.swap_in(files, args.output, target, run_id)
         seconds = time.perf_counter() - t0
-        summary = summary_of(observation.get, args.output, seconds)
+        metrics = observation.get
+        summary = summary_of(metrics, args.output, seconds)
+        absent = empty_fields(metrics, fields)
+    if absent:
+        summary["value_fields_never_present"] = absent
+        print(f"export_parquet: warning: --value-schema field{'s' if len(absent) > 1 else ''}"
+              f" {', '.join(repr(f) for f in absent)} not in any exported JSON value (null "
+              "in every row; JSON names are case-sensitive)", file=sys.stderr, flush=True)
     jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0
 

@@ -303,8 +303,8 @@ def summary_line(s: dict) -> str:
             f"{jobkit.plural(s['partitions'], 'topic-partition')} "
             f"({jobkit.plural(s['topics'], 'topic')}, {s['first_timestamp']} .. "
             f"{s['last_timestamp']}, offsets {s['offsets']}, codec {s['codec']}) from "
-            f"{size} of input to {s['path']} in {s['seconds']:.1f}s "
-            f"({s['rows_per_second'] or 0:,} rows/s)")
+            f"{size} of input to {s['path']} in {s['seconds']:.1f}s"
+            + jobkit.rate_text(s["rows"], s["seconds"], "rows"))
 
 
 def main(argv=None) -> int:

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_kafkalog._console import plural
 from spark_kafkalog.format.npview import column as _np
 
 CODECS = ("none", "lz4", "zstd", "snappy", "gzip")
@@ -184,20 +185,26 @@ def make_sample_log(output: str | os.PathLike, *, records: int = 3_000_000,
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="make_sample_log",
-                                 description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="make_sample_log", description=__doc__.split("\n\n")[0],
+        epilog="Example:\n  kafkalog job make_sample_log --output sample/kafka-logs "
+               "--records 100000",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--output", required=True, help="log dir to (re)create")
-    ap.add_argument("--records", type=int, default=3_000_000, help="records in all")
-    ap.add_argument("--partitions", type=int, default=6)
-    ap.add_argument("--topic", default="events")
+    ap.add_argument("--records", type=int, default=3_000_000,
+                    help="records in all (default 3,000,000)")
+    ap.add_argument("--partitions", type=int, default=6, help="partitions (default 6)")
+    ap.add_argument("--topic", default="events", help="topic name (default events)")
     ap.add_argument("--segment-bytes", type=int, default=8 << 20,
-                    help="roll a segment before it would exceed this many bytes")
+                    help="roll a segment before it would exceed this many bytes "
+                         "(default 8 MiB, 8388608)")
     ap.add_argument("--days", type=float, default=3.0,
-                    help="timestamps span this many days from 2024-01-01T00:00Z")
+                    help="timestamps span this many days from 2024-01-01T00:00Z "
+                         "(default 3)")
     ap.add_argument("--codecs", default=",".join(CODECS),
-                    help="codec per partition, cycled (none,lz4,zstd,snappy,gzip)")
-    ap.add_argument("--seed", type=int, default=7)
+                    help=f"codec per partition, cycled (default {','.join(CODECS)})")
+    ap.add_argument("--seed", type=int, default=7,
+                    help="the same seed writes the same bytes (default 7)")
     args = ap.parse_args(argv)
     codecs = tuple(c.strip() for c in args.codecs.split(",") if c.strip())
     bad = [c for c in codecs if c not in CODECS]
@@ -212,9 +219,9 @@ def main(argv=None) -> int:
     secs = time.perf_counter() - t0
     segs = sum(v["segments"] for v in s["per_partition"].values())
     size = sum(v["bytes"] for v in s["per_partition"].values())
-    print(f"wrote {s['records']:,} records of topic {s['topic']} in {s['partitions']} "
-          f"partitions, {segs} segments, {size / 1e6:.1f} MB to {args.output} "
-          f"in {secs:.1f}s")
+    print(f"wrote {plural(s['records'], 'record')} of topic {s['topic']} in "
+          f"{plural(s['partitions'], 'partition')}, {plural(segs, 'segment')}, "
+          f"{size / 1e6:.1f} MB to {args.output} in {secs:.1f}s")
     return 0
 
 

@@ -150,11 +150,10 @@ def main(argv=None) -> int:
             delay = configs[t].file_delete_delay_ms
             if t in renamed_at and not args.no_wait:
                 left = delay / 1000 - (time.monotonic() - renamed_at[t])
-                if left > 0:
-                    if args.progress:
-                        print(f"retention: {t}: waiting {left:.0f}s (file.delete.delay.ms) "
-                              "before removing the .deleted files", file=sys.stderr,
-                              flush=True)
+                if left > 0:        # said even without --progress: a silent wait looks hung
+                    print(f"retention: {t}: waiting {left:.0f}s (file.delete.delay.ms) "
+                          "before removing the .deleted files (--no-wait leaves them to the "
+                          "next run)", file=sys.stderr, flush=True)
                     time.sleep(left)
             waiting += purge_deleted(logdirs, t, delay_ms=delay)[2]
     deleted = [d for p in partitions for d in p["deleted"]]

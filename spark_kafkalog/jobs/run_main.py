@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from spark_kafkalog import jobkit
 
 #: the folder holding the ``spark_kafkalog`` package (the repo root in a source tree)
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +48,8 @@ def ensure_sample(records: int, partitions: int, sample_dir: Path = SAMPLE_DIR) 
     summary = make_sample_log(sample_dir, records=records, partitions=partitions)
     segs = sum(v["segments"] for v in summary["per_partition"].values())
     codecs = sorted({v["codec"] for v in summary["per_partition"].values()})
-    print(f"  {partitions} partitions, {segs} segments, codecs {', '.join(codecs)}")
+    print(f"  {jobkit.plural(partitions, 'partition')}, {jobkit.plural(segs, 'segment')}, "
+          f"codecs {', '.join(codecs)}")
     return sample_dir
 
 
@@ -75,6 +79,24 @@ def run_quiet_jvm(cmd: list[str], env: dict) -> subprocess.CompletedProcess:
                 sys.stderr.buffer.flush()
         proc.wait()
     return subprocess.CompletedProcess(cmd, proc.returncode)
+
+
+#: the environment run_main sets for spark-submit, shown in the command it prints
+SHOWN_ENV = ("PYTHONPATH", "SPARK_CONF_DIR", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+
+
+def shown_command(cmd: list[str], env: dict, base: dict) -> str:
+    """``cmd`` as a shell line to paste: quoted, preceded by the variables ``env`` sets
+    differently from ``base`` (the caller's environment), less ``--summary-json FILE``
+    (a temporary file of this run)."""
+    words = list(cmd)
+    if "--summary-json" in words:
+        i = words.index("--summary-json")
+        del words[i:i + 2]
+    # an assignment's value is quoted, never the whole word (it would be a command)
+    assigned = [f"{k}={shlex.quote(env[k])}" for k in SHOWN_ENV
+                if k in env and env[k] != base.get(k)]
+    return " ".join(assigned + [shlex.join(words)])
 
 
 def main(argv=None) -> int:
@@ -118,7 +140,7 @@ def main(argv=None) -> int:
         cmd += [str(Path(__file__).with_name("export_parquet.py")), "--path", str(logdir),
                 "--output", str(Path(args.output).resolve()),
                 "--summary-json", str(summary_file)] + extra
-        print("running:", " ".join(cmd), flush=True)
+        print("running:", shown_command(cmd, env, os.environ), flush=True)
         proc = run_quiet_jvm(cmd, env)
         if proc.returncode != 0:
             print(f"export_parquet.py failed (exit status {proc.returncode})",
@@ -129,11 +151,12 @@ def main(argv=None) -> int:
     print()
     print("main job summary")
     print(f"  rows        {summary['rows']:,}")
-    print(f"  partitions  {summary['partitions']} topic-partitions in {summary['topics']} "
-          f"topic(s), {summary['dates']} date partition(s)")
+    print(f"  partitions  {jobkit.plural(summary['partitions'], 'topic-partition')} in "
+          f"{jobkit.plural(summary['topics'], 'topic')}, "
+          f"{jobkit.plural(summary['dates'], 'date partition')}")
     print(f"  time range  {summary['first_timestamp']} .. {summary['last_timestamp']}")
-    print(f"  throughput  {summary['rows_per_second'] or 0:,} rows/s "
-          f"({summary['seconds']:.1f}s to read, convert and write Parquet)")
+    print(f"  throughput  {summary['seconds']:.1f}s to read, convert and write Parquet"
+          + jobkit.rate_text(summary["rows"], summary["seconds"], "rows", ": "))
     print(f"  output      {summary['output']}")
     return 0
 

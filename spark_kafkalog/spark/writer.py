@@ -84,7 +84,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_kafkalog.errors import BadRowError, CommitConflictError, InvalidOptionError
+from spark_kafkalog.errors import (BadRowError, CommitConflictError, InvalidOptionError,
+                                   TopicExistsError)
 from spark_kafkalog.format.npview import to_numpy
 from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write import (
@@ -95,6 +96,7 @@ from spark_kafkalog.log.write import (
     TopicSpec,
     abort_write,
     commit_write,
+    record_owner,
     topic_partitions,
 )
 from spark_kafkalog.log.io import resolve_filesystem
@@ -220,8 +222,8 @@ def _make_plan(options, schema: StructType, overwrite: bool, *, streaming: bool)
         wo.check_topic(wo.topic)
         exists = bool(topic_partitions(fs, root, wo.topic))
         if exists and mode == "errorifexists":
-            raise CommitConflictError(f"topic {wo.topic!r} already exists in {wo.path} "
-                                      "(saveMode errorifexists)")
+            raise TopicExistsError(f"topic {wo.topic!r} already exists in {wo.path} "
+                                   "(saveMode errorifexists)")
         skip = exists and mode == "ignore"
         counts[wo.topic] = _partition_count(fs, root, wo.topic, wo, partition_column)
     return _Plan(wo=wo, mode=mode, write_id=None if streaming else jr.batch_write_id(),
@@ -350,8 +352,8 @@ class _TaskWriter:
                 bad = np.flatnonzero(valid & ((given < 0) | (given >= n)))
                 if len(bad):
                     raise BadRowError(
-                        f"partition: a row has partition {int(given[bad[0]])}, outside "
-                        f"topic {topic!r}, which has {n} partitions (0..{n - 1})")
+                        f"partition: a row has partition {int(given[bad[0]])}, outside topic "
+                        f"{topic!r}, which has {n} partition{'s' * (n != 1)} (0..{n - 1})")
                 if col.null_count == 0:
                     parts = given
                 else:
@@ -586,9 +588,10 @@ class KafkaLogStreamWriter(DataSourceStreamArrowWriter):
 
 
 def make_batch_writer(options, schema: StructType, overwrite: bool) -> KafkaLogBatchWriter:
-    """``DataSource.writer``: validate and plan a batch write (raises
-    :class:`InvalidOptionError` / :class:`CommitConflictError` before any task runs)."""
-    return KafkaLogBatchWriter(_make_plan(options, schema, overwrite, streaming=False))
+    """``DataSource.writer``: plan a batch write (bad options fail before any task)."""
+    plan = _make_plan(options, schema, overwrite, streaming=False)
+    record_owner(*resolve_filesystem(plan.wo.path, plan.wo.filesystem_options), plan.write_id)
+    return KafkaLogBatchWriter(plan)
 
 
 def make_stream_writer(options, schema: StructType, overwrite: bool) -> KafkaLogStreamWriter:

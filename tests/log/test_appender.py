@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 import dataclasses
 import os
+import re
 import random
 import shutil
 import struct
@@ -20,6 +21,7 @@ from spark_kafkalog.errors import (
     CommitConflictError,
     CorruptRecordError,
     InvalidOptionError,
+    TopicExistsError,
 )
 from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write import (
@@ -219,8 +221,11 @@ def test_topic_names_validated_like_kafka(tmp_path, bad):
 def test_modes_errorifexists_ignore(tmp_path):
     root = str(tmp_path)
     write(FS, root, "batch:1", {0: recs(3)}, mode="errorifexists")
-    with pytest.raises(CommitConflictError, match="already exists"):
+    # bad input (exit 2 in a job), not a conflict a retry resolves (CommitConflictError)
+    with pytest.raises(TopicExistsError, match=re.escape(
+            f"topic 't' already exists in {root} (saveMode errorifexists)")) as err:
         write(FS, root, "batch:2", {0: recs(3)}, mode="errorifexists")
+    assert not isinstance(err.value, CommitConflictError)
     assert write(FS, root, "batch:3", {0: recs(3)}, mode="ignore").noop
     assert len(read_kp(f"{root}/t-0")) == 3
     assert not [n for n in os.listdir(root) if n.startswith(jr.STAGING_PREFIX)]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 
@@ -122,7 +123,13 @@ def test_run_main_through_spark_submit(tmp_path):
         cwd=str(REPO), env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "rows        20,000" in proc.stdout
-    assert "2 topic-partitions in 1 topic(s)" in proc.stdout
+    assert "partitions  2 topic-partitions in 1 topic, 3 date partitions" in proc.stdout
+    # the command it ran, as a line to paste: quoted, with the environment it set
+    running = next(ln for ln in proc.stdout.splitlines() if ln.startswith("running: "))
+    words = shlex.split(running[len("running: "):])
+    assert words[0].startswith("PYTHONPATH=") and "--summary-json" not in words
+    assert words[words.index("--value-schema") + 1] == \
+        "user_id long, event string, amount double"
     assert pq.read_table(str(out)).num_rows == 20_000
     # a plain `make run` prints no warning (pandas' FutureWarning, the JVM's notice)
     assert "Warning" not in proc.stdout + proc.stderr

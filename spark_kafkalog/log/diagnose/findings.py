@@ -16,7 +16,8 @@ class Finding:
     valid batches, or a batch that does not decode), ``torn_tail`` (the last segment ends
     inside a batch or in zero padding), ``index`` / ``timeindex`` / ``txnindex`` (an entry
     the log does not confirm, or an unreadable file), ``checkpoint``, ``leader_epoch``,
-    ``snapshot``, ``layout`` (a directory or file that cannot be read). ``position`` is a
+    ``snapshot``, ``layout`` (a directory or file that cannot be read), ``staging`` (a
+    writer's staging files at a log-dir root). ``position`` is a
     byte position in ``path`` (None when about a whole file), ``offset`` the Kafka offset
     involved, when there is one."""
     severity: str | None

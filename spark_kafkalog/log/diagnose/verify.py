@@ -68,6 +68,7 @@ from spark_kafkalog.log.read.discovery import LogDirs
 from spark_kafkalog.log.read.loss import find_losses
 from spark_kafkalog.log.read.reader import read_partition
 from spark_kafkalog.log.read.scan import ReadStats, TornTailWarning, scan_windows
+from spark_kafkalog.log.write.leftovers import staging_leftovers
 
 __all__ = ["ERROR", "WARNING", "Finding", "VerifyResult", "verify_partition",
            "verify_log_dirs", "checkpoint_line_positions"]
@@ -516,6 +517,14 @@ def verify_partition(logdirs: LogDirs, p: PartitionDir, *, verify_crc: bool = Tr
     return info, findings
 
 
+#: what verify says of a write's staging files, by what is known of their owner
+_DEAD = ("the next copy_topic, import_files, compact or retention job on this log dir "
+         "removes them")
+_LIVE = "a write in progress (its commit or abort removes them)"
+_UNKNOWN = ("a write in progress or a dead one's (the next write removes them once 24 "
+            "hours old)")
+
+
 def verify_log_dirs(logdirs: LogDirs, partitions: Iterable | None = None, *,
                     verify_crc: bool = True, deep: bool = False,
                     progress: Callable[[int], None] | None = None
@@ -524,6 +533,12 @@ def verify_log_dirs(logdirs: LogDirs, partitions: Iterable | None = None, *,
     every topic, internal ones included). ``progress(bytes_done)`` counts over all of
     them. A topic whose directories cannot be listed is a finding, not an exception."""
     result = VerifyResult(tuple(logdirs.roots))
+    for root in logdirs.roots:
+        for left in staging_leftovers(logdirs.filesystem, root):
+            result.findings.append(Finding(
+                WARNING, "staging", left.paths[0], None, None,
+                f"{left.describe()}: "
+                + (_DEAD if left.alive is False else _LIVE if left.alive else _UNKNOWN)))
     if partitions is None:
         parts = []
         for topic in logdirs.topics():

@@ -312,8 +312,11 @@ class LogDirs:
     def _topic_dirs(self, topic: str) -> dict[int, tuple[str, str]]:
         dirs = self._scan_roots().get(topic)
         if not dirs:
+            present = self.topics()
+            there = (f"it has {', '.join(present[:10])}{', ...' if len(present) > 10 else ''}"
+                     if present else "it holds no topic")
             raise LogLayoutError(f"topic {topic!r} not found in log dirs "
-                                 f"{', '.join(self.roots)}")
+                                 f"{', '.join(self.roots)} ({there})")
         return dirs
 
     def partition_roots(self, topic: str) -> dict[int, str]:

@@ -23,6 +23,8 @@ _EXPORTS = {
     "BATCH_TABLE_DTYPE": "staging", "StagedFile": "staging", "StagedSection": "staging",
     "StagingWriter": "staging", "batch_table": "staging", "OWN_FILE_MIN_BYTES": "staging",
     "write_table": "table",
+    "record_owner": "leftovers", "remove_dead_staging": "leftovers",
+    "staging_leftovers": "leftovers",
 }
 
 __all__ = sorted(_EXPORTS)

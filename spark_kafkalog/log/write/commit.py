@@ -40,7 +40,7 @@ from typing import Sequence
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import CommitConflictError, InvalidOptionError
+from spark_kafkalog.errors import CommitConflictError, InvalidOptionError, TopicExistsError
 from spark_kafkalog.log.files.checkpoint import leader_epochs_at
 from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write.apply import StagedReaders, apply_partition, prefetch_headers
@@ -174,8 +174,8 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
     are ignored. Staging files are deleted afterwards, whatever the outcome.
 
     Raises :class:`CommitConflictError` (broker holds the dir, lock timeout — both
-    :class:`LockError` —, topic exists in ``errorifexists`` mode, partition count
-    changed), :class:`BadRowError` (a staged partition outside the topic; preserved
+    :class:`LockError` —, partition count changed), :class:`TopicExistsError` (the
+    topic exists in ``errorifexists`` mode), :class:`BadRowError` (a staged partition outside the topic; preserved
     offsets that do not increase or fall below the log end, naming topic, partition and
     offsets),
     :class:`InvalidOptionError` (unknown mode, bad topic name), :class:`LogLayoutError`
@@ -218,8 +218,8 @@ def commit_write(fs: pafs.FileSystem, root: str, write_id: str,
             if mode == "errorifexists":
                 taken = [t for t in names if existing[t]]
                 if taken:
-                    raise CommitConflictError(f"topic {taken[0]!r} already exists in the log "
-                                              "dir (save mode errorifexists)", path=root)
+                    raise TopicExistsError(f"topic {taken[0]!r} already exists in {root} "
+                                           "(saveMode errorifexists)")
             if mode == "ignore" and any(existing[t] for t in names):
                 return CommitResult(write_id, {}, noop=True)
             plan = plan_write(fs, root, staged, specs, existing, cfg, no_append,

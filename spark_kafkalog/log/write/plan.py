@@ -419,7 +419,7 @@ def _partition_count(root: str, topic: str, spec: TopicSpec, parts: list[int],
         if spec.expected_partitions is not None and n is not None \
                 and spec.expected_partitions != n:
             raise CommitConflictError(
-                f"topic {topic!r} has {n} partitions but the rows were partitioned for "
+                f"topic {topic!r} has {n} partition{'' if n == 1 else 's'} but the rows were partitioned for "
                 f"{spec.expected_partitions} (was it created by another writer "
                 "meanwhile?)", path=root)
     else:
@@ -432,7 +432,7 @@ def _partition_count(root: str, topic: str, spec: TopicSpec, parts: list[int],
     for p in staged_parts:
         if n is not None and not 0 <= p < n:
             raise BadRowError(f"partition {p} is outside topic {topic!r}, which has "
-                              f"{n} partitions (0..{n - 1})")
+                              f"{n} partition{'' if n == 1 else 's'} (0..{n - 1})")
         if n is None and p not in parts:
             raise BadRowError(
                 f"partition {p} of topic {topic!r} has no directory in this log dir (it "

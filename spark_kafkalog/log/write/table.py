@@ -70,7 +70,7 @@ def write_table(path: str, topic: str, table: pa.Table, *, offsets: str = "assig
     else:
         n = _largest_partition(table) + 1
     if existing and partitions is not None and partitions != n:
-        raise InvalidOptionError(f"partitions: topic {topic!r} exists with {n} partitions, "
+        raise InvalidOptionError(f"partitions: topic {topic!r} exists with {n} partition{'' if n == 1 else 's'}, "
                                  f"not {partitions}")
     parts = _partitions(table, n, topic)
     write_id = write_id or jr.batch_write_id()
@@ -121,5 +121,6 @@ def _partitions(table: pa.Table, n: int, topic: str) -> np.ndarray:
     bad = np.flatnonzero((parts < 0) | (parts >= n))
     if len(bad):
         raise BadRowError(f"row {int(bad[0])} has partition {int(parts[bad[0]])}, outside "
-                          f"topic {topic!r}, which has {n} partitions (0..{n - 1})")
+                          f"topic {topic!r}, which has {n} partition{'' if n == 1 else 's'} "
+                          f"(0..{n - 1})")
     return parts.astype(np.int32)
