@@ -270,8 +270,10 @@ class KafkaLogReader(DataSourceReader):
     ``spark.sql.python.filterPushdown.enabled`` is false: Spark refuses a reader that
     overrides ``pushFilters`` then)."""
 
-    def __init__(self, opts: ReadOptions):
+    def __init__(self, opts: ReadOptions, typed=None):
         self.opts = opts
+        #: the planned typed read (spark_kafkalog.typed.columns.TypedRead) or None
+        self.typed = typed
         self.pushdown = NONE
 
     def partitions(self) -> list[InputPartition]:
@@ -287,14 +289,18 @@ class KafkaLogReader(DataSourceReader):
             slices = partition.slices
         else:
             return iter(())
-        opts, pushdown = self.opts, self.pushdown
+        opts, pushdown, typed = self.opts, self.pushdown, self.typed
 
         def rows():
             logdirs = open_logdirs(opts)
             if len(slices) == 1:
-                yield from read_slice(logdirs, opts, slices[0], pushdown)
+                batches = read_slice(logdirs, opts, slices[0], pushdown)
             else:
-                yield from coalesced(read_slices(logdirs, opts, slices, pushdown))
+                batches = coalesced(read_slices(logdirs, opts, slices, pushdown))
+            if typed is not None:
+                from spark_kafkalog.typed.columns import typed_batches
+                batches = typed_batches(batches, typed)
+            yield from batches
 
         if PREFETCH_BATCHES <= 0:
             return rows()
