@@ -122,6 +122,13 @@ class RemoteLogMetadataError(CorruptRecordError):
     fields), or remote-storage metadata that contradicts itself."""
 
 
+class SchemaRegistryError(CorruptRecordError):
+    """A record of the schema registry's topic (``_schemas``) that the registry's own
+    serializer would not read: a key or value that is not JSON, a key type the registry
+    never writes, a field of the wrong type. The message names the topic, partition and
+    offset."""
+
+
 class CodecError(CorruptRecordError):
     """A compressed payload that does not decompress, or decompresses past the limit."""
 
@@ -137,6 +144,24 @@ class OffsetOutOfRangeError(KafkaLogError):
 class DataLossError(KafkaLogError):
     """Requested records are gone (below the log start offset, deleted segments) and
     ``failOnDataLoss`` is true."""
+
+
+class SchemaNotFoundError(KafkaLogError, LookupError):
+    """A schema the registry's state does not hold (by id, subject or version).
+    ``error_code`` is the code the registry's REST API answers with (40403 here)."""
+    error_code = 40403
+
+
+class SubjectNotFoundError(SchemaNotFoundError):
+    """A subject with no version (none at all, or only soft-deleted ones when those are
+    not asked for): the registry's 40401."""
+    error_code = 40401
+
+
+class VersionNotFoundError(SchemaNotFoundError):
+    """A subject's version that is not there (or soft-deleted and not asked for): the
+    registry's 40402."""
+    error_code = 40402
 
 
 class InvalidOptionError(KafkaLogError, ValueError):

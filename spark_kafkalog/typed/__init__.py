@@ -1,2 +1,13 @@
-"""Typed records (issue 38): schemas in, Arrow columns out, no files — the Avro decoder,
-and the typed ``value`` / ``key`` columns of a read (:mod:`.columns`)."""
+"""Typed records: bytes and schemas in, Arrow columns out, no files.
+
+:mod:`~spark_kafkalog.typed.registry` decodes the schema registry's own topic
+(``_schemas``) and builds the registry's state (subjects, versions, ids, configs);
+reading that topic from a log dir is :func:`spark_kafkalog.log.read.schemas.read_registry`.
+"""
+from spark_kafkalog.typed.registry import (
+    RegisteredSchema,
+    RegistryState,
+    SchemaReference,
+)
+
+__all__ = ["RegisteredSchema", "RegistryState", "SchemaReference"]
