@@ -141,9 +141,12 @@ class DecodeErrorCounts:
     def total(self) -> int:
         return sum(e.count for e in self.by_partition.values())
 
-    def warn(self) -> None:
+    def warn(self, since: dict | None = None) -> None:
+        """One warning per partition with records counted (after ``since``'s counts)."""
         what = "read as null" if self.on_error == "null" else "skipped"
         for (t, q), e in sorted(self.by_partition.items()):
+            if since is not None and e.count == since.get((t, q), 0):
+                continue
             log.warning("%d record(s) of %s-%s do not decode and were %s "
                         "(onDecodeError=%s); the first, at offset %s: %s",
                         e.count, t, q, what, self.on_error, e.first_offset, e.first_error)
@@ -239,10 +242,10 @@ def typed_batches(batches: Iterable[pa.RecordBatch], read: TypedRead, *,
                   counts: DecodeErrorCounts | None = None) -> Iterator[pa.RecordBatch]:
     """Decode the typed columns of each of ``batches``; empty batches (all skipped) are
     dropped. When the batches end (or the consumer closes early), one warning per
-    partition for records read as null or skipped, unless the caller passed its own
-    ``counts`` (then the caller warns)."""
-    own = counts is None
+    partition for records read as null or skipped; ``counts`` (optional) receives them."""
     counts = counts if counts is not None else DecodeErrorCounts(read.on_error)
+    counts.on_error = read.on_error
+    start = {k: v.count for k, v in counts.by_partition.items()}
     schema = None
     try:
         for batch in batches:
@@ -252,5 +255,4 @@ def typed_batches(batches: Iterable[pa.RecordBatch], read: TypedRead, *,
             if out.num_rows:
                 yield out
     finally:
-        if own:
-            counts.warn()
+        counts.warn(since=start)

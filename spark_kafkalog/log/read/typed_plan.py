@@ -21,9 +21,16 @@ import json
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from spark_kafkalog.errors import InvalidOptionError, SchemaError, SchemaResolutionError
+from spark_kafkalog.errors import (
+    InvalidOptionError,
+    SchemaError,
+    SchemaNotFoundError,
+    SchemaResolutionError,
+)
 from spark_kafkalog.log.read.registry_rest import RestRegistry, SchemaLookupError
-from spark_kafkalog.typed.columns import DecodeSpec, TypedColumn, TypedRead, decoder_of
+from spark_kafkalog.log.read.schemas import read_registry
+from spark_kafkalog.typed.columns import DecodeSpec, TypedRead, decoder_of
+from spark_kafkalog.typed.request import TypedColumn
 
 __all__ = ["LocalRegistry", "open_schema_source", "plan_typed_read", "resolve_column"]
 
@@ -37,6 +44,7 @@ class _Entry:
     schema_type: str
     references: tuple[tuple[str, str, int], ...]
     version: int | None = None
+    subject: str | None = None
 
 
 class LocalRegistry:
@@ -52,30 +60,28 @@ class LocalRegistry:
 
     @staticmethod
     def _entry(rs) -> _Entry:
-        refs = tuple((r.name, r.subject, int(r.version)) if hasattr(r, "name") else
-                     (r["name"], r["subject"], int(r["version"]))
-                     for r in (rs.references or ()))
-        return _Entry(int(rs.id), rs.schema, rs.schema_type or "AVRO", refs, rs.version)
+        refs = tuple((r.name, r.subject, int(r.version)) for r in rs.references)
+        return _Entry(int(rs.id), rs.schema, rs.schema_type or "AVRO", refs, rs.version,
+                      rs.subject)
 
     def by_id(self, schema_id: int) -> _Entry:
         try:
             return self._entry(self.state.by_id(schema_id))
-        except LookupError as err:
-            raise SchemaLookupError(f"{self.where}: no schema with id {schema_id}",
-                                    40403) from err
+        except SchemaNotFoundError as err:
+            raise SchemaLookupError(f"{self.where}: {err.reason}", err.error_code) from err
 
     def version(self, subject: str, version: int | None, *, deleted: bool = False) -> _Entry:
         try:
-            if version is None:
-                return self._entry(self.state.latest(subject))
-            return self._entry(self.state.version(subject, version, deleted=deleted))
-        except LookupError as err:
-            what = "no version" if version is None else f"no version {version}"
-            raise SchemaLookupError(f"{self.where}: subject {subject!r} has {what}",
-                                    40402 if version is not None else 40401) from err
+            return self._entry(self.state.version(
+                subject, "latest" if version is None else version, include_deleted=deleted))
+        except SchemaNotFoundError as err:
+            raise SchemaLookupError(f"{self.where}: {err.reason}", err.error_code) from err
 
     def versions(self, subject: str) -> list[int]:
-        return sorted(int(rs.version) for rs in self.state.versions(subject, deleted=True))
+        try:
+            return self.state.versions(subject, include_deleted=True)
+        except SchemaNotFoundError:
+            return []
 
 
 def open_schema_source(logdirs, *, registry_topic: str | None = None,
@@ -92,8 +98,6 @@ def open_schema_source(logdirs, *, registry_topic: str | None = None,
             raise InvalidOptionError(f"schemaRegistryTopic: no topic {topic!r} in log dirs "
                                      f"{', '.join(logdirs.roots)}")
         return None
-    from spark_kafkalog.log.read.schemas import read_registry
-
     state = read_registry(logdirs, topic, remote_storage=remote_storage,
                           remote_layout=remote_layout,
                           filesystem_options=dict(logdirs.filesystem_options or {}))

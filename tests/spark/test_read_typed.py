@@ -1,0 +1,179 @@
+"""Typed ``value`` / ``key`` through ``format("kafkalog")`` (issue 38 items 2 and 5): the
+options (parsed once, errors naming the option), planning on the driver (an unresolvable
+writer schema refused before any task), the Spark schema, batch and stream reads compared
+with fastavro's resolution of the same bytes."""
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+
+from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.spark.datasource import KafkaLogDataSource
+from spark_kafkalog.spark.options import parse_read_options
+from tests.typed import typed_logs as tl
+
+BASE = {"path": "/nowhere", "subscribe": "orders"}
+
+
+# -- options (no Spark session) ------------------------------------------------------------
+
+@pytest.mark.parametrize("extra, words", [
+    ({"valueFormat": "protobuf"}, "valueFormat=protobuf is not supported yet"),
+    ({"keyFormat": "json"}, "keyFormat=json is not supported yet"),
+    ({"valueFormat": "avroo"}, "valueFormat must be one of"),
+    ({"valueSchemaId": "3"}, "valueSchemaId: needs valueFormat=avro"),
+    ({"keepRawKey": "true"}, "keepRawKey: needs keyFormat=avro"),
+    ({"onDecodeError": "null"}, "onDecodeError: applies to typed columns"),
+    ({"valueFormat": "avro", "onDecodeError": "drop"}, "onDecodeError must be one of"),
+    ({"valueFormat": "avro", "valueSchemaId": "x"}, "valueSchemaId"),
+    ({"valueFormat": "avro", "valueSchemaVersion": "0"}, "valueSchemaVersion"),
+    ({"valueFormat": "avro", "valueSchemaVersion": "2", "valueSchemaId": "2"},
+     "valueSchemaVersion and valueSchemaId: give only one"),
+    ({"valueFormat": "avro", "valueSchema": '"int"', "valueSubject": "s"},
+     "valueSchema: the reader schema is given inline; drop valueSubject"),
+    ({"valueFormat": "registry", "valueSchema": '"int"'}, "use valueFormat=avro"),
+    ({"valueFormat": "registry", "valueFraming": "none"}, "valueFraming=none"),
+    ({"valueFormat": "avro", "valueFraming": "magic"}, "valueFraming must be one of"),
+    ({"valueFormat": "avro", "keepRawValue": "maybe"}, "keepRawValue"),
+    ({"valueFormat": "avro", "schemaRegistryUrl": "localhost:8081"}, "schemaRegistryUrl"),
+    ({"valueFormat": "avro", "schemaRegistryBasicAuth": "a:b"},
+     "schemaRegistryBasicAuth: needs schemaRegistryUrl"),
+    ({"valueFormat": "avro", "schemaRegistryUrl": "http://h:1",
+      "schemaRegistryBasicAuth": "nocolon"}, "schemaRegistryBasicAuth: expected user:password"),
+    ({"valueFormat": "avro", "schemaRegistryUrl": "http://h:1",
+      "schemaRegistryTopic": "_schemas"}, "give only one place"),
+    ({"valueFormat": "avro", "schemaRegistryTopic": "bad topic"}, "schemaRegistryTopic"),
+    ({"valueFormat": "avro", "valueSchema": '"int"', "valueFraming": "none",
+      "schemaRegistryUrl": "http://h:1"}, "every typed column has its schema inline"),
+    ({"valueFormt": "avro"}, "did you mean 'valueFormat'"),
+])
+def test_bad_typed_options_name_the_option(extra, words):
+    with pytest.raises(InvalidOptionError) as e:
+        parse_read_options({**BASE, **extra})
+    assert words in str(e.value)
+
+
+def test_typed_options_parsed_and_picklable():
+    opts = parse_read_options({**BASE, "VALUEFORMAT": "Avro", "keyFormat": "registry",
+                               "valueSubject": "orders-v", "valueSchemaVersion": "latest",
+                               "onDecodeError": "NULL", "keepRawValue": "true",
+                               "schemaRegistryUrl": "https://reg:8081/",
+                               "schemaRegistryBasicAuth": "u:secret"})
+    t = opts.typed
+    assert t.value.format == "avro" and t.value.subject == "orders-v" and t.value.version is None
+    assert t.value.keep_raw and t.key.format == "registry" and not t.key.keep_raw
+    assert t.on_decode_error == "null" and t.registry_url == "https://reg:8081"
+    assert "secret" not in repr(opts)
+    assert pickle.loads(pickle.dumps(opts)) == opts
+    assert parse_read_options(BASE).typed is None
+
+
+# -- planning and reads (Spark) --------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory):
+    return str(tl.build(tmp_path_factory.mktemp("typed") / "logs"))
+
+
+def _read(spark, logs, topic="orders", **options):
+    r = spark.read.format("kafkalog").option("path", logs).option("subscribe", topic)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def _expected():
+    return [(q, None if k is None else tl.resolve(k, tl.KEY), tl.resolve(v))
+            for q, recs in sorted(tl.order_records().items()) for k, v in recs]
+
+
+def _rows(df):
+    return [(r["partition"], r["key"], None if r["value"] is None
+             else r["value"].asDict(recursive=True))
+            for r in df.orderBy("partition", "offset").collect()]
+
+
+def test_batch_read_typed(spark, logs):
+    df = _read(spark, logs, valueFormat="avro", keyFormat="avro", packPartitions="false")
+    assert df.schema["value"].dataType.simpleString() == \
+        "struct<id:bigint,amount:bigint,note:string,tags:array<string>>"
+    assert df.schema["key"].dataType.simpleString() == "string"
+    assert _rows(df) == _expected()
+    # packed tasks (several slices, coalesced batches) give the same rows
+    assert _rows(_read(spark, logs, valueFormat="avro", keyFormat="avro")) == _expected()
+
+
+def test_batch_read_null_and_skip(spark, logs):
+    recs = tl.bad_records()
+    df = _read(spark, logs, "orders_bad", valueFormat="avro", valueSubject="orders-value",
+               onDecodeError="null", keepRawValue="true")
+    assert df.columns[-2:] == ["value_error", "value_raw"]
+    rows = df.orderBy("offset").collect()
+    assert [r["value_raw"] for r in rows] == [v for _, v in recs]
+    assert [r["value_error"] is not None for r in rows] == [False, True, True, True, False]
+    assert rows[0]["value"].asDict(recursive=True) == tl.resolve(recs[0][1])
+    assert rows[2]["value"] is None
+    skipped = _read(spark, logs, "orders_bad", valueFormat="avro", valueSubject="orders-value",
+                    onDecodeError="skip")
+    assert [r["offset"] for r in skipped.orderBy("offset").collect()] == [0, 4]
+
+
+def test_batch_read_fail_names_the_record(spark, logs):
+    df = _read(spark, logs, "orders_bad", valueFormat="avro", valueSubject="orders-value")
+    with pytest.raises(Exception) as e:
+        df.collect()
+    assert "orders_bad-0 offset 1" in str(e.value) and "schema id" in str(e.value)
+
+
+def test_unresolvable_writer_refused_before_any_task(spark, logs):
+    jobs_before = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    with pytest.raises(Exception) as e:
+        _read(spark, logs, "events", valueFormat="avro")
+    assert "SchemaResolutionError" in str(e.value) or "resolve" in str(e.value)
+    assert "events-value" in str(e.value)
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs_before
+
+
+def test_topics_with_different_reader_schemas_refused(spark, logs):
+    ds = KafkaLogDataSource({"path": logs, "subscribe": "orders,plain", "valueFormat": "avro",
+                             "valueSchema": json.dumps(tl.V1), "valueFraming": "none"})
+    # one inline schema: one struct for both topics
+    assert ds.schema()["value"].dataType.simpleString() == "struct<id:bigint,amount:int>"
+    ds = KafkaLogDataSource({"path": logs, "subscribe": "orders,orders_bad",
+                             "valueFormat": "avro"})
+    with pytest.raises(InvalidOptionError, match="reader schemas differ|no version|orders_bad"):
+        ds.schema()
+
+
+def test_reader_pickles_with_the_plan_and_no_credentials(logs):
+    ds = KafkaLogDataSource({"path": logs, "subscribe": "orders", "valueFormat": "avro"})
+    ds.schema()
+    again = pickle.loads(pickle.dumps(ds))
+    reader = again.reader(None)
+    back = pickle.loads(pickle.dumps(reader))
+    assert back.typed == reader.typed and back.typed.spec("value").writer_schemas
+
+
+def test_stream_read_typed(spark, logs, tmp_path):
+    q = spark.readStream.format("kafkalog").option("path", logs).option("subscribe", "orders") \
+        .option("startingOffsets", "earliest").option("valueFormat", "avro") \
+        .option("keyFormat", "avro").load() \
+        .writeStream.format("parquet").option("path", str(tmp_path / "sink")) \
+        .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start()
+    q.awaitTermination()
+    got = spark.read.parquet(str(tmp_path / "sink"))
+    assert _rows(got) == _expected()
+
+
+def test_stream_read_null_mode(spark, logs, tmp_path):
+    q = spark.readStream.format("kafkalog").option("path", logs) \
+        .option("subscribe", "orders_bad").option("startingOffsets", "earliest") \
+        .option("valueFormat", "avro").option("valueSubject", "orders-value") \
+        .option("onDecodeError", "null").load() \
+        .writeStream.format("parquet").option("path", str(tmp_path / "sink")) \
+        .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start()
+    q.awaitTermination()
+    rows = spark.read.parquet(str(tmp_path / "sink")).orderBy("offset").collect()
+    assert [r["value_error"] is not None for r in rows] == [False, True, True, True, False]
