@@ -218,7 +218,7 @@ def test_registry_url_refusing_credentials_names_the_url(tmp_path, registry_url)
 def test_no_schemas_anywhere_says_where_to_look(tmp_path):
     root = tmp_path / "logs"
     tl.build(root, registry_topic="_other")
-    with pytest.raises(InvalidOptionError, match="schemaRegistryUrl"):
+    with pytest.raises(InvalidOptionError, match="no schemas to read .orders. with"):
         read_table(str(root), "orders", value_format="avro")
     t = read_table(str(root), "orders", value_format="avro", schema_registry_topic="_other",
                    partitions=[1])

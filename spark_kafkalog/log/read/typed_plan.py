@@ -30,7 +30,7 @@ from spark_kafkalog.errors import (
 from spark_kafkalog.log.read.registry_rest import RestRegistry, SchemaLookupError
 from spark_kafkalog.log.read.schemas import read_registry
 from spark_kafkalog.typed.columns import DecodeSpec, TypedRead, decoder_of
-from spark_kafkalog.typed.request import TypedColumn
+from spark_kafkalog.typed.request import TypedColumn, spark_name
 
 __all__ = ["LocalRegistry", "open_schema_source", "plan_typed_read", "resolve_column"]
 
@@ -86,16 +86,17 @@ class LocalRegistry:
 
 def open_schema_source(logdirs, *, registry_topic: str | None = None,
                        registry_url: str | None = None, registry_auth: str | None = None,
-                       remote_storage=None, remote_layout: str | None = None):
+                       remote_storage=None, remote_layout: str | None = None,
+                       topic_option: str = "schemaRegistryTopic"):
     """Where a read's schemas come from: the REST registry at ``registry_url``, else the
     log dirs' ``registry_topic`` (default ``_schemas``, None when absent; an explicitly
     named topic that is absent is an error), read once now."""
     if registry_url:
         return RestRegistry(registry_url, registry_auth)
     topic = registry_topic or DEFAULT_REGISTRY_TOPIC
-    if not logdirs.partition_roots(topic):
+    if topic not in logdirs.topics():
         if registry_topic:
-            raise InvalidOptionError(f"schemaRegistryTopic: no topic {topic!r} in log dirs "
+            raise InvalidOptionError(f"{topic_option}: no topic {topic!r} in log dirs "
                                      f"{', '.join(logdirs.roots)}")
         return None
     state = read_registry(logdirs, topic, remote_storage=remote_storage,
@@ -122,10 +123,10 @@ def _named_types(source, entry, out: dict[str, str], seen: set) -> None:
         _named_types(source, ref, out, seen)
 
 
-def resolve_column(source, topic: str, col: TypedColumn) -> DecodeSpec:
+def resolve_column(source, topic: str, col: TypedColumn, names=spark_name) -> DecodeSpec:
     """The :class:`DecodeSpec` of ``col`` for ``topic``: reader schema, writer schemas by
-    id, named types. Raises InvalidOptionError naming the option when the schema it asks
-    for is not there."""
+    id, named types. Raises InvalidOptionError naming the option (``names(column, what)``
+    spells it) when the schema it asks for is not there."""
     subject = col.subject_for(topic)
     named: dict[str, str] = {}
     seen: set = set()
@@ -135,9 +136,10 @@ def resolve_column(source, topic: str, col: TypedColumn) -> DecodeSpec:
     else:
         if source is None:
             raise InvalidOptionError(
-                f"{col.column}Format={col.format}: no schemas to read {topic!r} with: the "
-                f"log dirs hold no {DEFAULT_REGISTRY_TOPIC} topic; give schemaRegistryTopic, "
-                f"schemaRegistryUrl or {col.column}Schema")
+                f"{names(col.column, 'Format')}={col.format}: no schemas to read {topic!r} "
+                f"with: the log dirs hold no {DEFAULT_REGISTRY_TOPIC} topic; name the "
+                f"registry's topic, a registry URL or an inline schema "
+                f"({names(col.column, 'Schema')})")
         try:
             if col.schema_id is not None:
                 entry = source.by_id(col.schema_id)
@@ -147,9 +149,8 @@ def resolve_column(source, topic: str, col: TypedColumn) -> DecodeSpec:
                 origin = (f"subject {subject} version {entry.version} (id {entry.id}) of "
                           f"{source.describe()}")
         except SchemaLookupError as err:
-            name = (col.option("SchemaId") if col.schema_id is not None else
-                    col.option("SchemaVersion") if col.version is not None else
-                    col.option("Subject"))
+            name = names(col.column, "SchemaId" if col.schema_id is not None else
+                         "SchemaVersion" if col.version is not None else "Subject")
             raise InvalidOptionError(f"{name}: {err.reason}") from err
         _check_type(entry, col, origin)
         reader, reader_id = entry.schema, entry.id
@@ -200,14 +201,14 @@ def _merge(specs: list[DecodeSpec]) -> DecodeSpec:
 
 
 def plan_typed_read(source, topics: Sequence[str], columns: Sequence[TypedColumn],
-                    on_error: str = "fail") -> TypedRead:
+                    on_error: str = "fail", names=spark_name) -> TypedRead:
     """The :class:`TypedRead` of ``topics`` (each column resolved per topic, then merged)
     with every decoder built here, once: a writer schema that does not resolve to the
     reader schema raises :class:`SchemaResolutionError` naming both before any record is
     read."""
     specs = []
     for col in columns:
-        per_topic = [resolve_column(source, t, col) for t in sorted(set(topics))]
+        per_topic = [resolve_column(source, t, col, names) for t in sorted(set(topics))]
         if not per_topic:
             raise InvalidOptionError(f"{col.column}Format: no topic to read")
         spec = _merge(per_topic)

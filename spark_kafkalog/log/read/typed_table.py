@@ -91,8 +91,9 @@ def read_table(path, topic: str, *, value_format: str = "binary", key_format: st
                                 registry_url=typed.registry_url,
                                 registry_auth=typed.registry_auth,
                                 remote_storage=kwargs.get("remote_storage"),
-                                remote_layout=kwargs.get("remote_layout"))
-    read = plan_typed_read(source, [topic], typed.columns, typed.on_decode_error)
+                                remote_layout=kwargs.get("remote_layout"),
+                                topic_option="schema_registry_topic")
+    read = plan_typed_read(source, [topic], typed.columns, typed.on_decode_error, _name)
     table = _reader.read_table(logdirs, topic, **kwargs)
     schema = typed_schema(record_schema(kwargs.get("include_headers", True)), read)
     batches = list(typed_batches(table.to_batches(), read, counts=decode_errors))
