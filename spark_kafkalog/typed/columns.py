@@ -13,6 +13,7 @@ once per partition with the count.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
@@ -154,12 +155,16 @@ class DecodeErrorCounts:
 
 def _fail_message(err: TypedRecordError, column: str, topic: str, partition: int,
                   offset: int) -> TypedRecordError:
-    sid = "none (unframed)" if err.schema_id is None else err.schema_id
-    where = "" if err.value_position is None else f", byte {err.value_position} of the {column}"
-    msg = (f"{topic}-{partition} offset {offset}: the {column} does not decode (schema id "
-           f"{sid}{where}): {err.reason}; to read past bad records set option "
-           f"onDecodeError=null (null struct and a {column}_error column) or "
-           f"onDecodeError=skip")
+    # the decoder's row number is the batch's, meaningless to a user: the offset replaces it
+    reason = re.sub(r"^bad Avro record at row \d+: ", "", err.reason)
+    if "schema id" not in reason:
+        sid = "none (unframed)" if err.schema_id is None else err.schema_id
+        where = "" if err.value_position is None else \
+            f", byte {err.value_position} of the value"
+        reason += f" (schema id {sid}{where})"
+    msg = (f"{topic}-{partition} offset {offset}: the {column} does not decode: {reason}; "
+           f"to read past bad records set option onDecodeError=null (null struct and a "
+           f"{column}_error column) or onDecodeError=skip")
     return TypedRecordError(msg, row=err.row, schema_id=err.schema_id,
                             value_position=err.value_position, offset=offset)
 
