@@ -177,3 +177,29 @@ def test_stream_read_null_mode(spark, logs, tmp_path):
     q.awaitTermination()
     rows = spark.read.parquet(str(tmp_path / "sink")).orderBy("offset").collect()
     assert [r["value_error"] is not None for r in rows] == [False, True, True, True, False]
+
+
+def test_export_parquet_value_format_writes_typed_columns(spark, logs, tmp_path):
+    import pyarrow.parquet as pq
+
+    from spark_kafkalog.jobs import export_parquet
+
+    out = str(tmp_path / "out")
+    args = export_parquet.parse_args(["--path", logs, "--output", out, "--topic", "orders",
+                                      "--value-format", "avro", "--key-format", "avro"])
+    assert export_parquet.reader_options(args)["valueFormat"] == "avro"
+    df = export_parquet.build_frame(spark, args)
+    df.write.mode("overwrite").partitionBy("topic", "date").parquet(out)
+    t = pq.read_table(out)
+    assert str(t.schema.field("value").type) == \
+        ("struct<id: int64 not null, amount: int64 not null, note: string, "
+         "tags: list<element: string not null> not null>")
+    got = sorted(zip(t.column("partition").to_pylist(), t.column("offset").to_pylist(),
+                     t.column("key").to_pylist(), t.column("value").to_pylist()))
+    want = [(q, o, None if k is None else tl.resolve(k, tl.KEY), tl.resolve(v))
+            for q, recs in sorted(tl.order_records().items()) for o, (k, v) in enumerate(recs)]
+    assert got == want
+    bad = export_parquet.parse_args(["--path", logs, "--output", out, "--value-format", "avro",
+                                     "--value-schema", "id long"])
+    with pytest.raises(Exception, match="give one"):
+        export_parquet.build_frame(spark, bad)
