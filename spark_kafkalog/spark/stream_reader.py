@@ -418,7 +418,14 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                   for x in slice_range(logdirs, r, opts.max_partition_bytes, split_points,
                                        keep_later=keep_later)]
         slices = limit_records(logdirs, slices, opts, keep_later=keep_later)
-        return split_for_limits(slices, opts.min_partitions, keep_later=keep_later)
+        slices = split_for_limits(slices, opts.min_partitions, keep_later=keep_later)
+        if self.typed is not None and slices:
+            # writer schemas registered since the query started travel with the slices
+            # (the executors' copy of this reader is the one pickled at the start)
+            from spark_kafkalog.spark.typed_read import refresh_typed
+            self.typed = refresh_typed(opts, self.typed, logdirs)
+            slices = [replace(s, typed=self.typed) for s in slices]
+        return slices
 
     def read(self, partition: InputPartition) -> Iterator:
         from spark_kafkalog.spark.planning import LogSlice
@@ -428,7 +435,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         freeze_heap()
         if not isinstance(partition, LogSlice):
             return iter(())
-        opts, typed = self.opts, self.typed
+        opts = self.opts
+        typed = partition.typed if partition.typed is not None else self.typed
 
         def rows():
             if partition.tier is not None:

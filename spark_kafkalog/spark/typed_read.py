@@ -10,6 +10,7 @@ schema texts and Arrow types, no registry, no credentials.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
@@ -18,7 +19,9 @@ from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.spark.options import Assign, ReadOptions, Subscribe
 from spark_kafkalog.typed.columns import TypedRead, decoder_of
 
-__all__ = ["plan_typed", "typed_spark_schema", "read_topics"]
+__all__ = ["plan_typed", "refresh_typed", "typed_spark_schema", "read_topics"]
+
+log = logging.getLogger(__name__)
 
 
 def read_topics(opts: ReadOptions, logdirs) -> list[str]:
@@ -41,23 +44,30 @@ def _exact_arrow(spark_type):
     return to_arrow_type(spark_type, timezone="UTC")
 
 
+def _source(opts: ReadOptions, logdirs):
+    from spark_kafkalog.log.read.typed_plan import open_schema_source
+
+    typed = opts.typed
+    if typed.needs_registry or typed.registry_url or typed.registry_topic or any(
+            c.framing == "confluent" for c in typed.columns):
+        return open_schema_source(logdirs, registry_topic=typed.registry_topic,
+                                  registry_url=typed.registry_url,
+                                  registry_auth=typed.registry_auth,
+                                  remote_storage=opts.remote_storage,
+                                  remote_layout=opts.remote_layout)
+    return None
+
+
 def plan_typed(opts: ReadOptions, logdirs=None) -> TypedRead | None:
     """The typed read of ``opts`` (None when both columns are binary), planned now."""
     typed = opts.typed
     if typed is None:
         return None
-    from spark_kafkalog.log.read.typed_plan import open_schema_source, plan_typed_read
+    from spark_kafkalog.log.read.typed_plan import plan_typed_read
     from spark_kafkalog.spark.reader import open_logdirs
 
     logdirs = logdirs if logdirs is not None else open_logdirs(opts)
-    source = None
-    if typed.needs_registry or typed.registry_url or typed.registry_topic or any(
-            c.framing == "confluent" for c in typed.columns):
-        source = open_schema_source(logdirs, registry_topic=typed.registry_topic,
-                                    registry_url=typed.registry_url,
-                                    registry_auth=typed.registry_auth,
-                                    remote_storage=opts.remote_storage,
-                                    remote_layout=opts.remote_layout)
+    source = _source(opts, logdirs)
     topics = read_topics(opts, logdirs)
     if not topics:
         raise InvalidOptionError("subscribePattern: no topic of the log dirs matches, so no "
@@ -68,6 +78,38 @@ def plan_typed(opts: ReadOptions, logdirs=None) -> TypedRead | None:
         spark_type = _spark_type(decoder_of(spec).arrow_type)
         exact.append((spec.column, _exact_arrow(spark_type)))
     return replace(read, arrow_types=tuple(exact))
+
+
+def refresh_typed(opts: ReadOptions, planned: TypedRead, logdirs) -> TypedRead:
+    """``planned`` (a stream's, fixed when the query started) with the writer schemas
+    registered since added: the reader schemas and the Spark schema stay the query's, and
+    a new writer that cannot resolve to them raises SchemaResolutionError on the driver,
+    before the micro-batch's tasks. The registry is read again (its topic, or its URL).
+    A schema lookup that fails now (a subject deleted since) keeps the planned writers."""
+    from spark_kafkalog.log.read.typed_plan import resolve_column
+
+    try:
+        source = _source(opts, logdirs)
+        topics = read_topics(opts, logdirs)
+        specs = []
+        for spec in planned.specs:
+            col = opts.typed.value if spec.column == "value" else opts.typed.key
+            writers = dict(spec.writer_schemas or ())
+            named = dict(spec.named_types)
+            for t in sorted(set(topics)):
+                fresh = resolve_column(source, t, col)
+                writers.update(fresh.writer_schemas or ())
+                named.update(fresh.named_types)
+            new = replace(spec, writer_schemas=tuple(sorted(writers.items())) or None,
+                          named_types=tuple(sorted(named.items())))
+            if new != spec:
+                decoder_of(new)          # resolves every writer now, on the driver
+            specs.append(new)
+    except InvalidOptionError as err:
+        log.warning("typed read: the registry's schemas could not be read again (%s); "
+                    "decoding with the writer schemas known so far", err)
+        return planned
+    return replace(planned, specs=tuple(specs))
 
 
 def typed_spark_schema(base: StructType, read: TypedRead | None) -> StructType:

@@ -235,3 +235,36 @@ def test_batch_read_with_a_registry_url(spark, tmp_path):
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def test_stream_picks_up_a_schema_version_registered_after_it_started(tmp_path):
+    """Reader protocol called directly (no session): a version registered between two
+    micro-batches is read with the query's reader schema, by the reader copy pickled when
+    the query started (what executors hold), through the slices' refreshed plan."""
+    import pyarrow as pa
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    root = tmp_path / "logs"
+    tl.build(root)
+    ds = KafkaLogDataSource({"path": str(root), "subscribe": "orders",
+                             "startingOffsets": "earliest", "valueFormat": "avro"})
+    ds.schema()
+    reader = ds.streamReader(None)
+    executor_copy = pickle.loads(pickle.dumps(reader))       # taken at the start
+
+    def read(start, end):
+        tables = [pa.Table.from_batches(list(executor_copy.read(p)))
+                  for p in reader.partitions(start, end)]
+        return [v for t in tables for v in t.column("value").to_pylist()]
+
+    start = reader.initialOffset()
+    first = reader.latestOffset(start, ReadAllAvailable())
+    assert read(start, first) == _expected_values()
+    tl.build(root, evolved=True)                              # v3 registered, v3 records
+    second = reader.latestOffset(first, ReadAllAvailable())
+    assert read(first, second) == [tl.resolve(v) for _, v in tl.EVOLVED]
+    assert "currency" not in read(first, second)[0]           # the query's struct (v2)
+
+
+def _expected_values():
+    return [tl.resolve(v) for _, recs in sorted(tl.order_records().items()) for _, v in recs]

@@ -23,12 +23,15 @@ V2 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
     {"name": "amount", "type": "long"},
     {"name": "note", "type": ["null", "string"], "default": None},
     {"name": "tags", "type": {"type": "array", "items": "string"}, "default": []}]}
+# a later version registered while a stream runs: a field the reader does not have
+V3 = {**V2, "fields": V2["fields"] + [{"name": "currency", "type": "string",
+                                        "default": "EUR"}]}
 KEY = "string"
 # a subject whose versions do not resolve: string -> long is no promotion
 EVENT_V1 = {"type": "record", "name": "Event", "fields": [{"name": "id", "type": "string"}]}
 EVENT_V2 = {"type": "record", "name": "Event", "fields": [{"name": "id", "type": "long"}]}
 
-IDS = {1: V1, 2: V2, 3: KEY, 4: EVENT_V1, 5: EVENT_V2}
+IDS = {1: V1, 2: V2, 3: KEY, 4: EVENT_V1, 5: EVENT_V2, 7: V3}
 
 
 def text(schema) -> str:
@@ -95,13 +98,25 @@ def bad_records() -> list:
 PLAIN = [avro(V1, {"id": i, "amount": i}) for i in range(3)]
 
 
-def build(root, *, registry_topic: str = "_schemas"):
+EVOLVED = [(None, framed(7, {"id": 200 + i, "amount": i, "note": None, "tags": ["z"],
+                               "currency": "USD"})) for i in range(2)]
+
+
+def build(root, *, registry_topic: str = "_schemas", evolved: bool = False):
     """The log dir: the registry topic, ``orders`` (2 partitions), ``orders_bad``,
-    ``events`` (v1 data under an unresolvable v2) and ``plain`` (unframed v1)."""
+    ``events`` (v1 data under an unresolvable v2) and ``plain`` (unframed v1). With
+    ``evolved`` the same, then orders-value v3 (id 7) registered and two records written
+    with it appended to ``orders`` partition 1 (the same log, later)."""
     b = LogDirBuilder(root)
     reg = b.partition(registry_topic, 0)
-    reg.append([rec(k, v) for k, v in registry_records()])
-    for q, rows in order_records().items():
+    reg.append([rec(k, v, ts=500) for k, v in registry_records()])
+    if evolved:
+        reg.append([rec(rr.schema_key("orders-value", 3),
+                        rr.schema_value("orders-value", 3, 7, text(V3)), ts=600)])
+    records = order_records()
+    if evolved:
+        records[1] = records[1] + EVOLVED
+    for q, rows in records.items():
         p = b.partition("orders", q)
         half = len(rows) // 2
         p.append([rec(k, v, ts=1000 + i) for i, (k, v) in enumerate(rows[:half])])
