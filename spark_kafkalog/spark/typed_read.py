@@ -31,7 +31,9 @@ def read_topics(opts: ReadOptions, logdirs) -> list[str]:
         return list(s.topics)
     if isinstance(s, Assign):
         return sorted({t for t, _ in s.partitions})
-    return [t for t in logdirs.topics() if s.matches(t)]
+    from spark_kafkalog.log.model import is_internal_topic
+    # as the planner lists them (spark/planning.py): internal topics never match
+    return [t for t in logdirs.topics() if not is_internal_topic(t) and s.matches(t)]
 
 
 def _spark_type(arrow_type):
