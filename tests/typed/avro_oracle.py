@@ -118,7 +118,7 @@ def _expect(s, v):
     if isinstance(v, tuple):        # a named type outside a union: fastavro's tuple form
         v = v[1]
     if isinstance(s, str):
-        return None if s == "null" else v
+        return _expect({"type": s}, v)
     t = s["type"]
     if isinstance(t, (dict, list)):
         return _expect(t, v)
@@ -132,6 +132,11 @@ def _expect(s, v):
         return [(k, _expect(s["values"], x)) for k, x in v.items()]
     if t == "null":
         return None
+    if t in ("float", "double") and isinstance(v, int) and not isinstance(v, bool):
+        v = float(v)                # the avro package leaves a promoted int as it was
+    if t == "float" and isinstance(v, float):
+        # Spark's FloatType: a promoted long/int is a float32 (fastavro keeps a double)
+        return struct.unpack("<f", struct.pack("<f", v))[0]
     return v
 
 
