@@ -185,3 +185,14 @@ def test_unresolvable_writer_refused_at_construction(case):
         AvroDecoder(dumps(reader), {77: dumps(writer)})
     text = str(info.value)
     assert "id 77" in text and reader["name"] in text and writer["name"] in text
+
+
+def test_union_branch_exact_match_before_promotion():
+    # Java's Avro (ResolvingGrammarGenerator.bestBranch) takes the reader branch of the same
+    # type before one the writer's promotes to; fastavro takes the first that promotes. A
+    # bytes value in [string, bytes] stays bytes, as a Java consumer reads it.
+    u = rec("B", f("v", ["string", "bytes"]))
+    rows = encode(u, [{"v": b"\x80"}, {"v": "s"}], schema_id=1)
+    got = AvroDecoder(dumps(u), {1: dumps(u)}).decode(binary(rows)).array.to_pylist()
+    assert got == [{"v": {"member0": None, "member1": b"\x80"}},
+                   {"v": {"member0": "s", "member1": None}}]
