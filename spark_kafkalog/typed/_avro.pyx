@@ -79,7 +79,7 @@ NODE_WORDS = AV_NODE_WORDS
 
 #: error code -> message; ``{d}`` is the detail the kernel reports
 ERRORS = {
-    AE_TRUNCATED: "truncated value: {d} more bytes declared than the value holds",
+    AE_TRUNCATED: "truncated value: it ends inside an item (declared size {d})",
     AE_VARINT: "varint too long (more than {d} bytes)",
     AE_INT_RANGE: "int varint out of the 32-bit range",
     AE_NEGLEN: "negative length {d}",

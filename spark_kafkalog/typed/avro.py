@@ -83,6 +83,7 @@ class AvroDecoder:
 
     def __init__(self, reader_schema: str, writer_schemas: Mapping[int, str] | None = None,
                  named_types: Mapping[str, str] | None = None):
+        self._args = (reader_schema, dict(writer_schemas or {}), dict(named_types or {}))
         self.named_types = dict(named_types or {})
         self.reader: Schema = parse_schema(reader_schema, self.named_types)
         self._program = Program(self.reader)
@@ -95,6 +96,9 @@ class AvroDecoder:
             ids.append(int(sid))
         self._ids = np.array(ids, dtype=np.int64)
         self._entries = np.array(entries, dtype=np.int64)
+
+    def __reduce__(self):
+        return (AvroDecoder, self._args)
 
     def decode(self, values, framing: str = "confluent", on_error: str = "fail") -> DecodeResult:
         """Decode every value of ``values`` (``pa.BinaryArray`` / ``LargeBinaryArray``, or a

@@ -199,3 +199,12 @@ def test_decimal_too_wide_for_its_fixed_is_binary():
     dec = AvroDecoder(dumps(small))
     assert dec.arrow_type == pa.binary()
     assert dec.decode(binary([b"\x01\x02"]), framing="none").array.to_pylist() == [b"\x01\x02"]
+
+
+def test_decoder_pickles_as_its_schemas():
+    import pickle
+    dec = AvroDecoder(dumps(NESTED), {42: dumps(NESTED)})
+    values = binary(encode(NESTED, [_order(1), _order(2)], schema_id=42))
+    again = pickle.loads(pickle.dumps(dec))
+    assert again.arrow_type == dec.arrow_type
+    assert again.decode(values).array.equals(dec.decode(values).array)
