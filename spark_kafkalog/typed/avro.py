@@ -35,7 +35,10 @@ other unions of n non-null types                   struct<member0, ..., member(n
 Strings are checked to be UTF-8: Arrow requires it and fastavro refuses invalid UTF-8 too
 (Java's Avro would substitute U+FFFD, altering the data silently); an invalid string is a bad
 record. A decimal whose value exceeds its precision is a bad record, as Spark's Decimal
-refuses it. Recursive schemas are refused (Spark has no type for them).
+refuses it; so is a timestamp-millis whose microseconds overflow (Spark's multiplyExact),
+a boolean byte other than 0 or 1, and an array or map value declaring more than 2**20
+items that encode in no bytes (nulls, empty records: a count no byte bounds). Recursive
+schemas are refused (Spark has no type for them).
 """
 from __future__ import annotations
 

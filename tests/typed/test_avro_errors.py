@@ -181,3 +181,18 @@ def test_options_checked():
         dec.decode(binary([]), on_error="ignore")
     with pytest.raises(InvalidOptionError, match="binary"):
         dec.decode(pa.array(["x"]))
+
+
+def test_typed_record_error_pickles_and_unwraps():
+    import pickle
+
+    from spark_kafkalog.errors import unwrap
+    value, _, pos = BAD["enum index out of range"]
+    with pytest.raises(TypedRecordError) as info:
+        _decoder().decode(binary([value]))
+    again = pickle.loads(pickle.dumps(info.value))
+    assert (again.row, again.schema_id, again.value_position) == (0, 9, pos)
+    assert str(again) == str(info.value)
+    # as Spark hands it back: text only; the class and message survive
+    found = unwrap(RuntimeError(f"PythonException: spark_kafkalog.errors.TypedRecordError: {info.value}"))
+    assert isinstance(found, TypedRecordError) and "enum index 2" in str(found)
