@@ -8,6 +8,8 @@
     kafkalog verify PATH...    CRCs, offset order, indexes against the log, checkpoints
     kafkalog cat PATH -t T     a topic's records, like ``kcat -C`` (offset/time, count, -f)
     kafkalog report PATH...    stats, charts (--html) and problems of a whole log dir
+    kafkalog schemas PATH ...  a schema registry's subjects, versions, schemas by id,
+                               configs, from its ``_schemas`` topic (no registry running)
     kafkalog job NAME ...      run a job (``--list``; ``--file NAME``: its file, for
                                spark-submit; ``--log4j``: the jobs' quiet log4j2 file)
 
@@ -40,7 +42,7 @@ from typing import Iterable, Iterator, Sequence, TextIO
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog import __version__, cli_cat, cli_dump, report
+from spark_kafkalog import __version__, cli_cat, cli_dump, cli_schemas, report
 from spark_kafkalog._console import (
     Progress,
     format_table,
@@ -388,6 +390,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = cli_cat.add_parser(sub, common._option_string_actions["--fs-option"].help)
     p.set_defaults(func=cli_cat.run)
+    cli_schemas.add_parser(sub, common).set_defaults(func=cli_schemas.run)
     parser.commands = sub.choices
 
     p = sub.add_parser("report", parents=[common, bar, sel], help="stats, charts, problems",

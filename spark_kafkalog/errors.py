@@ -73,6 +73,11 @@ class TypedRecordError(CorruptRecordError):
     framing's id (None unframed), ``value_position`` the byte position in the value;
     callers add the topic/partition/offset."""
 
+    # class defaults: an instance rebuilt from Spark's text (``unwrap``) has them too
+    row: int | None = None
+    schema_id: int | None = None
+    value_position: int | None = None
+
     def __init__(self, message: str, *, row: int | None = None, schema_id: int | None = None,
                  value_position: int | None = None, path: str | None = None,
                  position: int | None = None, offset: int | None = None):

@@ -54,6 +54,7 @@ from spark_kafkalog.log.read.scan import (
     Window,
     scan_windows,
 )
+from spark_kafkalog.log.read.schemas import read_registry
 from spark_kafkalog.log.read.seek import offset_for_timestamp, split_points
 from spark_kafkalog.log.read.snapshot import Commit, TopicSnapshot, topic_snapshot
 from spark_kafkalog.log.read.state import (
@@ -71,7 +72,8 @@ __all__ = [
     "inspect_partition", "is_internal_topic", "offset_for_timestamp",
     "parse_partition_dir_name", "partition_of_segment", "partition_state", "read_checkpoint",
     "read_leader_epoch_checkpoint", "read_offset_index", "read_partition",
-    "read_cluster_metadata", "read_group_state", "read_producer_snapshot", "read_table",
+    "read_cluster_metadata", "read_group_state", "read_producer_snapshot", "read_registry",
+    "read_table",
     "read_transaction_state",
     "read_time_index", "read_txn_index",
     "resolve_filesystem", "scan_windows", "split_points", "Window", "write_checkpoint",

@@ -40,6 +40,9 @@ cdef extern from "_avro_kernel.h" nogil:
         const uint8_t *p
         const uint8_t *end
         const uint8_t *start
+        const uint8_t *src_end
+        const uint8_t *in_end
+        const uint8_t *consts_end
         av_col *cols
         const int64_t *nodes
         const int64_t *kids
@@ -52,6 +55,9 @@ cdef extern from "_avro_kernel.h" nogil:
         int in_default
     int av_exec(av_ctx *x, int64_t ni)
     int av_absent(av_ctx *x, int64_t ci)
+    int av_col_reserve(av_ctx *x, av_col *c, int64_t want)
+    int av_data_reserve(av_ctx *x, av_col *c, int64_t want)
+    int AV_SLACK
     void av_init()
 
 av_init()
@@ -73,7 +79,7 @@ NODE_WORDS = AV_NODE_WORDS
 
 #: error code -> message; ``{d}`` is the detail the kernel reports
 ERRORS = {
-    AE_TRUNCATED: "truncated value: {d} more bytes declared than the value holds",
+    AE_TRUNCATED: "truncated value: it ends inside an item (declared size {d})",
     AE_VARINT: "varint too long (more than {d} bytes)",
     AE_INT_RANGE: "int varint out of the 32-bit range",
     AE_NEGLEN: "negative length {d}",
@@ -135,9 +141,10 @@ cdef object _own(uint8_t *ptr, int64_t size):
 
 cdef class Kernel:
     """One compiled program: ``nodes`` (int64, NODE_WORDS per node), ``kids`` (int64),
-    ``ints`` (int32), ``consts`` (bytes), ``cols`` (int64 rows: kind, nullable, width,
-    kid, nkids), ``col_kids`` are the children of each column (indices into cols, at
-    ``kid`` .. ``kid + nkids`` of ``kids``, the same array as the nodes' kids)."""
+    ``ints`` (int32), ``consts`` (bytes), ``colspec`` (int64 rows: kind, nullable, width,
+    kid, nkids, per_row): a column's children are ``kids[kid:kid + nkids]`` (the same
+    array as the nodes' kids); a ``per_row`` column has one value per row (it is under
+    no list), so its buffers are sized for the rows up front."""
     cdef object nodes, kids, ints, consts, colspec
     cdef int64_t ncols
 
@@ -145,7 +152,8 @@ cdef class Kernel:
         self.nodes = np.ascontiguousarray(nodes, dtype=np.int64)
         self.kids = np.ascontiguousarray(kids, dtype=np.int64)
         self.ints = np.ascontiguousarray(ints, dtype=np.int32)
-        self.consts = bytes(consts) + b"\0"
+        # padded: short constants are copied by fixed-size moves too
+        self.consts = bytes(consts) + bytes(AV_SLACK)
         self.colspec = np.ascontiguousarray(colspec, dtype=np.int64)
         self.ncols = self.colspec.shape[0]
 
@@ -161,6 +169,7 @@ cdef class Kernel:
         bufs = values.buffers()
         cdef const uint8_t *vvalid = NULL
         cdef const uint8_t *vdata = <const uint8_t *>b""
+        cdef int64_t vsize = 0
         cdef const int32_t *off32 = NULL
         cdef const int64_t *off64 = NULL
         cdef int64_t base = values.offset
@@ -172,6 +181,7 @@ cdef class Kernel:
             off32 = <const int32_t *><uintptr_t>bufs[1].address
         if bufs[2] is not None and bufs[2].size:
             vdata = <const uint8_t *><uintptr_t>bufs[2].address
+            vsize = bufs[2].size
 
         cdef int64_t[::1] id_view = np.ascontiguousarray(ids, dtype=np.int64)
         cdef int64_t[::1] entry_view = np.ascontiguousarray(entries, dtype=np.int64)
@@ -209,6 +219,16 @@ cdef class Kernel:
             x.kids = &kids[0] if kids.shape[0] else NULL
             x.ints = &ints[0] if ints.shape[0] else NULL
             x.consts = consts
+            x.consts_end = consts + len(self.consts)
+            x.in_end = vdata + vsize
+            x.src_end = x.in_end
+            for k in range(self.ncols):
+                if spec[k, 5] and n:
+                    if av_col_reserve(&x, &cols[k], n + 1) < 0:
+                        raise MemoryError("Avro decode: column buffers")
+                    if cols[k].kind == AK_BIN and av_data_reserve(
+                            &x, &cols[k], min(vsize, 1 << 24)) < 0:
+                        raise MemoryError("Avro decode: column buffers")
             if mode == 2:
                 kept = <uint8_t *>malloc(n if n else 1)
                 if kept == NULL:

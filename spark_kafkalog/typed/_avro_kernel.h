@@ -38,6 +38,8 @@
 #define AV_UNLIKELY(x) (x)
 #endif
 
+#define AV_INLINE static inline __attribute__((always_inline))
+
 /* column kinds */
 enum {
     AK_NULL = 0, AK_BOOL, AK_I32, AK_I64, AK_F32, AK_F64, AK_D128, AK_BIN, AK_STRUCT, AK_LIST,
@@ -60,7 +62,8 @@ enum {
 
 #define AV_NODE_WORDS 8
 #define AV_ZERO_SIZE_ITEMS (1 << 20)   /* items of zero-byte encoding a value may declare */
-#define AV_MAX_BUF INT32_MAX           /* int32 offsets: Spark's binary/string, not large_ */
+#define AV_MAX_BUF (INT32_MAX - 64)    /* int32 offsets: Spark's binary/string, not large_ */
+#define AV_SLACK 16
 
 typedef struct {
     int32_t kind, nullable, width;
@@ -74,6 +77,8 @@ typedef struct {
 
 typedef struct {
     const uint8_t *p, *end, *start;
+    const uint8_t *src_end;    /* where the readable memory of the current source ends */
+    const uint8_t *in_end, *consts_end;
     av_col *cols;
     const int64_t *nodes;
     const int64_t *kids;
@@ -105,8 +110,11 @@ static inline int av_fail(av_ctx *x, int code, const uint8_t *at, int64_t detail
 
 /* ---- columns ---------------------------------------------------------------------------- */
 
-static int av_col_grow(av_ctx *x, av_col *c) {
-    int64_t nc = c->cap ? c->cap * 2 : 64;
+/* grow the element capacity of a column to at least ``want`` (doubling) */
+static int av_col_reserve(av_ctx *x, av_col *c, int64_t want) {
+    int64_t nc = c->cap ? c->cap : 64;
+    while (nc < want) nc *= 2;
+    if (nc == c->cap) return 0;
     int64_t old_bits = c->cap / 8 + 1, new_bits = nc / 8 + 1;
     if (c->kind == AK_BOOL) {
         uint8_t *d = (uint8_t *)realloc(c->data, new_bits);
@@ -132,6 +140,24 @@ static int av_col_grow(av_ctx *x, av_col *c) {
     }
     c->cap = nc;
     return 0;
+}
+
+/* the data buffer of a binary/string column holds ``want`` bytes and AV_SLACK more (so
+ * short values are copied by fixed-size moves) */
+static int av_data_reserve(av_ctx *x, av_col *c, int64_t want) {
+    int64_t nc = c->dcap ? c->dcap : 256;
+    if (want > AV_MAX_BUF) return av_fail(x, AE_TOOBIG, x->p, want);
+    while (nc < want + AV_SLACK) nc *= 2;
+    if (nc == c->dcap) return 0;
+    uint8_t *d = (uint8_t *)realloc(c->data, nc);
+    if (!d) return av_fail(x, AE_NOMEM, x->p, 0);
+    c->data = d;
+    c->dcap = nc;
+    return 0;
+}
+
+static int av_col_grow(av_ctx *x, av_col *c) {
+    return av_col_reserve(x, c, c->cap ? c->cap * 2 : 64);
 }
 
 static inline int av_room(av_ctx *x, av_col *c) {
@@ -179,19 +205,15 @@ static int av_absent(av_ctx *x, int64_t ci) {
     return av_put_empty(x, c, c->nullable);
 }
 
-static inline int av_put_bytes(av_ctx *x, av_col *c, const uint8_t *src, int64_t len) {
+AV_INLINE int av_put_bytes(av_ctx *x, av_col *c, const uint8_t *src, int64_t len) {
     if (av_room(x, c)) return -1;
-    if (AV_UNLIKELY(c->dlen + len > c->dcap)) {
-        int64_t need = c->dlen + len, nc = c->dcap ? c->dcap * 2 : 256;
-        if (need > AV_MAX_BUF) return av_fail(x, AE_TOOBIG, x->p, need);
-        while (nc < need) nc *= 2;
-        if (nc > AV_MAX_BUF) nc = AV_MAX_BUF;
-        uint8_t *d = (uint8_t *)realloc(c->data, nc);
-        if (!d) return av_fail(x, AE_NOMEM, x->p, 0);
-        c->data = d;
-        c->dcap = nc;
-    }
-    if (len) memcpy(c->data + c->dlen, src, len);
+    if (AV_UNLIKELY(c->dlen + len + AV_SLACK > c->dcap)
+        && av_data_reserve(x, c, c->dlen + len)) return -1;
+    /* short values by one fixed-size move: the destination has AV_SLACK bytes spare and
+     * the source is readable that far (x->src_end: the input and the constants are padded
+     * or followed by more input) */
+    if (len <= AV_SLACK && src + AV_SLACK <= x->src_end) memcpy(c->data + c->dlen, src, AV_SLACK);
+    else if (len) memcpy(c->data + c->dlen, src, len);
     c->dlen += len;
     c->offs[c->n + 1] = (int32_t)c->dlen;
     av_done(c);
@@ -200,9 +222,15 @@ static inline int av_put_bytes(av_ctx *x, av_col *c, const uint8_t *src, int64_t
 
 /* ---- reads ------------------------------------------------------------------------------ */
 
-static inline int av_long(av_ctx *x, int64_t *out) {
+AV_INLINE int av_long(av_ctx *x, int64_t *out) {
     const uint8_t *p = x->p, *end = x->end;
     uint64_t v = 0;
+    if (AV_LIKELY(p < end) && !(*p & 0x80)) {          /* one byte: most lengths, counts */
+        v = *p;
+        x->p = p + 1;
+        *out = (int64_t)((v >> 1) ^ (~(v & 1) + 1));
+        return 0;
+    }
     int shift = 0;
     for (int i = 0; i < 10; i++) {
         if (AV_UNLIKELY(p >= end)) return av_fail(x, AE_TRUNCATED, p, 0);
@@ -218,7 +246,7 @@ static inline int av_long(av_ctx *x, int64_t *out) {
     return av_fail(x, AE_VARINT, x->p, 10);
 }
 
-static inline int av_int(av_ctx *x, int64_t *out) {
+AV_INLINE int av_int(av_ctx *x, int64_t *out) {
     const uint8_t *p = x->p, *end = x->end;
     uint64_t v = 0;
     int shift = 0;
@@ -238,7 +266,7 @@ static inline int av_int(av_ctx *x, int64_t *out) {
 }
 
 /* a length (bytes, string) that the value still holds */
-static inline int av_len(av_ctx *x, int64_t *len) {
+AV_INLINE int av_len(av_ctx *x, int64_t *len) {
     const uint8_t *at = x->p;
     if (av_long(x, len)) return -1;
     if (AV_UNLIKELY(*len < 0)) return av_fail(x, AE_NEGLEN, at, *len);
@@ -305,11 +333,21 @@ static int av_utf8_ok(const uint8_t *s, int64_t n) {
     return 1;
 }
 
+/* short ASCII strings (most keys, names, codes) without a call */
+AV_INLINE int av_utf8(const uint8_t *s, int64_t n) {
+    if (n <= 16) {
+        uint8_t acc = 0;
+        for (int64_t i = 0; i < n; i++) acc |= s[i];
+        if (!(acc & 0x80)) return 1;
+    }
+    return av_utf8_ok(s, n);
+}
+
 /* ---- the interpreter -------------------------------------------------------------------- */
 
 static int av_exec(av_ctx *x, int64_t ni);
 
-static int av_put_long(av_ctx *x, av_col *c, int64_t v, int64_t mult, const uint8_t *at) {
+AV_INLINE int av_put_long(av_ctx *x, av_col *c, int64_t v, int64_t mult, const uint8_t *at) {
     if (av_room(x, c)) return -1;
     switch (c->kind) {
     case AK_I32: ((int32_t *)c->data)[c->n] = (int32_t)v; break;
@@ -371,8 +409,11 @@ static int av_items(av_ctx *x, const int64_t *nd, int is_map, int skip) {
     }
 }
 
-static int av_exec(av_ctx *x, int64_t ni) {
-    const int64_t *nd = x->nodes + ni * AV_NODE_WORDS;
+/* the ops that read one value into one column (or skip one flat value): inlined into
+ * the record loop, which runs most of a value's fields */
+#define AV_IS_LEAF(op) (((op) >= D_NULL && (op) <= D_ENUM) || ((op) >= SK_NONE && (op) <= SK_BYTES))
+
+static inline __attribute__((always_inline)) int av_leaf(av_ctx *x, const int64_t *nd) {
     const uint8_t *at = x->p;
     av_col *c = nd[1] >= 0 ? &x->cols[nd[1]] : NULL;
     int64_t v, len;
@@ -388,22 +429,6 @@ static int av_exec(av_ctx *x, int64_t ni) {
     case SK_BYTES:
         if (av_len(x, &len)) return -1;
         x->p += len;
-        return 0;
-    case SK_ARRAY:
-        return av_items(x, nd, 0, 1);
-    case SK_MAP:
-        return av_items(x, nd, 1, 1);
-    case SK_UNION: case D_UNION:
-        if (av_long(x, &v)) return -1;
-        if (AV_UNLIKELY(v < 0 || v >= nd[6])) return av_fail(x, AE_BRANCH, at, v);
-        return av_exec(x, x->kids[nd[5] + v]);
-    case SK_RECORD: case D_RECORD:
-        for (int64_t k = 0; k < nd[6]; k++)
-            if (av_exec(x, x->kids[nd[5] + k]) < 0) return -1;
-        if (c) {
-            if (av_room(x, c)) return -1;
-            av_done(c);
-        }
         return 0;
     case D_NULL:
         return av_put_empty(x, c, 1);
@@ -444,7 +469,7 @@ static int av_exec(av_ctx *x, int64_t ni) {
         return 0;
     case D_BYTES:
         if (av_len(x, &len)) return -1;
-        if (nd[2] && !av_utf8_ok(x->p, len)) return av_fail(x, AE_UTF8, at, len);
+        if (nd[2] && !av_utf8(x->p, len)) return av_fail(x, AE_UTF8, at, len);
         x->p += len;
         return av_put_bytes(x, c, x->p - len, len);
     case D_FIXED:
@@ -466,8 +491,44 @@ static int av_exec(av_ctx *x, int64_t ni) {
         if (AV_UNLIKELY(v < 0 || v >= nd[3])) return av_fail(x, AE_ENUM, at, v);
         r = x->ints[nd[2] + v];                      /* writer index -> reader symbol */
         const int32_t *so = x->ints + nd[4];         /* reader symbols' offsets in consts */
-        return av_put_bytes(x, c, x->consts + so[r], so[r + 1] - so[r]);
+        {
+            const uint8_t *keep = x->src_end;
+            int rc;
+            x->src_end = x->consts_end;
+            rc = av_put_bytes(x, c, x->consts + so[r], so[r + 1] - so[r]);
+            x->src_end = keep;
+            return rc;
+        }
     }
+    }
+    return av_fail(x, AE_BRANCH, at, -1);
+}
+
+static int av_exec(av_ctx *x, int64_t ni) {
+    const int64_t *nd = x->nodes + ni * AV_NODE_WORDS;
+    const uint8_t *at = x->p;
+    av_col *c = nd[1] >= 0 ? &x->cols[nd[1]] : NULL;
+    int64_t v;
+    switch ((int)nd[0]) {
+    case SK_ARRAY:
+        return av_items(x, nd, 0, 1);
+    case SK_MAP:
+        return av_items(x, nd, 1, 1);
+    case SK_UNION: case D_UNION:
+        if (av_long(x, &v)) return -1;
+        if (AV_UNLIKELY(v < 0 || v >= nd[6])) return av_fail(x, AE_BRANCH, at, v);
+        return av_exec(x, x->kids[nd[5] + v]);
+    case SK_RECORD: case D_RECORD:
+        for (int64_t k = 0; k < nd[6]; k++) {
+            int64_t ki = x->kids[nd[5] + k];
+            const int64_t *kn = x->nodes + ki * AV_NODE_WORDS;
+            if (AV_IS_LEAF(kn[0]) ? av_leaf(x, kn) < 0 : av_exec(x, ki) < 0) return -1;
+        }
+        if (c) {
+            if (av_room(x, c)) return -1;
+            av_done(c);
+        }
+        return 0;
     case D_ARRAY: case D_MAP: {
         if (av_items(x, nd, nd[0] == D_MAP, 0)) return -1;
         if (av_room(x, c)) return -1;
@@ -493,12 +554,14 @@ static int av_exec(av_ctx *x, int64_t ni) {
         x->p = x->consts + nd[4];
         x->end = x->p + nd[2];
         x->start = at;
+        x->src_end = x->consts_end;
         rc = av_exec(x, x->kids[nd[5]]);
         x->p = p; x->end = end; x->start = start; x->in_default = was;
+        x->src_end = was ? x->consts_end : x->in_end;
         return rc;
     }
     }
-    return av_fail(x, AE_BRANCH, at, -1);
+    return av_leaf(x, nd);
 }
 
 #endif

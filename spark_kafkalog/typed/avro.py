@@ -35,7 +35,10 @@ other unions of n non-null types                   struct<member0, ..., member(n
 Strings are checked to be UTF-8: Arrow requires it and fastavro refuses invalid UTF-8 too
 (Java's Avro would substitute U+FFFD, altering the data silently); an invalid string is a bad
 record. A decimal whose value exceeds its precision is a bad record, as Spark's Decimal
-refuses it. Recursive schemas are refused (Spark has no type for them).
+refuses it; so is a timestamp-millis whose microseconds overflow (Spark's multiplyExact),
+a boolean byte other than 0 or 1, and an array or map value declaring more than 2**20
+items that encode in no bytes (nulls, empty records: a count no byte bounds). Recursive
+schemas are refused (Spark has no type for them).
 """
 from __future__ import annotations
 
@@ -83,6 +86,7 @@ class AvroDecoder:
 
     def __init__(self, reader_schema: str, writer_schemas: Mapping[int, str] | None = None,
                  named_types: Mapping[str, str] | None = None):
+        self._args = (reader_schema, dict(writer_schemas or {}), dict(named_types or {}))
         self.named_types = dict(named_types or {})
         self.reader: Schema = parse_schema(reader_schema, self.named_types)
         self._program = Program(self.reader)
@@ -95,6 +99,9 @@ class AvroDecoder:
             ids.append(int(sid))
         self._ids = np.array(ids, dtype=np.int64)
         self._entries = np.array(entries, dtype=np.int64)
+
+    def __reduce__(self):
+        return (AvroDecoder, self._args)
 
     def decode(self, values, framing: str = "confluent", on_error: str = "fail") -> DecodeResult:
         """Decode every value of ``values`` (``pa.BinaryArray`` / ``LargeBinaryArray``, or a

@@ -43,10 +43,11 @@ _PROMOTE = {
 
 
 class _Col:
-    __slots__ = ("kind", "nullable", "type", "kids")
+    __slots__ = ("kind", "nullable", "type", "kids", "per_row")
 
     def __init__(self, kind, nullable, type_, kids=()):
         self.kind, self.nullable, self.type, self.kids = kind, nullable, type_, list(kids)
+        self.per_row = False
 
 
 class _Mismatch(Exception):
@@ -92,6 +93,7 @@ class Program:
         self._symbols: dict[tuple, int] = {}
         self.arrow_type, _ = _arrow(reader)
         self.top = self._columns(reader, True)
+        self._mark_per_row(self.top)
         self._kernel = None
 
     # ---- columns -----------------------------------------------------------------------
@@ -136,6 +138,15 @@ class Program:
             else:                       # bytes, fixed
                 kind = "D128" if s.logical == "decimal" else "BIN"
         return self._col(kind, nullable or t == "null", arrow)
+
+    def _mark_per_row(self, ci: int):
+        """Columns with one value per row: the top one and struct children down to the
+        first list (sized for the rows before decoding)."""
+        c = self.cols[ci]
+        c.per_row = True
+        if c.kind == "STRUCT":
+            for k in c.kids:
+                self._mark_per_row(k)
 
     # ---- nodes -------------------------------------------------------------------------
 
@@ -335,13 +346,13 @@ class Program:
             base = len(self.kids)
             for c in self.cols:
                 colspec.append([KIND[c.kind], int(c.nullable), _WIDTH[c.kind],
-                                base + len(ckids), len(c.kids)])
+                                base + len(ckids), len(c.kids), int(c.per_row)])
                 ckids.extend(c.kids)
             self._kernel = _avro.Kernel(
                 np.array(self.nodes, dtype=np.int64).reshape(-1, _avro.NODE_WORDS),
                 np.array(self.kids + ckids, dtype=np.int64),
                 np.array(self.ints, dtype=np.int32), bytes(self.consts),
-                np.array(colspec, dtype=np.int64).reshape(-1, 5))
+                np.array(colspec, dtype=np.int64).reshape(-1, 6))
         return self._kernel
 
 

@@ -34,6 +34,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 
 from spark_kafkalog.errors import (
+    InvalidOptionError,
     SchemaNotFoundError,
     SchemaRegistryError,
     SubjectNotFoundError,
@@ -42,13 +43,18 @@ from spark_kafkalog.errors import (
 
 __all__ = [
     "DEFAULT_CONTEXT", "KEY_TYPES", "REGISTRY_SCHEMA", "RegisteredSchema", "RegistryKey",
-    "RegistryState", "SchemaReference", "context_of", "decode_key", "decode_value",
+    "RegistryState", "SchemaReference", "SkippedRecord", "context_of", "decode_key",
+    "decode_value",
 ]
 
 #: every key type the registry writes (SchemaRegistryKeyType)
 KEY_TYPES = ("ASSOC", "CONFIG", "SCHEMA", "MODE", "NOOP", "DELETE_SUBJECT", "CLEAR_SUBJECT",
              "CONTEXT")
 SCHEMA_TYPES = ("AVRO", "PROTOBUF", "JSON")
+#: the registry's enums (CompatibilityLevel, Mode): Jackson refuses any other name
+COMPATIBILITY_LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD",
+                        "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
+MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT", "FORWARD")
 DEFAULT_CONTEXT = "."
 #: the context whose config and mode apply to every context (QualifiedSubject)
 GLOBAL_CONTEXT = ".__GLOBAL"
@@ -229,10 +235,11 @@ def _value(key: RegistryKey, data: bytes) -> dict:
         _str(obj, "subject", what, required=False)
     elif key.keytype in ("CONFIG", "MODE", "CLEAR_SUBJECT"):
         _str(obj, "subject", what, required=False)
-        if key.keytype == "MODE":
-            _str(obj, "mode", what, required=False)
-        if key.keytype == "CONFIG":
-            _str(obj, "compatibilityLevel", what, required=False)
+        name, allowed = ("mode", MODES) if key.keytype == "MODE" else \
+            ("compatibilityLevel", COMPATIBILITY_LEVELS)
+        if key.keytype != "CLEAR_SUBJECT" and obj.get(name) is not None \
+                and obj[name] not in allowed:
+            raise _Bad(f"{what}: {name} {obj[name]!r} is not one of {', '.join(allowed)}")
     return obj
 
 
@@ -270,8 +277,9 @@ def _rows(rows) -> Iterable[tuple[int | None, int, bytes | None, bytes | None]]:
         yield None, offset, key, value
 
 
-@dataclass
-class _Skipped:
+@dataclass(frozen=True)
+class SkippedRecord:
+    """A record ``on_error="skip"`` passed over, and why."""
     partition: int | None
     offset: int
     reason: str
@@ -295,8 +303,8 @@ class RegistryState:
         self._mode: dict[str | None, dict] = {}
         self._contexts: dict[tuple, int] = {}
         self._assoc: dict[str, dict] = {}
-        self.skipped: list[_Skipped] = []
-        self.records = 0
+        self.skipped: list[SkippedRecord] = []
+        self.records = 0                 # records read (skipped ones too)
 
     # -- building --------------------------------------------------------------------------
 
@@ -310,15 +318,16 @@ class RegistryState:
         SchemaRegistryError on a record the registry's serializer refuses; ``"skip"``
         passes over it as the registry does and lists it in ``skipped``."""
         if on_error not in ("fail", "skip"):
-            raise ValueError(f"on_error={on_error!r}: expected 'fail' or 'skip'")
+            raise InvalidOptionError(f"on_error={on_error!r}: expected 'fail' or 'skip'")
         state = cls(topic)
         for part, offset, key, value in _rows(rows):
             part = partition if part is None else part
+            state.records += 1
             try:
                 state._apply(int(offset), key, value)
             except _Bad as err:
                 if on_error == "skip":
-                    state.skipped.append(_Skipped(part, int(offset), str(err)))
+                    state.skipped.append(SkippedRecord(part, int(offset), str(err)))
                     continue
                 raise SchemaRegistryError(f"{topic}-{part}: offset {offset}: {err}",
                                           offset=int(offset)) from err
@@ -326,7 +335,6 @@ class RegistryState:
 
     def _apply(self, offset: int, raw_key: bytes | None, raw_value: bytes | None) -> None:
         key = _key(raw_key)
-        self.records += 1
         kt = key.keytype
         if kt == "NOOP":                 # the reader only moves its offset on
             return
@@ -500,9 +508,12 @@ class RegistryState:
             for ref in cur.references:
                 subject = _ref_subject(cur.subject, ref.subject)
                 try:
-                    target = self.version(subject, ref.version, include_deleted=True)
+                    # -1: the latest version, as a client resolves it; a pinned version
+                    # is read even when soft-deleted (it is still the one imported)
+                    target = self.version(subject, ref.version,
+                                          include_deleted=ref.version != -1)
                 except SchemaNotFoundError as err:
-                    raise SchemaNotFoundError(
+                    raise type(err)(
                         f"reference {ref.name!r} of subject '{cur.subject}' version "
                         f"{cur.version}: {err}") from err
                 out.setdefault(ref.name, target)

@@ -211,6 +211,8 @@ def test_metadata_kept_as_raw_json():
      "'id' is None"),
     (b'{"keytype":"SCHEMA","subject":"a","version":1,"magic":7}', b"{}", "magic 7"),
     (None, b"{}", "null key"),
+    (rr.subject_key("CONFIG"), b'{"compatibilityLevel":"SIDEWAYS"}', "'SIDEWAYS' is not one"),
+    (rr.subject_key("MODE", "x"), b'{"subject":"x","mode":"readonly"}', "'readonly' is not one"),
 ])
 def test_corrupt_records(key, value, words):
     recs = [(0, rr.NOOP_KEY, None), (1, key, value),
@@ -224,6 +226,7 @@ def test_corrupt_records(key, value, words):
     # the registry's reader logs such a record and goes on: on_error="skip"
     s = RegistryState.from_records(recs, on_error="skip")
     assert s.versions("b") == [1] and [x.offset for x in s.skipped] == [1]
+    assert s.records == 3
 
 
 def test_errors_pickle_with_their_code():
@@ -277,3 +280,30 @@ def test_read_registry_corrupt_record_names_offset(tmp_path):
     with pytest.raises(SchemaRegistryError) as e:
         read_registry(str(root))
     assert "_schemas-0: offset 4" in str(e.value)
+
+
+def test_from_an_arrow_table_and_pickles(state):
+    recs = rr.history()
+    table = pa.table({"offset": pa.array(range(len(recs)), pa.int64()),
+                      "key": pa.array([k for k, _ in recs], pa.binary()),
+                      "value": pa.array([v for _, v in recs], pa.binary())})
+    got = RegistryState.from_records(table)
+    assert got.to_arrow().equals(state.to_arrow())
+    back = pickle.loads(pickle.dumps(got))          # a state crosses to executors as is
+    assert back.latest("orders-value") == state.latest("orders-value")
+    assert back.next_id() == 12
+
+
+def test_reference_to_latest_and_to_a_missing_version():
+    recs = [(rr.schema_key("dep", 1), rr.schema_value("dep", 1, 1, '"int"')),
+            (rr.schema_key("dep", 2), rr.schema_value("dep", 2, 2, '"long"')),
+            (rr.schema_key("dep", 2), rr.schema_value("dep", 2, 2, '"long"', deleted=True)),
+            (rr.schema_key("top", 1), rr.schema_value("top", 1, 3, '"x"', references=[
+                ("Dep", "dep", -1)])),
+            (rr.schema_key("bad", 1), rr.schema_value("bad", 1, 4, '"y"', references=[
+                ("Nope", "nope", 1)]))]
+    s = RegistryState.from_records(rows(recs))
+    assert s.references_of(s.latest("top"))["Dep"].version == 1    # 2 is soft-deleted
+    with pytest.raises(SubjectNotFoundError) as e:
+        s.references_of(s.latest("bad"))
+    assert "reference 'Nope' of subject 'bad' version 1" in str(e.value)
