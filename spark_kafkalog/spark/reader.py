@@ -5,6 +5,8 @@ with every task; so everything ``read`` needs lives in the options and the pushd
 ``read`` opens the log dirs itself (cached per Python worker process). ``read`` reads
 and decodes one batch ahead of Spark in a background thread (:func:`prefetched`); a
 packed task's slices in small segments are decoded a run at a time (:func:`read_slices`).
+With ``valueFormat``/``keyFormat`` the batches' value and key become structs on the way out
+(``spark_kafkalog.typed.columns.typed_batches``, planned on the driver: ``typed_read.py``).
 """
 from __future__ import annotations
 

@@ -146,11 +146,12 @@ class DecodeErrorCounts:
         """One warning per partition with records counted (after ``since``'s counts)."""
         what = "read as null" if self.on_error == "null" else "skipped"
         for (t, q), e in sorted(self.by_partition.items()):
-            if since is not None and e.count == since.get((t, q), 0):
+            n = e.count - (since or {}).get((t, q), 0)
+            if n == 0:
                 continue
             log.warning("%d record(s) of %s-%s do not decode and were %s "
                         "(onDecodeError=%s); the first, at offset %s: %s",
-                        e.count, t, q, what, self.on_error, e.first_offset, e.first_error)
+                        n, t, q, what, self.on_error, e.first_offset, e.first_error)
 
 
 def _fail_message(err: TypedRecordError, column: str, topic: str, partition: int,

@@ -28,8 +28,7 @@ class TypedColumn:
     ``format``: ``avro`` or ``registry``; the reader schema is ``inline_schema`` when
     given, else the registry's schema ``schema_id``, else ``subject``'s ``version`` (None:
     latest not soft-deleted; ``subject`` None: ``<topic>-value`` / ``<topic>-key``).
-    ``framing``: ``confluent`` (magic 0, 4-byte id) or ``none`` (bare Avro binary).
-    ``names``: the option names of the read path, for messages."""
+    ``framing``: ``confluent`` (magic 0, 4-byte id) or ``none`` (bare Avro binary)."""
     column: str                        # "value" | "key"
     format: str
     inline_schema: str | None = None
