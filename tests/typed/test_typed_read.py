@@ -223,3 +223,15 @@ def test_no_schemas_anywhere_says_where_to_look(tmp_path):
     t = read_table(str(root), "orders", value_format="avro", schema_registry_topic="_other",
                    partitions=[1])
     assert t.column("value").to_pylist() == [tl.resolve(v) for _, v in tl.order_records()[1]]
+
+
+def test_key_only_typed_with_null_mode_and_raw_key(logs):
+    t = read_table(logs, "orders", key_format="avro", on_decode_error="null",
+                   keep_raw_key=True, include_headers=False)
+    assert t.schema.names[-2:] == ["key_error", "key_raw"]
+    keys = [k for _, recs in sorted(tl.order_records().items()) for k, _ in recs]
+    assert t.column("key").to_pylist() == [None if k is None else tl.resolve(k, tl.KEY)
+                                           for k in keys]
+    assert t.column("key_error").null_count == t.num_rows      # null keys are no error
+    assert t.column("key_raw").to_pylist() == keys
+    assert t.column("value").type == "binary"
