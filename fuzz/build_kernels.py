@@ -63,10 +63,15 @@ def fuzz_runtime() -> Path:
     return lib
 
 
+#: the sub-packages with kernels: record batches (format/) and schema'd values (typed/)
+KERNEL_PACKAGES = ("format", "typed")
+
+
 def _sources() -> list[Path]:
-    kernel_dir = REPO / "spark_kafkalog" / "format"
-    return [Path(p) for pat in ("*.pyx", "*.pxd", "*.pxi", "*.h", "*.c") for p in
-            glob.glob(str(kernel_dir / pat)) if not _generated(Path(p))]
+    return [Path(p) for pkg in KERNEL_PACKAGES
+            for pat in ("*.pyx", "*.pxd", "*.pxi", "*.h", "*.c")
+            for p in glob.glob(str(REPO / "spark_kafkalog" / pkg / pat))
+            if not _generated(Path(p))]
 
 
 def _generated(path: Path) -> bool:
@@ -77,8 +82,8 @@ def _generated(path: Path) -> bool:
 
 
 def up_to_date() -> bool:
-    built = list((OUT / "spark_kafkalog" / "format").glob("_*.so"))
-    if not built:
+    built = [p for pkg in KERNEL_PACKAGES for p in (OUT / "spark_kafkalog" / pkg).glob("_*.so")]
+    if len({p.parent.name for p in built}) < len(KERNEL_PACKAGES):
         return False
     newest_source = max(p.stat().st_mtime for p in _sources() + [REPO / "setup.py"])
     return min(p.stat().st_mtime for p in built) > newest_source
@@ -86,8 +91,8 @@ def up_to_date() -> bool:
 
 def kernels() -> dict[str, Path]:
     """The instrumented extension modules by module name."""
-    found = (OUT / "spark_kafkalog" / "format").glob("_*.so")
-    return {f"spark_kafkalog.format.{p.name.split('.')[0]}": p for p in found}
+    return {f"spark_kafkalog.{pkg}.{p.name.split('.')[0]}": p for pkg in KERNEL_PACKAGES
+            for p in (OUT / "spark_kafkalog" / pkg).glob("_*.so")}
 
 
 def build(force: bool = False) -> Path:

@@ -59,6 +59,7 @@ def _child(target: str, libfuzzer_args: list[str]) -> None:
         import spark_kafkalog.log.files  # noqa: F401
         import spark_kafkalog.log.files.journal  # noqa: F401
         import spark_kafkalog.format.coordinator.records  # noqa: F401
+        import spark_kafkalog.typed.avro  # noqa: F401  (the Avro kernel and its program)
     import targets
 
     fn = targets.TARGETS[target]

@@ -230,6 +230,116 @@ def _i16(data: bytes) -> int:
     return struct.unpack_from(">h", data, 0)[0] if len(data) >= 2 else 0
 
 
+# ---- Avro values (typed/_avro) ----------------------------------------------------------------
+
+#: the reader schemas of the avro_values target (flags & 3 picks one); id 2 is an older
+#: writer of each (fields the reader adds with defaults, an int the reader reads as long)
+AVRO_SCHEMAS = [
+    {"type": "record", "name": "A", "fields": [
+        {"name": "s", "type": "string"}, {"name": "n", "type": ["null", "long"]},
+        {"name": "r", "type": {"type": "record", "name": "In", "fields": [
+            {"name": "b", "type": "boolean"}, {"name": "f", "type": "float"}]}},
+        {"name": "u", "type": ["int", "string", {"type": "array", "items": "double"}, "null"]},
+        {"name": "i", "type": "long"}]},
+    {"type": "record", "name": "B", "fields": [
+        {"name": "m", "type": {"type": "map", "values": {"type": "array", "items": ["null", "bytes"]}}},
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["X", "Y", "Z"]}},
+        {"name": "i", "type": "long"}]},
+    {"type": "record", "name": "C", "fields": [
+        {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 20, "scale": 3}},
+        {"name": "x", "type": {"type": "fixed", "name": "F", "size": 3, "logicalType": "decimal",
+                               "precision": 6, "scale": 0}},
+        {"name": "t", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "a", "type": {"type": "array", "items": "null"}},
+        {"name": "i", "type": "long"}]},
+    {"type": "array", "items": {"type": "record", "name": "D", "fields": [
+        {"name": "k", "type": "string"}, {"name": "v", "type": ["null", "int"]}]}},
+]
+
+
+def _avro_writer(schema: dict) -> dict:
+    """An older writer of ``schema``: its record's last field an int, no fields the reader
+    defaults (added with defaults to the reader below)."""
+    import copy
+
+    w = copy.deepcopy(schema)
+    if w["type"] == "record":
+        w["fields"][-1] = {"name": w["fields"][-1]["name"], "type": "int"}
+    return w
+
+
+def _avro_reader(schema: dict) -> dict:
+    import copy
+
+    r = copy.deepcopy(schema)
+    if r["type"] == "record":
+        r["fields"].append({"name": "added", "type": ["null", "string"], "default": None})
+    return r
+
+
+def avro_values(data: bytes) -> None:
+    """Avro values (one length byte each, then the bytes) decoded by ``AvroDecoder``:
+    flags & 3 the schema, & 4 unframed (the reader's own schema) or schema-registry framed
+    (ids 1: the schema, 2: an older writer); each mode must give a valid Arrow array, a
+    bad record being a null with its error (``null``) or a TypedRecordError (``fail``)."""
+    import json
+
+    import pyarrow as pa
+
+    from spark_kafkalog.errors import TypedRecordError
+    from spark_kafkalog.typed.avro import AvroDecoder
+
+    flags, body = _split(data)
+    schema = AVRO_SCHEMAS[flags & 3]
+    values, at = [], 0
+    while at < len(body):
+        n = body[at]
+        values.append(body[at + 1:at + 1 + n])
+        at += 1 + n
+    column = pa.array(values, type=pa.binary())
+    if flags & 4:
+        dec, framing = AvroDecoder(json.dumps(schema)), "none"
+    else:
+        dec, framing = AvroDecoder(json.dumps(_avro_reader(schema)), {
+            1: json.dumps(schema), 2: json.dumps(_avro_writer(schema))}), "confluent"
+    res = dec.decode(column, framing=framing, on_error="null")
+    res.array.validate(full=True)
+    bad = res.errors.to_pylist()
+    if [e is None for e in bad] != res.array.is_valid().to_pylist():
+        raise Finding("a row is null without an error, or has an error and a value")
+    try:
+        strict = dec.decode(column, framing=framing)
+    except TypedRecordError as err:
+        if bad[err.row] is None:
+            raise Finding(f"fail mode refused row {err.row}, which null mode decoded") from err
+    else:
+        if any(e is not None for e in bad) or not strict.array.equals(res.array):
+            raise Finding("fail mode decoded what null mode refused")
+
+
+def _avro_seeds() -> Iterator[bytes]:
+    import io
+
+    import fastavro
+
+    samples = [
+        {"s": "héllo", "n": None, "r": {"b": True, "f": 1.5}, "u": [1.0, 2.0], "i": 3},
+        {"m": {"a": [None, b"x"], "": []}, "e": "Z", "i": -1},
+        {"d": b"\x01\x02", "x": b"\x00\x00\x07", "t": 1_600_000_000_000, "a": [None, None], "i": 9},
+        [{"k": "k", "v": None}, {"k": "", "v": 7}],
+    ]
+    for k, (schema, sample) in enumerate(zip(AVRO_SCHEMAS, samples)):
+        for writer, sid in ((schema, 1), (_avro_writer(schema), 2)):
+            if writer is not schema and isinstance(sample, dict):
+                sample = dict(sample, i=5)
+            buf = io.BytesIO()
+            fastavro.schemaless_writer(buf, fastavro.parse_schema(writer), sample)
+            raw = buf.getvalue()
+            framed = b"\x00" + struct.pack(">I", sid) + raw
+            yield bytes([k]) + bytes([len(framed)]) + framed + bytes([len(framed) - 1]) + framed[:-1]
+            yield bytes([k | 4]) + bytes([len(raw)]) + raw
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "decode_buffer": decode_buffer,
     "scan_buffer": scan_buffer,
@@ -242,6 +352,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "journal": journal,
     "coordinator_record": coordinator_record,
     "internal_record": internal_record,
+    "avro_values": avro_values,
 }
 
 
@@ -383,5 +494,7 @@ def seeds(name: str) -> Iterator[bytes]:
         yield from _coordinator_seeds()
     elif name == "internal_record":
         yield from _internal_seeds()
+    elif name == "avro_values":
+        yield from _avro_seeds()
     else:
         raise KeyError(name)

@@ -28,7 +28,9 @@ kcat's consumer flags: -C and -e are implied (a log dir is read to its end and c
 -o beginning|end|N|-N|s@TS|e@TS; -f tokens %s %S %R %k %K %T %h %t %p %o %% and escapes
 \\n \\r \\t \\xHH \\NNN; -J prints kcat's JSON envelope; -D/-K delimiters; -Z prints NULL
 for null keys and values; -s key=FMT / value=FMT / FMT unpack with kcat's pack tokens
-(bBhHiIqQcs$ and space); -X isolation.level=read_uncommitted|read_committed (default
+(bBhHiIqQcs$ and space), or -s value=avro / key=avro decode schema-registry framed Avro
+with the writer schema of each id, from the log dir's _schemas or -r URL, printed as
+kcat prints Avro (avro-c's JSON); -X isolation.level=read_uncommitted|read_committed (default
 read_committed, librdkafka's), -X s3.endpoint=... and other filesystem options; -b DIR
 without a PATH reads DIR (a log dir, as kcat's -b names the cluster); with one, -b is
 ignored (there is no broker). PATH is a log dir (a log.dirs entry), a
@@ -67,7 +69,8 @@ def add_parser(sub, fs_help: str) -> argparse.ArgumentParser:
     p.add_argument("-s", dest="serdes", action="append", metavar="[key=|value=]FMT",
                    help="unpack keys/values with a kcat pack format (e.g. key=i)")
     p.add_argument("-r", dest="registry", metavar="URL",
-                   help="schema registry (only for -s avro, which kafkalog does not do)")
+                   help="schema registry URL for -s avro (default: the log dir's own "
+                        "_schemas topic)")
     p.add_argument("-X", dest="props", action="append", metavar="PROP=VALUE",
                    help="isolation.level=..., or a filesystem option (s3.endpoint=...)")
     p.add_argument("--fs-option", action="append", metavar="KEY=VALUE", help=fs_help)
@@ -251,14 +254,16 @@ def _options(args, err: TextIO) -> tuple[kcat.CatOptions, dict]:
         fmt = b"%s" + delim
     program = kcat.parse_format(fmt)
     key_pack = value_pack = None
+    avro: list[str] = []
     for spec in args.serdes or ():
         field, t = None, spec
         for name in ("key", "value"):
             if spec.startswith(name + "="):
                 field, t = name, spec[len(name) + 1:]
         if t == "avro":
-            raise InvalidOptionError("-s avro needs a schema registry (-r): kafkalog reads "
-                                     "no registry; use -s with a pack format or -f %s")
+            # kcat's -s avro: schemas from -r, or from the log dir's own _schemas
+            avro += [n for n in ("key", "value") if field in (None, n) and n not in avro]
+            continue
         for name in ("key", "value"):
             if field in (None, name):
                 kcat.check_pack(name, t)
@@ -266,6 +271,13 @@ def _options(args, err: TextIO) -> tuple[kcat.CatOptions, dict]:
             key_pack = t.encode()
         if field in (None, "value"):
             value_pack = t.encode()
+    if set(avro) & {n for n, pack in (("key", key_pack), ("value", value_pack)) if pack}:
+        raise InvalidOptionError("-s: a column is either avro or a pack format, not both")
+    if avro and args.json:
+        raise InvalidOptionError("-s avro with -J is not supported yet (kcat puts the "
+                                 "decoded JSON and the schema ids in the envelope)")
+    if args.registry and not avro:
+        raise InvalidOptionError("-r: a schema registry is only used with -s avro")
     start, stop = kcat.parse_offset(args.offset)
     if args.from_time:
         start = kcat.OffsetSpec("time", kcat.parse_time(args.from_time))
@@ -278,7 +290,8 @@ def _options(args, err: TextIO) -> tuple[kcat.CatOptions, dict]:
         value_pack=value_pack, start=start or kcat.OffsetSpec("beginning"),
         stop_timestamp=stop, count=args.count, isolation_level=isolation,
         exit_on_error=not args.flag_E, unbuffered=args.flag_u,
-        fail_on_data_loss=not args.ignore_data_loss), fs_options
+        fail_on_data_loss=not args.ignore_data_loss, avro_columns=tuple(avro),
+        registry_url=args.registry.rstrip("/") if args.registry else None), fs_options
 
 
 def run(args, out: TextIO, err: TextIO) -> int:

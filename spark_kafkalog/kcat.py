@@ -16,7 +16,12 @@ from typing import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from spark_kafkalog.errors import CorruptRecordError, InvalidOptionError, KafkaLogError
+from spark_kafkalog.errors import (
+    CorruptRecordError,
+    InvalidOptionError,
+    KafkaLogError,
+    TypedRecordError,
+)
 from spark_kafkalog.format import _text
 from spark_kafkalog.log import LogDirs, PartitionDir, read_partition
 from spark_kafkalog.log.read.loss import report_losses
@@ -236,6 +241,10 @@ class CatOptions:
     #: records the log's files promise but its segments lack: fail (DataLossError)
     #: unless off (--ignore-data-loss: print what is there, warn once per partition)
     fail_on_data_loss: bool = True
+    #: -s key=avro / value=avro: the columns printed as Avro JSON (kcat_avro.py), and
+    #: the registry URL of -r (None: each source's own _schemas)
+    avro_columns: tuple = ()
+    registry_url: str | None = None
 
 
 @dataclass
@@ -274,10 +283,17 @@ def cat(sources: Sequence[Selection], opts: CatOptions, write: Callable[[bytes],
     # headers are decoded only when printed (-J, %h)
     headers = opts.json or any(op == _text.OP_HEADERS for op, _ in opts.program)
     todo = [(src, p, a, b) for src in sources for p, a, b in src.parts]
+    renders: dict = {}
     for k, (src, p, seg_lo, seg_hi) in enumerate(todo):
         if left is not None and left <= 0:
             break
         logdirs = src.logdirs
+        avro = None
+        if opts.avro_columns:
+            from spark_kafkalog.kcat_avro import open_render
+            if id(src) not in renders:
+                renders[id(src)] = open_render(logdirs, opts.avro_columns, opts.registry_url)
+            avro = renders[id(src)]
         tier = src.tiers.get((p.topic, p.partition))
         state = over_tiers(logdirs.state(p, isolation_level=opts.isolation_level,
                                          timestamps=False), tier)
@@ -317,7 +333,7 @@ def cat(sources: Sequence[Selection], opts: CatOptions, write: Callable[[bytes],
                     n = left
                 if n < rb.num_rows:
                     rb = rb.slice(0, n)
-                printed += _emit(rb, opts, topic, p.partition, write, note)
+                printed += _emit(rb, opts, topic, p.partition, write, note, avro)
                 if opts.unbuffered:
                     flush()
                 if left is not None:
@@ -337,7 +353,9 @@ def cat(sources: Sequence[Selection], opts: CatOptions, write: Callable[[bytes],
 
 
 def _emit(rb: pa.RecordBatch, opts: CatOptions, topic: bytes, partition: int,
-          write: Callable[[bytes], None], note: Callable[[str], None]) -> int:
+          write: Callable[[bytes], None], note: Callable[[str], None], avro=None) -> int:
+    if avro is not None:
+        return _emit_avro(rb, opts, topic, partition, write, note, avro)
     if opts.json:
         write(_text.json_records(rb, topic, partition, opts.broker, opts.json_delimiter))
         return rb.num_rows
@@ -353,3 +371,28 @@ def _emit(rb: pa.RecordBatch, opts: CatOptions, topic: bytes, partition: int,
             raise CorruptRecordError(text, offset=offsets[row].as_py())
         note(f"% ERROR: {text}")
     return done
+
+
+def _emit_avro(rb: pa.RecordBatch, opts: CatOptions, topic: bytes, partition: int,
+               write: Callable[[bytes], None], note: Callable[[str], None], avro) -> int:
+    """``-s avro``: the records up to a bad one printed, then (kcat's KC_ERROR) exit on it,
+    or with ``-E`` an error line for each bad record and the others printed."""
+    rb, bad = avro.render(rb)
+    offsets = rb.column("offset")
+    rows = sorted({row for row, _, _ in bad})
+    done = 0
+    if rows and opts.exit_on_error:
+        done = _emit(rb.slice(0, rows[0]), opts, topic, partition, write, note)
+        row, column, reason = bad[0]
+        offset = offsets[row].as_py()
+        raise TypedRecordError(f"Failed to deserialize {column} in message in "
+                               f"{topic.decode()} [{partition}] at offset {offset}: {reason}",
+                               offset=offset)
+    for row, column, reason in bad:
+        note(f"% ERROR: Failed to deserialize {column} in message in {topic.decode()} "
+             f"[{partition}] at offset {offsets[row].as_py()}: {reason}")
+    if rows:
+        keep = np.ones(rb.num_rows, dtype=bool)
+        keep[rows] = False
+        rb = rb.filter(pa.array(keep))
+    return done + _emit(rb, opts, topic, partition, write, note)

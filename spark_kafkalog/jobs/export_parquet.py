@@ -12,7 +12,9 @@ records of ``--topic`` (default: every topic) with ``from <= timestamp < to``, a
 ``date`` column (the record timestamp's UTC day) and writes Parquet under
 ``<output>/topic=<topic>/date=<yyyy-mm-dd>/``. With ``--value-schema`` (a Spark DDL
 schema) the JSON in ``value`` is parsed into top-level columns (records that do not parse
-get nulls there; ``--drop-value`` removes the raw bytes). ``--mode overwrite`` (the
+get nulls there; ``--drop-value`` removes the raw bytes); with ``--value-format avro``
+(``--key-format``) schema-registry framed Avro becomes a typed struct column, every
+version of the subject resolved to its latest (the read options ``valueFormat``, ...). ``--mode overwrite`` (the
 default) replaces everything under ``<output>``: the new output is written beside it
 and swapped in when complete, so a failed or killed run leaves the old one. Records
 without a timestamp (Kafka's -1) go under ``date=__HIVE_DEFAULT_PARTITION__`` (a null
@@ -64,6 +66,16 @@ def build_parser() -> jobkit.JobParser:
                          "(e.g. 'id long, name string')")
     ap.add_argument("--drop-value", action="store_true",
                     help="with --value-schema: do not keep the raw value bytes")
+    for col in ("value", "key"):
+        ap.add_argument(f"--{col}-format", choices=("binary", "avro", "registry"),
+                        help=f"decode {col}s framed by a schema registry into a typed "
+                             f"struct column (read option {col}Format); schemas from the "
+                             "log dir's _schemas unless --schema-registry-url")
+    ap.add_argument("--on-decode-error", choices=("fail", "null", "skip"),
+                    help="a record that does not decode: fail (default), null (and a "
+                         "value_error column) or skip (counted in the job's log)")
+    ap.add_argument("--schema-registry-url", metavar="URL",
+                    help="schema registry REST API (read option schemaRegistryUrl)")
     jobkit.add_mode(ap, "overwrite", "everything under --output is replaced")
     ap.add_argument("--parquet-compression", dest="compression", default="snappy",
                     metavar="CODEC", help="Parquet compression codec (default snappy)")
@@ -100,6 +112,11 @@ def reader_options(args: argparse.Namespace) -> dict[str, str]:
             opts[name] = getattr(args, flag)
     if args.include_headers:
         opts["includeHeaders"] = "true"
+    for flag, name in (("value_format", "valueFormat"), ("key_format", "keyFormat"),
+                       ("on_decode_error", "onDecodeError"),
+                       ("schema_registry_url", "schemaRegistryUrl")):
+        if getattr(args, flag, None):
+            opts[name] = getattr(args, flag)
     opts.update(extra)
     return opts
 
@@ -108,6 +125,9 @@ def build_frame(spark, args: argparse.Namespace):
     from pyspark.sql import functions as F
 
     opts = reader_options(args)
+    if args.value_schema and args.value_format not in (None, "binary"):
+        raise jobkit.JobInputError("--value-schema (JSON values) and --value-format "
+                                   f"{args.value_format}: give one")
     df = jobkit.time_window(spark.read.format("kafkalog").options(**opts).load(),
                             args.time_from, args.time_to)
     if args.value_schema:

@@ -45,7 +45,8 @@ from spark_kafkalog.log.read.coordinator import (
     read_transaction_state,
 )
 from spark_kafkalog.log.read.discovery import LogDirs, partition_of_segment
-from spark_kafkalog.log.read.reader import list_commits, read_partition, read_table
+from spark_kafkalog.log.read.reader import list_commits, read_partition
+from spark_kafkalog.log.read.typed_table import read_table
 from spark_kafkalog.log.read.scan import (
     ReadStats,
     SkippedRange,

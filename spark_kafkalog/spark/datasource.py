@@ -34,6 +34,7 @@ from pyspark.sql.types import (
 
 from spark_kafkalog.errors import InvalidOptionError, KafkaLogError
 from spark_kafkalog.spark.options import ReadOptions, parse_read_options
+from spark_kafkalog.spark.typed_read import plan_typed, typed_spark_schema
 
 _HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 _BASE = [
@@ -131,26 +132,44 @@ class KafkaLogDataSource(DataSource):
 
     def schema(self) -> StructType:
         # called for read and readStream alike: only the rules of both modes apply here
-        return spark_schema(parse_read_options(self.options, streaming=None).include_headers)
+        opts = parse_read_options(self.options, streaming=None)
+        return typed_spark_schema(spark_schema(opts.include_headers), self._typed(opts))
+
+    def _typed(self, opts: ReadOptions):
+        """The typed read (valueFormat/keyFormat), planned once: ``schema()`` plans it and
+        Spark pickles this object, plan included, to the workers that call ``reader()``
+        and ``streamReader()``; None for binary columns."""
+        if opts.typed is None:
+            return None
+        planned = getattr(self, "_typed_plan", None)
+        if planned is None or planned[0] != opts.typed:
+            planned = (opts.typed, plan_typed(opts))
+            self._typed_plan = planned
+        return planned[1]
 
     def reader(self, schema: StructType):
         from spark_kafkalog.spark.reader import KafkaLogPushdownReader, KafkaLogReader
 
         opts = parse_read_options(self.options)
-        expected = spark_schema(opts.include_headers)
+        typed = self._typed(opts)
+        expected = typed_spark_schema(spark_schema(opts.include_headers), typed)
         if schema is not None and schema != expected:
             raise InvalidOptionError(
                 f"schema: the kafkalog source has a fixed schema (Spark's Kafka source "
                 f"schema) and cannot be read with a custom one; expected "
                 f"{expected.simpleString()}, got {schema.simpleString()}")
         if pushdown_enabled(opts):
-            return KafkaLogPushdownReader(opts)
-        return KafkaLogReader(opts)
+            return KafkaLogPushdownReader(opts, typed)
+        return KafkaLogReader(opts, typed)
 
     def streamReader(self, schema: StructType):
         from spark_kafkalog.spark.stream_reader import FailedStreamReader, make_stream_reader
         try:
-            return make_stream_reader(self.options, schema, spark_schema)
+            return make_stream_reader(
+                self.options, schema,
+                lambda opts: typed_spark_schema(spark_schema(opts.include_headers),
+                                                self._typed(opts)),
+                typed=self._typed)
         except KafkaLogError as err:
             if _in_stream_runner():
                 # pyspark's stream runner hides an error raised here behind its own

@@ -40,6 +40,7 @@ from spark_kafkalog.spark.option_values import (
     reject_broker_only,
     unknown_option,
 )
+from spark_kafkalog.spark.typed_options import TYPED_NAMES, TypedOptions, parse_typed_options
 
 # -- the offset "specs" a range limit can be --------------------------------------------
 
@@ -158,6 +159,8 @@ class ReadOptions:
     push_filters: bool | None = None
     # streaming only: log bytes per micro-batch (cut at offset-index entries), None = no cap
     max_bytes_per_trigger: int | None = None
+    #: valueFormat/keyFormat and their schema options (typed_options.py); None: binary
+    typed: TypedOptions | None = None
 
     @property
     def path(self) -> str:
@@ -186,6 +189,7 @@ _READ_NAMES = {
     "pushfilters": "pushFilters",
     "asofcommit": "asOfCommit", "asoftimestamp": "asOfTimestamp",
     "packpartitions": "packPartitions", "opencostinbytes": "openCostInBytes",
+    **TYPED_NAMES,
     "remotestorage": "remoteStorage", "remotelayout": "remoteLayout",
 }
 
@@ -482,6 +486,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
                          if "opencostinbytes" in opts else None),
         filesystem_options=parse_fs_options(opts),
         max_bytes_per_trigger=max_bytes_per_trigger,
+        typed=parse_typed_options(opts),
         **_remote_options(opts, min_partitions, max_records, max_bytes_per_trigger,
                           (starting, ending)),
     )

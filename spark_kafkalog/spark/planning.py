@@ -77,6 +77,9 @@ class LogSlice(InputPartition):
     records: int | None = None
     #: a slice of the remote tier: the partition's TierPlan (log/read/tiered.py), else None
     tier: object = None
+    #: a stream's typed read as of this micro-batch (writer schemas registered since the
+    #: query started: spark/typed_read.refresh_typed), else None (the reader's own)
+    typed: object = None
 
     @property
     def est_records(self) -> int:

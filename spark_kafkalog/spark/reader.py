@@ -5,6 +5,8 @@ with every task; so everything ``read`` needs lives in the options and the pushd
 ``read`` opens the log dirs itself (cached per Python worker process). ``read`` reads
 and decodes one batch ahead of Spark in a background thread (:func:`prefetched`); a
 packed task's slices in small segments are decoded a run at a time (:func:`read_slices`).
+With ``valueFormat``/``keyFormat`` the batches' value and key become structs on the way out
+(``spark_kafkalog.typed.columns.typed_batches``, planned on the driver: ``typed_read.py``).
 """
 from __future__ import annotations
 
@@ -270,8 +272,10 @@ class KafkaLogReader(DataSourceReader):
     ``spark.sql.python.filterPushdown.enabled`` is false: Spark refuses a reader that
     overrides ``pushFilters`` then)."""
 
-    def __init__(self, opts: ReadOptions):
+    def __init__(self, opts: ReadOptions, typed=None):
         self.opts = opts
+        #: the planned typed read (spark_kafkalog.typed.columns.TypedRead) or None
+        self.typed = typed
         self.pushdown = NONE
 
     def partitions(self) -> list[InputPartition]:
@@ -287,14 +291,18 @@ class KafkaLogReader(DataSourceReader):
             slices = partition.slices
         else:
             return iter(())
-        opts, pushdown = self.opts, self.pushdown
+        opts, pushdown, typed = self.opts, self.pushdown, self.typed
 
         def rows():
             logdirs = open_logdirs(opts)
             if len(slices) == 1:
-                yield from read_slice(logdirs, opts, slices[0], pushdown)
+                batches = read_slice(logdirs, opts, slices[0], pushdown)
             else:
-                yield from coalesced(read_slices(logdirs, opts, slices, pushdown))
+                batches = coalesced(read_slices(logdirs, opts, slices, pushdown))
+            if typed is not None:
+                from spark_kafkalog.typed.columns import typed_batches
+                batches = typed_batches(batches, typed)
+            yield from batches
 
         if PREFETCH_BATCHES <= 0:
             return rows()

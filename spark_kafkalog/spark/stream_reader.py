@@ -123,18 +123,19 @@ def offsets_behind_latest(source_progress: Mapping) -> dict | None:
 
 # -- the reader ------------------------------------------------------------------------------
 
-def make_stream_reader(options: Mapping[str, str], schema, spark_schema
+def make_stream_reader(options: Mapping[str, str], schema, spark_schema, typed=None
                        ) -> "KafkaLogStreamReader":
     """The reader for ``DataSource.streamReader``: the options checked by the streaming
-    rules, ``schema`` against ``spark_schema(include_headers)`` (the source's)."""
+    rules, ``schema`` against ``spark_schema(opts)`` (the source's); ``typed(opts)``: the
+    planned typed read (valueFormat/keyFormat), or None."""
     opts = parse_read_options(options, streaming=True)
-    expected = spark_schema(opts.include_headers) if schema is not None else None
+    expected = spark_schema(opts) if schema is not None else None
     if schema is not None and schema != expected:
         raise InvalidOptionError(
             f"schema: the kafkalog source has a fixed schema (Spark's Kafka source schema) "
             f"and cannot be read with a custom one; expected {expected.simpleString()}, "
             f"got {schema.simpleString()}")
-    return KafkaLogStreamReader(opts)
+    return KafkaLogStreamReader(opts, typed=typed(opts) if typed is not None else None)
 
 
 class FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -167,8 +168,10 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     raises :class:`DataLossError` (``failOnDataLoss=true``) when records it was planned
     to read are gone."""
 
-    def __init__(self, opts: ReadOptions, clock=time.time):
+    def __init__(self, opts: ReadOptions, clock=time.time, typed=None):
         self.opts = opts
+        #: the planned typed read (spark_kafkalog.typed.columns.TypedRead) or None
+        self.typed = typed
         self.clock = clock
         self._live = None
         self._initial: dict | None = None
@@ -185,10 +188,10 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                        clock)
 
     def __getstate__(self):
-        return {"opts": self.opts}
+        return {"opts": self.opts, "typed": self.typed}
 
     def __setstate__(self, state):
-        self.__init__(state["opts"])
+        self.__init__(state["opts"], typed=state.get("typed"))
 
     # -- polling ---------------------------------------------------------------------------
 
@@ -424,7 +427,14 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                   for x in slice_range(logdirs, r, opts.max_partition_bytes, split_points,
                                        keep_later=keep_later)]
         slices = limit_records(logdirs, slices, opts, keep_later=keep_later)
-        return split_for_limits(slices, opts.min_partitions, keep_later=keep_later)
+        slices = split_for_limits(slices, opts.min_partitions, keep_later=keep_later)
+        if self.typed is not None and slices:
+            # writer schemas registered since the query started travel with the slices
+            # (the executors' copy of this reader is the one pickled at the start)
+            from spark_kafkalog.spark.typed_read import refresh_typed
+            self.typed = refresh_typed(opts, self.typed, logdirs)
+            slices = [replace(s, typed=self.typed) for s in slices]
+        return slices
 
     def read(self, partition: InputPartition) -> Iterator:
         from spark_kafkalog.spark.planning import LogSlice
@@ -435,13 +445,23 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not isinstance(partition, LogSlice):
             return iter(())
         opts = self.opts
-        if partition.tier is not None:
-            # a remote segment never changes: read it as a batch read does
-            from spark_kafkalog.spark.reader import open_logdirs, read_slice
-            return read_slice(open_logdirs(opts), opts, partition)
+        typed = partition.typed if partition.typed is not None else self.typed
+
+        def rows():
+            if partition.tier is not None:
+                # a remote segment never changes: read it as a batch read does
+                from spark_kafkalog.spark.reader import open_logdirs, read_slice
+                batches = read_slice(open_logdirs(opts), opts, partition)
+            else:
+                batches = read_live_slice(opts, partition)
+            if typed is None:
+                return batches
+            from spark_kafkalog.typed.columns import typed_batches
+            return typed_batches(batches, typed)
+
         if PREFETCH_BATCHES <= 0:
-            return read_live_slice(opts, partition)
-        return prefetched(lambda: read_live_slice(opts, partition))
+            return rows()
+        return prefetched(rows)
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the log is not ours to trim."""

@@ -1,8 +1,10 @@
-"""Typed records: bytes and schemas in, Arrow columns out, no files.
+"""Typed records: bytes and schemas in, Arrow columns out, no files (beside ``format/``).
 
+:mod:`~spark_kafkalog.typed.avro` decodes schema-registry values (Avro) into Arrow columns;
 :mod:`~spark_kafkalog.typed.registry` decodes the schema registry's own topic
 (``_schemas``) and builds the registry's state (subjects, versions, ids, configs);
-reading that topic from a log dir is :func:`spark_kafkalog.log.read.schemas.read_registry`.
+reading that topic from a log dir is :func:`spark_kafkalog.log.read.schemas.read_registry`;
+:mod:`~spark_kafkalog.typed.columns` makes the typed ``value`` / ``key`` columns of a read.
 """
 from spark_kafkalog.typed.registry import (
     RegisteredSchema,

@@ -1,0 +1,100 @@
+"""``read_table`` with typed ``value`` / ``key`` (issue 38): the library's
+:func:`spark_kafkalog.log.read_table`.
+
+It is :func:`spark_kafkalog.log.read.reader.read_table` plus the keywords that decode the
+value and key columns, the same asks as the Spark options (``valueFormat`` ->
+``value_format``, ``keepRawValue`` -> ``keep_raw_value``, ...), checked by the same rules
+(:mod:`spark_kafkalog.typed.request`). It lives beside the reader, not in it, because the
+registry's topic is itself read through ``reader.read_table``. One ``LogDirs`` serves the
+registry read and the data read, so both see the log dirs as listed once.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import pyarrow as pa
+
+from spark_kafkalog.format import record_schema
+from spark_kafkalog.log.read import reader as _reader
+from spark_kafkalog.log.read.discovery import LogDirs
+from spark_kafkalog.log.read.typed_plan import open_schema_source, plan_typed_read
+from spark_kafkalog.typed.columns import DecodeErrorCounts, typed_batches, typed_schema
+from spark_kafkalog.typed.request import make_column, make_typed
+
+__all__ = ["read_table"]
+
+
+def _name(column: str, what: str) -> str:
+    return {"Format": f"{column}_format", "Schema": f"{column}_schema",
+            "Subject": f"{column}_subject", "SchemaVersion": f"{column}_schema_version",
+            "SchemaId": f"{column}_schema_id", "Framing": f"{column}_framing",
+            "KeepRaw": f"keep_raw_{column}"}[what]
+
+
+def _registry_name(what: str) -> str:
+    return {"OnDecodeError": "on_decode_error", "Topic": "schema_registry_topic",
+            "Url": "schema_registry_url", "BasicAuth": "schema_registry_basic_auth"}[what]
+
+
+def read_table(path, topic: str, *, value_format: str = "binary", key_format: str = "binary",
+               on_decode_error: str | None = None, value_schema: str | None = None,
+               key_schema: str | None = None, value_subject: str | None = None,
+               key_subject: str | None = None, value_schema_version: int | None = None,
+               key_schema_version: int | None = None, value_schema_id: int | None = None,
+               key_schema_id: int | None = None, value_framing: str | None = None,
+               key_framing: str | None = None, keep_raw_value: bool | None = None,
+               keep_raw_key: bool | None = None, schema_registry_topic: str | None = None,
+               schema_registry_url: str | None = None,
+               schema_registry_basic_auth: str | None = None,
+               decode_errors: DecodeErrorCounts | None = None,
+               filesystem_options: Mapping | None = None, **kwargs) -> pa.Table:
+    """One topic as an Arrow table, as :func:`spark_kafkalog.log.read.reader.read_table`
+    (every keyword of it is taken here too), with ``value`` / ``key`` decoded when
+    ``value_format`` / ``key_format`` is ``avro`` or ``registry``.
+
+    Schemas: the log dirs' ``_schemas`` (``schema_registry_topic``), a registry at
+    ``schema_registry_url`` (``schema_registry_basic_auth`` ``user:password``), or
+    ``value_schema`` / ``key_schema`` inline (``value_framing="none"``: no 5-byte header).
+    Reader schema: ``value_subject`` (default ``<topic>-value``), ``value_schema_version``
+    or ``value_schema_id`` (default latest not soft-deleted). ``on_decode_error``:
+    ``fail`` (default; TypedRecordError naming topic, partition, offset, schema id and byte
+    position), ``null`` (null struct, ``value_error`` text) or ``skip``; with null/skip
+    one warning per partition with the count, and the counts in ``decode_errors`` when
+    given. ``keep_raw_value`` / ``keep_raw_key`` add ``value_raw`` / ``key_raw``.
+    Raises InvalidOptionError naming the keyword, SchemaResolutionError (a writer schema
+    that does not resolve, before any record is read)."""
+    columns = [c for c in (
+        make_column("key", key_format, inline_schema=key_schema, subject=key_subject,
+                    version=key_schema_version, schema_id=key_schema_id, framing=key_framing,
+                    keep_raw=keep_raw_key, names=_name),
+        make_column("value", value_format, inline_schema=value_schema, subject=value_subject,
+                    version=value_schema_version, schema_id=value_schema_id,
+                    framing=value_framing, keep_raw=keep_raw_value, names=_name))
+        if c is not None]
+    if not columns:
+        extra = [n for n, v in (("on_decode_error", on_decode_error),
+                                ("schema_registry_topic", schema_registry_topic),
+                                ("schema_registry_url", schema_registry_url),
+                                ("decode_errors", decode_errors)) if v is not None]
+        if extra:
+            from spark_kafkalog.errors import InvalidOptionError
+            raise InvalidOptionError(f"{extra[0]}: applies to typed columns; set "
+                                     f"value_format or key_format to avro or registry")
+        return _reader.read_table(path, topic, filesystem_options=filesystem_options,
+                                  **kwargs)
+    cols = {c.column: c for c in columns}
+    typed = make_typed(cols.get("value"), cols.get("key"), on_decode_error,
+                       schema_registry_topic, schema_registry_url, schema_registry_basic_auth,
+                       names=_registry_name)
+    logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options)
+    source = open_schema_source(logdirs, registry_topic=typed.registry_topic,
+                                registry_url=typed.registry_url,
+                                registry_auth=typed.registry_auth,
+                                remote_storage=kwargs.get("remote_storage"),
+                                remote_layout=kwargs.get("remote_layout"),
+                                topic_option="schema_registry_topic")
+    read = plan_typed_read(source, [topic], typed.columns, typed.on_decode_error, _name)
+    table = _reader.read_table(logdirs, topic, **kwargs)
+    schema = typed_schema(record_schema(kwargs.get("include_headers", True)), read)
+    batches = list(typed_batches(table.to_batches(), read, counts=decode_errors))
+    return pa.Table.from_batches(batches, schema=schema)

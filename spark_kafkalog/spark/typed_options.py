@@ -1,0 +1,77 @@
+"""The read options that turn ``value`` / ``key`` into typed columns (issue 38), parsed here
+and only here; :func:`~spark_kafkalog.spark.options.parse_read_options` calls
+:func:`parse_typed_options` and keeps the result in ``ReadOptions.typed``.
+
+``valueFormat`` / ``keyFormat``: ``binary`` (default, the bytes as Spark's Kafka source
+gives them), ``avro`` (Avro under one reader schema) or ``registry`` (the type each
+framed schema id names; only AVRO ids are supported now). Where the schemas come from: the
+log dir's own registry topic (``schemaRegistryTopic``, default ``_schemas``, the registry's
+``kafkastore.topic``), a registry's REST API (``schemaRegistryUrl``,
+``schemaRegistryBasicAuth``), or one schema inline (``valueSchema`` / ``keySchema``, with
+``valueFraming=none`` for payloads without the 5-byte header). Which schema the struct
+has: ``valueSubject`` (default ``<topic>-value``), ``valueSchemaVersion`` or
+``valueSchemaId`` (default: the subject's latest version not soft-deleted). Bad records:
+``onDecodeError`` = ``fail`` | ``null`` | ``skip``; ``keepRawValue`` / ``keepRawKey`` keep
+the bytes beside the struct. Every problem raises :class:`InvalidOptionError` naming the
+option.
+"""
+from __future__ import annotations
+
+from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.spark.option_values import parse_bool, parse_int
+from spark_kafkalog.typed.request import (
+    TypedColumn,
+    TypedOptions,
+    make_column,
+    make_typed,
+    spark_name,
+)
+
+#: lower-cased key -> the spelling messages use (merged into options._READ_NAMES)
+TYPED_NAMES = {
+    "valueformat": "valueFormat", "keyformat": "keyFormat",
+    "schemaregistrytopic": "schemaRegistryTopic", "schemaregistryurl": "schemaRegistryUrl",
+    "schemaregistrybasicauth": "schemaRegistryBasicAuth",
+    "valueschema": "valueSchema", "keyschema": "keySchema",
+    "valueframing": "valueFraming", "keyframing": "keyFraming",
+    "valuesubject": "valueSubject", "keysubject": "keySubject",
+    "valueschemaversion": "valueSchemaVersion", "keyschemaversion": "keySchemaVersion",
+    "valueschemaid": "valueSchemaId", "keyschemaid": "keySchemaId",
+    "ondecodeerror": "onDecodeError",
+    "keeprawvalue": "keepRawValue", "keeprawkey": "keepRawKey",
+}
+
+
+def _column(opts: dict[str, str], column: str) -> TypedColumn | None:
+    """The string options of ``column`` converted, then checked together by
+    :func:`~spark_kafkalog.typed.request.make_column`."""
+    def get(what: str) -> str | None:
+        return opts.get(spark_name(column, what).lower())
+
+    version = schema_id = None
+    text = get("SchemaVersion")
+    if text is not None and text.strip().lower() != "latest":
+        version = parse_int(spark_name(column, "SchemaVersion"), text, minimum=1)
+    if get("SchemaId") is not None:
+        schema_id = parse_int(spark_name(column, "SchemaId"), get("SchemaId"), minimum=0)
+    keep = get("KeepRaw")
+    return make_column(column, get("Format") or "binary", inline_schema=get("Schema"),
+                       subject=get("Subject"), version=version, schema_id=schema_id,
+                       framing=get("Framing"),
+                       keep_raw=None if keep is None else
+                       parse_bool(spark_name(column, "KeepRaw"), keep))
+
+
+def parse_typed_options(opts: dict[str, str]) -> TypedOptions | None:
+    """``opts`` (lower-cased keys) -> :class:`TypedOptions`, or None when both columns
+    stay binary and no typed option is given."""
+    value = _column(opts, "value")
+    key = _column(opts, "key")
+    if value is None and key is None:
+        extra = [k for k in TYPED_NAMES if k in opts and k not in ("valueformat", "keyformat")]
+        if extra:
+            raise InvalidOptionError(f"{TYPED_NAMES[extra[0]]}: applies to typed columns; "
+                                     f"set valueFormat or keyFormat to avro or registry")
+        return None
+    return make_typed(value, key, opts.get("ondecodeerror"), opts.get("schemaregistrytopic"),
+                      opts.get("schemaregistryurl"), opts.get("schemaregistrybasicauth"))
