@@ -406,12 +406,20 @@ def rate(count: int, seconds: float) -> int | None:
 
 def emit(summary: dict, line: str, json_path: str | None,
          out: TextIO | None = None) -> None:
-    """Print the summary line on stdout and write ``summary`` as JSON to ``json_path``."""
-    print(line, file=out if out is not None else sys.stdout, flush=True)
+    """Write ``summary`` as JSON to ``json_path``, then print the summary line on stdout.
+
+    The file is replaced whole (``log.io.write_atomic``: a temporary file beside it,
+    fsynced, renamed, as every file a job writes), so a full disk leaves the previous
+    summary, never an empty or cut one; and the success line is printed only once it is
+    written (a failure is the job's one error line instead, a StorageError: exit 4)."""
     if json_path:
-        with open(json_path, "w") as fh:
-            json.dump(summary, fh, indent=1, default=str)
-            fh.write("\n")
+        import pyarrow.fs as pafs
+
+        from .log.io import write_atomic
+
+        text = json.dumps(summary, indent=1, default=str) + "\n"
+        write_atomic(pafs.LocalFileSystem(), json_path, text.encode("utf-8"))
+    print(line, file=out if out is not None else sys.stdout, flush=True)
 
 
 @contextlib.contextmanager
@@ -522,8 +530,8 @@ def exit_status(exc: BaseException) -> tuple[int, str]:
         if isinstance(ours, (InternalError, StorageError)):
             return EXIT_FAILED, line    # a bug, or the filesystem failed (ENOSPC, EIO)
         return EXIT_BAD_INPUT, line
-    if isinstance(exc, OSError):          # a missing or unreadable path
-        return EXIT_BAD_INPUT, line
+    if isinstance(exc, OSError):          # a missing or unreadable path (a storage
+        return EXIT_BAD_INPUT, line       # failure is a StorageError: unwrap's rule)
     if {c.__name__ for c in type(exc).__mro__} & _SPARK_BAD_INPUT:
         return EXIT_BAD_INPUT, line
     return EXIT_FAILED, line + " (--verbose shows the trace)"
