@@ -572,5 +572,27 @@ def run(name: str, main: Callable[[], int], err: TextIO | None = None,
         status, line = exit_status(exc)
         if verbose:
             traceback.print_exc(file=stream)
+        else:
+            _quiet_spark()
         print(f"{name}: {line}", file=stream, flush=True)
         return status
+
+
+def _quiet_spark() -> None:
+    """Spark's JVM logs nothing more once a failed job's line is to be printed: a task
+    still being killed, a worker's monitor or a shutdown hook would otherwise log (a
+    Java stack of tens of lines) after the line a script reads last. Only where this job
+    started Spark (pyspark imported and its JVM up); best effort, as the JVM may be
+    going."""
+    pyspark = sys.modules.get("pyspark")
+    if pyspark is None:
+        return
+    try:
+        gateway = pyspark.SparkContext._gateway
+        if gateway is None:
+            return
+        log4j = gateway.jvm.org.apache.logging.log4j
+        log4j.core.config.Configurator.setAllLevels(
+            log4j.LogManager.getRootLogger().getName(), log4j.Level.OFF)
+    except Exception:           # noqa: BLE001  (the JVM is gone: nothing will log)
+        pass
