@@ -128,7 +128,7 @@ def build_manifest(logdirs: LogDirs, partitions: Iterable[PartitionDir] | None =
             name = i.base_name
             if i.type != pafs.FileType.File or name in _ROOT_SKIP or name in _ROOT_CHECKPOINTS \
                     or (name.startswith(".kafkalog.") and name.endswith(".lock")) \
-                    or name.startswith(".kafkalog-staging."):
+                    or name.startswith((".kafkalog-staging.", ".kafkalog-aborted.")):
                 continue
             files[f"#{ri}/{name}" if ri else name] = {
                 "root": ri, "kind": "root", **_file_entry(fs, i.path, int(i.size or 0))}
