@@ -9,7 +9,8 @@ unmounts it. Rules are a JSON list in the file ``RULES`` (outside the mount), re
 whenever it changes: ``{"op": "write", "path": "summary.json.tmp", "errno": 5}`` fails
 every ``write`` of a path containing that text; ``"after": N`` lets the first N such
 calls through. Files are opened ``direct_io``, so every read reaches the server (no page
-cache answers in its place) and every write is sent as it is made.
+cache answers in its place) and every write is sent as it is made; the kernel caches no
+attributes or names.
 """
 from __future__ import annotations
 
@@ -214,8 +215,10 @@ def _serve(backing: str, mnt: str, rules_file: str) -> None:
         def release(self, path, fh):
             return self._os(os.close, fh)
 
+    # no attribute or name caching in the kernel: what the backing directory holds (a
+    # test may change it behind the mount) is what every call sees
     FUSE(Failing(), mnt, foreground=True, nothreads=True, direct_io=True,
-         allow_other=True)
+         allow_other=True, attr_timeout=0, entry_timeout=0, negative_timeout=0)
 
 
 if __name__ == "__main__":

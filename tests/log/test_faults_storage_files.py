@@ -224,3 +224,50 @@ def test_eio_reading_a_segment_is_a_storage_error():
         assert jobkit.exit_status(err)[0] == jobkit.EXIT_FAILED
         set_rules(rules, [])
         assert read_table(root, "t").num_rows == 500
+
+
+def test_eio_under_an_append_at_several_points():
+    """EIO from the kernel on the n-th write, fsync or rename of a file under the log dir
+    during an append (staging, segment, indexes, checkpoints, journal): our StorageError
+    naming a file under the log dir and EIO, or (past the commit point) success; the
+    log reads old or new; the same write run again lands once, nothing left behind."""
+    needs_fuse()
+    from spark_kafkalog.log.files import journal as jr
+    from tests.log.faulting import assert_storage_error, leftovers
+    from tests.log.test_faults_real_fs import is_new, rows, table
+    import pyarrow.fs as pafs
+    import shutil
+    import warnings
+
+    first, second = table(1, 400), table(2, 400)
+    with eio_fs() as (mnt, backing, rules):
+        base = f"{mnt}/base"
+        write_table(base, "w", first, partitions=2)
+        old = rows(base, "w")
+        outcomes = []
+        for op in ("write", "fsync", "rename"):
+            for after in (0, 2, 5, 12):
+                root = f"{mnt}/log"
+                shutil.copytree(f"{backing}/base", f"{backing}/log")
+                set_rules(rules, [{"op": op, "path": "/log/", "after": after,
+                                   "errno": errno.EIO}])
+                with warnings.catch_warnings(record=True):
+                    warnings.simplefilter("always")
+                    try:
+                        write_table(root, "w", second, write_id="batch:eio")
+                        outcome = "ok"
+                    except StorageError as err:
+                        assert_storage_error(err, errno.EIO, root)
+                        outcome = "EIO"
+                set_rules(rules, [])
+                committed = jr.load(pafs.LocalFileSystem(), root, "w").is_committed(
+                    "batch:eio")
+                got = rows(root, "w")
+                assert got == old if not committed else is_new(got, old, second), (op, after)
+                write_table(root, "w", second, write_id="batch:eio")
+                assert is_new(rows(root, "w"), old, second), (op, after)
+                assert not leftovers(root), (op, after, leftovers(root))
+                outcomes.append(f"{op}@{after}:{outcome}")
+                shutil.rmtree(f"{backing}/log")
+        print(f"append under EIO: {outcomes}")
+        assert any(o.endswith(":EIO") for o in outcomes)
