@@ -250,6 +250,8 @@ _TEXT_LIMIT = 1 << 20          # exception text looked at, per exception in a ch
 #: (No space left on device)``)
 _ERRNO = re.compile(r": (E[A-Z0-9]+) \(")
 #: a Python OSError (or subclass) as a worker's traceback shows it: ``OSError: [Errno 5] ...``
+#: a JVM I/O exception as Spark shows it: ``java.io.IOException: No space left on device``
+_JAVA_IO = re.compile(r"\b(java\.(?:io|nio\.file)\.\w*Exception): (.*)$")
 _OS_TEXT = re.compile(r"(?:^|[\s:])(?:[A-Za-z_]\w*\.)*\w*(?:OSError|IOError): \[Errno (\d+)\] "
                       r"(.*)$")
 
@@ -364,15 +366,23 @@ def unwrap(exc: BaseException) -> KafkaLogError | None:
         if last is not None:
             # within one text, the last of our errors is the one finally raised
             return _rebuild_from_text(*last)
+    import os
+    by_text = {os.strerror(c): c for c in STORAGE_ERRNOS}
     for text in _texts(exc):        # a foreign OSError a worker raised: the same rule
         for line in text.splitlines():
             m = _OS_TEXT.search(line)
             if m and int(m.group(1)) in STORAGE_ERRNOS:
                 code = int(m.group(1))
-                import os
                 rest = m.group(2).strip()
                 rest = rest[len(os.strerror(code)):].lstrip(": ") \
                     if rest.startswith(os.strerror(code)) else rest
                 return StorageError(f"filesystem failure: {errno_text(code)}"
                                     + (f": {rest}" if rest else ""), errno=code)
+            # the JVM's (Spark's own Parquet writer, Hadoop's filesystems): no errno, the
+            # C library's text of it
+            m = _JAVA_IO.search(line)
+            code = by_text.get(m.group(2).strip()) if m else None
+            if code is not None:
+                return StorageError(f"filesystem failure: {errno_text(code)} "
+                                    f"({m.group(1)})", errno=code)
     return None

@@ -91,6 +91,12 @@ def test_the_rule_on_real_errors_of_each_layer(tmp_path):
     got = unwrap(RuntimeError(text))
     assert isinstance(got, StorageError) and got.errno == errno.EIO
     assert "EIO" in str(got) and "/data/x.log" in str(got)
+    # the JVM's (Spark's Parquet writer): no errno, the C library's text of ENOSPC
+    jvm = RuntimeError("Job aborted.\nCaused by: java.io.IOException: "
+                       f"{os.strerror(errno.ENOSPC)}\n\tat java.io.FileOutputStream")
+    got = unwrap(jvm)
+    assert isinstance(got, StorageError) and got.errno == errno.ENOSPC, got
+    assert unwrap(RuntimeError("java.io.IOException: Mkdirs failed")) is None
 
 
 # ---- ENOSPC: every file a job writes besides the log ----------------------------------------
