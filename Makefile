@@ -10,7 +10,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_CONF_DIR        := $(abspath conf)
 
-.PHONY: venv build test test-fast bench run clean kafka-jars browser kcat fuzz-kernels
+.PHONY: venv build test test-fast bench run clean kafka-jars browser kcat fuzz-kernels fuse
 
 venv: $(STAMP)
 
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml setup.py
 build: $(STAMP)
 	flock .build.lock $(PY) setup.py -q build_ext --inplace -j 2
 
-test: build kafka-jars browser kcat fuzz-kernels
+test: build kafka-jars browser kcat fuzz-kernels fuse
 	$(PY) -m pytest -q --durations=25 $(PYTEST_ARGS)
 
 test-fast: build
@@ -94,6 +94,18 @@ $(KCAT):
 	@echo "kcat: installing Debian's kcat package (once)"
 	@$(SUDO) apt-get update -qq >.cache-kcat.log 2>&1 && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >>.cache-kcat.log 2>&1 || { echo "kcat: apt-get could not install kcat (see .cache-kcat.log)"; exit 1; }
 	@rm -f .cache-kcat.log
+
+# libfuse2 and fusermount (Debian's libfuse2 and fuse packages) under fusepy, for the
+# real I/O-error tests (tests/log/eiofs.py: a FUSE passthrough that fails chosen calls with
+# EIO); installed once, only when missing.
+FUSERMOUNT := /usr/bin/fusermount
+fuse: $(FUSERMOUNT)
+
+$(FUSERMOUNT):
+	@command -v apt-get >/dev/null || { echo "fuse: apt-get not found: install libfuse2 and fuse so that $(FUSERMOUNT) exists (the EIO tests need them)"; exit 1; }
+	@echo "fuse: installing Debian's libfuse2 and fuse packages (once)"
+	@$(SUDO) apt-get update -qq >.cache-fuse.log 2>&1 && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libfuse2 fuse >>.cache-fuse.log 2>&1 || { echo "fuse: apt-get could not install libfuse2 and fuse (see .cache-fuse.log)"; exit 1; }
+	@rm -f .cache-fuse.log
 
 bench: build
 	$(PY) bench/bench_format.py $(BENCH_ARGS)

@@ -272,9 +272,7 @@ def _cmd_verify(args, out: TextIO, err: TextIO) -> int:
         want = mf.read_manifest(args.against) if args.against else None
         doc = mf.build_manifest(logdirs, parts)
         if args.manifest:
-            with open(args.manifest, "w", encoding="utf-8") as f:
-                json.dump(doc, f, indent=1)
-                f.write("\n")
+            mf.save_manifest(doc, args.manifest)
             log.info("manifest of %s written to %s", plural(len(doc["files"]), "file"),
                      args.manifest)
         if want is not None:

@@ -210,8 +210,9 @@ class InternalError(KafkaLogError):
 
 
 class StorageError(KafkaLogError, OSError):
-    """The filesystem refused a write, fsync, rename, truncate or delete (disk full, I/O
-    error, read-only, quota): the message names the operation, the file and the errno
+    """The filesystem refused a write, fsync, rename, truncate or delete, or a read
+    failed (disk full, I/O error, read-only, quota: :data:`STORAGE_ERRNOS`, the one rule
+    for an ``OSError`` of any layer): the message names the operation, the file and the errno
     (``ENOSPC``, ``EIO``, ...), and ``errno`` is set, as on the ``OSError`` it wraps. What
     the operation had begun is undone or left for the next open to undo (the journal)."""
 
@@ -236,6 +237,85 @@ def _rebuild_storage(reason, path, position, offset, errno):
     return StorageError(reason, path=path, position=position, offset=offset, errno=errno)
 
 
+# ---- the one rule: which OSError is the storage failing ----------------------------------------
+
+#: errnos that say the storage failed, not that the request was wrong: no space left
+#: (ENOSPC) or quota exceeded (EDQUOT), an I/O error of the device or of a network
+#: filesystem (EIO, EREMOTEIO, ESTALE: an NFS handle gone stale under us), a filesystem
+#: that is (or was remounted, after an error) read-only (EROFS), a file past the
+#: filesystem's size limit (EFBIG). Not ENOMEM (memory, not the filesystem: a job exits
+#: 4 for it anyway, as for any failure that is not bad input), and not EACCES, EPERM,
+#: ENOENT, ENOTDIR, EISDIR, ENAMETOOLONG (the path a user gave is wrong: bad input).
+STORAGE_ERRNOS = frozenset(getattr(_errno, name) for name in (
+    "ENOSPC", "EDQUOT", "EIO", "EREMOTEIO", "ESTALE", "EROFS", "EFBIG")
+    if hasattr(_errno, name))
+#: the errno pyarrow's filesystems and writers put in their message text (``... Detail:
+#: [errno 28] No space left on device``), where the exception's own errno may be unset
+_TEXT_ERRNO = re.compile(r"\[errno (\d+)\]", re.IGNORECASE)
+
+
+def storage_errno(err: BaseException) -> int | None:
+    """The errno of ``err`` when it is an ``OSError`` saying the storage failed (one of
+    :data:`STORAGE_ERRNOS`: its ``errno``, or one pyarrow's text names), else None. The
+    one rule every layer asks: such an error is a :class:`StorageError`."""
+    if not isinstance(err, OSError):
+        return None
+    codes = [err.errno] if isinstance(err.errno, int) else []
+    try:
+        codes += [int(c) for c in _TEXT_ERRNO.findall(str(err)[:_TEXT_LIMIT])]
+    except Exception:           # an exception whose str() fails: its errno is enough
+        pass
+    return next((c for c in codes if c in STORAGE_ERRNOS), None)
+
+
+def errno_text(code: int) -> str:
+    """``ENOSPC (No space left on device)``: how a StorageError's message names an errno
+    (:func:`unwrap` parses the name back)."""
+    import os
+    return f"{_errno.errorcode.get(code, str(code))} ({os.strerror(code)})"
+
+
+def as_storage_error(err: BaseException, path: str | None = None,
+                     doing: str = "access", position: int | None = None
+                     ) -> StorageError | None:
+    """``err`` as our :class:`StorageError` (``err`` itself when it is one; None when
+    :func:`storage_errno` says it is no storage failure): ``cannot <doing> file:
+    ENOSPC (No space left on device)``, naming ``path`` (default: the OSError's own
+    file name) and the byte ``position`` where there is one."""
+    if isinstance(err, StorageError):
+        return err
+    code = storage_errno(err)
+    if code is None:
+        return None
+    if path is None:
+        path = getattr(err, "filename", None)
+        path = None if path is None else str(path)
+    return StorageError(f"cannot {doing} file: {errno_text(code)}", path=path,
+                        position=position, errno=code)
+
+
+class storage_errors:
+    """``with storage_errors("write", path): ...``: an ``OSError`` in the block that is a
+    storage failure (:func:`storage_errno`) is raised as :func:`as_storage_error`
+    (``from`` it); any other exception passes unchanged. For calls this package does not
+    make itself (pyarrow's writers, ``open``/``write`` of a report, reads of a segment)."""
+
+    def __init__(self, doing: str, path: str | None):
+        self.doing = doing
+        self.path = path
+
+    def __enter__(self) -> "storage_errors":
+        return self
+
+    def __exit__(self, kind, err, tb) -> bool:
+        if err is None or isinstance(err, StorageError) or not isinstance(err, OSError):
+            return False
+        ours = as_storage_error(err, self.path, self.doing)
+        if ours is None:
+            return False
+        raise ours from err
+
+
 # ---- errors that crossed Spark ----------------------------------------------------------------
 
 #: a line of exception text naming one of our classes: ``pkg.mod.Name: message``
@@ -247,6 +327,11 @@ _TEXT_LIMIT = 1 << 20          # exception text looked at, per exception in a ch
 #: the errno a StorageError's message names (``log/io/sysio.storage_error``: ``...: ENOSPC
 #: (No space left on device)``)
 _ERRNO = re.compile(r": (E[A-Z0-9]+) \(")
+#: a Python OSError (or subclass) as a worker's traceback shows it: ``OSError: [Errno 5] ...``
+#: a JVM I/O exception as Spark shows it: ``java.io.IOException: No space left on device``
+_JAVA_IO = re.compile(r"\b(java\.(?:io|nio\.file)\.\w*Exception): (.*)$")
+_OS_TEXT = re.compile(r"(?:^|[\s:])(?:[A-Za-z_]\w*\.)*\w*(?:OSError|IOError): \[Errno (\d+)\] "
+                      r"(.*)$")
 
 
 def _error_classes() -> dict[str, type]:
@@ -320,7 +405,9 @@ def unwrap(exc: BaseException) -> KafkaLogError | None:
     ``PythonException``, ``StreamingQueryException``); this finds our class name and
     message there and returns an instance of that class with ``path``, ``position`` and
     ``offset`` (and a StorageError's ``errno``) parsed back. An error raised in this
-    process is returned as it is::
+    process is returned as it is. An ``OSError`` that is a storage failure
+    (:func:`storage_errno`: ENOSPC, EIO, ...), raised here or shown in a worker's
+    traceback, comes back as a :class:`StorageError` too::
 
         try:
             df.count()
@@ -332,11 +419,15 @@ def unwrap(exc: BaseException) -> KafkaLogError | None:
     """
     e: BaseException | None = exc
     seen = set()
+    storage = None          # the first storage failure of the chain (STORAGE_ERRNOS)
     while e is not None and id(e) not in seen:
         if isinstance(e, KafkaLogError):
             return e
+        storage = storage or as_storage_error(e)
         seen.add(id(e))
         e = e.__cause__ or e.__context__
+    if storage is not None:
+        return storage
     classes = _error_classes()
     named = re.compile(_NAMED.format(names="|".join(
         sorted(map(re.escape, classes), key=len, reverse=True))))
@@ -353,4 +444,23 @@ def unwrap(exc: BaseException) -> KafkaLogError | None:
         if last is not None:
             # within one text, the last of our errors is the one finally raised
             return _rebuild_from_text(*last)
+    import os
+    by_text = {os.strerror(c): c for c in STORAGE_ERRNOS}
+    for text in _texts(exc):        # a foreign OSError a worker raised: the same rule
+        for line in text.splitlines():
+            m = _OS_TEXT.search(line)
+            if m and int(m.group(1)) in STORAGE_ERRNOS:
+                code = int(m.group(1))
+                rest = m.group(2).strip()
+                rest = rest[len(os.strerror(code)):].lstrip(": ") \
+                    if rest.startswith(os.strerror(code)) else rest
+                return StorageError(f"filesystem failure: {errno_text(code)}"
+                                    + (f": {rest}" if rest else ""), errno=code)
+            # the JVM's (Spark's own Parquet writer, Hadoop's filesystems): no errno, the
+            # C library's text of it
+            m = _JAVA_IO.search(line)
+            code = by_text.get(m.group(2).strip()) if m else None
+            if code is not None:
+                return StorageError(f"filesystem failure: {errno_text(code)} "
+                                    f"({m.group(1)})", errno=code)
     return None

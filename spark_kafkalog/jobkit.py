@@ -416,12 +416,20 @@ def rate_text(count: int, seconds: float, noun: str, sep: str = " (", end: str =
 
 def emit(summary: dict, line: str, json_path: str | None,
          out: TextIO | None = None) -> None:
-    """Print the summary line on stdout and write ``summary`` as JSON to ``json_path``."""
-    print(line, file=out if out is not None else sys.stdout, flush=True)
+    """Write ``summary`` as JSON to ``json_path``, then print the summary line on stdout.
+
+    The file is replaced whole (``log.io.write_atomic``: a temporary file beside it,
+    fsynced, renamed, as every file a job writes), so a full disk leaves the previous
+    summary, never an empty or cut one; and the success line is printed only once it is
+    written (a failure is the job's one error line instead, a StorageError: exit 4)."""
     if json_path:
-        with open(json_path, "w") as fh:
-            json.dump(summary, fh, indent=1, default=str)
-            fh.write("\n")
+        import pyarrow.fs as pafs
+
+        from .log.io import write_atomic
+
+        text = json.dumps(summary, indent=1, default=str) + "\n"
+        write_atomic(pafs.LocalFileSystem(), json_path, text.encode("utf-8"))
+    print(line, file=out if out is not None else sys.stdout, flush=True)
 
 
 class SparkProgress:
@@ -501,8 +509,8 @@ def exit_status(exc: BaseException) -> tuple[int, str]:
         if isinstance(ours, (InternalError, StorageError)):
             return EXIT_FAILED, line    # a bug, or the filesystem failed (ENOSPC, EIO)
         return EXIT_BAD_INPUT, line
-    if isinstance(exc, OSError):          # a missing or unreadable path
-        return EXIT_BAD_INPUT, line
+    if isinstance(exc, OSError):          # a missing or unreadable path (a storage
+        return EXIT_BAD_INPUT, line       # failure is a StorageError: unwrap's rule)
     if {c.__name__ for c in type(exc).__mro__} & _SPARK_BAD_INPUT:
         return EXIT_BAD_INPUT, line
     return EXIT_FAILED, line + " (--verbose shows the trace)"
@@ -563,5 +571,27 @@ def run(name: str, main: Callable[[], int], err: TextIO | None = None,
         status, line = exit_status(exc)
         if verbose:
             traceback.print_exc(file=stream)
+        else:
+            _quiet_spark()
         print(f"{name}: {line}", file=stream, flush=True)
         return status
+
+
+def _quiet_spark() -> None:
+    """Spark's JVM logs nothing more once a failed job's line is to be printed: a task
+    still being killed, a worker's monitor or a shutdown hook would otherwise log (a
+    Java stack of tens of lines) after the line a script reads last. Only where this job
+    started Spark (pyspark imported and its JVM up); best effort, as the JVM may be
+    going."""
+    pyspark = sys.modules.get("pyspark")
+    if pyspark is None:
+        return
+    try:
+        gateway = pyspark.SparkContext._gateway
+        if gateway is None:
+            return
+        log4j = gateway.jvm.org.apache.logging.log4j
+        log4j.core.config.Configurator.setAllLevels(
+            log4j.LogManager.getRootLogger().getName(), log4j.Level.OFF)
+    except Exception:           # noqa: BLE001  (the JVM is gone: nothing will log)
+        pass

@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 
 from spark_kafkalog import jobkit
 from spark_kafkalog.jobs import _preflight, _replace
-from spark_kafkalog.errors import LogLayoutError
+from spark_kafkalog.errors import LogLayoutError, storage_errors
 from spark_kafkalog.log import read_group_state, read_transaction_state
 from spark_kafkalog.log.io import fsync_dir, fsync_file
 
@@ -125,15 +125,19 @@ class _Output:
         self.recovered = _replace.recover(self.files, self.out)
         self.run_id = _replace.new_run_id()
         self.staging = _replace.sibling(self.out, _replace.NEW, self.run_id)
-        os.makedirs(os.path.dirname(os.path.abspath(self.out)), exist_ok=True)
-        os.mkdir(self.staging)
+        with storage_errors("create directory", self.staging):
+            os.makedirs(os.path.dirname(os.path.abspath(self.out)), exist_ok=True)
+            os.mkdir(self.staging)
 
     def write(self, name: str, write) -> str:
         """Write ``name`` with ``write(path)`` and fsync it (the staging directory is read
         by nobody, so no file of it needs its own rename); returns where it will be once
         swapped in."""
         path = os.path.join(self.staging, name)
-        write(path)
+        # pyarrow's Parquet writer or a text file's: a full disk or an I/O error is the
+        # one rule's StorageError naming the file (exit 4), not a bare OSError
+        with storage_errors("write", path):
+            write(path)
         fsync_file(path)
         return os.path.join(self.out, name)
 

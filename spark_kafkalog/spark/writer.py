@@ -45,7 +45,7 @@ How a write runs:
   :class:`KafkaLogCommitMessage` (the staging files' description: a few hundred bytes);
 * ``commit`` (driver): :func:`spark_kafkalog.log.write.commit_write` — the journal
   makes it all-or-nothing and idempotent;
-* ``abort``: staging files are deleted; nothing reaches the log.
+* ``abort``: staging files are deleted (a task still staging, by abort_write's marker).
 
 Save modes. Spark hands a Python data source only "overwrite or not"; it refuses
 ``errorifexists`` and ``ignore`` itself (UNSUPPORTED_DATA_SOURCE_SAVE_MODE) before this
@@ -63,6 +63,7 @@ fresh Python worker; the journal in the log dir is the only state.
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -177,6 +178,7 @@ class _Plan:
     #: the input has a 'partition' column: a new topic without option 'partitions' gets
     #: as many partitions as the rows reach
     partition_column: bool = False
+    run: str | None = None              # this planning's id: see abort_write's marker
 
 
 def _partition_count(fs, root: str, topic: str, wo: WriteOptions,
@@ -229,7 +231,7 @@ def _make_plan(options, schema: StructType, overwrite: bool, *, streaming: bool)
     return _Plan(wo=wo, mode=mode, write_id=None if streaming else jr.batch_write_id(),
                  partition_counts=counts, skip=skip,
                  checkpoint_location=wo.checkpoint_location,
-                 partition_column=partition_column)
+                 partition_column=partition_column, run=uuid.uuid4().hex[:12])
 
 
 # ---- the task side ------------------------------------------------------------------------
@@ -263,7 +265,8 @@ class _TaskWriter:
         self.staging = StagingWriter(self.fs, self.root, write_id, label,
                                      per_partition_files=True,
                                      flush_behind=plan.wo.fsync,
-                                     own_file_min_bytes=OWN_FILE_MIN_BYTES)
+                                     own_file_min_bytes=OWN_FILE_MIN_BYTES,
+                                     run=plan.run)
         self.counts = dict(plan.partition_counts)
         self.null_start = null_start
         self.rows = 0
@@ -504,7 +507,7 @@ def _commit(plan: _Plan, write_id: str, messages, mode: str) -> None:
 
 def _abort(plan: _Plan, write_id: str | None, messages) -> None:
     fs, root = resolve_filesystem(plan.wo.path, plan.wo.filesystem_options)
-    abort_write(fs, root, write_id, _staged(messages))
+    abort_write(fs, root, write_id, _staged(messages), run=plan.run)
 
 
 class KafkaLogBatchWriter(DataSourceArrowWriter):

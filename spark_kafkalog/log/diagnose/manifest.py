@@ -26,7 +26,7 @@ from spark_kafkalog.errors import KafkaLogError, LogLayoutError
 from spark_kafkalog.log.diagnose.findings import ERROR, Finding
 from spark_kafkalog.log.diagnose.inspect import inspect_partition
 from spark_kafkalog.log.files.index import read_offset_index, read_time_index
-from spark_kafkalog.log.io import join, list_dir, read_range
+from spark_kafkalog.log.io import join, list_dir, read_range, write_atomic
 from spark_kafkalog.log.model import PartitionDir
 from spark_kafkalog.log.read.discovery import LogDirs
 from spark_kafkalog.log.read.scan import TornTailWarning
@@ -128,7 +128,7 @@ def build_manifest(logdirs: LogDirs, partitions: Iterable[PartitionDir] | None =
             name = i.base_name
             if i.type != pafs.FileType.File or name in _ROOT_SKIP or name in _ROOT_CHECKPOINTS \
                     or (name.startswith(".kafkalog.") and name.endswith(".lock")) \
-                    or name.startswith(".kafkalog-staging."):
+                    or name.startswith((".kafkalog-staging.", ".kafkalog-aborted.")):
                 continue
             files[f"#{ri}/{name}" if ri else name] = {
                 "root": ri, "kind": "root", **_file_entry(fs, i.path, int(i.size or 0))}
@@ -140,12 +140,18 @@ def build_manifest(logdirs: LogDirs, partitions: Iterable[PartitionDir] | None =
 
 def write_manifest(logdirs: LogDirs, out_path: str,
                    partitions: Iterable[PartitionDir] | None = None) -> dict:
-    """:func:`build_manifest`, written as JSON to the local file ``out_path``."""
+    """:func:`build_manifest`, written as JSON to the local file ``out_path``
+    (:func:`save_manifest`)."""
     doc = build_manifest(logdirs, partitions)
-    with open(out_path, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+    save_manifest(doc, out_path)
     return doc
+
+
+def save_manifest(doc: dict, out_path: str) -> None:
+    """Write the manifest ``doc`` to the local file ``out_path`` whole (the package's one
+    atomic write: an earlier manifest stays until the new one is complete)."""
+    write_atomic(pafs.LocalFileSystem(), out_path,
+                 (json.dumps(doc, indent=1) + "\n").encode("utf-8"))
 
 
 def read_manifest(path: str) -> dict:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import LogLayoutError
+from spark_kafkalog.errors import LogLayoutError, as_storage_error
 from spark_kafkalog.format.wire import NO_TIMESTAMP
 from spark_kafkalog.log.io import open_listed
 
@@ -211,7 +211,8 @@ def _read_index_prefix(fs: pafs.FileSystem, path: str, entry_size: int, rel_at: 
         info = fs.get_file_info(path)
         if info.type == pafs.FileType.NotFound:
             return None
-        raise LogLayoutError(f"cannot open index file: {err}", path=path) from err
+        raise (as_storage_error(err, path, "open")
+               or LogLayoutError(f"cannot open index file: {err}", path=path)) from err
     with f:
         size = f.size()
         if size > MAX_INDEX_FILE_BYTES:

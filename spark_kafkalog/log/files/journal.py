@@ -73,6 +73,15 @@ def journal_path(root: str, topic: str) -> str:
 
 
 STAGING_PREFIX = ".kafkalog-staging."
+#: an abandoned write's marker, ``<prefix><token>.<run>`` (``log.write.abort_write``): a
+#: task of that run still staging when the driver gave the write up finds it and deletes
+#: its own staging files (``StagingWriter``), which the driver's sweep could not see yet
+ABORTED_PREFIX = ".kafkalog-aborted."
+
+
+def aborted_marker(root: str, write_id: str, run: str) -> str:
+    """The path of the marker saying run ``run`` of write ``write_id`` was abandoned."""
+    return f"{root.rstrip('/')}/{ABORTED_PREFIX}{write_token(write_id)}.{run}"
 
 
 def write_token(write_id: str) -> str:

@@ -12,7 +12,13 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import InvalidOptionError, LogLayoutError, StorageError
+from spark_kafkalog.errors import (
+    InvalidOptionError,
+    LogLayoutError,
+    StorageError,
+    as_storage_error,
+    storage_errors,
+)
 from spark_kafkalog.log.io import sysio
 from spark_kafkalog.log.io.sysio import WRITE_PIECE_BYTES, fsync_dir, write_fully
 
@@ -259,7 +265,8 @@ def list_dir(fs: pafs.FileSystem, path: str) -> list[pafs.FileInfo]:
     except FileNotFoundError as err:
         raise LogLayoutError("log directory does not exist", path=path) from err
     except OSError as err:
-        raise LogLayoutError(f"cannot list directory: {err}", path=path) from err
+        raise (as_storage_error(err, path, "list")
+               or LogLayoutError(f"cannot list directory: {err}", path=path)) from err
 
 
 def file_size(fs: pafs.FileSystem, path: str) -> int | None:
@@ -279,8 +286,9 @@ def read_range(fs: pafs.FileSystem, path: str, position: int, length: int) -> by
             want = max(min(length, f.size() - position), 0)
             data = f.read_at(want, position) if want else b""
     except OSError as err:
-        raise LogLayoutError(f"cannot read {length} bytes: {err}", path=path,
-                             position=position) from err
+        raise (as_storage_error(err, path, "read", position)
+               or LogLayoutError(f"cannot read {length} bytes: {err}", path=path,
+                                 position=position)) from err
     if len(data) != want:
         raise LogLayoutError(f"short read: {len(data)} of {want} bytes", path=path,
                              position=position)
@@ -306,6 +314,9 @@ def read_small_file(fs: pafs.FileSystem, path: str, limit: int) -> bytes | None:
     except LogLayoutError:
         raise
     except OSError as err:
+        storage = as_storage_error(err, path, "read")
+        if storage is not None:
+            raise storage from err
         if file_size(fs, path) is None:
             return _replacement(fs, path, limit)
         raise LogLayoutError(f"cannot read file: {err}", path=path) from err
@@ -359,7 +370,10 @@ def write_local_atomic(path: str, write: Callable[[str], None]) -> None:
     that streams, e.g. Parquet's or a CSV's): ``tmp_path`` fsynced, renamed over
     ``path``, the directory fsynced; a failure or a kill leaves the old ``path``."""
     def write_synced(tmp: str) -> None:
-        write(tmp)
+        # the caller's writer is not ours (pyarrow's, open/write): its disk-full or I/O
+        # error is the one rule's StorageError naming the file
+        with storage_errors("write", tmp):
+            write(tmp)
         fsync_file(tmp)
     _replace_local(path, write_synced)
 

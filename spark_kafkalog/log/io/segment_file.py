@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import LogLayoutError
+from spark_kafkalog.errors import LogLayoutError, as_storage_error
 from spark_kafkalog.log.io.deleted import open_listed, same_file
 
 __all__ = ["SegmentFile", "read_whole_local"]
@@ -74,7 +74,8 @@ class SegmentFile:
             else:
                 self._f = open_listed(fs, path)
         except OSError as err:
-            raise LogLayoutError(f"cannot open segment: {err}", path=path) from err
+            raise (as_storage_error(err, path, "open")
+                   or LogLayoutError(f"cannot open segment: {err}", path=path)) from err
 
     def is_file(self, file_id: tuple) -> bool:
         """Whether the open file is the one a local listing saw as ``file_id`` (device,
@@ -102,8 +103,7 @@ class SegmentFile:
                     try:
                         n = os.preadv(self._fd, [data[got:]], position + got)
                     except OSError as err:
-                        raise LogLayoutError(f"cannot read segment: {err}", path=self.path,
-                                             position=position + got) from err
+                        raise self._error(err, "read segment", position + got) from err
                     if n <= 0:
                         break
                     got += n
@@ -113,8 +113,7 @@ class SegmentFile:
                     got += self._f.readinto(data[kept:])
                 except OSError as err:
                     # the object store's error, after the client's own retries
-                    raise LogLayoutError(f"cannot read segment: {err}", path=self.path,
-                                         position=position + kept) from err
+                    raise self._error(err, "read segment", position + kept) from err
             if got != length:
                 self._short(position, got, length)
         self.stats.bytes_read += length - kept
@@ -143,8 +142,7 @@ class SegmentFile:
         try:
             current = os.fstat(self._fd).st_size
         except OSError as err:
-            raise LogLayoutError(f"cannot stat segment: {err}", path=self.path,
-                                 position=position) from err
+            raise self._error(err, "stat segment", position) from err
         if current < position + length:
             self._short(position, max(current - position, 0), length)
         start = position - position % _PAGE
@@ -152,10 +150,17 @@ class SegmentFile:
             mm = mmap.mmap(self._fd, position + length - start, flags=_MAP_FLAGS,
                            prot=mmap.PROT_READ, offset=start)
         except OSError as err:
-            raise LogLayoutError(f"cannot map {length} bytes: {err}", path=self.path,
-                                 position=position) from err
+            raise self._error(err, f"map {length} bytes of segment", position) from err
         # the memoryview keeps the map alive; it is unmapped when the last view goes
         return memoryview(mm)[position - start:]
+
+    def _error(self, err: OSError, doing: str, position: int):
+        """A failed read's error: the storage failing (EIO, ...) is a StorageError (the
+        one rule, :func:`~spark_kafkalog.errors.storage_errno`), anything else says the
+        segment is not as listed."""
+        return (as_storage_error(err, self.path, doing, position)
+                or LogLayoutError(f"cannot {doing}: {err}", path=self.path,
+                                  position=position))
 
     def _short(self, position: int, got: int, length: int):
         raise LogLayoutError(f"short read: {got} of {length} bytes (the file shrank while "

@@ -21,7 +21,7 @@ import signal
 import threading
 from typing import Callable
 
-from spark_kafkalog.errors import StorageError
+from spark_kafkalog.errors import StorageError, errno_text
 
 __all__ = ["OPS", "set_fault_hook", "open_fd", "write_fully", "fsync", "ftruncate",
            "replace", "exchange", "link", "unlink", "makedirs", "rmdir", "utime", "fsync_dir",
@@ -60,9 +60,8 @@ def storage_error(op: str, path: str | None, err: OSError, detail: str = "") -> 
     more = f" {detail}" if detail else ""
     if code is None:        # a remote filesystem's error (pyarrow's text says what)
         return StorageError(f"cannot {_VERBS.get(op, op)} file{more}: {err}", path=path)
-    name = _errno.errorcode.get(code, str(code))
-    return StorageError(f"cannot {_VERBS.get(op, op)} file{more}: {name} "
-                        f"({os.strerror(code)})", path=path, errno=code)
+    return StorageError(f"cannot {_VERBS.get(op, op)} file{more}: {errno_text(code)}",
+                        path=path, errno=code)
 
 
 @contextlib.contextmanager

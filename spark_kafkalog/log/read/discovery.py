@@ -35,7 +35,7 @@ from typing import Iterable, Mapping, Sequence
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import InvalidOptionError, LogLayoutError
+from spark_kafkalog.errors import InvalidOptionError, LogLayoutError, as_storage_error
 from spark_kafkalog.log.files.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -71,7 +71,8 @@ def _dir_files(fs: pafs.FileSystem, path: str, infos) -> list[tuple[str, str, ob
         except FileNotFoundError as err:
             raise LogLayoutError("log directory does not exist", path=path) from err
         except OSError as err:
-            raise LogLayoutError(f"cannot list directory: {err}", path=path) from err
+            raise (as_storage_error(err, path, "list")
+                   or LogLayoutError(f"cannot list directory: {err}", path=path)) from err
     return [(i.base_name, i.path, i) for i in (list_dir(fs, path) if infos is None else infos)
             if i.type == pafs.FileType.File]
 
@@ -86,7 +87,8 @@ def _subdirs(fs: pafs.FileSystem, path: str) -> list[tuple[str, str]]:
         except FileNotFoundError as err:
             raise LogLayoutError("log directory does not exist", path=path) from err
         except OSError as err:
-            raise LogLayoutError(f"cannot list directory: {err}", path=path) from err
+            raise (as_storage_error(err, path, "list")
+                   or LogLayoutError(f"cannot list directory: {err}", path=path)) from err
     return [(i.base_name, i.path) for i in list_dir(fs, path)
             if i.type == pafs.FileType.Directory]
 

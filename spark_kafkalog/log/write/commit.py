@@ -34,6 +34,7 @@ its log at the first offset written, and the log-start-offset checkpoint says so
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
 from dataclasses import dataclass
 from typing import Sequence
@@ -265,7 +266,38 @@ def _committed(fs: pafs.FileSystem, root: str, names: list[str], write_id: str) 
 
 
 def abort_write(fs: pafs.FileSystem, root: str, write_id: str | None,
-                staged: Sequence[StagedFile | None] = ()) -> None:
+                staged: Sequence[StagedFile | None] = (), run: str | None = None) -> None:
     """Abandon a write that never reached :func:`commit_write`: delete its staging files
-    (those listed and, with ``write_id``, every other attempt's). The log is untouched."""
-    delete_staging(fs, norm_root(root), write_id, [s.path for s in staged if s is not None])
+    (those listed and, with ``write_id``, every other attempt's). The log is untouched.
+
+    ``run`` (Spark's writers: one per planned job): tasks of the write may still be
+    running (Spark reports a failed job, and has its driver abort, while it kills the
+    other tasks), and one may create or finish a staging file after the sweep. So the
+    abort first leaves the marker :func:`~spark_kafkalog.log.files.journal.aborted_marker`
+    of ``(write_id, run)``; a task staging under the same ``run`` checks for it after it
+    creates each file and once its staging is complete, and deletes its own files when it
+    is there. Either the sweep lists a task's file or the task sees the marker."""
+    root = norm_root(root)
+    marker = jr.aborted_marker(root, write_id, run) if run and write_id else None
+    if marker is not None:
+        _leave_marker(fs, root, marker)
+    delete_staging(fs, root, write_id, [s.path for s in staged if s is not None],
+                   keep=(marker,) if marker else ())
+
+
+def _leave_marker(fs: pafs.FileSystem, root: str, marker: str) -> None:
+    """An empty file at ``marker``. Where the log dir does not exist no task has staged
+    there (a task's first file creates it): nothing to mark, and nothing is created.
+    Failing to write it leaves the sweep as it always was (a task finishing after it
+    leaves its file to the TTL sweep): a warning, the abort itself goes on."""
+    try:
+        if is_local(fs):
+            if os.path.isdir(root):
+                os.close(sysio.open_fd(marker, os.O_WRONLY | os.O_CREAT))
+        else:
+            with sysio.remote("write", marker), fs.open_output_stream(marker):
+                pass
+    except OSError as err:
+        warnings.warn(f"abandoning a write: cannot leave its marker {marker} ({err}); a "
+                      "task still staging may leave its staging file", RuntimeWarning,
+                      stacklevel=3)

@@ -24,6 +24,10 @@ KERNEL_COPY_MIN_BYTES = 256 * 1024
 #: orphaned staging files (a job whose driver died before commit) older than this are
 #: deleted by recovery
 STAGING_TTL_S = 24 * 3600
+#: an abandoned write's marker (``abort_write``) is deleted by any later write's sweep once
+#: older than this: long after Spark has killed the failed job's remaining tasks (their
+#: Python workers go within ``spark.python.task.killTimeout``, 2 s by default)
+ABORTED_MARKER_TTL_S = 600
 
 MODES = ("append", "overwrite", "errorifexists", "ignore")
 #: how a commit makes what it wrote durable before its commit point: ``fsync`` each file

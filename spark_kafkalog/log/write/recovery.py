@@ -23,6 +23,7 @@ from spark_kafkalog.log.files.checkpoint import (
 from spark_kafkalog.log.io import file_size, sysio
 from spark_kafkalog.log.files import journal as jr
 from spark_kafkalog.log.write.config import (
+    ABORTED_MARKER_TTL_S,
     STAGING_TTL_S,
     Fault,
     no_fault,
@@ -149,15 +150,23 @@ def delete_staging(fs: pafs.FileSystem, root: str, write_id: str | None,
                    paths: Iterable[str] = (), keep: Collection[str] = ()) -> None:
     """Delete ``paths``, every staging file of ``write_id`` (other task attempts') and
     any staging file older than :data:`~.config.STAGING_TTL_S` (a driver that died),
-    except those in ``keep`` (a retry's own files, staged under the same write id)."""
+    except those in ``keep`` (a retry's own files, staged under the same write id); and
+    abandoned writes' markers older than :data:`~.config.ABORTED_MARKER_TTL_S`."""
     for path in paths:
         delete_file(fs, path, missing_ok=True)
     now = time.time()
     token = jr.STAGING_PREFIX + jr.write_token(write_id) + "." if write_id else None
-    for name, is_dir, _, mtime in listdir(fs, root, jr.STAGING_PREFIX):
+    # one listing for both kinds of name (".kafkalog-staging." and ".kafkalog-aborted.")
+    for name, is_dir, _, mtime in listdir(fs, root, ".kafkalog-"):
         if is_dir:
             continue
         path = f"{root.rstrip('/')}/{name}"
+        if name.startswith(jr.ABORTED_PREFIX):
+            if now - mtime > ABORTED_MARKER_TTL_S and path not in keep:
+                delete_file(fs, path, missing_ok=True)
+            continue
+        if not name.startswith(jr.STAGING_PREFIX):
+            continue
         if ((token and name.startswith(token)) or now - mtime > STAGING_TTL_S) \
                 and path not in keep:
             delete_file(fs, path, missing_ok=True)

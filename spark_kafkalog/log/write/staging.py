@@ -15,12 +15,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import BadRowError
+from spark_kafkalog.errors import BadRowError, CommitConflictError
 from spark_kafkalog.format import wire
 from spark_kafkalog.format.npview import to_numpy
 from spark_kafkalog.log.io import sysio, write_fully
 from spark_kafkalog.log.files import journal as jr
-from spark_kafkalog.log.io import delete_file, is_local
+from spark_kafkalog.log.io import delete_file, file_size, is_local
 from spark_kafkalog.log.write.flush import BehindFlush
 
 #: one row per staged batch; position is relative to its section's first byte;
@@ -207,13 +207,21 @@ class StagingWriter:
 
     ``flush_behind`` (per-partition files only; the Spark writer sets it when the write
     fsyncs): large files are flushed to disk by a background thread while the task still
-    encodes, and their flushed pages dropped from the page cache (see :mod:`.flush`)."""
+    encodes, and their flushed pages dropped from the page cache (see :mod:`.flush`).
+
+    ``run`` (Spark's writers): the run of the write this task stages for. The driver may
+    abandon it while this task still runs (``abort_write``'s marker): after creating each
+    file and once complete, the writer checks for that marker and, when it is there,
+    deletes its files and raises :class:`CommitConflictError`, so that no staging file
+    outlives an aborted write."""
 
     def __init__(self, fs: pafs.FileSystem, root: str, write_id: str, label: str = "task",
                  *, per_partition_files: bool = False, flush_behind: bool = False,
-                 own_file_min_bytes: int = 0):
+                 own_file_min_bytes: int = 0, run: str | None = None):
         self.fs = fs
         self.path = staging_path(root, write_id, label)
+        self.write_id = write_id
+        self._marker = jr.aborted_marker(root, write_id, run) if run else None
         self._split = per_partition_files and is_local(fs)
         self._own_file_min = max(0, int(own_file_min_bytes))
         self._shared: dict[tuple[str, int], int] = {}   # bytes in the shared file
@@ -232,6 +240,7 @@ class StagingWriter:
             if self._fd is None:
                 sysio.makedirs(os.path.dirname(self.path))
                 self._fd = sysio.open_fd(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+                self._check_abandoned()
             write_fully(self._fd, view, path=self.path)
         else:
             with sysio.remote("write", self.path):
@@ -325,6 +334,7 @@ class StagingWriter:
             sysio.makedirs(os.path.dirname(self.path))
             pf = self._parts[key] = _PartFile(f"{self.path}.{topic}-{partition}",
                                               self._flush_behind)
+            self._check_abandoned()
         if pf is not None:
             return True
         self._shared[key] = shared + size
@@ -347,8 +357,22 @@ class StagingWriter:
         table = np.concatenate(self._tables)
         self._write(table.tobytes())
         self._close()
+        self._check_abandoned()
         return StagedFile(path=self.path, table_position=self._pos,
                           batch_count=self._batches, sections=tuple(self._sections))
+
+    def _check_abandoned(self) -> None:
+        """After a file of this task is created (or complete): when the driver abandoned
+        the write meanwhile, delete this task's files and raise. Created first, checked
+        after, against the driver's marker first, sweep after: the sweep lists the file,
+        or this sees the marker."""
+        if self._marker is None or file_size(self.fs, self._marker) is None:
+            return
+        self.abort()
+        raise CommitConflictError(f"write {self.write_id} was abandoned while this task "
+                                  "staged for it (another task failed and the job was "
+                                  "aborted): its staging files are deleted",
+                                  path=self._marker)
 
     def _close(self) -> None:
         if self._fd is not None:

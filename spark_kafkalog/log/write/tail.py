@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 
-from spark_kafkalog.errors import LogLayoutError
+from spark_kafkalog.errors import LogLayoutError, as_storage_error
 from spark_kafkalog.log.io import file_size, is_local, read_range
 from spark_kafkalog.log.files.index import (
     OFFSET_ENTRY_SIZE,
@@ -68,7 +68,8 @@ def _size_and_tail(fs: pafs.FileSystem, path: str, n: int, keep: dict | None = N
         tail = os.pread(fd, n, size - n) if n else b""
     except OSError as err:
         os.close(fd)
-        raise LogLayoutError(f"cannot read {n} bytes: {err}", path=path) from err
+        raise (as_storage_error(err, path, "read")
+               or LogLayoutError(f"cannot read {n} bytes: {err}", path=path)) from err
     if keep is None:
         os.close(fd)
     else:
