@@ -101,11 +101,26 @@ class RawRecords:
         window = window.select(list(self.COLUMNS))
         headers = window.column("headers")
         if headers.null_count:
-            empty = pa.scalar([], type=headers.type)
             window = window.set_column(window.schema.get_field_index("headers"), "headers",
-                                       pc.if_else(headers.is_null(), empty, headers))
+                                       pa.chunked_array([_nulls_empty(c) for c in
+                                                         headers.chunks], headers.type))
         # a cast, not a copy: the buffers are the reader's own
         return window.cast(self.arrow_schema)
+
+
+def _nulls_empty(lists: pa.ListArray) -> pa.ListArray:
+    """``lists`` with each null an empty list. Zero-copy (the same offsets and values,
+    no validity) when every null slot spans no values, as the decoder writes them;
+    else a compute pass."""
+    import pyarrow.compute as pc
+
+    if lists.null_count == 0:
+        return lists
+    offsets = lists.offsets
+    spanned = offsets[len(offsets) - 1].as_py() - offsets[0].as_py()
+    if spanned == (pc.sum(pc.list_value_length(lists)).as_py() or 0):
+        return pa.ListArray.from_arrays(offsets, lists.values, type=lists.type)
+    return pc.if_else(lists.is_null(), pa.scalar([], type=lists.type), lists)
 
 
 def partition_spec(schema, partition_by: str):

@@ -326,3 +326,29 @@ def test_job_help_has_an_example(capsys):
         run_job("export_iceberg", ["--help"])
     assert exit_.value.code == 0
     assert "kafkalog job export_iceberg --path" in capsys.readouterr().out
+
+
+def test_headers_null_becomes_empty_list_even_over_hidden_values():
+    """Null header lists are written as empty lists (Kafka's header count 0); a sliced
+    array, and one whose null slots span values (legal Arrow), keep every other row."""
+    import pyarrow as pa
+
+    shape = RawRecords()
+    hdr = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    values = pa.array([{"key": "a", "value": b"1"}, {"key": "hidden", "value": None},
+                       {"key": "b", "value": None}], hdr.value_type)
+    spanning = pa.ListArray.from_arrays(pa.array([0, 1, 2, 3, 3]), values, type=hdr,
+                                        mask=pa.array([False, True, False, True]))
+    plain = pa.array([None, [{"key": "c", "value": b"2"}], None, []], hdr).slice(1, 3)
+    for headers in (spanning, plain):
+        rows = len(headers)
+        window = pa.table({"key": pa.nulls(rows, pa.binary()),
+                           "value": pa.nulls(rows, pa.binary()),
+                           "topic": ["t"] * rows, "partition": pa.array([0] * rows, pa.int32()),
+                           "offset": pa.array(range(rows), pa.int64()),
+                           "timestamp": pa.array([0] * rows, pa.timestamp("us", "UTC")),
+                           "timestampType": pa.array([0] * rows, pa.int32()),
+                           "headers": headers})
+        got = shape.to_arrow(window).column("headers").to_pylist()
+        want = [h or [] for h in headers.to_pylist()]
+        assert got == want
