@@ -14,7 +14,8 @@ from spark_kafkalog.lake.iceberg_table import (
     RawRecords,
     committed_offsets,
     open_catalog,
+    open_table,
 )
 
 __all__ = ["ExportResult", "export_topics", "NEXT_OFFSETS_KEY", "OFFSETS_KEY", "RUN_ID_KEY",
-           "RawRecords", "committed_offsets", "open_catalog"]
+           "RawRecords", "committed_offsets", "open_catalog", "open_table"]

@@ -191,14 +191,15 @@ def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0] if text else ''}"
 
 
-def open_table(catalog, identifier: str, shape: RawRecords, *, partition_by: str = "day",
-               create: bool = True):
+def open_table(catalog, identifier: str, shape: RawRecords | None = None, *,
+               partition_by: str = "day", create: bool = True):
     """Table ``identifier`` (``namespace.name``), created with ``shape``'s schema, the
     partition spec of ``partition_by`` and the sort order partition, offset when it does
     not exist (two runs creating it at once: one creates, both use it). An existing
     table must take ``shape``'s columns (:func:`check_schema`)."""
     from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
 
+    shape = shape if shape is not None else RawRecords()
     if "." not in identifier:
         raise TableError(f"--table {identifier!r}: name it as namespace.table, e.g. "
                          "kafka.orders")
