@@ -47,9 +47,9 @@ def build_parser() -> jobkit.JobParser:
     ap.add_argument("--catalog-property", action="append", default=[],
                     metavar="KEY=VALUE", help="a pyiceberg catalog property (repeatable), "
                     "e.g. token=..., s3.endpoint=...")
-    ap.add_argument("--partition-by", default="day", choices=("day", "day,partition", "none"),
+    ap.add_argument("--partition-by", choices=("day", "day,partition", "none"),
                     help="a new table's partitioning: day(timestamp) (default), also by "
-                         "Kafka partition, or none")
+                         "Kafka partition, or none; an existing table must match it")
     ap.add_argument("--starting-offsets", metavar="JSON",
                     help="where topic-partitions the table has no offsets of start: "
                          "earliest (default), latest or Kafka offsets JSON; required for a "

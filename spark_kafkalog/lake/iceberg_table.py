@@ -192,11 +192,12 @@ def _first_line(err: BaseException) -> str:
 
 
 def open_table(catalog, identifier: str, shape: RawRecords | None = None, *,
-               partition_by: str = "day", create: bool = True):
+               partition_by: str | None = None, create: bool = True):
     """Table ``identifier`` (``namespace.name``), created with ``shape``'s schema, the
-    partition spec of ``partition_by`` and the sort order partition, offset when it does
-    not exist (two runs creating it at once: one creates, both use it). An existing
-    table must take ``shape``'s columns (:func:`check_schema`)."""
+    partition spec of ``partition_by`` (default ``day``) and the sort order partition,
+    offset when it does not exist (two runs creating it at once: one creates, both use
+    it). An existing table must take ``shape``'s columns (:func:`check_schema`) and, when
+    ``partition_by`` is given, be partitioned that way."""
     from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
 
     shape = shape if shape is not None else RawRecords()
@@ -211,7 +212,7 @@ def open_table(catalog, identifier: str, shape: RawRecords | None = None, *,
             if not create:
                 raise TableError(f"table {identifier} does not exist") from None
             catalog.create_namespace_if_not_exists(namespace)
-            spec = partition_spec(shape.schema, partition_by)
+            spec = partition_spec(shape.schema, partition_by or "day")
             try:
                 return catalog.create_table(identifier, schema=shape.schema,
                                             partition_spec=spec,
@@ -224,7 +225,25 @@ def open_table(catalog, identifier: str, shape: RawRecords | None = None, *,
     except Exception as err:
         raise TableError(f"table {identifier}: catalog failed: {_first_line(err)}") from err
     check_schema(table, shape, identifier)
+    if partition_by is not None:
+        check_spec(table, partition_by, identifier)
     return table
+
+
+def check_spec(table, partition_by: str, identifier: str) -> None:
+    """The table is partitioned as ``partition_by`` asks (same transforms of the same
+    columns, in order); else a TableError naming both."""
+    def shown(spec, schema):
+        return [f"{f.transform}({schema.find_field(f.source_id).name})" for f in spec.fields]
+
+    have = shown(table.spec(), table.schema())
+    want_spec = partition_spec(_schema(), partition_by)
+    want = shown(want_spec, _schema())
+    if have != want:
+        raise TableError(f"table {identifier} is partitioned by "
+                         f"{', '.join(have) or 'nothing'}; --partition-by {partition_by} "
+                         f"asks for {', '.join(want) or 'nothing'}: leave the flag out to "
+                         "write in the table's own spec")
 
 
 def check_schema(table, shape: RawRecords, identifier: str) -> None:

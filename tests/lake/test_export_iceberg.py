@@ -71,19 +71,21 @@ def java(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_rich_log_read_back_by_java_and_pyiceberg(tmp_path, java):
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_rich_log_read_back_by_java_and_pyiceberg(tmp_path, java, isolation):
     """Every kind of batch (legacy, transactions with aborts, compaction gaps, a log start
-    inside a segment, a high watermark below the log end) plus a second topic: what the
-    Java library and pyiceberg read equals read_table read_committed, and the summary
-    holds each partition's range up to the last stable offset."""
+    inside a segment, a high watermark below the log end) plus a second topic, under
+    both isolation levels: what the Java library and pyiceberg read equals read_table's
+    rows, and the summary holds each partition's range from the log start to the upper
+    bound (the builder's own: last stable offset, or high watermark)."""
     logs = tmp_path / "logs"
     _, rich = build_rich_partition(logs)
     _log(tmp_path / "logs2")
     paths = f"{logs},{tmp_path / 'logs2'}"
     result = _export(paths, tmp_path / "wh", topics=("a.b-c_d", "t"), window_records=7,
-                     partition_by="day,partition")
-    expected = sorted(_expected(str(logs), "a.b-c_d") + _expected(str(tmp_path / "logs2")),
-                      key=lambda r: r[:3])
+                     partition_by="day,partition", isolation_level=isolation)
+    expected = sorted(_expected(str(logs), "a.b-c_d", isolation) +
+                      _expected(str(tmp_path / "logs2"), "t", isolation), key=lambda r: r[:3])
     assert result.status == "committed" and result.rows == len(expected) > 100
     assert _py_rows(tmp_path / "wh") == expected
     head, rows = java.read(metadata_location(tmp_path / "wh", IDENT))
@@ -92,7 +94,7 @@ def test_rich_log_read_back_by_java_and_pyiceberg(tmp_path, java):
     assert "identity(2) ASC" in head["sortOrder"] and "identity(3) ASC" in head["sortOrder"]
     (snap,) = head["snapshots"]
     ranges = json.loads(snap["summary"][OFFSETS_KEY])
-    assert ranges["a.b-c_d"] == {"0": list(rich.bounds("read_committed"))}
+    assert ranges["a.b-c_d"] == {"0": list(rich.bounds(isolation))}
     assert ranges["t"] == {"0": [0, 80], "1": [0, 80]}
     assert int(snap["summary"]["added-records"]) == len(expected)
 
@@ -352,3 +354,17 @@ def test_headers_null_becomes_empty_list_even_over_hidden_values():
         got = shape.to_arrow(window).column("headers").to_pylist()
         want = [h or [] for h in headers.to_pylist()]
         assert got == want
+
+
+def test_job_refuses_a_conflicting_partition_spec(tmp_path, capsys):
+    _log(tmp_path / "logs")
+    assert _job(tmp_path, "--partition-by", "day,partition") == 0
+    before = _table(tmp_path / "wh").current_snapshot().snapshot_id
+    capsys.readouterr()
+    assert _job(tmp_path, "--partition-by", "none") == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (f"export_iceberg: TableError: table {IDENT} is partitioned by "
+                    "day(timestamp), identity(partition); --partition-by none asks for "
+                    "nothing: leave the flag out to write in the table's own spec")
+    assert _table(tmp_path / "wh").current_snapshot().snapshot_id == before
+    assert _job(tmp_path) == 0          # no flag: the table's own spec
