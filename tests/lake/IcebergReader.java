@@ -8,6 +8,10 @@
 //
 //   javac -cp '.cache/iceberg-jars/*' -d BUILD tests/lake/IcebergReader.java
 //   java -cp 'BUILD:.cache/iceberg-jars/*' IcebergReader file:///.../metadata/00001-....metadata.json
+//   java -cp 'BUILD:.cache/iceberg-jars/*' IcebergReader jdbc:sqlite:WAREHOUSE/kafkalog-catalog.db \
+//       CATALOG_NAME NAMESPACE.TABLE file://WAREHOUSE
+// The second form finds the table through Iceberg's own JdbcCatalog, as Spark's Iceberg
+// runtime would with a jdbc catalog on the same file.
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -19,33 +23,51 @@ import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.time.OffsetDateTime;
 import java.time.temporal.ChronoUnit;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.iceberg.BaseTable;
+import org.apache.iceberg.CatalogProperties;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.StaticTableOperations;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.data.IcebergGenerics;
 import org.apache.iceberg.data.Record;
+import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.hadoop.HadoopFileIO;
+import org.apache.iceberg.jdbc.JdbcCatalog;
 import org.apache.iceberg.io.CloseableIterable;
 
 public class IcebergReader {
   private static final ObjectMapper JSON = new ObjectMapper();
 
   public static void main(String[] args) throws Exception {
-    if (args.length != 1) {
-      System.err.println("usage: IcebergReader METADATA_JSON_LOCATION");
+    Table table;
+    if (args.length == 1) {
+      HadoopFileIO io = new HadoopFileIO(new Configuration());
+      table = new BaseTable(new StaticTableOperations(args[0], io), "export");
+    } else if (args.length == 4 && args[0].startsWith("jdbc:")) {
+      JdbcCatalog catalog = new JdbcCatalog();
+      catalog.setConf(new Configuration());
+      Map<String, String> props = new HashMap<>();
+      props.put(CatalogProperties.URI, args[0]);
+      props.put(CatalogProperties.WAREHOUSE_LOCATION, args[3]);
+      catalog.initialize(args[1], props);
+      table = catalog.loadTable(TableIdentifier.parse(args[2]));
+    } else {
+      System.err.println("usage: IcebergReader METADATA_JSON_LOCATION | JDBC_URI CATALOG "
+          + "NAMESPACE.TABLE WAREHOUSE");
       System.exit(2);
+      return;
     }
-    HadoopFileIO io = new HadoopFileIO(new Configuration());
-    Table table = new BaseTable(new StaticTableOperations(args[0], io), "export");
     BufferedWriter out =
         new BufferedWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8), 1 << 16);
 
     ObjectNode head = JSON.createObjectNode();
     head.put("kind", "table");
-    head.put("formatVersion", ((BaseTable) table).operations().current().formatVersion());
+    head.put("formatVersion", ((org.apache.iceberg.HasTableOperations) table).operations()
+        .current().formatVersion());
     head.put("schema", table.schema().toString());
     head.put("spec", table.spec().toString());
     head.put("sortOrder", table.sortOrder().toString());

@@ -67,9 +67,16 @@ class JavaReader:
         if out.returncode:
             raise AssertionError("javac IcebergReader.java failed: " + out.stderr.strip())
 
-    def read(self, metadata: str) -> tuple[dict, list[tuple]]:
-        """The table line (schema, spec, snapshots) and the rows as :func:`row_tuples`."""
-        out = subprocess.run([JAVA, *JVM, "-cp", self.cp, "IcebergReader", metadata],
+    def read_catalog(self, warehouse: Path, identifier: str) -> tuple[dict, list[tuple]]:
+        """:meth:`read` of the table Iceberg's own JdbcCatalog finds in the embedded
+        catalog's SQLite file (pyiceberg's SQL catalog tables)."""
+        return self.read(f"jdbc:sqlite:{warehouse / 'kafkalog-catalog.db'}", "kafkalog",
+                         identifier, f"file://{warehouse}")
+
+    def read(self, *args: str) -> tuple[dict, list[tuple]]:
+        """The table line (schema, spec, snapshots) and the rows as :func:`row_tuples`;
+        ``args``: a metadata file, or what :meth:`read_catalog` passes."""
+        out = subprocess.run([JAVA, *JVM, "-cp", self.cp, "IcebergReader", *args],
                              capture_output=True, text=True, timeout=300)
         if out.returncode:
             raise AssertionError(f"IcebergReader failed ({out.returncode}):\n{out.stderr}")

@@ -111,7 +111,7 @@ def test_incremental_run_appends_exactly_the_new_records(tmp_path, java):
     assert second.status == "committed" and second.rows == 74
     expected = _expected(logs)
     assert len(expected) == 234 and _py_rows(tmp_path / "wh") == expected
-    head, rows = java.read(metadata_location(tmp_path / "wh", IDENT))
+    head, rows = java.read_catalog(tmp_path / "wh", IDENT)     # Java's JdbcCatalog finds it
     assert rows == expected
     old, new = head["snapshots"]
     assert new["parent"] == old["id"]
