@@ -14,8 +14,9 @@ leaves unreferenced data files (orphans no reader sees) and the table unchanged,
 re-run exports the same range again; a run killed after it is done. When the commit
 finds another commit on top: if that one touched none of our topic-partitions the
 commit is retried on it; if it already holds our ranges (a concurrent run of the same
-export) our files are deleted and the result says so; a partial overlap is a
-CommitConflictError (re-run to export the rest).
+export) our files are deleted and the result says so; if it holds part of them, our
+files are deleted and the run starts over from the table's new offsets (a
+CommitConflictError after :data:`RUN_ATTEMPTS` such runs).
 
 The ``fault`` hook (tests) is called with a phase name — ``planned``, ``file-written``
 (after each data file), ``before-commit``, ``after-commit`` — so a test can SIGKILL the
@@ -48,6 +49,8 @@ __all__ = ["ExportResult", "PartitionRange", "export_topics", "plan_export",
 DEFAULT_WINDOW_RECORDS = 500_000
 #: commits retried on top of a concurrent commit that touched other topic-partitions
 COMMIT_ATTEMPTS = 5
+#: whole runs (plan, write, commit) retried after a concurrent commit took part of ours
+RUN_ATTEMPTS = 3
 EARLIEST, LATEST = -2, -1
 
 
@@ -168,26 +171,39 @@ def export_topics(path, topics: Sequence[str], catalog, table, identifier: str, 
     say = progress or (lambda _line: None)
     hit = fault or (lambda _phase: None)
     logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options)
-    base = committed_offsets(table)
-    ranges = plan_export(logdirs, topics, base, starting_offsets=starting_offsets,
-                         isolation_level=isolation_level,
-                         fail_on_data_loss=fail_on_data_loss, table_name=identifier)
-    run_id = uuid.uuid4().hex
-    result = ExportResult(identifier, run_id, "nothing-new", ranges)
-    hit("planned")
-    todo = [r for r in ranges if r.end > r.start]
-    if not todo:
-        result.seconds = time.perf_counter() - t0
-        return result
-    say(f"exporting {sum(r.end - r.start for r in todo):,} offsets of "
-        f"{len(todo)} topic-partitions into {identifier}")
-    files = _write_files(logdirs, todo, table, shape, run_id, result,
-                         isolation_level=isolation_level,
-                         fail_on_data_loss=fail_on_data_loss,
-                         window_records=window_records, say=say, hit=hit)
-    _commit(catalog, table, identifier, base, todo, files, result, hit=hit, say=say)
+    for run in range(1, RUN_ATTEMPTS + 1):
+        base = committed_offsets(table)
+        ranges = plan_export(logdirs, topics, base, starting_offsets=starting_offsets,
+                             isolation_level=isolation_level,
+                             fail_on_data_loss=fail_on_data_loss, table_name=identifier)
+        run_id = uuid.uuid4().hex
+        result = ExportResult(identifier, run_id, "nothing-new", ranges)
+        hit("planned")
+        todo = [r for r in ranges if r.end > r.start]
+        if not todo:
+            break
+        say(f"exporting {sum(r.end - r.start for r in todo):,} offsets of "
+            f"{len(todo)} topic-partitions into {identifier}")
+        files = _write_files(logdirs, todo, table, shape, run_id, result,
+                             isolation_level=isolation_level,
+                             fail_on_data_loss=fail_on_data_loss,
+                             window_records=window_records, say=say, hit=hit)
+        try:
+            _commit(catalog, table, identifier, base, todo, files, result, hit=hit,
+                    say=say)
+            break
+        except _Overlap as lost:
+            if run == RUN_ATTEMPTS:
+                raise CommitConflictError(str(lost)) from lost.__cause__
+            # part of our ranges is in the table now: start over from what it holds
+            say(f"{lost}; exporting again from the table's new offsets")
+            table = catalog.load_table(identifier)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+class _Overlap(Exception):
+    """A concurrent commit holds part of this run's ranges; its files are deleted."""
 
 
 def _write_files(logdirs, todo, table, shape, run_id, result, *, isolation_level,
@@ -281,11 +297,11 @@ def _commit(catalog, table, identifier, base: Committed, todo, files, result, *,
                     f"{now.snapshot_id}); this run's {len(files)} data files were deleted")
                 return
             t, q = moved[0]
-            raise CommitConflictError(
+            raise _Overlap(
                 f"{identifier}: a concurrent export committed part of {t}-{q} "
                 f"(next offset now {now.next_offsets.get(t, {}).get(q)}, this run had "
-                f"{ours[(t, q)].start}..{ours[(t, q)].end}); this run's files were deleted: "
-                "re-run to export the rest") from err
+                f"{ours[(t, q)].start}..{ours[(t, q)].end}); this run's files were "
+                "deleted") from err
         hit("after-commit")
         result.status = "committed"
         result.snapshot_id = target.metadata.current_snapshot_id

@@ -368,3 +368,64 @@ def test_job_refuses_a_conflicting_partition_spec(tmp_path, capsys):
                     "nothing: leave the flag out to write in the table's own spec")
     assert _table(tmp_path / "wh").current_snapshot().snapshot_id == before
     assert _job(tmp_path) == 0          # no flag: the table's own spec
+
+
+def test_a_run_overtaken_in_part_starts_over_from_the_new_offsets(tmp_path):
+    """Run A plans 0..80 and waits before its commit; the log grows; run B plans 0..117,
+    writes, and commits right after A: A's commit holds part of B's ranges, so B deletes
+    its files and exports again from 80. Every record once."""
+    b = _log(tmp_path / "logs")
+    logs = b.uris()
+    open_table(open_catalog(str(tmp_path / "wh")), IDENT, RawRecords())
+    a_ready, go_a, a_done = threading.Event(), threading.Event(), threading.Event()
+    results = {}
+
+    def fault_a(phase):
+        if phase == "before-commit":
+            a_ready.set()
+            assert go_a.wait(60)
+        elif phase == "after-commit":
+            a_done.set()
+
+    thread = threading.Thread(target=lambda: results.setdefault(
+        "a", _export(logs, tmp_path / "wh", fault=fault_a)))
+    thread.start()
+    assert a_ready.wait(60)
+    _grow(b, 37, b"late")
+    lines, first = [], []
+
+    def fault_b(phase):
+        if phase == "before-commit" and not first:
+            first.append(phase)
+            go_a.set()
+            assert a_done.wait(60)
+
+    results["b"] = _export(logs, tmp_path / "wh", fault=fault_b, progress=lines.append)
+    thread.join()
+    assert results["a"].status == results["b"].status == "committed"
+    assert [(r.start, r.end) for r in results["b"].ranges] == [(80, 117)] * 2
+    assert any("a concurrent export committed part of t-0" in ln for ln in lines), lines
+    assert _py_rows(tmp_path / "wh") == _expected(logs)
+    table = _table(tmp_path / "wh")
+    assert len(list(table.snapshots())) == 2
+    listed = {task.file.file_path for task in table.scan().plan_files()}
+    assert {f"file://{p}" for p in (tmp_path / "wh").rglob("*.parquet")} == listed
+
+
+def test_offsets_without_records_still_move_the_table_on(tmp_path):
+    """An aborted transaction's offsets (and its marker) hold no record under
+    read_committed: the run commits an empty append whose summary moves the next offset
+    past them, so the next run does not read them again."""
+    b = LogDirBuilder(tmp_path / "logs")
+    p = b.partition("t", 0)
+    txn = p.begin_txn(producer_id=7)
+    p.append(sample_records(5, b"x", ts0=T0), txn=txn)
+    p.end_txn(txn, commit=False)
+    p.high_watermark = p.log_end_offset
+    b.write()
+    result = _export(b.uris(), tmp_path / "wh")
+    assert result.status == "committed" and result.rows == 0 and result.files == 0
+    snap = _table(tmp_path / "wh").current_snapshot()
+    assert json.loads(snap.summary[NEXT_OFFSETS_KEY]) == {"t": {"0": 6}}
+    assert _py_rows(tmp_path / "wh") == []
+    assert _export(b.uris(), tmp_path / "wh").status == "nothing-new"
