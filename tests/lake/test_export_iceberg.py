@@ -429,3 +429,46 @@ def test_offsets_without_records_still_move_the_table_on(tmp_path):
     assert json.loads(snap.summary[NEXT_OFFSETS_KEY]) == {"t": {"0": 6}}
     assert _py_rows(tmp_path / "wh") == []
     assert _export(b.uris(), tmp_path / "wh").status == "nothing-new"
+
+
+@pytest.mark.slow
+def test_job_killed_at_random_moments_then_rerun_is_exactly_once(tmp_path):
+    """The job as a command (its own process: catalog creation, table creation, windows,
+    commit), SIGKILLed at seeded random moments of a run's length, each kill followed by
+    the next killed run on the same table; a last run completes. Every record once."""
+    import random
+    import time
+
+    b = LogDirBuilder(tmp_path / "logs")
+    for q in range(3):
+        p = b.partition("t", q)
+        for i in range(6):
+            p.append(sample_records(1000, b"r%d-%d" % (q, i), ts0=T0 + i * DAY // 2),
+                     compression="zstd" if i % 2 else "none")
+        p.high_watermark = p.log_end_offset
+    b.write()
+    cmd = [sys.executable, "-m", "spark_kafkalog.jobs.export_iceberg", "--path",
+           b.uris(), "--warehouse", "", "--table", IDENT, "--window-records", "1500",
+           "--no-progress"]
+
+    def job(wh):
+        cmd[6] = str(wh)
+        with open(tmp_path / "job.err", "w") as err:      # the child keeps its own copy
+            return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err)
+
+    t = time.perf_counter()
+    assert job(tmp_path / "dry").wait(300) == 0, (tmp_path / "job.err").read_text()
+    length = time.perf_counter() - t
+    rng = random.Random(39)
+    killed = 0
+    for _ in range(6):
+        proc = job(tmp_path / "wh")
+        try:
+            proc.wait(rng.uniform(0.3, 1.0) * length)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            killed += 1
+    assert job(tmp_path / "wh").wait(300) == 0, (tmp_path / "job.err").read_text()
+    assert killed >= 3
+    assert _py_rows(tmp_path / "wh") == _expected(b.uris())
