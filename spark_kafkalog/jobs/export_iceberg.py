@@ -15,7 +15,8 @@ says so). Columns: topic, partition, offset, timestamp, timestampType, key, valu
 partition, offset. The catalog: an embedded SQL catalog on SQLite in ``--warehouse``
 (``kafkalog-catalog.db``) unless ``--catalog-uri`` names one (REST ``http(s)://``, or an
 SQLAlchemy URI). Reads read_committed by default (``--isolation-level``) up to the last
-stable offset. No Spark: the log is read and the Parquet written in this process.
+stable offset; ``--remote-storage`` adds the remote tier of tiered storage. No Spark: the
+log is read and the Parquet written in this process.
 Offsets deleted by retention before they were exported fail the run
 (``--fail-on-data-loss false`` skips them and lists them in the summary).
 """
@@ -59,6 +60,12 @@ def build_parser() -> jobkit.JobParser:
     ap.add_argument("--fail-on-data-loss", default="true", choices=("true", "false"),
                     help="offsets deleted before they were exported: fail (default) or "
                          "skip them")
+    ap.add_argument("--remote-storage", metavar="URI",
+                    help="the remote tier's root (tiered storage, KIP-405): export both "
+                         "tiers")
+    ap.add_argument("--remote-layout", metavar="TEMPLATE",
+                    help="with --remote-storage: the remote objects' path template "
+                         "(default LocalTieredStorage's)")
     ap.add_argument("--window-records", type=int, default=None, metavar="N",
                     help="offsets read and written per window (memory bound; default "
                          "500000)")
@@ -114,7 +121,8 @@ def main(argv=None) -> int:
                            starting_offsets=starting, isolation_level=args.isolation_level,
                            fail_on_data_loss=args.fail_on_data_loss == "true",
                            window_records=args.window_records or DEFAULT_WINDOW_RECORDS,
-                           shape=shape, progress=say)
+                           remote_storage=args.remote_storage,
+                           remote_layout=args.remote_layout, shape=shape, progress=say)
     summary = result.summary()
     jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0

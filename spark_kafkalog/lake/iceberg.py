@@ -41,6 +41,9 @@ from spark_kafkalog.lake.iceberg_table import (
     offsets_json,
 )
 from spark_kafkalog.log import LogDirs, read_table, topic_states
+from spark_kafkalog.log.read.reader import tier_plans
+from spark_kafkalog.log.read.remote import RemoteStorage
+from spark_kafkalog.log.read.tiered import over_tiers
 
 __all__ = ["ExportResult", "PartitionRange", "export_topics", "plan_export",
            "DEFAULT_WINDOW_RECORDS", "COMMIT_ATTEMPTS"]
@@ -103,7 +106,8 @@ def _ranges_doc(ranges: Sequence[PartitionRange]) -> dict:
 def plan_export(logdirs: LogDirs, topics: Sequence[str], committed: Committed, *,
                 starting_offsets: Mapping[str, Mapping[int, int]] | str | None = None,
                 isolation_level: str = "read_committed", fail_on_data_loss: bool = True,
-                table_name: str = "the table") -> list[PartitionRange]:
+                table_name: str = "the table", remote_storage: RemoteStorage | None = None
+                ) -> list[PartitionRange]:
     """The ranges a run exports: per partition of each topic (all at one snapshot of the
     topic), from the table's next offset — or, for a partition the table has none of,
     ``starting_offsets`` ({topic: {partition: offset}}, -2 earliest, -1 latest, or the
@@ -113,15 +117,19 @@ def plan_export(logdirs: LogDirs, topics: Sequence[str], committed: Committed, *
     A table with snapshots but none of ours (``committed.foreign``) is refused unless
     ``starting_offsets`` says where to start. A next offset below the log start is
     DataLossError (``fail_on_data_loss``) or skipped to it; one past the log end means
-    the table came from another log: OffsetOutOfRangeError."""
+    the table came from another log: OffsetOutOfRangeError. With ``remote_storage``
+    (the remote tier of tiered storage) the log start is that of both tiers."""
     if committed.foreign and starting_offsets is None:
         raise TableError(f"{table_name} has snapshots but no {NEXT_OFFSETS_KEY} in any of "
                          "them (written by another tool?): give --starting-offsets to "
                          "say where the export starts")
     ranges = []
     for topic in topics:
-        _, _, states = topic_states(logdirs, topic, isolation_level=isolation_level,
-                                    timestamps=False)
+        _, parts, states = topic_states(logdirs, topic, isolation_level=isolation_level,
+                                        timestamps=False)
+        if remote_storage is not None:
+            plans = tier_plans(logdirs, remote_storage, topic, parts, states)
+            states = {q: over_tiers(st, plans.get(q)) for q, st in states.items()}
         have = committed.next_offsets.get(topic, {})
         default = EARLIEST
         if isinstance(starting_offsets, str):       # "earliest" or "latest" for all
@@ -160,22 +168,30 @@ def export_topics(path, topics: Sequence[str], catalog, table, identifier: str, 
                   isolation_level: str = "read_committed", fail_on_data_loss: bool = True,
                   window_records: int = DEFAULT_WINDOW_RECORDS, shape: RawRecords | None = None,
                   filesystem_options: Mapping | None = None,
+                  remote_storage: RemoteStorage | str | None = None,
+                  remote_layout: str | None = None,
                   progress: Callable[[str], None] | None = None,
                   fault: Callable[[str], None] | None = None) -> ExportResult:
     """Export what ``topics`` of log dir(s) ``path`` hold past ``table``'s offsets into
     ``table`` (loaded from ``catalog`` as ``identifier``), in one commit. See the module
     docstring for the guarantees; errors: TableError, DataLossError, CommitConflictError
-    (a concurrent commit overlapped ours in part), the reader's own."""
+    (a concurrent commit overlapped ours in part), the reader's own. ``remote_storage``
+    (a root URI or a RemoteStorage; ``remote_layout``): read the remote tier of tiered
+    storage too, as ``log.read_table`` does."""
     t0 = time.perf_counter()
     shape = shape if shape is not None else RawRecords()
     say = progress or (lambda _line: None)
     hit = fault or (lambda _phase: None)
     logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options)
+    storage = remote_storage if remote_storage is None or \
+        isinstance(remote_storage, RemoteStorage) else \
+        RemoteStorage(remote_storage, remote_layout, filesystem_options)
     for run in range(1, RUN_ATTEMPTS + 1):
         base = committed_offsets(table)
         ranges = plan_export(logdirs, topics, base, starting_offsets=starting_offsets,
                              isolation_level=isolation_level,
-                             fail_on_data_loss=fail_on_data_loss, table_name=identifier)
+                             fail_on_data_loss=fail_on_data_loss, table_name=identifier,
+                             remote_storage=storage)
         run_id = uuid.uuid4().hex
         result = ExportResult(identifier, run_id, "nothing-new", ranges)
         hit("planned")
@@ -187,7 +203,8 @@ def export_topics(path, topics: Sequence[str], catalog, table, identifier: str, 
         files = _write_files(logdirs, todo, table, shape, run_id, result,
                              isolation_level=isolation_level,
                              fail_on_data_loss=fail_on_data_loss,
-                             window_records=window_records, say=say, hit=hit)
+                             window_records=window_records, storage=storage, say=say,
+                             hit=hit)
         try:
             _commit(catalog, table, identifier, base, todo, files, result, hit=hit,
                     say=say)
@@ -207,7 +224,7 @@ class _Overlap(Exception):
 
 
 def _write_files(logdirs, todo, table, shape, run_id, result, *, isolation_level,
-                 fail_on_data_loss, window_records, say, hit) -> list:
+                 fail_on_data_loss, window_records, storage, say, hit) -> list:
     """Read ``todo`` in windows and write each as data files; the DataFiles, in order."""
     import itertools
 
@@ -245,7 +262,8 @@ def _write_files(logdirs, todo, table, shape, run_id, result, *, isolation_level
                               starting_offsets={r.partition: lo},
                               ending_offsets={r.partition: hi},
                               isolation_level=isolation_level, include_headers=True,
-                              fail_on_data_loss=fail_on_data_loss)
+                              fail_on_data_loss=fail_on_data_loss,
+                              remote_storage=storage)
             if part.num_rows:
                 pending.append(part)
                 pending_rows += part.num_rows

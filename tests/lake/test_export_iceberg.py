@@ -472,3 +472,21 @@ def test_job_killed_at_random_moments_then_rerun_is_exactly_once(tmp_path):
     assert job(tmp_path / "wh").wait(300) == 0, (tmp_path / "job.err").read_text()
     assert killed >= 3
     assert _py_rows(tmp_path / "wh") == _expected(b.uris())
+
+
+def test_job_exports_both_tiers(tmp_path):
+    """A broker's log dir whose first three segments are only in the remote tier: with
+    --remote-storage the table starts at offset 0, equal to read_table over both tiers
+    and to the builder's own records."""
+    from tests.log import tiered_builder
+
+    p, full, bases = tiered_builder.build(tmp_path / "src")
+    data, remote = tiered_builder.tier(tmp_path / "src", p, full, bases,
+                                       data=tmp_path / "logs", remote=tmp_path / "remote")
+    topic = tiered_builder.TOPIC
+    assert _job(tmp_path, "--topic", topic, "--remote-storage", remote) == 0
+    rows = row_tuples(_table(tmp_path / "wh").scan().to_arrow())
+    want = row_tuples(read_table(data, topic, isolation_level="read_committed",
+                                 remote_storage=remote))
+    assert rows == want == row_tuples(p.expected_table("read_committed"))
+    assert rows[0][2] == 0 < bases[3]          # the local tier starts at bases[3]
