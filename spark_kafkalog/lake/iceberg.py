@@ -3,8 +3,9 @@ broker and no checkpoint of our own: the table's snapshots hold the offsets.
 
 A run: read the next offsets the table records (:func:`~.iceberg_table.committed_offsets`),
 take each partition's log start and upper bound at one snapshot of the log, read
-``[next, upper bound)`` with ``log.read_table`` in windows of at most ``window_records``
-offsets (memory: one window of rows), write each window's Parquet data files through
+``[next, upper bound)`` in windows of at most ``window_records`` offsets
+(``log.read_partition`` over that snapshot's segments; ``log.read_table`` with the remote
+tier) — memory: one window of rows — write each window's Parquet data files through
 pyiceberg, and commit ALL of them in one append snapshot whose summary records the
 ranges (``kafkalog.offsets``) and the new next offsets (``kafkalog.next-offsets``).
 
@@ -40,8 +41,10 @@ from spark_kafkalog.lake.iceberg_table import (
     committed_offsets,
     offsets_json,
 )
-from spark_kafkalog.log import LogDirs, read_table, topic_states
-from spark_kafkalog.log.read.reader import tier_plans
+from spark_kafkalog.format import record_schema
+from spark_kafkalog.log import LogDirs, read_partition, read_table, topic_states
+from spark_kafkalog.log.read.loss import report_losses
+from spark_kafkalog.log.read.reader import LOSS_HINT, tier_plans
 from spark_kafkalog.log.read.remote import RemoteStorage
 from spark_kafkalog.log.read.tiered import over_tiers
 
@@ -66,6 +69,9 @@ class PartitionRange:
     start: int
     end: int
     lost: tuple[int, int] | None = None
+    #: the local tier's (PartitionDir, decision limit) at the plan's snapshot: every
+    #: window reads it, not a snapshot of its own (None: read through read_table)
+    source: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -127,6 +133,7 @@ def plan_export(logdirs: LogDirs, topics: Sequence[str], committed: Committed, *
     for topic in topics:
         _, parts, states = topic_states(logdirs, topic, isolation_level=isolation_level,
                                         timestamps=False)
+        parts_by = {p.partition: p for p in parts}
         if remote_storage is not None:
             plans = tier_plans(logdirs, remote_storage, topic, parts, states)
             states = {q: over_tiers(st, plans.get(q)) for q, st in states.items()}
@@ -158,8 +165,13 @@ def plan_export(logdirs: LogDirs, topics: Sequence[str], committed: Committed, *
                     f"{where}: {table_name} holds offsets up to {start} but the log ends at "
                     f"{state.log_end_offset}: the table was exported from another log",
                     offset=start)
+            end = max(start, hi)
+            # losses the partition's own files promise (checkpoints, journal) in the range
+            report_losses([x for x in state.losses if x.overlaps(start, end)],
+                          fail=fail_on_data_loss, hint=LOSS_HINT)
+            source = None if remote_storage is not None else (parts_by[q], state.high_watermark)
             # a table ahead of the upper bound (exported read_uncommitted) waits for it
-            ranges.append(PartitionRange(topic, q, start, max(start, hi), lost))
+            ranges.append(PartitionRange(topic, q, start, end, lost, source))
     return ranges
 
 
@@ -258,12 +270,20 @@ def _write_files(logdirs, todo, table, shape, run_id, result, *, isolation_level
     for r in todo:
         for lo in range(r.start, r.end, step):
             hi = min(lo + step, r.end)
-            part = read_table(logdirs, r.topic, partitions=[r.partition],
-                              starting_offsets={r.partition: lo},
-                              ending_offsets={r.partition: hi},
-                              isolation_level=isolation_level, include_headers=True,
-                              fail_on_data_loss=fail_on_data_loss,
-                              remote_storage=storage)
+            if r.source is not None:        # the local tier, at the plan's snapshot
+                pdir, decision_limit = r.source
+                part = pa.Table.from_batches(list(read_partition(
+                    logdirs, pdir, start_offset=lo, end_offset=hi,
+                    isolation_level=isolation_level, include_headers=True,
+                    decision_limit=decision_limit, fail_on_data_loss=fail_on_data_loss)),
+                    schema=record_schema(True))
+            else:
+                part = read_table(logdirs, r.topic, partitions=[r.partition],
+                                  starting_offsets={r.partition: lo},
+                                  ending_offsets={r.partition: hi},
+                                  isolation_level=isolation_level, include_headers=True,
+                                  fail_on_data_loss=fail_on_data_loss,
+                                  remote_storage=storage)
             if part.num_rows:
                 pending.append(part)
                 pending_rows += part.num_rows
