@@ -10,7 +10,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_CONF_DIR        := $(abspath conf)
 
-.PHONY: venv build test test-fast bench run clean kafka-jars browser kcat fuzz-kernels fuse
+.PHONY: venv build test test-fast bench run clean kafka-jars iceberg-jars browser kcat fuzz-kernels fuse
 
 venv: $(STAMP)
 
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml setup.py
 build: $(STAMP)
 	flock .build.lock $(PY) setup.py -q build_ext --inplace -j 2
 
-test: build kafka-jars browser kcat fuzz-kernels fuse
+test: build kafka-jars iceberg-jars browser kcat fuzz-kernels fuse
 	$(PY) -m pytest -q --durations=25 $(PYTEST_ARGS)
 
 test-fast: build
@@ -61,6 +61,18 @@ $(SPARK_KAFKA_JARS)/.fetched: tests/kafka/pom.xml
 	@command -v mvn >/dev/null || { echo "kafka-jars: mvn not found: the kafka test tier needs Maven to fetch Spark's Kafka connector"; exit 1; }
 	@rm -rf $(SPARK_KAFKA_JARS) && mkdir -p .cache
 	@$(KAFKA_MVN) -P spark-connector,-broker -DoutputDirectory=$(abspath $(SPARK_KAFKA_JARS)) >.cache/spark-kafka-jars.log 2>&1 || { echo "kafka-jars: Maven could not fetch Spark's Kafka connector from Maven Central (see .cache/spark-kafka-jars.log)"; exit 1; }
+	@touch $@
+
+# Apache Iceberg's Java library 1.12 (core, data, parquet, with Hadoop's shaded client): the
+# independent reader of the tables export_iceberg writes (tests/lake/IcebergReader.java),
+# fetched from Maven Central by tests/kafka/pom.xml's `iceberg` profile into .cache/ (once).
+ICEBERG_JARS := .cache/iceberg-jars
+iceberg-jars: $(ICEBERG_JARS)/.fetched
+
+$(ICEBERG_JARS)/.fetched: tests/kafka/pom.xml
+	@command -v mvn >/dev/null || { echo "iceberg-jars: mvn not found: the lake tests need Maven to fetch Apache Iceberg's Java library"; exit 1; }
+	@rm -rf $(ICEBERG_JARS) && mkdir -p .cache
+	@$(KAFKA_MVN) -P iceberg,-broker -DoutputDirectory=$(abspath $(ICEBERG_JARS)) >.cache/iceberg-jars.log 2>&1 || { echo "iceberg-jars: Maven could not fetch Apache Iceberg's jars from Maven Central (see .cache/iceberg-jars.log)"; exit 1; }
 	@touch $@
 
 # Headless Chromium (Debian's package) for the report page's browser test

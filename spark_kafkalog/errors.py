@@ -199,6 +199,13 @@ class BadRowError(KafkaLogError, ValueError):
     option error: the data is wrong, not the configuration."""
 
 
+class TableError(KafkaLogError, ValueError):
+    """A lakehouse table or catalog an export cannot use: the catalog cannot be reached,
+    the table's schema or partition spec cannot take the records, or the table was
+    written by another tool and holds no offsets of ours. Raised before any file is
+    written; the table is left as it was."""
+
+
 class LockError(CommitConflictError):
     """A lock a writer needs is held (by a broker or another writer) or was misused (a
     lock taken twice by its holder)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 #: the jobs a user runs (make_sample_log generates a test log; run_main is ``make run``)
-JOBS = ("export_parquet", "import_files", "copy_topic", "consumer_offsets", "compact",
+JOBS = ("export_parquet", "export_iceberg", "import_files", "copy_topic", "consumer_offsets", "compact",
         "retention", "log_report", "make_sample_log")
 
 

@@ -1,0 +1,139 @@
+#!/usr/bin/env python
+"""Export Kafka topics from a log dir into an Apache Iceberg table, incrementally and
+exactly once.
+
+    kafkalog job export_iceberg --path /var/lib/kafka/data --topic orders \\
+        --warehouse /data/lake --table kafka.orders
+
+Each run appends what the log holds past the offsets the table already has, in ONE
+Iceberg commit whose snapshot summary records the offsets it added
+(``kafkalog.offsets``, ``{"topic":{"0":[start,end]}}``) and the next offset of every
+topic-partition (``kafkalog.next-offsets``): there is no checkpoint beside the table, a
+killed run is re-run as it is, and two runs at once export each record once (the loser
+says so). Columns: topic, partition, offset, timestamp, timestampType, key, value
+(raw bytes), headers; partitioned by day(timestamp) (``--partition-by``), sort order
+partition, offset. The catalog: an embedded SQL catalog on SQLite in ``--warehouse``
+(``kafkalog-catalog.db``) unless ``--catalog-uri`` names one (REST ``http(s)://``, or an
+SQLAlchemy URI). Reads read_committed by default (``--isolation-level``) up to the last
+stable offset; ``--remote-storage`` adds the remote tier of tiered storage. No Spark: the
+log is read and the Parquet written in this process.
+Offsets deleted by retention before they were exported fail the run
+(``--fail-on-data-loss false`` skips them and lists them in the summary).
+"""
+from __future__ import annotations
+
+import sys
+
+from spark_kafkalog import jobkit
+from spark_kafkalog.jobs import _preflight
+
+
+def build_parser() -> jobkit.JobParser:
+    ap = jobkit.parser(
+        "export_iceberg", __doc__,
+        example="kafkalog job export_iceberg --path sample/kafka-logs --topic events "
+                "--warehouse out/lake --table kafka.events")
+    jobkit.add_log_dirs(ap)
+    jobkit.add_topics(ap, "export", "every topic but internal ones")
+    ap.add_argument("--table", required=True, metavar="NAMESPACE.NAME",
+                    help="the Iceberg table (created when missing)")
+    ap.add_argument("--warehouse", required=True, metavar="DIR",
+                    help="where the table's files go (and the embedded catalog's SQLite "
+                         "file, without --catalog-uri)")
+    ap.add_argument("--catalog-uri", metavar="URI",
+                    help="a REST catalog (http(s)://...) or an SQLAlchemy URI "
+                         "(default: the embedded SQLite catalog in --warehouse)")
+    ap.add_argument("--catalog-name", default="kafkalog", help="the catalog's name "
+                    "(default kafkalog)")
+    ap.add_argument("--catalog-property", action="append", default=[],
+                    metavar="KEY=VALUE", help="a pyiceberg catalog property (repeatable), "
+                    "e.g. token=..., s3.endpoint=...")
+    ap.add_argument("--partition-by", choices=("day", "day,partition", "none"),
+                    help="a new table's partitioning: day(timestamp) (default), also by "
+                         "Kafka partition, or none; an existing table must match it")
+    ap.add_argument("--starting-offsets", metavar="JSON",
+                    help="where topic-partitions the table has no offsets of start: "
+                         "earliest (default), latest or Kafka offsets JSON; required for a "
+                         "table another tool wrote")
+    jobkit.add_isolation_level(ap, "read_committed (default): aborted records and open "
+                                   "transactions are not exported")
+    ap.add_argument("--fail-on-data-loss", default="true", choices=("true", "false"),
+                    help="offsets deleted before they were exported: fail (default) or "
+                         "skip them")
+    ap.add_argument("--remote-storage", metavar="URI",
+                    help="the remote tier's root (tiered storage, KIP-405): export both "
+                         "tiers")
+    ap.add_argument("--remote-layout", metavar="TEMPLATE",
+                    help="with --remote-storage: the remote objects' path template "
+                         "(default LocalTieredStorage's)")
+    ap.add_argument("--window-records", type=int, default=None, metavar="N",
+                    help="offsets read and written per window (memory bound; default "
+                         "500000)")
+    return ap
+
+
+def _starting(text: str | None):
+    if text is None or text in ("earliest", "latest"):
+        return text
+    from spark_kafkalog.lake.iceberg_table import parse_offsets_json
+
+    return parse_offsets_json(text, "--starting-offsets")
+
+
+def summary_line(s: dict) -> str:
+    if s["status"] == "nothing-new":
+        return f"export_iceberg: {s['table']}: nothing new past the table's offsets"
+    if s["status"] == "already-exported":
+        return f"export_iceberg: {s['table']}: {s['notes'][0]}"
+    line = (f"exported {s['rows']:,} rows ({s['files']} data files, "
+            f"{jobkit.human_bytes(s['bytes'])}) from {s['topic_partitions']} "
+            f"topic-partitions to {s['table']} in {s['seconds']:.1f}s, snapshot "
+            f"{s['snapshot_id']}")
+    if s["lost"]:
+        line += (f"; offsets deleted before export skipped in {len(s['lost'])} "
+                 "partitions (see --summary-json)")
+    return line
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.window_records is not None and args.window_records < 1:
+        raise jobkit.JobInputError("--window-records must be positive")
+    logdirs = _preflight.source_log_dirs(args.path, include_internal=False)
+    present = _user_topics(logdirs)
+    topics = jobkit.chosen_topics(args.topic, present, args.path, present)
+    if not topics:
+        raise jobkit.JobInputError(f"--path {args.path} holds no topic to export")
+    starting = _starting(args.starting_offsets)
+    say = (lambda line: print(f"export_iceberg: {line}", file=sys.stderr, flush=True)) \
+        if args.progress else None
+
+    from spark_kafkalog.lake import export_topics, open_catalog
+    from spark_kafkalog.lake.iceberg import DEFAULT_WINDOW_RECORDS
+    from spark_kafkalog.lake.iceberg_table import RawRecords, open_table
+
+    # every check (catalog, table, schema, offsets) before a file is written
+    catalog = open_catalog(args.warehouse, args.catalog_uri, args.catalog_name,
+                           jobkit.parse_kv(args.catalog_property, "--catalog-property"))
+    shape = RawRecords()
+    table = open_table(catalog, args.table, shape, partition_by=args.partition_by)
+    result = export_topics(logdirs, topics, catalog, table, args.table,
+                           starting_offsets=starting, isolation_level=args.isolation_level,
+                           fail_on_data_loss=args.fail_on_data_loss == "true",
+                           window_records=args.window_records or DEFAULT_WINDOW_RECORDS,
+                           remote_storage=args.remote_storage,
+                           remote_layout=args.remote_layout, shape=shape, progress=say)
+    summary = result.summary()
+    jobkit.emit(summary, summary_line(summary), args.summary_json)
+    return 0
+
+
+def _user_topics(logdirs) -> list[str]:
+    """The non-internal topics of ``logdirs``."""
+    from spark_kafkalog.log import is_internal_topic
+
+    return [t for t in logdirs.topics() if not is_internal_topic(t)]
+
+
+if __name__ == "__main__":
+    sys.exit(jobkit.run("export_iceberg", main))

@@ -1,0 +1,21 @@
+"""Sinks beside the data source: a log dir's topics landed in lakehouse tables, with the
+offsets each commit holds kept in the table itself (no checkpoint of our own).
+
+``iceberg_table`` knows the Iceberg side (catalog, schema, partition spec, the snapshot
+summary keys); ``iceberg`` is the exporter that reads the log (``log.read_table``) in
+bounded windows and commits once per run. Imports: ``lake -> log -> format``; pyiceberg
+is imported here only (the ``iceberg`` extra), never by the reader.
+"""
+from spark_kafkalog.lake.iceberg import ExportResult, export_topics
+from spark_kafkalog.lake.iceberg_table import (
+    NEXT_OFFSETS_KEY,
+    OFFSETS_KEY,
+    RUN_ID_KEY,
+    RawRecords,
+    committed_offsets,
+    open_catalog,
+    open_table,
+)
+
+__all__ = ["ExportResult", "export_topics", "NEXT_OFFSETS_KEY", "OFFSETS_KEY", "RUN_ID_KEY",
+           "RawRecords", "committed_offsets", "open_catalog", "open_table"]

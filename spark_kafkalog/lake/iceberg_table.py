@@ -1,0 +1,321 @@
+"""The Iceberg side of an export: the catalog (an embedded SQL catalog on SQLite in the
+warehouse directory by default, or one named by URI), the table's schema, partition spec
+and sort order, the checks a table must pass before anything is written, and the
+snapshot summary keys that hold which offsets each commit added.
+
+Summary keys (strings, JSON values serialized canonically: topics by name, partitions
+numerically, so equal states are equal strings):
+
+``kafkalog.offsets``       ``{"topic": {"0": [start, end]}}``: the offsets this commit
+                           holds, ``start <= offset < end`` (Kafka offsets, so a range may
+                           hold fewer records: compaction, aborted transactions, markers)
+``kafkalog.next-offsets``  ``{"topic": {"0": end}}``: for every topic-partition ever
+                           exported into the table, the next offset to export (Kafka's
+                           offsets JSON, as ``startingOffsets`` takes it)
+``kafkalog.run-id``        the run that committed (a re-run's lines name it)
+
+A run resumes from ``kafkalog.next-offsets`` of the newest snapshot that has it
+(:func:`committed_offsets`), so snapshots another tool adds on top (compaction, a
+manual append) do not lose the position.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+import pyarrow as pa
+
+from spark_kafkalog.errors import TableError
+
+__all__ = ["OFFSETS_KEY", "NEXT_OFFSETS_KEY", "RUN_ID_KEY", "RawRecords", "Committed",
+           "committed_offsets", "open_catalog", "open_table", "offsets_json",
+           "parse_offsets_json", "CATALOG_FILE"]
+
+OFFSETS_KEY = "kafkalog.offsets"
+NEXT_OFFSETS_KEY = "kafkalog.next-offsets"
+RUN_ID_KEY = "kafkalog.run-id"
+#: the embedded catalog's SQLite file, in the warehouse directory
+CATALOG_FILE = "kafkalog-catalog.db"
+#: partitioning choices: day(timestamp) always, and optionally the Kafka partition
+PARTITION_BY = ("day", "day,partition", "none")
+
+
+def _schema():
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import (
+        BinaryType,
+        IntegerType,
+        ListType,
+        LongType,
+        NestedField,
+        StringType,
+        StructType,
+        TimestamptzType,
+    )
+
+    # Spark's Kafka source schema; the Kafka coordinates are required (never null on
+    # the read path), key, value and headers are nullable as in Kafka.
+    return Schema(
+        NestedField(1, "topic", StringType(), required=True),
+        NestedField(2, "partition", IntegerType(), required=True),
+        NestedField(3, "offset", LongType(), required=True),
+        NestedField(4, "timestamp", TimestamptzType(), required=True),
+        NestedField(5, "timestampType", IntegerType(), required=True),
+        NestedField(6, "key", BinaryType(), required=False),
+        NestedField(7, "value", BinaryType(), required=False),
+        NestedField(8, "headers", ListType(
+            element_id=9, element_required=True, element_type=StructType(
+                NestedField(10, "key", StringType(), required=True),
+                NestedField(11, "value", BinaryType(), required=False))),
+            required=False),
+    )
+
+
+class RawRecords:
+    """The records as Kafka holds them: value (and key) raw bytes.
+
+    The seam for typed values: an object with ``schema`` (the Iceberg schema of the
+    table) and ``to_arrow(table)`` (a ``log.read_table`` window in Spark's Kafka schema
+    -> Arrow in that schema) can stand in for this one; the exporter asks nothing else
+    of it. A typed-records shaper would decode ``value`` by its schema into columns
+    here (and evolve the table's schema when the subject's does: not done)."""
+
+    COLUMNS = ("topic", "partition", "offset", "timestamp", "timestampType", "key",
+               "value", "headers")
+
+    def __init__(self):
+        from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+        self.schema = _schema()
+        self.arrow_schema = schema_to_pyarrow(self.schema, include_field_ids=True)
+
+    def to_arrow(self, window: pa.Table) -> pa.Table:
+        """``window`` in the table's Arrow schema. A record without headers gets an empty
+        list, not null: Kafka's record format does not tell them apart (a header count
+        of 0), and pyiceberg 0.12's writer drops the validity of a list of structs
+        (``ArrowProjectionVisitor.list``), so null could not be written as null anyway."""
+        import pyarrow.compute as pc
+
+        window = window.select(list(self.COLUMNS))
+        headers = window.column("headers")
+        if headers.null_count:
+            window = window.set_column(window.schema.get_field_index("headers"), "headers",
+                                       pa.chunked_array([_nulls_empty(c) for c in
+                                                         headers.chunks], headers.type))
+        # a cast, not a copy: the buffers are the reader's own
+        return window.cast(self.arrow_schema)
+
+
+def _nulls_empty(lists: pa.ListArray) -> pa.ListArray:
+    """``lists`` with each null an empty list. Zero-copy (the same offsets and values,
+    no validity) when every null slot spans no values, as the decoder writes them;
+    else a compute pass."""
+    import pyarrow.compute as pc
+
+    if lists.null_count == 0:
+        return lists
+    offsets = lists.offsets
+    spanned = offsets[len(offsets) - 1].as_py() - offsets[0].as_py()
+    if spanned == (pc.sum(pc.list_value_length(lists)).as_py() or 0):
+        return pa.ListArray.from_arrays(offsets, lists.values, type=lists.type)
+    return pc.if_else(lists.is_null(), pa.scalar([], type=lists.type), lists)
+
+
+def partition_spec(schema, partition_by: str):
+    """The partition spec of a new table: ``day`` (day(timestamp)), ``day,partition``
+    (and the Kafka partition) or ``none``."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import DayTransform, IdentityTransform
+
+    if partition_by not in PARTITION_BY:
+        raise TableError(f"--partition-by must be one of {', '.join(PARTITION_BY)}, not "
+                         f"{partition_by!r}")
+    fields = []
+    if partition_by != "none":
+        fields.append(PartitionField(source_id=schema.find_field("timestamp").field_id,
+                                     field_id=1000, transform=DayTransform(),
+                                     name="timestamp_day"))
+    if partition_by == "day,partition":
+        fields.append(PartitionField(source_id=schema.find_field("partition").field_id,
+                                     field_id=1001, transform=IdentityTransform(),
+                                     name="partition"))
+    return PartitionSpec(*fields)
+
+
+def sort_order(schema):
+    """partition, offset ascending: a table's rows in the order Kafka holds them."""
+    from pyiceberg.table.sorting import SortField, SortOrder
+    from pyiceberg.transforms import IdentityTransform
+
+    return SortOrder(*(SortField(source_id=schema.find_field(n).field_id,
+                                 transform=IdentityTransform()) for n in ("partition", "offset")))
+
+
+def open_catalog(warehouse: str, catalog_uri: str | None = None, name: str = "kafkalog",
+                 properties: Mapping[str, str] | None = None):
+    """The catalog: with no ``catalog_uri`` an embedded SQL catalog whose SQLite file is
+    ``<warehouse>/kafkalog-catalog.db`` (created on first use); a ``http(s)://`` URI is
+    a REST catalog, any other URI an SQLAlchemy one (``sqlite:///...``,
+    ``postgresql+psycopg2://...``). A catalog that cannot be opened is a TableError."""
+    from pyiceberg.catalog import load_catalog
+
+    props = {"warehouse": _warehouse_uri(warehouse)}
+    if catalog_uri is None:
+        if "://" not in warehouse:
+            os.makedirs(warehouse, exist_ok=True)
+        local = warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse
+        if "://" in local:
+            raise TableError(f"--warehouse {warehouse}: the embedded catalog keeps its SQLite "
+                             "file in a local warehouse; give --catalog-uri for a remote one")
+        props.update(type="sql", uri=f"sqlite:///{os.path.abspath(local)}/{CATALOG_FILE}")
+    elif catalog_uri.startswith(("http://", "https://")):
+        props.update(type="rest", uri=catalog_uri)
+    else:
+        props.update(type="sql", uri=catalog_uri)
+    props.update(properties or {})
+    try:
+        return load_catalog(name, **props)
+    except Exception as err:       # SQLAlchemy's, requests', pyiceberg's own
+        raise TableError(f"catalog {props['uri']} cannot be reached: "
+                         f"{_first_line(err)}") from err
+
+
+def _warehouse_uri(warehouse: str) -> str:
+    return warehouse if "://" in warehouse else f"file://{os.path.abspath(warehouse)}"
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"
+
+
+def open_table(catalog, identifier: str, shape: RawRecords | None = None, *,
+               partition_by: str | None = None, create: bool = True):
+    """Table ``identifier`` (``namespace.name``), created with ``shape``'s schema, the
+    partition spec of ``partition_by`` (default ``day``) and the sort order partition,
+    offset when it does not exist (two runs creating it at once: one creates, both use
+    it). An existing table must take ``shape``'s columns (:func:`check_schema`) and, when
+    ``partition_by`` is given, be partitioned that way."""
+    from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+
+    shape = shape if shape is not None else RawRecords()
+    if "." not in identifier:
+        raise TableError(f"--table {identifier!r}: name it as namespace.table, e.g. "
+                         "kafka.orders")
+    namespace = identifier.rsplit(".", 1)[0]
+    try:
+        try:
+            table = catalog.load_table(identifier)
+        except NoSuchTableError:
+            if not create:
+                raise TableError(f"table {identifier} does not exist") from None
+            catalog.create_namespace_if_not_exists(namespace)
+            spec = partition_spec(shape.schema, partition_by or "day")
+            try:
+                return catalog.create_table(identifier, schema=shape.schema,
+                                            partition_spec=spec,
+                                            sort_order=sort_order(shape.schema),
+                                            properties={"format-version": "2"})
+            except TableAlreadyExistsError:
+                table = catalog.load_table(identifier)
+    except TableError:
+        raise
+    except Exception as err:
+        raise TableError(f"table {identifier}: catalog failed: {_first_line(err)}") from err
+    check_schema(table, shape, identifier)
+    if partition_by is not None:
+        check_spec(table, partition_by, identifier)
+    return table
+
+
+def check_spec(table, partition_by: str, identifier: str) -> None:
+    """The table is partitioned as ``partition_by`` asks (same transforms of the same
+    columns, in order); else a TableError naming both."""
+    def shown(spec, schema):
+        return [f"{f.transform}({schema.find_field(f.source_id).name})" for f in spec.fields]
+
+    have = shown(table.spec(), table.schema())
+    want_spec = partition_spec(_schema(), partition_by)
+    want = shown(want_spec, _schema())
+    if have != want:
+        raise TableError(f"table {identifier} is partitioned by "
+                         f"{', '.join(have) or 'nothing'}; --partition-by {partition_by} "
+                         f"asks for {', '.join(want) or 'nothing'}: leave the flag out to "
+                         "write in the table's own spec")
+
+
+def check_schema(table, shape: RawRecords, identifier: str) -> None:
+    """An existing table takes our rows when each of our columns is there with the same
+    type (field ids may differ: the table's own are used) and every other column of the
+    table is optional."""
+    have = table.schema()
+    for want in shape.schema.fields:
+        try:
+            got = have.find_field(want.name)
+        except ValueError:
+            raise TableError(f"table {identifier} has no column {want.name!r} "
+                             f"({want.field_type}): it cannot take Kafka records") from None
+        if str(got.field_type) != str(want.field_type):
+            raise TableError(f"table {identifier}: column {want.name!r} is "
+                             f"{got.field_type}, the export writes {want.field_type}")
+        if got.required and not want.required:
+            raise TableError(f"table {identifier}: column {want.name!r} is required but "
+                             "Kafka records may leave it null")
+    ours = {f.name for f in shape.schema.fields}
+    extra = [f.name for f in have.fields if f.name not in ours and f.required]
+    if extra:
+        raise TableError(f"table {identifier}: required column {extra[0]!r} is not one the "
+                         "export writes")
+
+
+def offsets_json(offsets: Mapping[str, Mapping[int, object]]) -> str:
+    """Canonical JSON of ``{topic: {partition: value}}``: topics by name, partitions
+    numerically, no spaces."""
+    return json.dumps({t: {str(q): offsets[t][q] for q in sorted(offsets[t])}
+                       for t in sorted(offsets)}, separators=(",", ":"))
+
+
+def parse_offsets_json(text: str, what: str) -> dict[str, dict[int, int]]:
+    """``{"topic": {"0": 23}}`` -> ``{"topic": {0: 23}}``; anything else is a TableError
+    naming ``what``."""
+    try:
+        doc = json.loads(text)
+        return {str(t): {int(q): int(v) for q, v in parts.items()}
+                for t, parts in doc.items()}
+    except (ValueError, TypeError, AttributeError) as err:
+        raise TableError(f"{what}: not Kafka offsets JSON like {{\"topic\":{{\"0\":23}}}}: "
+                         f"{text[:80]!r}") from err
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a table holds of ours: ``next_offsets`` ({topic: {partition: next}}) from
+    snapshot ``snapshot_id`` (None: no snapshot of ours), and whether the table has
+    snapshots at all (``foreign``: it has some, none of them ours)."""
+    next_offsets: dict
+    snapshot_id: int | None
+    current_snapshot_id: int | None
+
+    @property
+    def foreign(self) -> bool:
+        return self.snapshot_id is None and self.current_snapshot_id is not None
+
+
+def committed_offsets(table) -> Committed:
+    """The next offsets the table's newest snapshot of ours records, walking from the
+    current snapshot back through its parents (snapshots another tool added on top of
+    ours keep the position). A chain cut by snapshot expiry before one of ours reads as
+    foreign: the position is unknown."""
+    current = table.current_snapshot()
+    snap = current
+    while snap is not None:
+        text = snap.summary[NEXT_OFFSETS_KEY] if snap.summary is not None else None
+        if text is not None:
+            return Committed(parse_offsets_json(text, f"snapshot {snap.snapshot_id} "
+                                                      f"{NEXT_OFFSETS_KEY}"),
+                             snap.snapshot_id, current.snapshot_id)
+        parent = snap.parent_snapshot_id
+        snap = table.snapshot_by_id(parent) if parent is not None else None
+    return Committed({}, None, None if current is None else current.snapshot_id)

@@ -1,0 +1,132 @@
+// Reads an Iceberg table with Apache Iceberg's own Java library (iceberg-core, -data,
+// -parquet from Maven Central; `make iceberg-jars`), the implementation the export does
+// not use: the oracle of tests/lake. Given a table metadata file, prints one JSON line for
+// the table (format version, schema, partition spec, sort order, every snapshot with its
+// summary, oldest first) and one JSON line per row: topic, partition, offset, timestamp
+// (epoch microseconds), timestampType, key and value (hex, or null), headers ([key, hex
+// value or null] pairs, or null).
+//
+//   javac -cp '.cache/iceberg-jars/*' -d BUILD tests/lake/IcebergReader.java
+//   java -cp 'BUILD:.cache/iceberg-jars/*' IcebergReader file:///.../metadata/00001-....metadata.json
+//   java -cp 'BUILD:.cache/iceberg-jars/*' IcebergReader jdbc:sqlite:WAREHOUSE/kafkalog-catalog.db \
+//       CATALOG_NAME NAMESPACE.TABLE file://WAREHOUSE
+// The second form finds the table through Iceberg's own JdbcCatalog, as Spark's Iceberg
+// runtime would with a jdbc catalog on the same file.
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.BufferedWriter;
+import java.io.OutputStreamWriter;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.time.OffsetDateTime;
+import java.time.temporal.ChronoUnit;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.iceberg.BaseTable;
+import org.apache.iceberg.CatalogProperties;
+import org.apache.iceberg.Snapshot;
+import org.apache.iceberg.StaticTableOperations;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.data.IcebergGenerics;
+import org.apache.iceberg.data.Record;
+import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.iceberg.hadoop.HadoopFileIO;
+import org.apache.iceberg.jdbc.JdbcCatalog;
+import org.apache.iceberg.io.CloseableIterable;
+
+public class IcebergReader {
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  public static void main(String[] args) throws Exception {
+    Table table;
+    if (args.length == 1) {
+      HadoopFileIO io = new HadoopFileIO(new Configuration());
+      table = new BaseTable(new StaticTableOperations(args[0], io), "export");
+    } else if (args.length == 4 && args[0].startsWith("jdbc:")) {
+      JdbcCatalog catalog = new JdbcCatalog();
+      catalog.setConf(new Configuration());
+      Map<String, String> props = new HashMap<>();
+      props.put(CatalogProperties.URI, args[0]);
+      props.put(CatalogProperties.WAREHOUSE_LOCATION, args[3]);
+      catalog.initialize(args[1], props);
+      table = catalog.loadTable(TableIdentifier.parse(args[2]));
+    } else {
+      System.err.println("usage: IcebergReader METADATA_JSON_LOCATION | JDBC_URI CATALOG "
+          + "NAMESPACE.TABLE WAREHOUSE");
+      System.exit(2);
+      return;
+    }
+    BufferedWriter out =
+        new BufferedWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8), 1 << 16);
+
+    ObjectNode head = JSON.createObjectNode();
+    head.put("kind", "table");
+    head.put("formatVersion", ((org.apache.iceberg.HasTableOperations) table).operations()
+        .current().formatVersion());
+    head.put("schema", table.schema().toString());
+    head.put("spec", table.spec().toString());
+    head.put("sortOrder", table.sortOrder().toString());
+    Snapshot current = table.currentSnapshot();
+    if (current != null) {
+      head.put("currentSnapshot", current.snapshotId());
+    }
+    ArrayNode snaps = head.putArray("snapshots");
+    for (Snapshot s : table.snapshots()) {
+      ObjectNode n = snaps.addObject();
+      n.put("id", s.snapshotId());
+      if (s.parentId() != null) {
+        n.put("parent", s.parentId());
+      }
+      n.put("operation", s.operation());
+      n.set("summary", JSON.valueToTree(s.summary()));
+    }
+    out.write(JSON.writeValueAsString(head));
+    out.newLine();
+
+    try (CloseableIterable<Record> rows = IcebergGenerics.read(table).build()) {
+      for (Record r : rows) {
+        ObjectNode o = JSON.createObjectNode();
+        o.put("topic", (String) r.getField("topic"));
+        o.put("partition", (Integer) r.getField("partition"));
+        o.put("offset", (Long) r.getField("offset"));
+        OffsetDateTime ts = (OffsetDateTime) r.getField("timestamp");
+        o.put("timestamp", ChronoUnit.MICROS.between(Instant.EPOCH, ts.toInstant()));
+        o.put("timestampType", (Integer) r.getField("timestampType"));
+        o.put("key", hex((ByteBuffer) r.getField("key")));
+        o.put("value", hex((ByteBuffer) r.getField("value")));
+        @SuppressWarnings("unchecked")
+        List<Record> headers = (List<Record>) r.getField("headers");
+        if (headers == null) {
+          o.putNull("headers");
+        } else {
+          ArrayNode hs = o.putArray("headers");
+          for (Record h : headers) {
+            ArrayNode pair = hs.addArray();
+            pair.add((String) h.getField("key"));
+            pair.add(hex((ByteBuffer) h.getField("value")));
+          }
+        }
+        out.write(JSON.writeValueAsString(o));
+        out.newLine();
+      }
+    }
+    out.flush();
+  }
+
+  private static String hex(ByteBuffer buf) {
+    if (buf == null) {
+      return null;
+    }
+    ByteBuffer b = buf.duplicate();
+    StringBuilder sb = new StringBuilder(b.remaining() * 2);
+    while (b.hasRemaining()) {
+      sb.append(String.format("%02x", b.get() & 0xff));
+    }
+    return sb.toString();
+  }
+}
