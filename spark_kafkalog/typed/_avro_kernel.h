@@ -96,7 +96,10 @@ static __int128 av_pow10[39];
 
 static void av_init(void) {
     __int128 v = 1;
-    for (int k = 0; k < 39; k++) { av_pow10[k] = v; v *= 10; }
+    for (int k = 0; k < 39; k++) {
+        av_pow10[k] = v;
+        if (k < 38) v *= 10;                /* 10^39 would overflow */
+    }
 }
 
 static inline int av_fail(av_ctx *x, int code, const uint8_t *at, int64_t detail) {
