@@ -174,7 +174,7 @@ static inline void av_done(av_col *c) {
 }
 
 /* append a zero value (null=1: marked null) */
-static int av_put_empty(av_ctx *x, av_col *c, int null) {
+static inline int av_put_empty(av_ctx *x, av_col *c, int null) {
     if (av_room(x, c)) return -1;
     if (null && !c->valid) {
         int64_t bytes = c->cap / 8 + 1;
@@ -390,28 +390,6 @@ static int av_decimal(av_ctx *x, av_col *c, const uint8_t *b, int64_t len, int p
     return 0;
 }
 
-/* the blocks of an array (kids[0]: the item) or a map (kids[0]: the key, kids[1]: the
- * value); decoded maps also count an entry in their entries struct column */
-static int av_items(av_ctx *x, const int64_t *nd, int is_map, int skip) {
-    const int64_t *kids = x->kids + nd[5];
-    av_col *entries = (is_map && !skip) ? &x->cols[x->kids[x->cols[nd[1]].kid]] : NULL;
-    int64_t count;
-    for (;;) {
-        if (av_block(x, &count, nd[2])) return -1;
-        if (!count) return 0;
-        for (int64_t i = 0; i < count; i++) {
-            if (av_exec(x, kids[0]) < 0) return -1;
-            if (is_map) {
-                if (av_exec(x, kids[1]) < 0) return -1;
-                if (entries) {
-                    if (av_room(x, entries)) return -1;
-                    av_done(entries);
-                }
-            }
-        }
-    }
-}
-
 /* the ops that read one value into one column (or skip one flat value): inlined into
  * the record loop, which runs most of a value's fields */
 #define AV_IS_LEAF(op) (((op) >= D_NULL && (op) <= D_ENUM) || ((op) >= SK_NONE && (op) <= SK_BYTES))
@@ -436,7 +414,7 @@ static inline __attribute__((always_inline)) int av_leaf(av_ctx *x, const int64_
     case D_NULL:
         return av_put_empty(x, c, 1);
     case D_ABSENT:
-        return av_absent(x, nd[1]);
+        return c->kind == AK_STRUCT ? av_absent(x, nd[1]) : av_put_empty(x, c, c->nullable);
     case D_BOOL:
         if (AV_UNLIKELY(x->p >= x->end)) return av_fail(x, AE_TRUNCATED, at, 1);
         if (AV_UNLIKELY(*x->p > 1)) return av_fail(x, AE_BOOL, at, *x->p);
@@ -507,6 +485,32 @@ static inline __attribute__((always_inline)) int av_leaf(av_ctx *x, const int64_
     return av_fail(x, AE_BRANCH, at, -1);
 }
 
+/* run node ``ni``: a leaf inline, anything else through the interpreter */
+#define AV_RUN(x, ni) (AV_IS_LEAF((x)->nodes[(ni) * AV_NODE_WORDS]) \
+    ? av_leaf((x), (x)->nodes + (ni) * AV_NODE_WORDS) : av_exec((x), (ni)))
+
+/* the blocks of an array (kids[0]: the item) or a map (kids[0]: the key, kids[1]: the
+ * value); decoded maps also count an entry in their entries struct column */
+AV_INLINE int av_items(av_ctx *x, const int64_t *nd, int is_map, int skip) {
+    const int64_t *kids = x->kids + nd[5];
+    av_col *entries = (is_map && !skip) ? &x->cols[x->kids[x->cols[nd[1]].kid]] : NULL;
+    int64_t count;
+    for (;;) {
+        if (av_block(x, &count, nd[2])) return -1;
+        if (!count) return 0;
+        for (int64_t i = 0; i < count; i++) {
+            if (AV_RUN(x, kids[0]) < 0) return -1;
+            if (is_map) {
+                if (AV_RUN(x, kids[1]) < 0) return -1;
+                if (entries) {
+                    if (av_room(x, entries)) return -1;
+                    av_done(entries);
+                }
+            }
+        }
+    }
+}
+
 static int av_exec(av_ctx *x, int64_t ni) {
     const int64_t *nd = x->nodes + ni * AV_NODE_WORDS;
     const uint8_t *at = x->p;
@@ -520,13 +524,10 @@ static int av_exec(av_ctx *x, int64_t ni) {
     case SK_UNION: case D_UNION:
         if (av_long(x, &v)) return -1;
         if (AV_UNLIKELY(v < 0 || v >= nd[6])) return av_fail(x, AE_BRANCH, at, v);
-        return av_exec(x, x->kids[nd[5] + v]);
+        return AV_RUN(x, x->kids[nd[5] + v]);
     case SK_RECORD: case D_RECORD:
-        for (int64_t k = 0; k < nd[6]; k++) {
-            int64_t ki = x->kids[nd[5] + k];
-            const int64_t *kn = x->nodes + ki * AV_NODE_WORDS;
-            if (AV_IS_LEAF(kn[0]) ? av_leaf(x, kn) < 0 : av_exec(x, ki) < 0) return -1;
-        }
+        for (int64_t k = 0; k < nd[6]; k++)
+            if (AV_RUN(x, x->kids[nd[5] + k]) < 0) return -1;
         if (c) {
             if (av_room(x, c)) return -1;
             av_done(c);
@@ -544,7 +545,7 @@ static int av_exec(av_ctx *x, int64_t ni) {
     case D_MEMBER:
         for (int64_t k = 0; k < c->nkids; k++)
             if (k != nd[2] && av_absent(x, x->kids[c->kid + k]) < 0) return -1;
-        if (av_exec(x, x->kids[nd[5]]) < 0) return -1;
+        if (AV_RUN(x, x->kids[nd[5]]) < 0) return -1;
         if (av_room(x, c)) return -1;
         av_done(c);
         return 0;

@@ -121,7 +121,8 @@ def values(s):
         return st.uuids()
     if lt == "decimal":
         p, sc = s["precision"], s.get("scale", 0)
-        bound = decimal.Decimal(10) ** (p - sc) - decimal.Decimal(10) ** -sc
+        with decimal.localcontext(prec=80):   # the default 28 digits would round it up
+            bound = decimal.Decimal(10) ** (p - sc) - decimal.Decimal(10) ** -sc
         return st.decimals(min_value=-bound, max_value=bound, places=sc,
                            allow_nan=False, allow_infinity=False)
     if t == "null":
