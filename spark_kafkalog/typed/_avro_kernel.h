@@ -26,6 +26,7 @@
 #ifndef SKL_AVRO_KERNEL_H
 #define SKL_AVRO_KERNEL_H
 
+#include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,62 @@ static inline int av_fail(av_ctx *x, int code, const uint8_t *at, int64_t detail
     return -1;
 }
 
+/* ---- memory --------------------------------------------------------------------------------
+ * Column buffers of 1 MiB and more are kept when the Arrow buffers over them are released
+ * (up to av_cache_limit bytes) and handed to the next decode's columns of a similar size:
+ * fresh pages cost a fault and the kernel's zeroing each, as much as a third of a decode.
+ * Every caller holds the GIL (the kernel runs under it; pyarrow takes it to release a
+ * Python buffer), which is what serialises the cache. */
+#define AV_CACHE_SLOTS 32
+#define AV_CACHE_MIN ((size_t)1 << 20)
+static void *av_cache_ptr[AV_CACHE_SLOTS];
+static size_t av_cache_cap[AV_CACHE_SLOTS];
+static size_t av_cache_total;
+static size_t av_cache_limit = (size_t)128 << 20;
+
+static void *av_alloc(void *old, size_t size) {
+    if (!old && size >= AV_CACHE_MIN) {
+        int best = -1;
+        for (int i = 0; i < AV_CACHE_SLOTS; i++)
+            if (av_cache_ptr[i] && av_cache_cap[i] >= size && av_cache_cap[i] / 2 <= size
+                && (best < 0 || av_cache_cap[i] < av_cache_cap[best]))
+                best = i;
+        if (best >= 0) {
+            void *p = av_cache_ptr[best];
+            av_cache_ptr[best] = NULL;
+            av_cache_total -= av_cache_cap[best];
+            return p;
+        }
+    }
+    return realloc(old, size);
+}
+
+static void av_release(void *p) {
+    if (!p) return;
+    size_t cap = malloc_usable_size(p);
+    if (cap >= AV_CACHE_MIN && av_cache_total + cap <= av_cache_limit) {
+        for (int i = 0; i < AV_CACHE_SLOTS; i++) {
+            if (!av_cache_ptr[i]) {
+                av_cache_ptr[i] = p;
+                av_cache_cap[i] = cap;
+                av_cache_total += cap;
+                return;
+            }
+        }
+    }
+    free(p);
+}
+
+/* empty the cache and set its limit (0: no caching) */
+static void av_cache_set_limit(size_t limit) {
+    for (int i = 0; i < AV_CACHE_SLOTS; i++) {
+        free(av_cache_ptr[i]);
+        av_cache_ptr[i] = NULL;
+    }
+    av_cache_total = 0;
+    av_cache_limit = limit;
+}
+
 /* ---- columns ---------------------------------------------------------------------------- */
 
 /* grow the element capacity of a column to at least ``want`` (doubling) */
@@ -125,12 +182,12 @@ static int av_col_reserve(av_ctx *x, av_col *c, int64_t want) {
         memset(d + (c->data ? old_bits : 0), 0, new_bits - (c->data ? old_bits : 0));
         c->data = d;
     } else if (c->width) {
-        uint8_t *d = (uint8_t *)realloc(c->data, nc * c->width);
+        uint8_t *d = (uint8_t *)av_alloc(c->data, nc * c->width);
         if (!d) return av_fail(x, AE_NOMEM, x->p, 0);
         c->data = d;
     }
     if (c->kind == AK_BIN || c->kind == AK_LIST) {
-        int32_t *o = (int32_t *)realloc(c->offs, (nc + 1) * sizeof(int32_t));
+        int32_t *o = (int32_t *)av_alloc(c->offs, (nc + 1) * sizeof(int32_t));
         if (!o) return av_fail(x, AE_NOMEM, x->p, 0);
         if (!c->offs) o[0] = 0;
         c->offs = o;
@@ -152,7 +209,7 @@ static int av_data_reserve(av_ctx *x, av_col *c, int64_t want) {
     if (want > AV_MAX_BUF) return av_fail(x, AE_TOOBIG, x->p, want);
     while (nc < want + AV_SLACK) nc *= 2;
     if (nc == c->dcap) return 0;
-    uint8_t *d = (uint8_t *)realloc(c->data, nc);
+    uint8_t *d = (uint8_t *)av_alloc(c->data, nc);
     if (!d) return av_fail(x, AE_NOMEM, x->p, 0);
     c->data = d;
     c->dcap = nc;
