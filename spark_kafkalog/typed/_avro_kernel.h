@@ -220,12 +220,12 @@ static int av_col_grow(av_ctx *x, av_col *c) {
     return av_col_reserve(x, c, c->cap ? c->cap * 2 : 64);
 }
 
-static inline int av_room(av_ctx *x, av_col *c) {
+AV_INLINE int av_room(av_ctx *x, av_col *c) {
     return AV_LIKELY(c->n < c->cap) ? 0 : av_col_grow(x, c);
 }
 
 /* the value at c->n is written; mark it valid and count it */
-static inline void av_done(av_col *c) {
+AV_INLINE void av_done(av_col *c) {
     if (c->valid) c->valid[c->n >> 3] |= (uint8_t)(1u << (c->n & 7));
     c->n++;
 }
@@ -335,7 +335,7 @@ AV_INLINE int av_len(av_ctx *x, int64_t *len) {
 }
 
 /* a block count of an array/map: 0 ends; negative: the block's byte size follows */
-static inline int av_block(av_ctx *x, int64_t *count, int64_t min_item) {
+AV_INLINE int av_block(av_ctx *x, int64_t *count, int64_t min_item) {
     const uint8_t *at = x->p;
     if (av_long(x, count)) return -1;
     if (*count < 0) {
