@@ -26,7 +26,13 @@
 #ifndef SKL_AVRO_KERNEL_H
 #define SKL_AVRO_KERNEL_H
 
+#if defined(__APPLE__)
+#include <malloc/malloc.h>
+#define av_usable_size(p) malloc_size(p)
+#else
 #include <malloc.h>
+#define av_usable_size(p) malloc_usable_size(p)
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,7 +150,7 @@ static void *av_alloc(void *old, size_t size) {
 
 static void av_release(void *p) {
     if (!p) return;
-    size_t cap = malloc_usable_size(p);
+    size_t cap = av_usable_size(p);
     if (cap >= AV_CACHE_MIN && av_cache_total + cap <= av_cache_limit) {
         for (int i = 0; i < AV_CACHE_SLOTS; i++) {
             if (!av_cache_ptr[i]) {
