@@ -17,20 +17,26 @@ Run with ``nice`` on a shared machine: ``python bench/bench_avro.py``.
 """
 from __future__ import annotations
 
+import os
+
+# numpy's OpenBLAS worker threads spin for a while after start-up and their CPU time is
+# the process's: one thread, so process_time measures the decoders alone
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import argparse
-import datetime
-import decimal
-import io
-import json
-import statistics
-import struct
-import sys
-import time
+import datetime  # noqa: E402
+import decimal  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import struct  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 
-import fastavro
-import pyarrow as pa
+import fastavro  # noqa: E402
+import pyarrow as pa  # noqa: E402
 
-from spark_kafkalog.typed.avro import AvroDecoder
+from spark_kafkalog.typed.avro import AvroDecoder  # noqa: E402
 
 SCHEMA = {
     "type": "record", "name": "Event", "namespace": "bench",

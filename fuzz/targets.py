@@ -277,31 +277,43 @@ def _avro_reader(schema: dict) -> dict:
     return r
 
 
+_AVRO_DECODERS: dict[int, tuple] = {}
+
+
+def _avro_decoder(variant: int):
+    """The decoder of a flags variant, built once (building is Python: it would dominate
+    every execution)."""
+    import json
+
+    from spark_kafkalog.typed.avro import AvroDecoder
+
+    if variant not in _AVRO_DECODERS:
+        schema = AVRO_SCHEMAS[variant & 3]
+        if variant & 4:
+            _AVRO_DECODERS[variant] = (AvroDecoder(json.dumps(schema)), "none")
+        else:
+            _AVRO_DECODERS[variant] = (AvroDecoder(json.dumps(_avro_reader(schema)), {
+                1: json.dumps(schema), 2: json.dumps(_avro_writer(schema))}), "confluent")
+    return _AVRO_DECODERS[variant]
+
+
 def avro_values(data: bytes) -> None:
     """Avro values (one length byte each, then the bytes) decoded by ``AvroDecoder``:
     flags & 3 the schema, & 4 unframed (the reader's own schema) or schema-registry framed
     (ids 1: the schema, 2: an older writer); each mode must give a valid Arrow array, a
     bad record being a null with its error (``null``) or a TypedRecordError (``fail``)."""
-    import json
-
     import pyarrow as pa
 
     from spark_kafkalog.errors import TypedRecordError
-    from spark_kafkalog.typed.avro import AvroDecoder
 
     flags, body = _split(data)
-    schema = AVRO_SCHEMAS[flags & 3]
     values, at = [], 0
     while at < len(body):
         n = body[at]
         values.append(body[at + 1:at + 1 + n])
         at += 1 + n
     column = pa.array(values, type=pa.binary())
-    if flags & 4:
-        dec, framing = AvroDecoder(json.dumps(schema)), "none"
-    else:
-        dec, framing = AvroDecoder(json.dumps(_avro_reader(schema)), {
-            1: json.dumps(schema), 2: json.dumps(_avro_writer(schema))}), "confluent"
+    dec, framing = _avro_decoder(flags & 7)
     res = dec.decode(column, framing=framing, on_error="null")
     res.array.validate(full=True)
     bad = res.errors.to_pylist()

@@ -8,6 +8,8 @@ KINDS: dict[str, int]
 NODE_WORDS: int
 ERRORS: dict[int, str]
 
+def set_buffer_cache_limit(limit: int) -> None: ...
+
 class Kernel:
     def __init__(self, nodes: np.ndarray, kids: np.ndarray, ints: np.ndarray,
                  consts: bytes, colspec: np.ndarray) -> None: ...

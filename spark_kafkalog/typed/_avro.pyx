@@ -59,6 +59,8 @@ cdef extern from "_avro_kernel.h" nogil:
     int av_data_reserve(av_ctx *x, av_col *c, int64_t want)
     int AV_SLACK
     void av_init()
+    void av_release(void *p)
+    void av_cache_set_limit(size_t limit)
 
 av_init()
 
@@ -101,6 +103,12 @@ ERRORS = {
 _TRUNCATED_FRAME = "value of {d} bytes is shorter than the 5-byte schema-registry header"
 
 
+def set_buffer_cache_limit(size_t limit):
+    """Bytes of released column buffers (1 MiB and more each) kept for the next decodes;
+    0 frees them and stops keeping any. 128 MiB by default (docs/PERFORMANCE.md)."""
+    av_cache_set_limit(limit)
+
+
 cdef class _Mem:
     """malloc'd memory that a pyarrow Buffer keeps alive (freed with the last reference)."""
     cdef uint8_t *ptr
@@ -109,7 +117,7 @@ cdef class _Mem:
     cdef Py_ssize_t strides[1]
 
     def __dealloc__(self):
-        free(self.ptr)
+        av_release(self.ptr)
 
     def __getbuffer__(self, Py_buffer *view, int flags):
         self.shape[0] = self.size
@@ -319,7 +327,7 @@ cdef class Kernel:
                                  (c.n // 8 + 1 if c.kind == AK_BOOL else c.n * c.width)),
                             _own(<uint8_t *>c.offs, (c.n + 1) * 4)))
                 if not c.nnull:
-                    free(c.valid)
+                    av_release(c.valid)
                 c.valid = NULL
                 c.data = NULL
                 c.offs = NULL
@@ -330,9 +338,9 @@ cdef class Kernel:
             return out, bad, kept_arr
         finally:
             for k in range(self.ncols):
-                free(cols[k].valid)
-                free(cols[k].data)
-                free(cols[k].offs)
+                av_release(cols[k].valid)
+                av_release(cols[k].data)
+                av_release(cols[k].offs)
             free(cols)
             free(snap)
             free(kept)

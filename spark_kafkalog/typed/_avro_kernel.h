@@ -26,6 +26,13 @@
 #ifndef SKL_AVRO_KERNEL_H
 #define SKL_AVRO_KERNEL_H
 
+#if defined(__APPLE__)
+#include <malloc/malloc.h>
+#define av_usable_size(p) malloc_size(p)
+#else
+#include <malloc.h>
+#define av_usable_size(p) malloc_usable_size(p)
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +103,10 @@ static __int128 av_pow10[39];
 
 static void av_init(void) {
     __int128 v = 1;
-    for (int k = 0; k < 39; k++) { av_pow10[k] = v; v *= 10; }
+    for (int k = 0; k < 39; k++) {
+        av_pow10[k] = v;
+        if (k < 38) v *= 10;                /* 10^39 would overflow */
+    }
 }
 
 static inline int av_fail(av_ctx *x, int code, const uint8_t *at, int64_t detail) {
@@ -106,6 +116,62 @@ static inline int av_fail(av_ctx *x, int code, const uint8_t *at, int64_t detail
         x->err_detail = detail;
     }
     return -1;
+}
+
+/* ---- memory --------------------------------------------------------------------------------
+ * Column buffers of 1 MiB and more are kept when the Arrow buffers over them are released
+ * (up to av_cache_limit bytes) and handed to the next decode's columns of a similar size:
+ * fresh pages cost a fault and the kernel's zeroing each, as much as a third of a decode.
+ * Every caller holds the GIL (the kernel runs under it; pyarrow takes it to release a
+ * Python buffer), which is what serialises the cache. */
+#define AV_CACHE_SLOTS 32
+#define AV_CACHE_MIN ((size_t)1 << 20)
+static void *av_cache_ptr[AV_CACHE_SLOTS];
+static size_t av_cache_cap[AV_CACHE_SLOTS];
+static size_t av_cache_total;
+static size_t av_cache_limit = (size_t)128 << 20;
+
+static void *av_alloc(void *old, size_t size) {
+    if (!old && size >= AV_CACHE_MIN) {
+        int best = -1;
+        for (int i = 0; i < AV_CACHE_SLOTS; i++)
+            if (av_cache_ptr[i] && av_cache_cap[i] >= size && av_cache_cap[i] / 2 <= size
+                && (best < 0 || av_cache_cap[i] < av_cache_cap[best]))
+                best = i;
+        if (best >= 0) {
+            void *p = av_cache_ptr[best];
+            av_cache_ptr[best] = NULL;
+            av_cache_total -= av_cache_cap[best];
+            return p;
+        }
+    }
+    return realloc(old, size);
+}
+
+static void av_release(void *p) {
+    if (!p) return;
+    size_t cap = av_usable_size(p);
+    if (cap >= AV_CACHE_MIN && av_cache_total + cap <= av_cache_limit) {
+        for (int i = 0; i < AV_CACHE_SLOTS; i++) {
+            if (!av_cache_ptr[i]) {
+                av_cache_ptr[i] = p;
+                av_cache_cap[i] = cap;
+                av_cache_total += cap;
+                return;
+            }
+        }
+    }
+    free(p);
+}
+
+/* empty the cache and set its limit (0: no caching) */
+static void av_cache_set_limit(size_t limit) {
+    for (int i = 0; i < AV_CACHE_SLOTS; i++) {
+        free(av_cache_ptr[i]);
+        av_cache_ptr[i] = NULL;
+    }
+    av_cache_total = 0;
+    av_cache_limit = limit;
 }
 
 /* ---- columns ---------------------------------------------------------------------------- */
@@ -122,12 +188,12 @@ static int av_col_reserve(av_ctx *x, av_col *c, int64_t want) {
         memset(d + (c->data ? old_bits : 0), 0, new_bits - (c->data ? old_bits : 0));
         c->data = d;
     } else if (c->width) {
-        uint8_t *d = (uint8_t *)realloc(c->data, nc * c->width);
+        uint8_t *d = (uint8_t *)av_alloc(c->data, nc * c->width);
         if (!d) return av_fail(x, AE_NOMEM, x->p, 0);
         c->data = d;
     }
     if (c->kind == AK_BIN || c->kind == AK_LIST) {
-        int32_t *o = (int32_t *)realloc(c->offs, (nc + 1) * sizeof(int32_t));
+        int32_t *o = (int32_t *)av_alloc(c->offs, (nc + 1) * sizeof(int32_t));
         if (!o) return av_fail(x, AE_NOMEM, x->p, 0);
         if (!c->offs) o[0] = 0;
         c->offs = o;
@@ -149,7 +215,7 @@ static int av_data_reserve(av_ctx *x, av_col *c, int64_t want) {
     if (want > AV_MAX_BUF) return av_fail(x, AE_TOOBIG, x->p, want);
     while (nc < want + AV_SLACK) nc *= 2;
     if (nc == c->dcap) return 0;
-    uint8_t *d = (uint8_t *)realloc(c->data, nc);
+    uint8_t *d = (uint8_t *)av_alloc(c->data, nc);
     if (!d) return av_fail(x, AE_NOMEM, x->p, 0);
     c->data = d;
     c->dcap = nc;
@@ -160,18 +226,18 @@ static int av_col_grow(av_ctx *x, av_col *c) {
     return av_col_reserve(x, c, c->cap ? c->cap * 2 : 64);
 }
 
-static inline int av_room(av_ctx *x, av_col *c) {
+AV_INLINE int av_room(av_ctx *x, av_col *c) {
     return AV_LIKELY(c->n < c->cap) ? 0 : av_col_grow(x, c);
 }
 
 /* the value at c->n is written; mark it valid and count it */
-static inline void av_done(av_col *c) {
+AV_INLINE void av_done(av_col *c) {
     if (c->valid) c->valid[c->n >> 3] |= (uint8_t)(1u << (c->n & 7));
     c->n++;
 }
 
 /* append a zero value (null=1: marked null) */
-static int av_put_empty(av_ctx *x, av_col *c, int null) {
+static inline int av_put_empty(av_ctx *x, av_col *c, int null) {
     if (av_room(x, c)) return -1;
     if (null && !c->valid) {
         int64_t bytes = c->cap / 8 + 1;
@@ -275,7 +341,7 @@ AV_INLINE int av_len(av_ctx *x, int64_t *len) {
 }
 
 /* a block count of an array/map: 0 ends; negative: the block's byte size follows */
-static inline int av_block(av_ctx *x, int64_t *count, int64_t min_item) {
+AV_INLINE int av_block(av_ctx *x, int64_t *count, int64_t min_item) {
     const uint8_t *at = x->p;
     if (av_long(x, count)) return -1;
     if (*count < 0) {
@@ -387,28 +453,6 @@ static int av_decimal(av_ctx *x, av_col *c, const uint8_t *b, int64_t len, int p
     return 0;
 }
 
-/* the blocks of an array (kids[0]: the item) or a map (kids[0]: the key, kids[1]: the
- * value); decoded maps also count an entry in their entries struct column */
-static int av_items(av_ctx *x, const int64_t *nd, int is_map, int skip) {
-    const int64_t *kids = x->kids + nd[5];
-    av_col *entries = (is_map && !skip) ? &x->cols[x->kids[x->cols[nd[1]].kid]] : NULL;
-    int64_t count;
-    for (;;) {
-        if (av_block(x, &count, nd[2])) return -1;
-        if (!count) return 0;
-        for (int64_t i = 0; i < count; i++) {
-            if (av_exec(x, kids[0]) < 0) return -1;
-            if (is_map) {
-                if (av_exec(x, kids[1]) < 0) return -1;
-                if (entries) {
-                    if (av_room(x, entries)) return -1;
-                    av_done(entries);
-                }
-            }
-        }
-    }
-}
-
 /* the ops that read one value into one column (or skip one flat value): inlined into
  * the record loop, which runs most of a value's fields */
 #define AV_IS_LEAF(op) (((op) >= D_NULL && (op) <= D_ENUM) || ((op) >= SK_NONE && (op) <= SK_BYTES))
@@ -433,7 +477,7 @@ static inline __attribute__((always_inline)) int av_leaf(av_ctx *x, const int64_
     case D_NULL:
         return av_put_empty(x, c, 1);
     case D_ABSENT:
-        return av_absent(x, nd[1]);
+        return c->kind == AK_STRUCT ? av_absent(x, nd[1]) : av_put_empty(x, c, c->nullable);
     case D_BOOL:
         if (AV_UNLIKELY(x->p >= x->end)) return av_fail(x, AE_TRUNCATED, at, 1);
         if (AV_UNLIKELY(*x->p > 1)) return av_fail(x, AE_BOOL, at, *x->p);
@@ -504,6 +548,32 @@ static inline __attribute__((always_inline)) int av_leaf(av_ctx *x, const int64_
     return av_fail(x, AE_BRANCH, at, -1);
 }
 
+/* run node ``ni``: a leaf inline, anything else through the interpreter */
+#define AV_RUN(x, ni) (AV_IS_LEAF((x)->nodes[(ni) * AV_NODE_WORDS]) \
+    ? av_leaf((x), (x)->nodes + (ni) * AV_NODE_WORDS) : av_exec((x), (ni)))
+
+/* the blocks of an array (kids[0]: the item) or a map (kids[0]: the key, kids[1]: the
+ * value); decoded maps also count an entry in their entries struct column */
+AV_INLINE int av_items(av_ctx *x, const int64_t *nd, int is_map, int skip) {
+    const int64_t *kids = x->kids + nd[5];
+    av_col *entries = (is_map && !skip) ? &x->cols[x->kids[x->cols[nd[1]].kid]] : NULL;
+    int64_t count;
+    for (;;) {
+        if (av_block(x, &count, nd[2])) return -1;
+        if (!count) return 0;
+        for (int64_t i = 0; i < count; i++) {
+            if (AV_RUN(x, kids[0]) < 0) return -1;
+            if (is_map) {
+                if (AV_RUN(x, kids[1]) < 0) return -1;
+                if (entries) {
+                    if (av_room(x, entries)) return -1;
+                    av_done(entries);
+                }
+            }
+        }
+    }
+}
+
 static int av_exec(av_ctx *x, int64_t ni) {
     const int64_t *nd = x->nodes + ni * AV_NODE_WORDS;
     const uint8_t *at = x->p;
@@ -517,13 +587,10 @@ static int av_exec(av_ctx *x, int64_t ni) {
     case SK_UNION: case D_UNION:
         if (av_long(x, &v)) return -1;
         if (AV_UNLIKELY(v < 0 || v >= nd[6])) return av_fail(x, AE_BRANCH, at, v);
-        return av_exec(x, x->kids[nd[5] + v]);
+        return AV_RUN(x, x->kids[nd[5] + v]);
     case SK_RECORD: case D_RECORD:
-        for (int64_t k = 0; k < nd[6]; k++) {
-            int64_t ki = x->kids[nd[5] + k];
-            const int64_t *kn = x->nodes + ki * AV_NODE_WORDS;
-            if (AV_IS_LEAF(kn[0]) ? av_leaf(x, kn) < 0 : av_exec(x, ki) < 0) return -1;
-        }
+        for (int64_t k = 0; k < nd[6]; k++)
+            if (AV_RUN(x, x->kids[nd[5] + k]) < 0) return -1;
         if (c) {
             if (av_room(x, c)) return -1;
             av_done(c);
@@ -541,7 +608,7 @@ static int av_exec(av_ctx *x, int64_t ni) {
     case D_MEMBER:
         for (int64_t k = 0; k < c->nkids; k++)
             if (k != nd[2] && av_absent(x, x->kids[c->kid + k]) < 0) return -1;
-        if (av_exec(x, x->kids[nd[5]]) < 0) return -1;
+        if (AV_RUN(x, x->kids[nd[5]]) < 0) return -1;
         if (av_room(x, c)) return -1;
         av_done(c);
         return 0;

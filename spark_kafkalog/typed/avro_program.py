@@ -89,7 +89,8 @@ class Program:
         self.kids: list[int] = []
         self.ints: list[int] = []
         self.consts = bytearray()
-        self._skips: dict[int, int] = {}
+        # id(schema) -> (schema, node); the schema is held so that its id is not reused
+        self._skips: dict[int, tuple[Schema, int]] = {}
         self._symbols: dict[tuple, int] = {}
         self.arrow_type, _ = _arrow(reader)
         self.top = self._columns(reader, True)
@@ -173,7 +174,7 @@ class Program:
     def _skip(self, w: Schema) -> int:
         key = id(w)
         if key in self._skips:
-            return self._skips[key]
+            return self._skips[key][1]
         t = w.type
         if t == "null":
             n = self._node("SK_NONE")
@@ -192,7 +193,7 @@ class Program:
             n = self._node("SK_UNION", kids=[self._skip(b) for b in w.branches])
         else:
             n = self._node("SK_RECORD", kids=[self._skip(f.schema) for f in w.fields])
-        self._skips[key] = n
+        self._skips[key] = (w, n)
         return n
 
     def add_writer(self, writer: Schema, label: str) -> int:

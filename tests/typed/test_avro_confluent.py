@@ -13,14 +13,15 @@ from tests.typed.avro_oracle import binary, spark_value
 
 
 @pytest.fixture()
-def confluent():
+def confluent(request):
     # authlib (imported by the registry client) warns about its own httpx integration at
     # import, through an "always" filter of its own: recorded here and dropped
     with warnings.catch_warnings(record=True):
         from confluent_kafka.schema_registry import SchemaRegistryClient
         from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
         from confluent_kafka.serialization import MessageField, SerializationContext
-        client = SchemaRegistryClient.new_client({"url": "mock://avro-tests"})
+        # a registry of its own per test (mock registries are shared by URL)
+        client = SchemaRegistryClient.new_client({"url": f"mock://{request.node.name}"})
     ctx = SerializationContext("orders", MessageField.VALUE)
     return client, AvroSerializer, AvroDeserializer, ctx
 
@@ -63,3 +64,25 @@ def test_serializer_frames_with_registry_ids(confluent):
     want = [None if v is None else spark_value(json.loads(latest), oracle(v, ctx)) for v in values]
     assert got.to_pylist() == want
     assert {row["state"] for row in got.to_pylist() if row} == {"NEW", "PAID"}
+
+
+def test_schema_references(confluent):
+    # a registry entry that references another subject's schema by full name: the decoder
+    # gets the referenced schema as a named type
+    client, Ser, Deser, ctx = confluent
+    from confluent_kafka.schema_registry import Schema, SchemaReference
+    money = {"type": "record", "name": "Money", "namespace": "fin",
+             "fields": [{"name": "cents", "type": "long"}, {"name": "cur", "type": "string"}]}
+    client.register_schema("fin.Money", Schema(json.dumps(money), "AVRO"))
+    pay = {"type": "record", "name": "Pay", "namespace": "fin", "fields": [
+        {"name": "amount", "type": "fin.Money"}, {"name": "fee", "type": ["null", "Money"]}]}
+    ser = Ser(client, Schema(json.dumps(pay), "AVRO", [SchemaReference("fin.Money", "fin.Money", 1)]))
+    rows = [{"amount": {"cents": 5, "cur": "EUR"}, "fee": None},
+            {"amount": {"cents": -7, "cur": ""}, "fee": {"cents": 1, "cur": "X"}}]
+    values = [ser(r, ctx) for r in rows]
+    sid = int.from_bytes(values[0][1:5], "big")
+    registered = client.get_schema(sid)
+    named = {ref.name: client.get_version(ref.subject, ref.version).schema.schema_str
+             for ref in registered.references}
+    dec = AvroDecoder(registered.schema_str, {sid: registered.schema_str}, named_types=named)
+    assert dec.decode(binary(values)).array.to_pylist() == rows

@@ -121,9 +121,10 @@ def values(s):
         return st.uuids()
     if lt == "decimal":
         p, sc = s["precision"], s.get("scale", 0)
-        bound = decimal.Decimal(10) ** (p - sc) - decimal.Decimal(10) ** -sc
-        return st.decimals(min_value=-bound, max_value=bound, places=sc,
-                           allow_nan=False, allow_infinity=False)
+        # the unscaled integer, exact (hypothesis' decimals round in a 28-digit context)
+        wide = decimal.Context(prec=80)
+        return st.integers(-(10**p) + 1, 10**p - 1).map(
+            lambda u: decimal.Decimal(u).scaleb(-sc, context=wide))
     if t == "null":
         return st.none()
     if t == "boolean":

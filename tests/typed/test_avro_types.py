@@ -208,3 +208,28 @@ def test_decoder_pickles_as_its_schemas():
     again = pickle.loads(pickle.dumps(dec))
     assert again.arrow_type == dec.arrow_type
     assert again.decode(values).array.equals(dec.decode(values).array)
+
+
+def test_reused_buffers_hold_no_stale_values():
+    from spark_kafkalog.typed import _avro
+    schema = {"type": "record", "name": "Big", "fields": [
+        {"name": "a", "type": "long"}, {"name": "s", "type": ["null", "string"]},
+        {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 0}}]}
+    dec = AvroDecoder(dumps(schema))
+    first = binary(encode(schema, [{"a": -1, "s": "x" * 9, "d": decimal.Decimal(99999)}]) * 150_000)
+    second_rows = [{"a": i, "s": None if i % 3 else str(i), "d": decimal.Decimal(i % 7)}
+                   for i in range(140_000)]
+    second = binary(encode(schema, second_rows))
+    try:
+        del_me = dec.decode(first, framing="none").array      # >= 1 MiB buffers, then released
+        assert len(del_me) == 150_000
+        del del_me
+        reused = dec.decode(second, framing="none").array
+        _avro.set_buffer_cache_limit(0)
+        fresh = dec.decode(second, framing="none").array
+    finally:
+        _avro.set_buffer_cache_limit(128 << 20)
+    reused.validate(full=True)
+    assert reused.equals(fresh)
+    assert reused.slice(0, 4).to_pylist() == [
+        {"a": i, "s": None if i % 3 else str(i), "d": decimal.Decimal(i % 7)} for i in range(4)]
