@@ -1,6 +1,6 @@
 """Build the compiled kernels (Cython, ahead of time).
 
-Every ``spark_kafkalog/format/*.pyx`` becomes an extension module of the same name; a kernel
+Every ``spark_kafkalog/format/*.pyx`` and ``spark_kafkalog/typed/*.pyx`` becomes an extension module of the same name; a kernel
 that links extra C files names them in its own ``# distutils: sources = ...`` line. The
 package has no pure-Python fallback, so a build that finds no kernel source stops with an
 error instead of producing a wheel that cannot be imported. Everything else is in
@@ -14,6 +14,8 @@ from setuptools import Extension, setup
 from setuptools.command.sdist import sdist
 
 KERNEL_DIR = os.path.join("spark_kafkalog", "format")
+#: every directory with kernels: format/ (record batches), typed/ (schema'd values)
+KERNEL_DIRS = (KERNEL_DIR, os.path.join("spark_kafkalog", "typed"))
 COMPILE_ARGS = ["-O3", "-fno-strict-aliasing"]
 DIRECTIVES = {
     "boundscheck": False,
@@ -35,7 +37,7 @@ def _module(path):
 
 
 def kernel_extensions():
-    pyx = sorted(glob.glob(os.path.join(KERNEL_DIR, "*.pyx")))
+    pyx = sorted(p for d in KERNEL_DIRS for p in glob.glob(os.path.join(d, "*.pyx")))
     if pyx:
         try:
             from Cython.Build import cythonize
@@ -44,25 +46,28 @@ def kernel_extensions():
                 "spark_kafkalog: building the kernels needs Cython>=3.0 "
                 "(pip install 'Cython>=3.0', or let pip's build isolation install it)"
             )
-        # what a kernel's C is built from besides its own .pyx: the hand-written C headers
-        # and sources, the .pxd declarations and the .pxi parts (Cython follows its own
-        # include/cimport tree; this makes the C compile step see a changed header too)
-        shared = [p for pat in ("*.h", "*.pxd", "*.pxi", "*.c")
-                  for p in sorted(glob.glob(os.path.join(KERNEL_DIR, pat)))
-                  if not (p.endswith(".c") and is_generated_c(p))]
-        exts = [
-            Extension(_module(p), [p], include_dirs=[KERNEL_DIR], depends=shared,
-                      extra_compile_args=COMPILE_ARGS)
-            for p in pyx
-        ]
+        exts = []
+        for p in pyx:
+            d = os.path.dirname(p)
+            # what a kernel's C is built from besides its own .pyx: the hand-written C
+            # headers and sources, the .pxd declarations and the .pxi parts of its
+            # directory (Cython follows its own include/cimport tree; this makes the C
+            # compile step see a changed header too)
+            shared = [q for pat in ("*.h", "*.pxd", "*.pxi", "*.c")
+                      for q in sorted(glob.glob(os.path.join(d, pat)))
+                      if not (q.endswith(".c") and is_generated_c(q))]
+            exts.append(Extension(_module(p), [p], include_dirs=[d], depends=shared,
+                                  extra_compile_args=COMPILE_ARGS))
         return cythonize(exts, language_level=3, compiler_directives=DIRECTIVES)
     # A source tree made before the .pyx files were shipped: compile Cython's output as is.
     generated = [
-        p for p in sorted(glob.glob(os.path.join(KERNEL_DIR, "_*.c"))) if is_generated_c(p)
+        p for d in KERNEL_DIRS for p in sorted(glob.glob(os.path.join(d, "_*.c")))
+        if is_generated_c(p)
     ]
     if generated:
         return [
-            Extension(_module(p), [p], include_dirs=[KERNEL_DIR], extra_compile_args=COMPILE_ARGS)
+            Extension(_module(p), [p], include_dirs=[os.path.dirname(p)],
+                      extra_compile_args=COMPILE_ARGS)
             for p in generated
         ]
     sys.exit(

@@ -65,6 +65,54 @@ class CorruptRecordError(KafkaLogError):
     unknown magic, records that do not fit their batch, garbage between batches."""
 
 
+class TypedRecordError(CorruptRecordError):
+    """A record value that does not decode under its schema (issue 38): no magic byte or
+    magic != 0, an unknown schema id, a truncated or overlong payload, a union branch or
+    enum index out of range, a negative length, invalid UTF-8, a varint too long, a decimal
+    outside its precision. ``row`` is the row in the decoded array, ``schema_id`` the
+    framing's id (None unframed), ``value_position`` the byte position in the value;
+    callers add the topic/partition/offset."""
+
+    # class defaults: an instance rebuilt from Spark's text (``unwrap``) has them too
+    row: int | None = None
+    schema_id: int | None = None
+    value_position: int | None = None
+
+    def __init__(self, message: str, *, row: int | None = None, schema_id: int | None = None,
+                 value_position: int | None = None, path: str | None = None,
+                 position: int | None = None, offset: int | None = None):
+        self.row = row
+        self.schema_id = schema_id
+        self.value_position = value_position
+        super().__init__(message, path=path, position=position, offset=offset)
+
+    def at(self, *, path: str | None = None, position_base: int = 0) -> "TypedRecordError":
+        err = super().at(path=path, position_base=position_base)
+        err.row, err.schema_id, err.value_position = (self.row, self.schema_id,
+                                                      self.value_position)
+        return err
+
+    def __reduce__(self):
+        return (_rebuild_typed, (self.reason, self.path, self.position, self.offset,
+                                 self.row, self.schema_id, self.value_position))
+
+
+def _rebuild_typed(reason, path, position, offset, row, schema_id, value_position):
+    return TypedRecordError(reason, path=path, position=position, offset=offset, row=row,
+                            schema_id=schema_id, value_position=value_position)
+
+
+class SchemaError(KafkaLogError, ValueError):
+    """A schema (Avro, ...) that cannot be used: not parsable, naming an unknown type,
+    recursive, or with no Spark type (a decimal over 38 digits)."""
+
+
+class SchemaResolutionError(SchemaError):
+    """A writer schema that does not resolve to the reader schema by the Avro
+    specification's rules; the message names both schemas (full names, ids) and the field
+    path. Raised when the decoder is built, before any data is read."""
+
+
 class UnsupportedFormatError(KafkaLogError):
     """Valid-looking data using a feature this build cannot decode (unknown codec id)."""
 
