@@ -124,7 +124,7 @@ cdef extern from *:
     int64_t MAX_SECS "PB_MAX_SECS"
 
 ctypedef struct col_t:
-    int32_t kind, width
+    int32_t kind, width, nullable
     int64_t n, cap
     uint8_t *valid
     uint8_t *data
@@ -250,12 +250,13 @@ cdef int bin_reserve(ctx_t *x, col_t *c, int64_t want) noexcept nogil:
 
 cdef int col_null(ctx_t *x, int64_t ci) noexcept nogil:
     """Append a null to column ``ci`` (and to every child of a struct: Arrow's struct
-    children are as long as the struct)."""
+    children are as long as the struct). A column that is not nullable (a required field
+    under a null struct) gets a zero value instead, as Arrow wants it."""
     cdef col_t *c = &x.cols[ci]
     cdef int64_t k
     if col_reserve(x, c, 1):
         return -1
-    c.valid[c.n] = 0
+    c.valid[c.n] = 0 if c.nullable else 1
     if c.width:
         memset(c.data + c.n * c.width, 0, c.width)
     elif c.kind == K_BIN:
@@ -831,10 +832,11 @@ cdef class Kernel:
             raise MemoryError()
         memset(cols, 0, nc * sizeof(col_t))
         for ci in range(nc):
-            cols[ci].kind = <int32_t>self.cols_t[4 * ci]
-            cols[ci].width = <int32_t>self.cols_t[4 * ci + 1]
-            cols[ci].kid0 = self.cols_t[4 * ci + 2]
-            cols[ci].nkids = self.cols_t[4 * ci + 3]
+            cols[ci].kind = <int32_t>self.cols_t[5 * ci]
+            cols[ci].width = <int32_t>self.cols_t[5 * ci + 1]
+            cols[ci].kid0 = self.cols_t[5 * ci + 2]
+            cols[ci].nkids = self.cols_t[5 * ci + 3]
+            cols[ci].nullable = <int32_t>self.cols_t[5 * ci + 4]
         x.cols = cols
         x.ncols = nc
         cdef int64_t topcol = x.msgs[top].col

@@ -11,6 +11,8 @@ equals its default, as Java's DynamicMessage keeps no presence for it).
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import hashlib
 import os
@@ -100,15 +102,60 @@ def _compile(text: str, imports: tuple[tuple[str, str], ...]) -> bytes:
             return f.read()
 
 
+def _as_descriptor(text: str):
+    """The FileDescriptorProto of a schema given as base64 of its serialized form (what
+    confluent-kafka's Python serializers register), or None for ``.proto`` text."""
+    from google.protobuf import descriptor_pb2
+    from google.protobuf.message import DecodeError
+    body = text.strip()
+    if not body or any(ch in body for ch in " ;{\n"):
+        return None
+    try:
+        fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(body,
+                                                                             validate=True))
+    except (binascii.Error, ValueError, DecodeError):
+        return None
+    return fdp if (fdp.name or fdp.message_type) else None
+
+
+def _file_protos(name: str, text: str, imports: Mapping[str, str], out: dict) -> None:
+    """Add the FileDescriptorProtos of file ``name`` and of everything it imports to
+    ``out`` (name -> proto), dependencies first."""
+    if name in out:
+        return
+    fdp = _as_descriptor(text)
+    if fdp is None:
+        texts = tuple(sorted((k, v) for k, v in imports.items() if _as_descriptor(v) is None))
+        from google.protobuf import descriptor_pb2
+        fds = descriptor_pb2.FileDescriptorSet.FromString(_compile(text, texts))
+        for fp in fds.file:
+            if fp.name == MAIN_FILE:
+                fp.name = name
+            out.setdefault(fp.name, fp)
+        return
+    fdp.name = name
+    for dep in fdp.dependency:
+        if dep in imports:
+            _file_protos(dep, imports[dep], imports, out)
+        elif dep not in out:       # a well-known type: protoc's own copy
+            _file_protos(f"__import_{dep}", f'syntax = "proto3";\nimport "{dep}";\n',
+                         imports, out)
+    out[name] = fdp
+
+
 def load_file(text: str, imports: Mapping[str, str] | None = None):
-    """The FileDescriptor of ``text`` (``.proto`` source) in a private pool."""
-    from google.protobuf import descriptor_pb2, descriptor_pool
-    key = tuple(sorted((imports or {}).items()))
-    fds = descriptor_pb2.FileDescriptorSet.FromString(_compile(text, key))
+    """The FileDescriptor of ``text`` (``.proto`` source, or base64 of a serialized
+    FileDescriptorProto) in a private pool; ``imports`` maps import names to either."""
+    from google.protobuf import descriptor_pool
+    out: dict = {}
+    _file_protos(MAIN_FILE, text, dict(imports or {}), out)
     pool = descriptor_pool.DescriptorPool()
-    for fp in fds.file:
-        pool.Add(fp)
-    return pool.FindFileByName(MAIN_FILE)
+    try:
+        for fp in out.values():
+            pool.Add(fp)
+        return pool.FindFileByName(MAIN_FILE)
+    except (TypeError, KeyError, ValueError) as err:
+        raise SchemaError(f"Protobuf schema does not load: {err}") from err
 
 
 def message_path(fd, full_name: str) -> list[int] | None:
@@ -159,6 +206,7 @@ class Col:
     kind: int
     type: pa.DataType
     kids: list[int] = field(default_factory=list)
+    nullable: bool = True       # False: a "null" here (under a null parent) is a zero
 
 
 class Plan:
@@ -224,6 +272,7 @@ class Plan:
         for r, name, typ, nullable in rows:
             struct_fields.append(pa.field(name, typ, nullable=nullable))
             kid_cols.append(r[self.F_COL])
+            self.cols[r[self.F_COL]].nullable = nullable
         col = self._col(K_STRUCT, pa.struct(struct_fields), kid_cols)
         oneofs = {}
         for r, *_ in rows:
@@ -277,6 +326,7 @@ class Plan:
             entries.type = pa.struct([typ.key_field, typ.item_field])   # key, value not null
             row[self.F_COL] = self._col(K_LIST, typ, [m[self.M_COL]])
             row[self.F_ELEM] = m[self.M_COL]
+            entries.nullable = False
             row[self.F_SUB] = sub
             row[self.F_REPEATED] = 1
             return row, f.name, typ, True
@@ -299,7 +349,8 @@ class Plan:
             if t == T_ENUM:
                 row[self.F_ENUM] = self._enum(f.enum_type)
                 row[self.F_CLOSED] = int(f.enum_type.is_closed)
-            if f.has_default_value or presence == P_ALWAYS or t == T_ENUM:
+            if not f.is_repeated and (f.has_default_value or presence == P_ALWAYS
+                                      or t == T_ENUM):
                 row[self.F_HAS_DEFAULT] = int(f.has_default_value)
                 dv = f.default_value
                 if t == T_ENUM:
@@ -318,6 +369,7 @@ class Plan:
             typ = pa.list_(pa.field("element", vtype, nullable=False))
             row[self.F_COL] = self._col(K_LIST, typ, [vcol])
             row[self.F_ELEM] = vcol
+            self.cols[vcol].nullable = False
             row[self.F_REPEATED] = 1
             return row, f.name, typ, True
         row[self.F_COL] = row[self.F_ELEM] = vcol
@@ -325,8 +377,8 @@ class Plan:
 
     # -- for the kernel -------------------------------------------------------------------
     def tables(self) -> dict:
-        cols = np.array([[c.kind, _WIDTH[c.kind], 0, len(c.kids)] for c in self.cols],
-                        dtype=np.int64).reshape(-1, 4)
+        cols = np.array([[c.kind, _WIDTH[c.kind], 0, len(c.kids), int(c.nullable)]
+                         for c in self.cols], dtype=np.int64).reshape(-1, 5)
         kids = []
         for i, c in enumerate(self.cols):
             cols[i, 2] = len(kids)
