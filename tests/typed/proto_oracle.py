@@ -56,7 +56,8 @@ def _scalar(fd, v):
 def _kind(fd) -> str:
     if fd.type == FD.TYPE_MESSAGE:
         mt = fd.message_type
-        if mt.name in ("Timestamp", "Duration") and [f.name for f in mt.fields] == ["seconds", "nanos"]:
+        if mt.name in ("Timestamp", "Duration") and \
+                [f.name for f in mt.fields] == ["seconds", "nanos"]:
             return mt.name
         if mt.GetOptions().map_entry:
             return "map"

@@ -355,11 +355,13 @@ def test_schema_errors():
     with pytest.raises(SchemaError, match="does not compile"):
         ProtobufDecoder('syntax = "proto3"; message A { int32 = 1; }')
     with pytest.raises(SchemaError, match="groups"):
-        ProtobufDecoder('syntax = "proto2"; message G { optional group X = 1 { optional int32 a = 2; } }')
+        ProtobufDecoder('syntax = "proto2";\n'
+                        'message G { optional group X = 1 { optional int32 a = 2; } }')
 
 
 def test_imports_from_named_types(tmp_path):
-    common = 'syntax = "proto3"; package kl.common; message Money { int64 units = 1; string cur = 2; }'
+    common = ('syntax = "proto3"; package kl.common;\n'
+              'message Money { int64 units = 1; string cur = 2; }')
     main = ('syntax = "proto3"; package kl.shop; import "kl/common.proto";\n'
             'message Cart { kl.common.Money total = 1; repeated kl.common.Money items = 2; }')
     (tmp_path / "kl").mkdir()
