@@ -885,9 +885,10 @@ cdef class Kernel:
                     p = start
                     end = data + b
                     sid = -1
-                    for ci in range(nc):
-                        saved[2 * ci] = cols[ci].n
-                        saved[2 * ci + 1] = cols[ci].dlen
+                    if mode:           # a bad record is rolled back (fail mode stops)
+                        for ci in range(nc):
+                            saved[2 * ci] = cols[ci].n
+                            saved[2 * ci + 1] = cols[ci].dlen
                     x.err = E_OK
                     x.err_at = NULL
                     rc = 0
