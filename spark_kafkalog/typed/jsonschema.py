@@ -324,9 +324,7 @@ class JsonSchemaDecoder:
         """Payloads with raw CR/LF: valid JSON has them only as whitespace, so a payload
         that parses (Python's strict json, these rows only) is put on one line; one that
         does not is bad."""
-        nl = pc.or_(pc.greater(pc.count_substring(body, "\n"), 0),
-                    pc.greater(pc.count_substring(body, "\r"), 0))
-        rows = np.flatnonzero(np.asarray(nl.fill_null(False), dtype=bool)).tolist()
+        rows, hits = _rows_with_newlines(body)
         if not rows:
             return body
         for i in rows:
@@ -336,7 +334,11 @@ class JsonSchemaDecoder:
                 json.loads(body[i].as_py().decode("utf-8"))
             except (ValueError, UnicodeDecodeError) as err:
                 bad[i] = f"not valid JSON: {err}"
-        return pc.replace_substring(pc.replace_substring(body, "\n", " "), "\r", " ")
+        text = np.frombuffer(body.buffers()[2], dtype=np.uint8).copy()
+        text[hits] = 0x20
+        return pa.Array.from_buffers(pa.binary(), len(body),
+                                     [body.buffers()[0], body.buffers()[1], pa.py_buffer(text)],
+                                     null_count=body.null_count, offset=body.offset)
 
     def _parse(self, lines: pa.Array) -> pa.Array:
         """The column of ``lines`` (``{"v": ...}`` each), cast to the reader's type."""
@@ -385,6 +387,24 @@ class JsonSchemaDecoder:
         sid = None if sids is None or sids[row] < 0 else int(sids[row])
         raise TypedRecordError(f"bad JSON record at row {row}: {text} (schema id "
                                f"{'none' if sid is None else sid})", row=row, schema_id=sid)
+
+
+def _rows_with_newlines(body: pa.Array) -> tuple[list[int], np.ndarray]:
+    """Rows of ``body`` (binary) holding a CR or LF byte, and those bytes' positions in its
+    data buffer: one vectorised scan, positions mapped to rows through the offsets."""
+    data = body.buffers()[2]
+    if data is None or data.size == 0 or len(body) == 0:
+        return [], None
+    offs = np.frombuffer(body.buffers()[1], dtype=np.int32, count=len(body) + 1,
+                         offset=4 * body.offset)
+    raw = np.frombuffer(data, dtype=np.uint8)[offs[0]:offs[-1]]
+    hits = np.flatnonzero((raw == 10) | (raw == 13)) + offs[0]
+    if not len(hits):
+        return [], None
+    rows = np.unique(np.searchsorted(offs, hits, side="right") - 1)
+    if body.null_count:
+        rows = rows[np.asarray(body.is_valid(), dtype=bool)[rows]]
+    return rows.tolist(), hits
 
 
 def _drop(body: pa.Array, bad: dict) -> pa.Array:
