@@ -287,7 +287,8 @@ cdef inline int put_bin(ctx_t *x, int64_t ci, const uint8_t *p, int64_t n) noexc
         return -1
     if bin_reserve(x, c, n):
         return -1
-    memcpy(c.data + c.dlen, p, n)
+    if n:                     # an empty string may come before any data is allocated
+        memcpy(c.data + c.dlen, p, n)
     c.dlen += n
     c.valid[c.n] = 1
     c.offs[c.n + 1] = <int32_t>c.dlen
