@@ -611,6 +611,31 @@ cdef int merged(ctx_t *x, const fld_t *f, int64_t ci, const uint8_t *q,
     return rc
 
 
+cdef int put_entry(ctx_t *x, const fld_t *f, const uint8_t *v,
+                   const uint8_t *ve) noexcept nogil:
+    """One map entry; an entry whose value is a closed enum's unknown number is left out,
+    as protobuf leaves it (dec_msg returns 2 after writing the key: rolled back here)."""
+    cdef col_t *e = &x.cols[f.elem]
+    cdef col_t *k
+    cdef int64_t saved[6]
+    cdef int64_t j, nk = e.nkids if e.nkids < 2 else 2
+    cdef int rc
+    saved[0] = e.n
+    for j in range(nk):
+        k = &x.cols[x.kids[e.kid0 + j]]
+        saved[1 + 2 * j] = k.n
+        saved[2 + 2 * j] = k.dlen
+    rc = dec_msg(x, f.sub, v, ve)
+    if rc == 2:
+        e.n = saved[0]
+        for j in range(nk):
+            k = &x.cols[x.kids[e.kid0 + j]]
+            k.n = saved[1 + 2 * j]
+            k.dlen = saved[2 + 2 * j]
+        return 0
+    return rc
+
+
 cdef int put_repeated(ctx_t *x, const fld_t *f, const uint8_t *q,
                       const uint8_t *end) noexcept nogil:
     """Every element of repeated field ``f`` from its first occurrence at ``q`` on, packed
@@ -629,7 +654,10 @@ cdef int put_repeated(ctx_t *x, const fld_t *f, const uint8_t *q,
             if number != <uint64_t>f.number:
                 continue
             if wt == nat:
-                if put_value(x, f, f.elem, v, ve, 0) < 0:
+                if f.ftype == T_MAP:
+                    if put_entry(x, f, v, ve) < 0:
+                        return -1
+                elif put_value(x, f, f.elem, v, ve, 0) < 0:
                     return -1
             elif wt == 2 and nat != 2:        # packed scalars
                 w = 8 if nat == 1 else (4 if nat == 5 else 0)
@@ -731,8 +759,11 @@ cdef int dec_msg(ctx_t *x, int64_t mi, const uint8_t *p, const uint8_t *end) noe
             if rc == 1:                  # closed enum, unknown number: as if absent
                 if f.presence == P_REQUIRED:
                     return fail(x, E_REQUIRED, end, f.number)
-                rc = put_default(x, f, f.col) if (f.has_default or f.presence == P_ALWAYS) \
-                    else col_null(x, f.col)
+                if f.presence == P_ALWAYS:
+                    # only a map entry's value gets here (a closed enum is never a proto3
+                    # implicit field): protobuf keeps the whole entry as an unknown field
+                    return 2
+                rc = put_default(x, f, f.col) if f.has_default else col_null(x, f.col)
         if rc < 0:
             return -1
     return 0

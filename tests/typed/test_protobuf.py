@@ -68,6 +68,8 @@ message P2 {
   repeated int32 unpacked = 7;
   repeated int32 packed = 8 [packed = true];
   optional float f = 9 [default = 1.5];
+  enum Z { Z0 = 0; Z1 = 1; }
+  map<int32, Z> zs = 10;
 }
 """
 
@@ -237,7 +239,7 @@ def test_proto2_presence_defaults_and_required(mods):
     res = _check(dec, msgs)
     rows = decoded_rows(res.array)
     assert rows[0] == {"id": 1, "n": 42, "s": "hello", "kind": "C", "kind2": None,
-                       "d": None, "unpacked": [], "packed": [], "f": 1.5}
+                       "d": None, "unpacked": [], "packed": [], "f": 1.5, "zs": []}
     assert rows[1]["n"] == 0 and rows[1]["d"] == 0.0
     # the required field missing: Java's parser refuses the message, and so do we
     with pytest.raises(DecodeError):
@@ -250,6 +252,10 @@ def test_proto2_presence_defaults_and_required(mods):
     got = decoded_rows(dec.decode(pa.array([unknown]), framing="none").array)[0]
     assert got == spark_value(parsed)
     assert got["kind"] == "C" and got["kind2"] is None
+    # a map entry whose value is a closed enum's unknown number is left out whole
+    entries = b"\x08\x01" + b"\x52\x04\x08\x05\x10\x01" + b"\x52\x04\x08\x06\x10\x07"
+    got = decoded_rows(dec.decode(pa.array([entries]), framing="none").array)[0]
+    assert got == spark_value(mod.P2.FromString(entries)) and got["zs"] == [(5, "Z1")]
     # packed and unpacked encodings of one repeated field both read
     mixed = b"\x08\x01" + b"\x38\x07" + b"\x3a\x02\x08\x09" + b"\x42\x01\x01" + b"\x40\x02"
     assert decoded_rows(dec.decode(pa.array([mixed]), framing="none").array)[0] == \
