@@ -240,3 +240,16 @@ def test_pickles():
     dec2 = pickle.loads(pickle.dumps(dec))
     v = pa.array([b"\0\0\0\0\x01" + b'{"id": 1}'])
     assert dec2.decode(v).array.equals(dec.decode(v).array)
+
+
+def test_sliced_large_and_nullable_inputs():
+    text = json.dumps(ORDER)
+    dec = JsonSchemaDecoder(text, {1: text})
+    rng = random.Random(4)
+    vals = pa.array([b"\0\0\0\0\x01" + json.dumps(_order(rng, i), indent=i % 3).encode()
+                     if i % 5 else None for i in range(40)])
+    whole = dec.decode(vals).array
+    assert whole.null_count == 8
+    part = dec.decode(vals.slice(3, 20)).array
+    assert part.to_pylist() == whole.slice(3, 20).to_pylist()
+    assert dec.decode(vals.cast(pa.large_binary())).array.equals(whole)

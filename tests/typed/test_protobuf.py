@@ -476,3 +476,19 @@ def test_pickles_and_reuses(mods):
     assert dec.decode(v.slice(1)).array.to_pylist() == []
     chunked = pa.chunked_array([v, v])
     assert len(dec.decode(chunked).array) == 2
+
+
+def test_sliced_large_and_nullable_inputs(mods):
+    mod = mods["rich"]
+    rng = random.Random(9)
+    payloads = [frame(1, _rich(mod, rng, i).SerializeToString()) if i % 4 else None
+                for i in range(40)]
+    arr = pa.array(payloads, pa.binary())
+    dec = ProtobufDecoder(RICH, {1: RICH})
+    whole = dec.decode(arr).array
+    part = dec.decode(arr.slice(5, 17)).array
+    part.validate(full=True)
+    assert part.to_pylist() == whole.slice(5, 17).to_pylist()
+    big = dec.decode(arr.cast(pa.large_binary())).array
+    assert big.equals(whole)
+    assert whole.null_count == 10
