@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import hashlib
 import os
 import struct
@@ -74,9 +73,24 @@ def _wkt_include() -> str:
     return str(importlib.resources.files("grpc_tools") / "_proto")
 
 
-@functools.lru_cache(maxsize=64)
-def _compile(text: str, imports: tuple[tuple[str, str], ...]) -> bytes:
-    """The serialized FileDescriptorSet of ``text`` with its imports, by protoc."""
+#: protoc's output by (text, imports): filled by compiling, or from a pickled decoder (an
+#: executor then needs neither protoc nor a subprocess)
+COMPILED: dict[tuple, bytes] = {}
+
+
+def _compile(text: str, imports: tuple[tuple[str, str], ...], used: dict) -> bytes:
+    """The serialized FileDescriptorSet of ``text`` with its imports (by protoc, once),
+    also noted in ``used``."""
+    key = (text, imports)
+    if key not in COMPILED:
+        if len(COMPILED) >= 256:
+            COMPILED.pop(next(iter(COMPILED)))
+        COMPILED[key] = _protoc(text, imports)
+    used[key] = COMPILED[key]
+    return COMPILED[key]
+
+
+def _protoc(text: str, imports: tuple[tuple[str, str], ...]) -> bytes:
     try:
         import grpc_tools  # noqa: F401  (protoc ships in grpcio-tools)
     except ImportError as err:
@@ -118,7 +132,8 @@ def _as_descriptor(text: str):
     return fdp if (fdp.name or fdp.message_type) else None
 
 
-def _file_protos(name: str, text: str, imports: Mapping[str, str], out: dict) -> None:
+def _file_protos(name: str, text: str, imports: Mapping[str, str], out: dict,
+                 used: dict) -> None:
     """Add the FileDescriptorProtos of file ``name`` and of everything it imports to
     ``out`` (name -> proto), dependencies first."""
     if name in out:
@@ -127,7 +142,7 @@ def _file_protos(name: str, text: str, imports: Mapping[str, str], out: dict) ->
     if fdp is None:
         texts = tuple(sorted((k, v) for k, v in imports.items() if _as_descriptor(v) is None))
         from google.protobuf import descriptor_pb2
-        fds = descriptor_pb2.FileDescriptorSet.FromString(_compile(text, texts))
+        fds = descriptor_pb2.FileDescriptorSet.FromString(_compile(text, texts, used))
         for fp in fds.file:
             if fp.name == MAIN_FILE:
                 fp.name = name
@@ -136,19 +151,21 @@ def _file_protos(name: str, text: str, imports: Mapping[str, str], out: dict) ->
     fdp.name = name
     for dep in fdp.dependency:
         if dep in imports:
-            _file_protos(dep, imports[dep], imports, out)
+            _file_protos(dep, imports[dep], imports, out, used)
         elif dep not in out:       # a well-known type: protoc's own copy
             _file_protos(f"__import_{dep}", f'syntax = "proto3";\nimport "{dep}";\n',
-                         imports, out)
+                         imports, out, used)
     out[name] = fdp
 
 
-def load_file(text: str, imports: Mapping[str, str] | None = None):
+def load_file(text: str, imports: Mapping[str, str] | None = None,
+              used: dict | None = None):
     """The FileDescriptor of ``text`` (``.proto`` source, or base64 of a serialized
-    FileDescriptorProto) in a private pool; ``imports`` maps import names to either."""
+    FileDescriptorProto) in a private pool; ``imports`` maps import names to either.
+    ``used`` receives protoc's outputs it took (see :data:`COMPILED`)."""
     from google.protobuf import descriptor_pool
     out: dict = {}
-    _file_protos(MAIN_FILE, text, dict(imports or {}), out)
+    _file_protos(MAIN_FILE, text, dict(imports or {}), out, {} if used is None else used)
     pool = descriptor_pool.DescriptorPool()
     try:
         for fp in out.values():

@@ -76,7 +76,8 @@ class ProtobufDecoder:
         self._args = (reader_schema, dict(writer_schemas or {}), dict(named_types or {}),
                       message, emit_default_values)
         imports = dict(named_types or {})
-        reader_file = ps.load_file(reader_schema, imports)
+        self._compiled: dict = {}
+        reader_file = ps.load_file(reader_schema, imports, self._compiled)
         self.descriptor = ps.pick_message(reader_file, message)
         first = list(reader_file.message_types_by_name.values())[0]
         self.plan = ps.Plan(self.descriptor, emit_default_values)
@@ -84,7 +85,7 @@ class ProtobufDecoder:
         self._kernel = None
         ids, offs, paths = [], [0], []
         for sid in sorted(writer_schemas or {}):
-            wfile = ps.load_file(writer_schemas[sid], imports)
+            wfile = ps.load_file(writer_schemas[sid], imports, self._compiled)
             path = ps.message_path(wfile, self.descriptor.full_name)
             if path is None and self.descriptor is first:
                 path = [0]
@@ -105,7 +106,8 @@ class ProtobufDecoder:
         self._paths = np.array(paths or [0], dtype=np.int64)
 
     def __reduce__(self):
-        return (ProtobufDecoder, self._args)
+        # protoc's output travels with the arguments: the copy is rebuilt without protoc
+        return (_rebuild, (self._args, self._compiled))
 
     def _get_kernel(self):
         if self._kernel is None:
@@ -141,6 +143,11 @@ class ProtobufDecoder:
         if mode == 2:
             result.kept = pa.array(kept.astype(bool), type=pa.bool_())
         return result
+
+
+def _rebuild(args: tuple, compiled: dict) -> ProtobufDecoder:
+    ps.COMPILED.update(compiled)
+    return ProtobufDecoder(*args)
 
 
 def _fatal(code: int) -> bool:

@@ -468,9 +468,32 @@ def test_random_bytes_agree_with_protobuf(mods):
             assert rows[k] == want, (name, p)
 
 
-def test_pickles_and_reuses(mods):
+def _without_protoc(blob):
+    """Unpickle a decoder where protoc is unavailable: its output travels in the pickle."""
+    from spark_kafkalog.typed import proto_schema
+    saved = dict(proto_schema.COMPILED)
+    proto_schema.COMPILED.clear()
+    protoc, proto_schema._protoc = proto_schema._protoc, None
+    try:
+        return pickle.loads(blob)
+    finally:
+        proto_schema._protoc = protoc
+        proto_schema.COMPILED.update(saved)
+
+
+@pytest.mark.parametrize("base64_schema", [False, True])
+def test_pickles_and_reuses(mods, base64_schema):
+    schema = SCALARS
+    if base64_schema:       # a descriptor (as confluent-kafka registers): its import of a
+        import base64       # well-known type is compiled by protoc, and pickled too
+        from google.protobuf import descriptor_pb2
+        fdp = descriptor_pb2.FileDescriptorProto()
+        mods["rich"].DESCRIPTOR.CopyToProto(fdp)
+        schema = base64.b64encode(fdp.SerializeToString()).decode()
+        dec = ProtobufDecoder(schema, {1: schema}, message="kl.rich.Order.Line")
+        assert _without_protoc(pickle.dumps(dec)).arrow_type == dec.arrow_type
     dec = ProtobufDecoder(SCALARS, {1: SCALARS})
-    dec2 = pickle.loads(pickle.dumps(dec))
+    dec2 = _without_protoc(pickle.dumps(dec))
     v = pa.array([frame(1, mods["scalars"].Scalars(f_string="x").SerializeToString())])
     assert dec2.decode(v).array.equals(dec.decode(v).array)
     assert dec.decode(v.slice(1)).array.to_pylist() == []
