@@ -58,6 +58,7 @@ cdef enum:
     T_TIMESTAMP = 100
     T_DURATION = 101
     T_MAP = 102
+    T_WRAPPER = 103
 
 cdef enum:
     P_IMPLICIT = 0
@@ -112,7 +113,7 @@ ERRORS = {
 }
 
 cdef enum:
-    NF = 14          # field table width (proto_schema.Plan.F_*)
+    NF = 15          # field table width (proto_schema.Plan.F_*)
     NM = 7           # message table width (Plan.M_*)
     MAX_GROUP_DEPTH = 64
     BIN_LIMIT = 0x7fffffff
@@ -134,7 +135,7 @@ ctypedef struct col_t:
 
 ctypedef struct fld_t:
     int64_t number, ftype, col, elem, repeated, presence, oneof, sub, enum_id, closed
-    int64_t has_default, def_i, def_off, def_len
+    int64_t has_default, def_i, def_off, def_len, inner
 
 ctypedef struct msg_t:
     int64_t f0, nf, col, lut0, lutn, oneof0, noneof
@@ -364,7 +365,7 @@ cdef inline int natural_wt(int64_t t) noexcept nogil:
     if t == T_FLOAT or t == T_FIXED32 or t == T_SFIXED32:
         return 5
     if t == T_STRING or t == T_BYTES or t == T_MESSAGE or t == T_MAP or \
-            t == T_TIMESTAMP or t == T_DURATION:
+            t == T_TIMESTAMP or t == T_DURATION or t == T_WRAPPER:
         return 2
     return 0
 
@@ -515,6 +516,8 @@ cdef int put_default(ctx_t *x, const fld_t *f, int64_t ci) noexcept nogil:
         return dec_msg(x, f.sub, NULL, NULL)
     if t == T_TIMESTAMP or t == T_DURATION:
         return put_fixed(x, ci, &f.def_i)
+    if t == T_WRAPPER:
+        return put_wrapper(x, f, ci, NULL, NULL)
     if t == T_STRING or t == T_BYTES:
         return put_bin(x, ci, x.consts + f.def_off, f.def_len)
     if t == T_ENUM:
@@ -566,6 +569,32 @@ cdef int put_time(ctx_t *x, int64_t ci, const uint8_t *p, const uint8_t *end) no
     return put_fixed(x, ci, &micros)
 
 
+cdef int put_wrapper(ctx_t *x, const fld_t *f, int64_t ci, const uint8_t *p,
+                     const uint8_t *end) noexcept nogil:
+    """A wrapper message (Int32Value, ...) read as its ``value`` (field 1, last wins; its
+    zero when absent), as Spark's ``unwrap.primitive.wrapper.types``."""
+    cdef fld_t inner = f[0]
+    cdef uint64_t number
+    cdef int wt, nat
+    cdef const uint8_t *v
+    cdef const uint8_t *ve
+    cdef const uint8_t *last = NULL
+    cdef const uint8_t *last_end = NULL
+    inner.ftype = f.inner
+    inner.def_i = 0
+    inner.def_len = 0
+    nat = natural_wt(inner.ftype)
+    while p != NULL and p < end:
+        if next_field(x, &p, end, &number, &wt, &v, &ve):
+            return -1
+        if number == 1 and wt == nat:
+            last = v
+            last_end = ve
+    if last == NULL:
+        return put_default(x, &inner, ci)
+    return put_scalar(x, &inner, ci, last, last_end, 0)
+
+
 cdef int put_value(ctx_t *x, const fld_t *f, int64_t ci, const uint8_t *p,
                    const uint8_t *end, int null_if_default) noexcept nogil:
     """One value of ``f`` (any type) spanning ``p``..``end`` into column ``ci``."""
@@ -575,6 +604,8 @@ cdef int put_value(ctx_t *x, const fld_t *f, int64_t ci, const uint8_t *p,
         return dec_msg(x, f.sub, p, end)
     if f.ftype == T_TIMESTAMP or f.ftype == T_DURATION:
         return put_time(x, ci, p, end)
+    if f.ftype == T_WRAPPER:
+        return put_wrapper(x, f, ci, p, end)
     return put_scalar(x, f, ci, p, end, null_if_default)
 
 
@@ -751,7 +782,7 @@ cdef int dec_msg(ctx_t *x, int64_t mi, const uint8_t *p, const uint8_t *end) noe
             else:
                 rc = col_null(x, f.col)
         elif slots[k].cnt > 1 and (f.ftype == T_MESSAGE or f.ftype == T_TIMESTAMP or
-                                   f.ftype == T_DURATION):
+                                   f.ftype == T_DURATION or f.ftype == T_WRAPPER):
             rc = merged(x, f, f.col, slots[k].first, end)
         else:
             rc = put_value(x, f, f.col, slots[k].last, slots[k].last_end,

@@ -35,7 +35,7 @@ _WIDTH = {K_BOOL: 1, K_I32: 4, K_I64: 8, K_F32: 4, K_F64: 8, K_BIN: 0, K_STRUCT:
 T_DOUBLE, T_FLOAT, T_INT64, T_UINT64, T_INT32, T_FIXED64, T_FIXED32, T_BOOL = range(1, 9)
 T_STRING, T_GROUP, T_MESSAGE, T_BYTES, T_UINT32, T_ENUM = range(9, 15)
 T_SFIXED32, T_SFIXED64, T_SINT32, T_SINT64 = range(15, 19)
-T_TIMESTAMP, T_DURATION, T_MAP = 100, 101, 102
+T_TIMESTAMP, T_DURATION, T_MAP, T_WRAPPER = 100, 101, 102, 103
 # presence: null when equal to the default (proto3 implicit), null when absent, the
 # default when absent (map entries' key/value), an error when absent (proto2 required)
 P_IMPLICIT, P_EXPLICIT, P_ALWAYS, P_REQUIRED = range(4)
@@ -62,6 +62,10 @@ _WIRE_CLASS = {
     T_BYTES: "bytes", T_MESSAGE: "message", T_GROUP: "group",
 }
 _TYPE_NAME = {v: k[2:].lower() for k, v in globals().items() if k.startswith("T_")}
+
+#: google/protobuf/wrappers.proto's messages (``unwrap_wrappers``: read as their value)
+WRAPPERS = {f"google.protobuf.{n}Value" for n in
+            ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String", "Bytes")}
 
 #: the main file's name in protoc's virtual tree (imports cannot be named so)
 MAIN_FILE = "__kafkalog_schema__.proto"
@@ -231,14 +235,16 @@ class Plan:
 
     # field table columns
     F_NUMBER, F_TYPE, F_COL, F_ELEM, F_REPEATED, F_PRESENCE, F_ONEOF, F_SUB, F_ENUM, \
-        F_CLOSED, F_HAS_DEFAULT, F_DEF_I, F_DEF_OFF, F_DEF_LEN = range(14)
+        F_CLOSED, F_HAS_DEFAULT, F_DEF_I, F_DEF_OFF, F_DEF_LEN, F_INNER = range(15)
     # message table columns
     M_F0, M_NF, M_COL, M_LUT0, M_LUTN, M_ONEOF0, M_NONEOF = range(7)
     LUT_MAX = 1024          # field numbers below this are found by a direct table
 
-    def __init__(self, descriptor, emit_default_values: bool = False):
+    def __init__(self, descriptor, emit_default_values: bool = False,
+                 unwrap_wrappers: bool = False):
         self.descriptor = descriptor
         self.emit_defaults = emit_default_values
+        self.unwrap = unwrap_wrappers
         self.cols: list[Col] = []
         self.fields: list[list[int]] = []
         self.msgs: list[list[int]] = []
@@ -312,9 +318,11 @@ class Plan:
     def _field(self, f, seen, path, entry):
         """(field row, name, arrow type, nullable) of field ``f``, or None when dropped."""
         t = _ftype(f)
+        if self.unwrap and t == T_MESSAGE and f.message_type.full_name in WRAPPERS:
+            t = T_WRAPPER
         if t == T_GROUP:
             raise SchemaError(f"Protobuf field {path}: groups are not supported")
-        row = [0] * 14
+        row = [0] * 15
         row[self.F_NUMBER] = f.number
         row[self.F_TYPE] = t
         row[self.F_ENUM] = -1
@@ -360,6 +368,11 @@ class Plan:
             row[self.F_SUB] = sub
         elif t in (T_TIMESTAMP, T_DURATION):
             vcol = self._col(*_SCALAR[t])
+        elif t == T_WRAPPER:
+            # Spark's unwrap.primitive.wrapper.types: the wrapper's value field itself
+            inner = f.message_type.fields_by_name["value"].type
+            row[self.F_INNER] = inner
+            vcol = self._col(*_SCALAR[inner])
         else:
             kind, typ = _SCALAR[t]
             vcol = self._col(kind, typ)
@@ -403,7 +416,7 @@ class Plan:
         return {
             "cols": cols,
             "kids": np.array(kids or [0], dtype=np.int64),
-            "fields": np.array(self.fields or [[0] * 14], dtype=np.int64).reshape(-1, 14),
+            "fields": np.array(self.fields or [[0] * 15], dtype=np.int64).reshape(-1, 15),
             "msgs": np.array(self.msgs, dtype=np.int64).reshape(-1, 7),
             "lut": np.array(self.lut or [-1], dtype=np.int32),
             "enum_vals": np.array(self.enum_vals or [(0, 0, 0)], dtype=np.int64).reshape(-1, 3),

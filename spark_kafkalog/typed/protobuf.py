@@ -30,7 +30,9 @@ enum                                        string: the symbol; an open enum's u
 message                                     struct (a message with no fields is dropped)
 google.protobuf.Timestamp                   timestamp[us, UTC]
 google.protobuf.Duration                    duration[us] (Spark's day-time interval)
-wrappers (Int32Value, ...)                  struct<value> (Spark's default; not unwrapped)
+wrappers (Int32Value, ...)                  struct<value> (Spark's default); with
+                                            ``unwrap_wrappers=True`` the value's type
+                                            (Spark's unwrap.primitive.wrapper.types)
 repeated T                                  list<element: T not null>
 map<K, V>                                   map<key: K, value: V not null>
 oneof                                       one nullable field per member, the set one
@@ -72,15 +74,15 @@ class ProtobufDecoder:
 
     def __init__(self, reader_schema: str, writer_schemas: Mapping[int, str] | None = None,
                  named_types: Mapping[str, str] | None = None, message: str | None = None,
-                 emit_default_values: bool = False):
+                 emit_default_values: bool = False, unwrap_wrappers: bool = False):
         self._args = (reader_schema, dict(writer_schemas or {}), dict(named_types or {}),
-                      message, emit_default_values)
+                      message, emit_default_values, unwrap_wrappers)
         imports = dict(named_types or {})
         self._compiled: dict = {}
         reader_file = ps.load_file(reader_schema, imports, self._compiled)
         self.descriptor = ps.pick_message(reader_file, message)
         first = list(reader_file.message_types_by_name.values())[0]
-        self.plan = ps.Plan(self.descriptor, emit_default_values)
+        self.plan = ps.Plan(self.descriptor, emit_default_values, unwrap_wrappers)
         self.arrow_type: pa.DataType = self.plan.arrow_type
         self._kernel = None
         ids, offs, paths = [], [0], []

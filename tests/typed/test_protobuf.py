@@ -515,3 +515,25 @@ def test_sliced_large_and_nullable_inputs(mods):
     big = dec.decode(arr.cast(pa.large_binary())).array
     assert big.equals(whole)
     assert whole.null_count == 10
+
+
+def test_unwrapped_wrappers(mods):
+    """Spark's unwrap.primitive.wrapper.types: a wrapper is its value (null when the
+    wrapper is absent, the value's zero when only the wrapper is there)."""
+    mod = mods["rich"]
+    dec = ProtobufDecoder(RICH, unwrap_wrappers=True)
+    assert dec.arrow_type.field("maybe").type == pa.int32()
+    assert dec.arrow_type.field("label").type == pa.string()
+    rng = random.Random(21)
+    msgs = [_rich(mod, rng, i) for i in range(200)]
+    empty = mod.Order()
+    empty.maybe.SetInParent()
+    msgs.append(empty)
+    rows = decoded_rows(dec.decode(pa.array([m.SerializeToString() for m in msgs]),
+                                   framing="none").array)
+    for m, row in zip(msgs, rows):
+        want = spark_value(m)
+        for k in ("maybe", "label"):
+            want[k] = getattr(m, k).value if m.HasField(k) else None
+        assert row == want
+    assert rows[-1]["maybe"] == 0 and rows[-1]["label"] is None
