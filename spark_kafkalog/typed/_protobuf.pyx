@@ -753,6 +753,10 @@ cdef int dec_msg(ctx_t *x, int64_t mi, const uint8_t *p, const uint8_t *end) noe
             nat = natural_wt(f.ftype)
             if wt != nat and not (wt == 2 and f.repeated and nat != 2):
                 continue                 # a wire type that does not fit: an unknown field
+            if f.oneof >= 0 and win[f.oneof] != fi:
+                # another member was set since: protobuf cleared this one, so a message
+                # member merges only its occurrences from here on
+                slots[fi].cnt = 0
             if slots[fi].cnt == 0:
                 slots[fi].first = tag_at
             slots[fi].cnt += 1

@@ -228,6 +228,17 @@ def test_message_fields_merge_and_last_scalar_wins(mods):
     got = decoded_rows(dec.decode(pa.array([payload]), framing="none").array)[0]
     assert got == spark_value(mod.Order.FromString(payload))
     assert got["first"] == {"sku": "one", "qty": 3, "tags": ["t1", "t2"]}
+    # a oneof's message member set, then another member, then the message again: the
+    # second member cleared the first occurrence, only the last one is left
+    v1, v2 = mod.Order(), mod.Order(card="c")
+    v1.voucher.sku = "first"
+    v1.voucher.tags.append("a")
+    v3 = mod.Order()
+    v3.voucher.qty = 2
+    payload = v1.SerializeToString() + v2.SerializeToString() + v3.SerializeToString()
+    got = decoded_rows(dec.decode(pa.array([payload]), framing="none").array)[0]
+    assert got == spark_value(mod.Order.FromString(payload))
+    assert got["voucher"] == {"sku": None, "qty": 2, "tags": []} and got["card"] is None
 
 
 def test_proto2_presence_defaults_and_required(mods):
