@@ -1,6 +1,7 @@
 """Typed records: bytes and schemas in, Arrow columns out, no files (beside ``format/``).
 
-:mod:`~spark_kafkalog.typed.avro` decodes schema-registry values (Avro) into Arrow columns;
+:mod:`~spark_kafkalog.typed.avro`, :mod:`~spark_kafkalog.typed.protobuf` and
+:mod:`~spark_kafkalog.typed.jsonschema` decode schema-registry values into Arrow columns;
 :mod:`~spark_kafkalog.typed.registry` decodes the schema registry's own topic
 (``_schemas``) and builds the registry's state (subjects, versions, ids, configs);
 reading that topic from a log dir is :func:`spark_kafkalog.log.read.schemas.read_registry`;
