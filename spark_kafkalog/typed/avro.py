@@ -43,36 +43,18 @@ schemas are refused (Spark has no type for them).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from spark_kafkalog.errors import InvalidOptionError, TypedRecordError
+from spark_kafkalog.errors import TypedRecordError
 from spark_kafkalog.typed.avro_program import Program
 from spark_kafkalog.typed.avro_schema import Schema, avro_arrow_type, parse_schema
+from spark_kafkalog.typed.result import DecodeResult, binary_values, check_modes, error_column
 
 __all__ = ["AvroDecoder", "DecodeResult", "avro_arrow_type", "parse_schema"]
 
-FRAMINGS = ("confluent", "none")
-ON_ERROR = ("fail", "null", "skip")
 _EMPTY = pa.py_buffer(b"")
-
-
-@dataclass
-class DecodeResult:
-    """What :meth:`AvroDecoder.decode` returns.
-
-    array   the decoded column (``AvroDecoder.arrow_type``); null where the input is null,
-            and under ``on_error="null"`` where the record is bad; under ``"skip"`` the bad
-            rows are left out
-    errors  under ``"null"``/``"skip"``: per input row, the error text (null where fine)
-    kept    under ``"skip"``: per input row, whether it is in ``array``
-    """
-
-    array: pa.Array
-    errors: pa.StringArray | None = None
-    kept: pa.BooleanArray | None = None
 
 
 class AvroDecoder:
@@ -108,18 +90,11 @@ class AvroDecoder:
         ChunkedArray of one). ``framing="confluent"``: magic byte 0, a 4-byte big-endian
         schema id, then the value written with ``writer_schemas[id]``; ``"none"``: raw Avro
         written with the reader schema."""
-        if framing not in FRAMINGS:
-            raise InvalidOptionError(f"framing must be one of {FRAMINGS}, not {framing!r}")
-        if on_error not in ON_ERROR:
-            raise InvalidOptionError(f"on_error must be one of {ON_ERROR}, not {on_error!r}")
-        if isinstance(values, pa.ChunkedArray):
-            values = values.combine_chunks()
-        if not (pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)):
-            raise InvalidOptionError(f"Avro values must be binary, not {values.type}")
+        mode = check_modes(framing, on_error)
+        values = binary_values(values, "Avro")
         if framing == "none" and self._self_entry is None:
             self._self_entry = self._program.add_writer(self.reader, "(the reader schema)")
         kernel = self._program.kernel()
-        mode = ON_ERROR.index(on_error)
         cols, bad, kept = kernel.run(values, framing == "confluent", self._ids, self._entries,
                                      -1 if self._self_entry is None else self._self_entry,
                                      mode, self._program.top)
@@ -139,21 +114,8 @@ class AvroDecoder:
 
 
 def _errors(n: int, bad: list) -> pa.StringArray:
-    if not bad:
-        return pa.nulls(n, pa.string())
-    texts = [f"{msg} (schema id {'none' if sid is None else sid}, byte {pos} of the value)"
-             for _, msg, sid, pos in bad]
-    rows = np.array([b[0] for b in bad], dtype=np.int64)
-    lengths = np.zeros(n, dtype=np.int32)
-    lengths[rows] = [len(t.encode("utf-8")) for t in texts]
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    valid = np.zeros(n, dtype=bool)
-    valid[rows] = True
-    data = "".join(texts).encode("utf-8")
-    return pa.Array.from_buffers(pa.string(), n, [pa.array(valid).buffers()[1],
-                                                 pa.py_buffer(offsets), pa.py_buffer(data)],
-                                 null_count=n - len(bad))
+    return error_column(n, [(row, f"{msg} (schema id {'none' if sid is None else sid}, "
+                                  f"byte {pos} of the value)") for row, msg, sid, pos in bad])
 
 
 def _assemble(program: Program, cols: list, ci: int) -> pa.Array:
