@@ -10,7 +10,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_CONF_DIR        := $(abspath conf)
 
-.PHONY: venv build test test-fast bench run clean kafka-jars iceberg-jars browser kcat fuzz-kernels fuse
+.PHONY: venv build test test-slow test-all test-fast bench run clean kafka-jars iceberg-jars browser kcat fuzz-kernels fuse
 
 venv: $(STAMP)
 
@@ -24,7 +24,21 @@ $(STAMP): pyproject.toml setup.py
 build: $(STAMP)
 	flock .build.lock $(PY) setup.py -q build_ext --inplace -j 2
 
-test: build kafka-jars iceberg-jars browser kcat fuzz-kernels fuse
+# The tests run in two tiers, chosen by pytest markers (pyproject.toml):
+#   make test       the README's test command: every test not marked slow, kafka or
+#                   packaging (format/, log/, typed/, lake/, the Spark session tests, the
+#                   jobs and the command); the target is 15 minutes on 2 cores
+#   make test-slow  the rest: real Kafka brokers (kafka), kill-and-restart, soak and full
+#                   fault sweeps, guided fuzzing and the packaging round trip (slow)
+# .ci/run runs both and prints each tier's time; `make test-all` is the two in one run.
+FAST_TIER := not slow and not kafka and not packaging
+test: build iceberg-jars browser fuse
+	$(PY) -m pytest -q --durations=25 -m "$(FAST_TIER)" $(PYTEST_ARGS)
+
+test-slow: build kafka-jars iceberg-jars browser kcat fuzz-kernels fuse
+	$(PY) -m pytest -q --durations=25 -m "not ($(FAST_TIER))" $(PYTEST_ARGS)
+
+test-all: build kafka-jars iceberg-jars browser kcat fuzz-kernels fuse
 	$(PY) -m pytest -q --durations=25 $(PYTEST_ARGS)
 
 test-fast: build
