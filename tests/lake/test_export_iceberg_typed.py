@@ -1,0 +1,202 @@
+"""The Iceberg export with typed values (issue 39 item 1) and the table's schema evolving
+with the subject's: values encoded by fastavro under two versions of ``orders-value``
+(tests/typed/typed_logs.py: v2 promotes ``amount`` int -> long and adds ``note`` and
+``tags`` with defaults), registered in a ``_schemas`` topic as KafkaStore writes it.
+The table is read back by Apache Iceberg's Java library and by pyiceberg and compared
+row for row with ``log.read_table(..., value_format="avro")`` of the same offsets, read
+at the time of each run (so a run-1 row has the fields v1 had, the fields v2 added null
+— Iceberg's rule for a column added later — and not v2's defaults)."""
+from __future__ import annotations
+
+import pytest
+
+from spark_kafkalog.errors import TableError
+from spark_kafkalog.jobs import run_job
+from spark_kafkalog.lake import export_topics, open_catalog
+from spark_kafkalog.lake.iceberg_table import open_table
+from spark_kafkalog.lake.iceberg_typed import typed_records
+from spark_kafkalog.log import LogDirs, read_table
+from tests.lake.oracle import JavaReader, metadata_location
+from tests.log.logbuilder import LogDirBuilder, rec
+from tests.typed import registry_records as rr
+from tests.typed import typed_logs as tl
+
+IDENT = "kafka.orders"
+T0 = 1_700_000_000_000
+#: a subject whose one version turns ``amount`` into a string: no promotion of long
+ALT = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"}, {"name": "amount", "type": "string"}]}
+#: a subject whose one version narrows ``amount`` back to int
+NARROW = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"}, {"name": "amount", "type": "int"}]}
+
+
+def _v1_log(root):
+    """``_schemas`` with orders-value v1 (id 1) only; ``orders`` (2 partitions) with v1
+    values, a tombstone and a record that does not decode (partition 1, offset 2)."""
+    b = LogDirBuilder(root)
+    reg = b.partition("_schemas", 0)
+    reg.append([rec(rr.subject_key("CONFIG"), rr.config_value("BACKWARD"), ts=T0),
+                rec(rr.schema_key("orders-value", 1),
+                    rr.schema_value("orders-value", 1, 1, tl.text(tl.V1)), ts=T0)])
+    p0 = b.partition("orders", 0)
+    p0.append([rec(b"k%d" % i, tl.framed(1, {"id": i, "amount": 10 * i}), ts=T0 + i)
+               for i in range(4)] + [rec(b"k4", None, ts=T0 + 4)])
+    p1 = b.partition("orders", 1)
+    p1.append([rec(None, tl.framed(1, {"id": 100, "amount": -1}), ts=T0),
+               rec(None, tl.framed(1, {"id": 101, "amount": 7}), ts=T0 + 1),
+               rec(None, b"\x07not avro", ts=T0 + 2)], compression="gzip")
+    for _, p in b.parts:
+        p.high_watermark = p.log_end_offset
+    b.write()
+    return b
+
+
+def _part(b, topic, q=0):
+    return next(p for _, p in b.parts if (p.topic, p.partition) == (topic, q))
+
+
+def _add_v2(b):
+    """orders-value v2 (id 2) registered, then v2 values appended to both partitions."""
+    reg = _part(b, "_schemas")
+    reg.append([rec(rr.schema_key("orders-value", 2),
+                    rr.schema_value("orders-value", 2, 2, tl.text(tl.V2)), ts=T0 + 10)])
+    for _, p in b.parts:
+        if p.topic != "orders":
+            continue
+        q = p.partition
+        p.append([rec(None, tl.framed(2, {"id": 200 + 10 * q + i, "amount": 2**40 + i,
+                                          "note": None if i else f"n{q}",
+                                          "tags": ["a", "b"][:i]}), ts=T0 + 20 + i)
+                  for i in range(3)], compression="lz4")
+    for _, p in b.parts:
+        p.high_watermark = p.log_end_offset
+    b.write()
+
+
+def _register(b, subject, schema, sid):
+    reg = _part(b, "_schemas")
+    reg.append([rec(rr.schema_key(subject, 1), rr.schema_value(subject, 1, sid, tl.text(schema)),
+                    ts=T0 + 30)])
+    reg.high_watermark = reg.log_end_offset
+    b.write()
+
+
+def _export(logs, wh, **typed):
+    logdirs = LogDirs(logs)
+    shape = typed_records(logdirs, ["orders"], value_format="avro", **typed)
+    catalog = open_catalog(str(wh))
+    table = open_table(catalog, IDENT, shape, partition_by="day")
+    return export_topics(logdirs, ["orders"], catalog, table, IDENT, shape=shape,
+                         window_records=3)
+
+
+def _rows(table, extra=("value_error",)) -> list[tuple]:
+    """(partition, offset, key, value as Python, extra columns...) sorted; an Arrow
+    table from read_table or a pyiceberg scan."""
+    cols = [table.column(c).to_pylist() for c in ("partition", "offset", "key", "value")]
+    more = [table.column(c).to_pylist() if c in table.column_names else
+            [None] * table.num_rows for c in extra]
+    return sorted((p, o, None if k is None else bytes(k).hex(), v, *x)
+                  for p, o, k, v, *x in zip(*cols, *more))
+
+
+def _java_rows(lines, extra=("value_error",)) -> list[tuple]:
+    return sorted((r["partition"], r["offset"], r["key"], r["value"],
+                   *((r.get("extra") or {}).get(c) for c in extra)) for r in lines)
+
+
+def _with_fields(rows, fields):
+    """``rows`` with each value struct given every field of ``fields`` (absent: None),
+    in that order: how a row written before the fields existed reads."""
+    return [(p, o, k, None if v is None else {f: v.get(f) for f in fields}, *x)
+            for p, o, k, v, *x in rows]
+
+
+@pytest.fixture(scope="module")
+def java(tmp_path_factory):
+    return JavaReader(tmp_path_factory.mktemp("iceberg-reader"))
+
+
+@pytest.mark.slow
+def test_typed_export_evolves_with_the_subject(tmp_path, java):
+    b = _v1_log(tmp_path / "logs")
+    logs, wh = b.uris(), tmp_path / "wh"
+    first = _export(logs, wh, on_decode_error="null")
+    assert first.status == "committed" and first.rows == 8
+    run1 = _rows(read_table(logs, "orders", value_format="avro", on_decode_error="null"))
+    assert [r[3] for r in run1 if r[:2] == (0, 1)] == [{"id": 1, "amount": 10}]
+    assert [r[4] is not None for r in run1 if r[:2] == (1, 2)] == [True]   # value_error
+
+    _add_v2(b)
+    second = _export(logs, wh, on_decode_error="null")
+    assert second.status == "committed" and second.rows == 6
+    now = read_table(logs, "orders", value_format="avro", on_decode_error="null")
+    run2 = [r for r in _rows(now) if r[1] >= (5 if r[0] == 0 else 3)]
+    assert len(run2) == 6 and run2[0][3]["note"] == "n0" and run2[1][3]["tags"] == ["a"]
+    fields = [f.name for f in now.schema.field("value").type]
+    assert fields == ["id", "amount", "note", "tags"]
+    expected = sorted(_with_fields(run1, fields) + run2)
+
+    table = open_catalog(str(wh)).load_table(IDENT)
+    value = table.schema().find_field("value").field_type
+    assert [f.name for f in value.fields] == fields
+    assert str(value.field_by_name("amount").field_type) == "long"     # int promoted
+    assert len(table.schemas()) == 2        # created from v1, evolved once
+    assert _rows(table.scan().to_arrow()) == expected
+
+    head, lines = java.read_catalog(wh, IDENT, raw=True)
+    assert _java_rows(lines) == expected
+    assert "note" in head["schema"] and "value_error" in head["schema"]
+    # the Java library reads the v1 data file with the v2 schema: the added fields null
+    # there (not v2's defaults, which are Avro's, not the table's)
+    old = [r for r in _java_rows(lines) if r[:2] == (0, 1)][0]
+    assert old[3] == {"id": 1, "amount": 10, "note": None, "tags": None}
+    assert _export(logs, wh, on_decode_error="null").status == "nothing-new"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("subject,schema,sid,said", [
+    ("orders_alt-value", ALT, 8, "amount changed from long to string"),
+    ("orders_narrow-value", NARROW, 9, "amount narrowed from long to int")])
+def test_a_change_the_table_cannot_take_is_refused_unchanged(tmp_path, capsys, subject,
+                                                             schema, sid, said):
+    b = _v1_log(tmp_path / "logs")
+    _add_v2(b)
+    logs, wh = b.uris(), tmp_path / "wh"
+    assert _export(logs, wh, on_decode_error="null").status == "committed"
+    before = metadata_location(wh, IDENT)
+    _register(b, subject, schema, sid)
+    with pytest.raises(TableError, match=said):
+        _export(logs, wh, on_decode_error="null", value_subject=subject)
+    assert metadata_location(wh, IDENT) == before
+    # the job: one line, exit 2, the table still unchanged
+    capsys.readouterr()
+    code = _job(logs, wh, "--value-format", "avro", "--on-decode-error", "null",
+                "--option", f"valueSubject={subject}")
+    err = capsys.readouterr().err
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1
+    assert metadata_location(wh, IDENT) == before
+
+
+def _job(logs, wh, *flags):
+    return run_job("export_iceberg", ["--path", logs, "--topic", "orders", "--warehouse",
+                                      str(wh), "--table", IDENT, *flags])
+
+
+@pytest.mark.slow
+def test_job_exports_typed_values(tmp_path, capsys):
+    b = _v1_log(tmp_path / "logs")
+    _add_v2(b)
+    logs, wh = b.uris(), tmp_path / "wh"
+    code = _job(logs, wh, "--value-format", "avro", "--on-decode-error", "skip")
+    assert code == 0, capsys.readouterr().err
+    table = open_catalog(str(wh)).load_table(IDENT)
+    expected = _rows(read_table(logs, "orders", value_format="avro", on_decode_error="skip"))
+    assert _rows(table.scan().to_arrow()) == expected and len(expected) == 13
+    assert "value_error" not in table.schema().column_names
+    # a raw table refuses a typed export, and a typed one a raw export
+    capsys.readouterr()
+    code = _job(logs, wh)
+    err = capsys.readouterr().err
+    assert code == 2 and "column 'value' is struct" in err and "writes binary" in err
