@@ -133,7 +133,8 @@ public class IcebergReader {
       "topic", "partition", "offset", "timestamp", "timestampType", "key", "value", "headers");
 
   /** A value Iceberg's generic reader gives, as JSON: structs as objects by field name,
-   * lists as arrays, maps as objects, binary as hex, temporal values as text. */
+   * lists as arrays, maps as objects, binary as hex, timestamps as epoch microseconds,
+   * dates as epoch days, decimals as plain text, anything else as its text. */
   private static com.fasterxml.jackson.databind.JsonNode json(Object v) {
     com.fasterxml.jackson.databind.node.JsonNodeFactory n = JSON.getNodeFactory();
     if (v == null) {
@@ -178,6 +179,16 @@ public class IcebergReader {
     }
     if (v instanceof Boolean) {
       return n.booleanNode((Boolean) v);
+    }
+    // temporal values as numbers since the epoch (micros, days), decimals as plain text
+    if (v instanceof OffsetDateTime) {
+      return n.numberNode(ChronoUnit.MICROS.between(Instant.EPOCH, ((OffsetDateTime) v).toInstant()));
+    }
+    if (v instanceof java.time.LocalDate) {
+      return n.numberNode(((java.time.LocalDate) v).toEpochDay());
+    }
+    if (v instanceof java.math.BigDecimal) {
+      return n.textNode(((java.math.BigDecimal) v).toPlainString());
     }
     return n.textNode(v.toString());
   }

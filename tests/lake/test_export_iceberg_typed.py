@@ -200,3 +200,126 @@ def test_job_exports_typed_values(tmp_path, capsys):
     code = _job(logs, wh)
     err = capsys.readouterr().err
     assert code == 2 and "column 'value' is struct" in err and "writes binary" in err
+
+
+#: orders-value v3: ``tags`` dropped (the table keeps the column; new rows null in it)
+V3_DROPPED = {**tl.V2, "fields": [f for f in tl.V2["fields"] if f["name"] != "tags"]}
+
+
+@pytest.mark.slow
+def test_a_field_the_subject_dropped_stays_and_reads_null(tmp_path, java):
+    b = _v1_log(tmp_path / "logs")
+    _add_v2(b)
+    logs, wh = b.uris(), tmp_path / "wh"
+    assert _export(logs, wh, on_decode_error="null").rows == 14
+    before = _rows(open_catalog(str(wh)).load_table(IDENT).scan().to_arrow())
+    reg = _part(b, "_schemas")
+    reg.append([rec(rr.schema_key("orders-value", 3),
+                    rr.schema_value("orders-value", 3, 23, tl.text(V3_DROPPED)), ts=T0 + 40)])
+    tl.IDS[23] = V3_DROPPED
+    try:
+        p = _part(b, "orders", 1)
+        p.append([rec(None, tl.framed(23, {"id": 300, "amount": 3, "note": "v3"}),
+                      ts=T0 + 50)])
+    finally:
+        del tl.IDS[23]
+    for _, part in b.parts:
+        part.high_watermark = part.log_end_offset
+    b.write()
+    assert _export(logs, wh, on_decode_error="null").rows == 1
+    table = open_catalog(str(wh)).load_table(IDENT)
+    assert [f.name for f in table.schema().find_field("value").field_type.fields] == \
+        ["id", "amount", "note", "tags"]
+    new = (1, 6, None, {"id": 300, "amount": 3, "note": "v3", "tags": None}, None)
+    assert _rows(table.scan().to_arrow()) == sorted(before + [new])
+    _, lines = java.read_catalog(wh, IDENT, raw=True)
+    assert _java_rows(lines) == sorted(before + [new])
+
+
+#: every Avro type the decoder maps, and what Iceberg makes of it
+RICH = {"type": "record", "name": "Rich", "namespace": "t", "fields": [
+    {"name": "b", "type": "boolean"}, {"name": "f", "type": "float"},
+    {"name": "d", "type": "double"}, {"name": "by", "type": "bytes"},
+    {"name": "fx", "type": {"type": "fixed", "name": "F4", "size": 4}},
+    {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}},
+    {"name": "m", "type": {"type": "map", "values": "long"}},
+    {"name": "n", "type": {"type": "record", "name": "N",
+                           "fields": [{"name": "x", "type": ["null", "int"]}]}},
+    {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10,
+                             "scale": 2}},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "dt", "type": {"type": "int", "logicalType": "date"}},
+    {"name": "un", "type": ["null", "string", "long"]},
+    {"name": "arr", "type": {"type": "array", "items": "N"}}]}
+
+
+def _rich(i):
+    import datetime as dt
+    import decimal
+
+    return {"b": i % 2 == 0, "f": 1.5 * i, "d": 0.25 * i, "by": bytes([i, 255]),
+            "fx": bytes([i] * 4), "e": "AB"[i % 2], "m": {"a": i, "b": -i},
+            "n": {"x": None if i == 1 else i},
+            "dec": decimal.Decimal(f"{i}.{i:02d}"),
+            "ts": dt.datetime(2024, 1, 1 + i, 12, 0, 0, 123000, tzinfo=dt.timezone.utc),
+            "dt": dt.date(2024, 2, 1 + i), "un": [None, f"s{i}", i][i % 3],
+            "arr": [{"x": j} for j in range(i)]}
+
+
+def _plain(v):
+    """A value of read_table's Arrow (to_pylist) in the Java reader's JSON terms."""
+    import datetime as dt
+    import decimal
+
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        if v and all(isinstance(x, tuple) and len(x) == 2 for x in v):   # a map
+            return {k: _plain(x) for k, x in v}
+        return [_plain(x) for x in v]
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, decimal.Decimal):
+        return format(v, "f")
+    if isinstance(v, dt.datetime):
+        return (v - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(
+            microseconds=1)
+    if isinstance(v, dt.date):
+        return (v - dt.date(1970, 1, 1)).days
+    return v
+
+
+@pytest.mark.slow
+def test_every_avro_type_and_a_typed_key(tmp_path, java):
+    b = LogDirBuilder(tmp_path / "logs")
+    reg = b.partition("_schemas", 0)
+    reg.append([rec(rr.schema_key("rich-value", 1),
+                    rr.schema_value("rich-value", 1, 31, tl.text(RICH)), ts=T0),
+                rec(rr.schema_key("rich-key", 1),
+                    rr.schema_value("rich-key", 1, 32, tl.text("string")), ts=T0)])
+
+    def framed(sid, schema, datum):
+        return b"\x00" + sid.to_bytes(4, "big") + tl.avro(schema, datum)
+
+    p = b.partition("rich", 0)
+    p.append([rec(framed(32, "string", f"k{i}"), framed(31, RICH, _rich(i)), ts=T0 + i)
+              for i in range(4)] + [rec(framed(32, "string", "gone"), None, ts=T0 + 9)])
+    for _, part in b.parts:
+        part.high_watermark = part.log_end_offset
+    b.write()
+    logs, wh = b.uris(), tmp_path / "wh"
+    logdirs = LogDirs(logs)
+    shape = typed_records(logdirs, ["rich"], value_format="avro", key_format="registry")
+    catalog = open_catalog(str(wh))
+    table = open_table(catalog, "kafka.rich", shape)
+    assert export_topics(logdirs, ["rich"], catalog, table, "kafka.rich",
+                         shape=shape).rows == 5
+    want = read_table(logs, "rich", value_format="avro", key_format="registry")
+    expected = sorted((o, k, _plain(v)) for o, k, v in zip(
+        *(want.column(c).to_pylist() for c in ("offset", "key", "value"))))
+    assert expected[1][2]["m"] == {"a": 1, "b": -1} and expected[4][2] is None
+    got = catalog.load_table("kafka.rich").scan().to_arrow()
+    assert sorted((o, k, _plain(v)) for o, k, v in zip(
+        *(got.column(c).to_pylist() for c in ("offset", "key", "value")))) == expected
+    _, lines = java.read_catalog(wh, "kafka.rich", raw=True)
+    assert sorted((r["offset"], r["key"], r["value"]) for r in lines) == expected
