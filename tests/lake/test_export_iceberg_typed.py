@@ -323,3 +323,24 @@ def test_every_avro_type_and_a_typed_key(tmp_path, java):
         *(got.column(c).to_pylist() for c in ("offset", "key", "value")))) == expected
     _, lines = java.read_catalog(wh, "kafka.rich", raw=True)
     assert sorted((r["offset"], r["key"], r["value"]) for r in lines) == expected
+
+
+@pytest.mark.slow
+def test_job_refuses_before_the_catalog(tmp_path, capsys):
+    """A subject whose versions do not resolve (events-value: string -> long), an
+    unknown --option and --on-decode-error without a typed column: one line, exit 2,
+    and no warehouse made."""
+    logs = str(tl.build(tmp_path / "logs"))
+    wh = tmp_path / "wh"
+    for flags, said in ((["--topic", "events", "--value-format", "avro"],
+                         "SchemaResolutionError"),
+                        (["--topic", "orders", "--value-format", "avro", "--option",
+                          "startingOffsets=earliest"], "not a typed read option"),
+                        (["--topic", "orders", "--on-decode-error", "null"],
+                         "on_decode_error")):
+        capsys.readouterr()
+        code = run_job("export_iceberg", ["--path", logs, "--warehouse", str(wh),
+                                          "--table", IDENT, *flags])
+        err = capsys.readouterr().err
+        assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
+        assert not wh.exists()
