@@ -26,7 +26,10 @@ from spark_kafkalog.format import record_schema
 from spark_kafkalog.lake.iceberg_table import RawRecords, check_schema
 from spark_kafkalog.typed.columns import TypedRead, typed_batches, typed_schema
 
-__all__ = ["TypedRecords", "schema_changes", "typed_records"]
+__all__ = ["TypedRecords", "schema_changes", "typed_records", "EVOLVE_ATTEMPTS"]
+
+#: schema updates tried when a concurrent change to the table wins the commit
+EVOLVE_ATTEMPTS = 3
 
 
 def _optional(t):
@@ -87,22 +90,34 @@ class TypedRecords(RawRecords):
         fixed.schema = Schema(*(f for f in self.schema.fields
                                 if f.name not in self.typed and f.name not in self.extra))
         check_schema(table, fixed, identifier)
-        have = table.schema()
-        for f in have.fields:
+        for f in table.schema().fields:
             if f.name in self.typed and str(f.field_type) == "binary":
                 raise TableError(f"table {identifier}: column {f.name!r} holds raw bytes "
                                  f"(exported without --{f.name}-format); a typed export "
                                  "needs a table of its own")
-        problems, added = schema_changes(have, self.schema)
-        if problems:
-            raise TableError(f"table {identifier} cannot take the subject's schema: "
-                             f"{problems[0]}" + (f" (and {len(problems) - 1} more)"
-                                                 if len(problems) > 1 else ""))
-        if added:
+        from pyiceberg.exceptions import CommitFailedException
+
+        for attempt in range(1, EVOLVE_ATTEMPTS + 1):
+            problems, added = schema_changes(table.schema(), self.schema)
+            if problems:
+                raise TableError(f"table {identifier} cannot take the subject's schema: "
+                                 f"{problems[0]}" + (f" (and {len(problems) - 1} more)"
+                                                     if len(problems) > 1 else ""))
+            if not added:
+                break
             try:
                 with table.update_schema() as update:
                     update.union_by_name(self.schema)
-            except Exception as err:       # a concurrent change, or pyiceberg's own check
+                break
+            except CommitFailedException as err:
+                # another run changed the table first (the same evolution, most
+                # likely): look again at what it holds now
+                if attempt == EVOLVE_ATTEMPTS:
+                    raise TableError(f"table {identifier}: adding {', '.join(added)} lost "
+                                     f"{attempt} commits to concurrent changes: re-run"
+                                     ) from err
+                table.refresh()
+            except Exception as err:       # pyiceberg's own validation
                 raise TableError(f"table {identifier}: adding {', '.join(added)} failed: "
                                  f"{type(err).__name__}: {err}") from err
         self.arrow_schema = schema_to_pyarrow(table.schema(), include_field_ids=True)

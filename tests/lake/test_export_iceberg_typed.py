@@ -14,7 +14,7 @@ from spark_kafkalog.errors import TableError
 from spark_kafkalog.jobs import run_job
 from spark_kafkalog.lake import export_topics, open_catalog
 from spark_kafkalog.lake.iceberg_table import open_table
-from spark_kafkalog.lake.iceberg_typed import typed_records
+from spark_kafkalog.lake.iceberg_typed import TypedRecords, typed_records
 from spark_kafkalog.log import LogDirs, read_table
 from tests.lake.oracle import JavaReader, metadata_location
 from tests.log.logbuilder import LogDirBuilder, rec
@@ -344,3 +344,27 @@ def test_job_refuses_before_the_catalog(tmp_path, capsys):
         err = capsys.readouterr().err
         assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
         assert not wh.exists()
+
+
+def test_evolution_on_a_stale_table_handle_looks_again(tmp_path):
+    """Two runs evolving the same table at once: the second's schema commit loses (its
+    handle is stale), it reloads, finds the fields there and goes on; no second schema."""
+    import json
+
+    from spark_kafkalog.typed.columns import DecodeSpec, TypedRead
+
+    def shape(schema):
+        return TypedRecords(TypedRead((DecodeSpec("value", json.dumps(schema), None, (),
+                                                  "none"),), "fail"))
+
+    catalog = open_catalog(str(tmp_path / "wh"))
+    open_table(catalog, IDENT, shape(tl.V1))
+    first, second = catalog.load_table(IDENT), catalog.load_table(IDENT)
+    shape(tl.V2).adopt(first, IDENT)
+    evolved = shape(tl.V2)
+    evolved.adopt(second, IDENT)           # stale: its commit fails, then nothing to add
+    table = catalog.load_table(IDENT)
+    assert len(table.schemas()) == 2
+    assert [f.name for f in table.schema().find_field("value").field_type.fields] == \
+        ["id", "amount", "note", "tags"]
+    assert evolved.arrow_schema.field("value").type.num_fields == 4
