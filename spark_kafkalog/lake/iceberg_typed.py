@@ -167,13 +167,23 @@ def _conform(array: pa.Array, target: pa.DataType) -> pa.Array:
                 children.append(pa.nulls(len(array), tf.type))
         return pa.StructArray.from_arrays(children, fields=list(target),
                                           mask=array.is_null() if array.null_count else None)
-    if pa.types.is_list(target) or pa.types.is_large_list(target):
-        if isinstance(array, (pa.ListArray, pa.LargeListArray)) and array.offset == 0:
-            values = _conform(array.values, target.value_type)
-            cls = pa.LargeListArray if pa.types.is_large_list(target) else pa.ListArray
-            return cls.from_arrays(array.offsets, values, type=target,
-                                   mask=array.is_null() if array.null_count else None)
-    return array if array.type == target else array.cast(target)
+    if array.type == target:
+        return array
+    nested = (pa.types.is_list(target) or pa.types.is_large_list(target)
+              or pa.types.is_map(target))
+    if nested and array.offset != 0:
+        array = pa.concat_arrays([array])       # offsets from 0: values line up
+    mask = array.is_null() if array.null_count else None
+    if pa.types.is_map(target) and isinstance(array, pa.MapArray):
+        return pa.MapArray.from_arrays(array.offsets, _conform(array.keys, target.key_type),
+                                       _conform(array.items, target.item_type),
+                                       type=target, mask=mask)
+    if (pa.types.is_list(target) or pa.types.is_large_list(target)) and \
+            isinstance(array, (pa.ListArray, pa.LargeListArray)):
+        values = _conform(array.values, target.value_type)
+        cls = pa.LargeListArray if pa.types.is_large_list(target) else pa.ListArray
+        return cls.from_arrays(array.offsets, values, type=target, mask=mask)
+    return array.cast(target)
 
 
 def schema_changes(have, want) -> tuple[list[str], list[str]]:

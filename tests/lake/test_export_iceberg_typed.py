@@ -368,3 +368,22 @@ def test_evolution_on_a_stale_table_handle_looks_again(tmp_path):
     assert [f.name for f in table.schema().find_field("value").field_type.fields] == \
         ["id", "amount", "note", "tags"]
     assert evolved.arrow_schema.field("value").type.num_fields == 4
+
+
+def test_conform_lays_an_older_struct_onto_the_tables_type():
+    """A window decoded with a schema that lacks a field the table has (in a list of
+    structs, sliced; in a map's values) gets it as null; int -> long is cast."""
+    import pyarrow as pa
+
+    from spark_kafkalog.lake.iceberg_typed import _conform
+
+    wide = pa.struct([("x", pa.int64()), ("y", pa.string())])
+    lists = pa.array([[{"x": 1}], None, [{"x": 2}, {"x": 3}], []],
+                     pa.list_(pa.struct([("x", pa.int32())]))).slice(1)
+    assert _conform(lists, pa.list_(wide)).to_pylist() == \
+        [None, [{"x": 2, "y": None}, {"x": 3, "y": None}], []]
+    maps = pa.array([[("a", {"x": 1})], None],
+                    pa.map_(pa.string(), pa.struct([("x", pa.int32())])))
+    got = _conform(maps, pa.map_(pa.string(), wide))
+    assert got.type == pa.map_(pa.string(), wide)
+    assert got.to_pylist() == [[("a", {"x": 1, "y": None})], None]
