@@ -45,7 +45,8 @@ from .jobsession import LOG4J_CONF, spark_session
 __all__ = ["CODECS", "DATA_ERRORS", "EXIT_BAD_INPUT", "EXIT_DATA", "EXIT_FAILED", "EXIT_LOCKED",
            "JobInputError", "LOG4J_CONF", "NOT_FOUND_HINT", "SparkProgress", "add_fs_option",
            "add_isolation_level", "add_log_dirs", "add_manifest", "add_time_window",
-           "add_topic_settings", "add_topics", "alias", "check_setting_topics",
+           "add_topic_settings", "add_topics", "add_typed_formats", "alias",
+           "check_setting_topics",
            "chosen_topics", "emit", "exit_status", "human_bytes", "iso_ms", "parse_kv",
            "parse_time_ms", "parse_time_window", "parser", "plural", "rate", "rate_text", "run",
            "spark_session", "topic_list", "topic_overrides", "write_manifest"]
@@ -253,6 +254,23 @@ def add_isolation_level(ap: argparse.ArgumentParser, help: str) -> None:
     read_committed); ``help`` says what read_committed leaves out of the job's output."""
     ap.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"),
                     default="read_committed", help=help)
+
+
+def add_typed_formats(ap: argparse.ArgumentParser) -> None:
+    """``--value-format`` / ``--key-format`` (binary, avro, registry), ``--on-decode-error``
+    and ``--schema-registry-url``: the typed-records read (issue 38) of an export job, the
+    read options ``valueFormat``, ``keyFormat``, ``onDecodeError``, ``schemaRegistryUrl``
+    (``args.value_format``, ... None when not given)."""
+    for col in ("value", "key"):
+        ap.add_argument(f"--{col}-format", choices=("binary", "avro", "registry"),
+                        help=f"decode {col}s framed by a schema registry into a typed "
+                             f"struct column (read option {col}Format); schemas from the "
+                             "log dir's _schemas unless --schema-registry-url")
+    ap.add_argument("--on-decode-error", choices=("fail", "null", "skip"),
+                    help="a record that does not decode: fail (default), null (and a "
+                         "value_error column) or skip (counted in the job's log)")
+    ap.add_argument("--schema-registry-url", metavar="URL",
+                    help="schema registry REST API (read option schemaRegistryUrl)")
 
 
 def add_topic_settings(ap: argparse.ArgumentParser, file_help: str, key: str) -> None:

@@ -17,6 +17,13 @@ partition, offset. The catalog: an embedded SQL catalog on SQLite in ``--warehou
 SQLAlchemy URI). Reads read_committed by default (``--isolation-level``) up to the last
 stable offset; ``--remote-storage`` adds the remote tier of tiered storage. No Spark: the
 log is read and the Parquet written in this process.
+With ``--value-format avro`` (``--key-format``; ``registry``) the column is the struct the
+subject's latest schema decodes to (schemas from the log dir's ``_schemas`` unless
+``--schema-registry-url``; ``--option valueSubject=...`` and the other typed read options
+pick another), ``--on-decode-error null`` adds ``value_error``; when the subject's latest
+schema has gained fields since the table was created, the run adds them to the table
+(rows written before read them as null) before it writes; a change the table cannot take
+(a type narrowed or changed to no promotion) is refused before anything is written.
 Offsets deleted by retention before they were exported fail the run
 (``--fail-on-data-loss false`` skips them and lists them in the summary).
 """
@@ -66,10 +73,44 @@ def build_parser() -> jobkit.JobParser:
     ap.add_argument("--remote-layout", metavar="TEMPLATE",
                     help="with --remote-storage: the remote objects' path template "
                          "(default LocalTieredStorage's)")
+    jobkit.add_typed_formats(ap)
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a typed read option (repeatable): "
+                         f"{', '.join(TYPED_OPTIONS)}")
     ap.add_argument("--window-records", type=int, default=None, metavar="N",
                     help="offsets read and written per window (memory bound; default "
                          "500000)")
     return ap
+
+
+#: the typed read options ``--option`` takes: the Spark reader's names -> the library's
+#: keywords (``lake.iceberg_typed.typed_records``); True: an integer
+TYPED_OPTIONS = {f"{c}{what}": (f"{c}_{kw}", whole) for c in ("value", "key")
+                 for what, kw, whole in (("Subject", "subject", False),
+                                         ("SchemaVersion", "schema_version", True),
+                                         ("SchemaId", "schema_id", True),
+                                         ("Schema", "schema", False),
+                                         ("Framing", "framing", False))}
+TYPED_OPTIONS["schemaRegistryTopic"] = ("schema_registry_topic", False)
+
+
+def typed_keywords(args) -> dict:
+    """The keywords of ``typed_records`` the flags and ``--option``s give."""
+    out = {"value_format": args.value_format or "binary",
+           "key_format": args.key_format or "binary",
+           "on_decode_error": args.on_decode_error,
+           "schema_registry_url": args.schema_registry_url}
+    for name, text in jobkit.parse_kv(args.option, "--option").items():
+        if name not in TYPED_OPTIONS:
+            raise jobkit.JobInputError(f"--option {name}: not a typed read option (one of "
+                                       f"{', '.join(TYPED_OPTIONS)})")
+        keyword, whole = TYPED_OPTIONS[name]
+        try:
+            out[keyword] = int(text) if whole else text
+        except ValueError:
+            raise jobkit.JobInputError(f"--option {name}: expected an integer, got "
+                                       f"{text!r}") from None
+    return out
 
 
 def _starting(text: str | None):
@@ -110,12 +151,15 @@ def main(argv=None) -> int:
 
     from spark_kafkalog.lake import export_topics, open_catalog
     from spark_kafkalog.lake.iceberg import DEFAULT_WINDOW_RECORDS
-    from spark_kafkalog.lake.iceberg_table import RawRecords, open_table
+    from spark_kafkalog.lake.iceberg_table import open_table
+    from spark_kafkalog.lake.iceberg_typed import typed_records
 
-    # every check (catalog, table, schema, offsets) before a file is written
+    # every check (typed read, catalog, table, schema, offsets) before a file is written;
+    # the typed read first: every writer schema resolved before the catalog is touched
+    shape = typed_records(logdirs, topics, remote_storage=args.remote_storage,
+                          remote_layout=args.remote_layout, **typed_keywords(args))
     catalog = open_catalog(args.warehouse, args.catalog_uri, args.catalog_name,
                            jobkit.parse_kv(args.catalog_property, "--catalog-property"))
-    shape = RawRecords()
     table = open_table(catalog, args.table, shape, partition_by=args.partition_by)
     result = export_topics(logdirs, topics, catalog, table, args.table,
                            starting_offsets=starting, isolation_level=args.isolation_level,

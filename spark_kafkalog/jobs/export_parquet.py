@@ -66,16 +66,7 @@ def build_parser() -> jobkit.JobParser:
                          "(e.g. 'id long, name string')")
     ap.add_argument("--drop-value", action="store_true",
                     help="with --value-schema: do not keep the raw value bytes")
-    for col in ("value", "key"):
-        ap.add_argument(f"--{col}-format", choices=("binary", "avro", "registry"),
-                        help=f"decode {col}s framed by a schema registry into a typed "
-                             f"struct column (read option {col}Format); schemas from the "
-                             "log dir's _schemas unless --schema-registry-url")
-    ap.add_argument("--on-decode-error", choices=("fail", "null", "skip"),
-                    help="a record that does not decode: fail (default), null (and a "
-                         "value_error column) or skip (counted in the job's log)")
-    ap.add_argument("--schema-registry-url", metavar="URL",
-                    help="schema registry REST API (read option schemaRegistryUrl)")
+    jobkit.add_typed_formats(ap)
     jobkit.add_mode(ap, "overwrite", "everything under --output is replaced")
     ap.add_argument("--parquet-compression", dest="compression", default="snappy",
                     metavar="CODEC", help="Parquet compression codec (default snappy)")

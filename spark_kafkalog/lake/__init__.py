@@ -2,7 +2,8 @@
 offsets each commit holds kept in the table itself (no checkpoint of our own).
 
 ``iceberg_table`` knows the Iceberg side (catalog, schema, partition spec, the snapshot
-summary keys); ``iceberg`` is the exporter that reads the log (``log.read_table``) in
+summary keys); ``iceberg_typed`` the typed value columns and the schema evolving with the
+subject's; ``iceberg`` is the exporter that reads the log (``log.read_table``) in
 bounded windows and commits once per run. Imports: ``lake -> log -> format``; pyiceberg
 is imported here only (the ``iceberg`` extra), never by the reader.
 """
@@ -16,6 +17,8 @@ from spark_kafkalog.lake.iceberg_table import (
     open_catalog,
     open_table,
 )
+from spark_kafkalog.lake.iceberg_typed import TypedRecords, typed_records
 
 __all__ = ["ExportResult", "export_topics", "NEXT_OFFSETS_KEY", "OFFSETS_KEY", "RUN_ID_KEY",
-           "RawRecords", "committed_offsets", "open_catalog", "open_table"]
+           "RawRecords", "TypedRecords", "committed_offsets", "open_catalog", "open_table",
+           "typed_records"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -80,7 +81,8 @@ class RawRecords:
     table) and ``to_arrow(table)`` (a ``log.read_table`` window in Spark's Kafka schema
     -> Arrow in that schema) can stand in for this one; the exporter asks nothing else
     of it. A typed-records shaper would decode ``value`` by its schema into columns
-    here (and evolve the table's schema when the subject's does: not done)."""
+    here and evolve the table's schema in ``adopt(table, identifier)``, which
+    :func:`open_table` calls: ``iceberg_typed.TypedRecords`` does both."""
 
     COLUMNS = ("topic", "partition", "offset", "timestamp", "timestampType", "key",
                "value", "headers")
@@ -106,6 +108,12 @@ class RawRecords:
                                                          headers.chunks], headers.type))
         # a cast, not a copy: the buffers are the reader's own
         return window.cast(self.arrow_schema)
+
+    def adopt(self, table, identifier: str):
+        """``table`` checked to take these rows (:func:`check_schema`); returned as is.
+        A typed shaper evolves the table's schema here (``iceberg_typed``)."""
+        check_schema(table, self, identifier)
+        return table
 
 
 def _nulls_empty(lists: pa.ListArray) -> pa.ListArray:
@@ -214,20 +222,20 @@ def open_table(catalog, identifier: str, shape: RawRecords | None = None, *,
             catalog.create_namespace_if_not_exists(namespace)
             spec = partition_spec(shape.schema, partition_by or "day")
             try:
-                return catalog.create_table(identifier, schema=shape.schema,
-                                            partition_spec=spec,
-                                            sort_order=sort_order(shape.schema),
-                                            properties={"format-version": "2"})
+                table = catalog.create_table(identifier, schema=shape.schema,
+                                             partition_spec=spec,
+                                             sort_order=sort_order(shape.schema),
+                                             properties={"format-version": "2"})
+                return shape.adopt(table, identifier)
             except TableAlreadyExistsError:
                 table = catalog.load_table(identifier)
     except TableError:
         raise
     except Exception as err:
         raise TableError(f"table {identifier}: catalog failed: {_first_line(err)}") from err
-    check_schema(table, shape, identifier)
     if partition_by is not None:
         check_spec(table, partition_by, identifier)
-    return table
+    return shape.adopt(table, identifier)
 
 
 def check_spec(table, partition_by: str, identifier: str) -> None:
@@ -257,7 +265,7 @@ def check_schema(table, shape: RawRecords, identifier: str) -> None:
         except ValueError:
             raise TableError(f"table {identifier} has no column {want.name!r} "
                              f"({want.field_type}): it cannot take Kafka records") from None
-        if str(got.field_type) != str(want.field_type):
+        if _shown(got.field_type) != _shown(want.field_type):
             raise TableError(f"table {identifier}: column {want.name!r} is "
                              f"{got.field_type}, the export writes {want.field_type}")
         if got.required and not want.required:
@@ -268,6 +276,12 @@ def check_schema(table, shape: RawRecords, identifier: str) -> None:
     if extra:
         raise TableError(f"table {identifier}: required column {extra[0]!r} is not one the "
                          "export writes")
+
+
+def _shown(iceberg_type) -> str:
+    """An Iceberg type as text without its nested field ids (``list<struct<key: ...>>``):
+    a table's own ids depend on the columns before, and do not matter to a write."""
+    return re.sub(r"\b\d+: ", "", str(iceberg_type))
 
 
 def offsets_json(offsets: Mapping[str, Mapping[int, object]]) -> str:

@@ -97,8 +97,19 @@ public class IcebergReader {
         OffsetDateTime ts = (OffsetDateTime) r.getField("timestamp");
         o.put("timestamp", ChronoUnit.MICROS.between(Instant.EPOCH, ts.toInstant()));
         o.put("timestampType", (Integer) r.getField("timestampType"));
-        o.put("key", hex((ByteBuffer) r.getField("key")));
-        o.put("value", hex((ByteBuffer) r.getField("value")));
+        // raw bytes as hex; a typed key or value (a struct) as JSON, and any column
+        // beyond Kafka's (value_error) under "extra"
+        o.set("key", json(r.getField("key")));
+        o.set("value", json(r.getField("value")));
+        ObjectNode extra = null;
+        for (org.apache.iceberg.types.Types.NestedField f : table.schema().columns()) {
+          if (!KAFKA_COLUMNS.contains(f.name())) {
+            if (extra == null) {
+              extra = o.putObject("extra");
+            }
+            extra.set(f.name(), json(r.getField(f.name())));
+          }
+        }
         @SuppressWarnings("unchecked")
         List<Record> headers = (List<Record>) r.getField("headers");
         if (headers == null) {
@@ -116,6 +127,70 @@ public class IcebergReader {
       }
     }
     out.flush();
+  }
+
+  private static final java.util.Set<String> KAFKA_COLUMNS = java.util.Set.of(
+      "topic", "partition", "offset", "timestamp", "timestampType", "key", "value", "headers");
+
+  /** A value Iceberg's generic reader gives, as JSON: structs as objects by field name,
+   * lists as arrays, maps as objects, binary as hex, timestamps as epoch microseconds,
+   * dates as epoch days, decimals as plain text, anything else as its text. */
+  private static com.fasterxml.jackson.databind.JsonNode json(Object v) {
+    com.fasterxml.jackson.databind.node.JsonNodeFactory n = JSON.getNodeFactory();
+    if (v == null) {
+      return n.nullNode();
+    }
+    if (v instanceof ByteBuffer) {
+      return n.textNode(hex((ByteBuffer) v));
+    }
+    if (v instanceof Record) {
+      Record r = (Record) v;
+      ObjectNode o = n.objectNode();
+      for (org.apache.iceberg.types.Types.NestedField f : r.struct().fields()) {
+        o.set(f.name(), json(r.getField(f.name())));
+      }
+      return o;
+    }
+    if (v instanceof List) {
+      ArrayNode a = n.arrayNode();
+      for (Object x : (List<?>) v) {
+        a.add(json(x));
+      }
+      return a;
+    }
+    if (v instanceof Map) {
+      ObjectNode o = n.objectNode();
+      for (Map.Entry<?, ?> e : ((Map<?, ?>) v).entrySet()) {
+        o.set(String.valueOf(e.getKey()), json(e.getValue()));
+      }
+      return o;
+    }
+    if (v instanceof Integer) {
+      return n.numberNode((Integer) v);
+    }
+    if (v instanceof Long) {
+      return n.numberNode((Long) v);
+    }
+    if (v instanceof Float) {
+      return n.numberNode((Float) v);
+    }
+    if (v instanceof Double) {
+      return n.numberNode((Double) v);
+    }
+    if (v instanceof Boolean) {
+      return n.booleanNode((Boolean) v);
+    }
+    // temporal values as numbers since the epoch (micros, days), decimals as plain text
+    if (v instanceof OffsetDateTime) {
+      return n.numberNode(ChronoUnit.MICROS.between(Instant.EPOCH, ((OffsetDateTime) v).toInstant()));
+    }
+    if (v instanceof java.time.LocalDate) {
+      return n.numberNode(((java.time.LocalDate) v).toEpochDay());
+    }
+    if (v instanceof java.math.BigDecimal) {
+      return n.textNode(((java.math.BigDecimal) v).toPlainString());
+    }
+    return n.textNode(v.toString());
   }
 
   private static String hex(ByteBuffer buf) {

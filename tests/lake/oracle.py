@@ -67,24 +67,31 @@ class JavaReader:
         if out.returncode:
             raise AssertionError("javac IcebergReader.java failed: " + out.stderr.strip())
 
-    def read_catalog(self, warehouse: Path, identifier: str) -> tuple[dict, list[tuple]]:
-        """:meth:`read` of the table Iceberg's own JdbcCatalog finds in the embedded
-        catalog's SQLite file (pyiceberg's SQL catalog tables)."""
-        return self.read(f"jdbc:sqlite:{warehouse / 'kafkalog-catalog.db'}", "kafkalog",
-                         identifier, f"file://{warehouse}")
+    def read_catalog(self, warehouse: Path, identifier: str, *,
+                     raw: bool = False) -> tuple[dict, list]:
+        """:meth:`read` (``raw``: :meth:`read_json`) of the table Iceberg's own
+        JdbcCatalog finds in the embedded catalog's SQLite file (pyiceberg's SQL
+        catalog tables)."""
+        return (self.read_json if raw else self.read)(
+            f"jdbc:sqlite:{warehouse / 'kafkalog-catalog.db'}", "kafkalog", identifier,
+            f"file://{warehouse}")
 
-    def read(self, *args: str) -> tuple[dict, list[tuple]]:
-        """The table line (schema, spec, snapshots) and the rows as :func:`row_tuples`;
-        ``args``: a metadata file, or what :meth:`read_catalog` passes."""
+    def read_json(self, *args: str) -> tuple[dict, list[dict]]:
+        """The table line and each row as the reader printed it (JSON objects; a typed
+        value is an object, raw bytes hex, columns beyond Kafka's under ``extra``)."""
         out = subprocess.run([JAVA, *JVM, "-cp", self.cp, "IcebergReader", *args],
                              capture_output=True, text=True, timeout=300)
         if out.returncode:
             raise AssertionError(f"IcebergReader failed ({out.returncode}):\n{out.stderr}")
         lines = out.stdout.splitlines()
-        head = json.loads(lines[0])
+        return json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
+
+    def read(self, *args: str) -> tuple[dict, list[tuple]]:
+        """The table line (schema, spec, snapshots) and the rows as :func:`row_tuples`;
+        ``args``: a metadata file, or what :meth:`read_catalog` passes."""
+        head, lines = self.read_json(*args)
         rows = []
-        for line in lines[1:]:
-            r = json.loads(line)
+        for r in lines:
             rows.append((r["topic"], r["partition"], r["offset"], r["timestamp"],
                          r["timestampType"], r["key"], r["value"],
                          tuple(tuple(h) for h in r["headers"] or ())))
