@@ -264,6 +264,13 @@ def _options(args, err: TextIO) -> tuple[kcat.CatOptions, dict]:
             # kcat's -s avro: schemas from -r, or from the log dir's own _schemas
             avro += [n for n in ("key", "value") if field in (None, n) and n not in avro]
             continue
+        if t in ("protobuf", "json"):
+            # kcat's serdes are pack formats and avro only: no kcat rendering to follow
+            col = field or "value"
+            raise InvalidOptionError(
+                f"-s {spec}: kcat deserializes only avro (and pack formats); for {t} "
+                f"values use kafkalog job export_parquet --{col}-format {t}, read_table("
+                f"{col}_format={t!r}) or the Spark read option {col}Format={t}")
         for name in ("key", "value"):
             if field in (None, name):
                 kcat.check_pack(name, t)

@@ -20,10 +20,13 @@ BASE = {"path": "/nowhere", "subscribe": "orders"}
 # -- options (no Spark session) ------------------------------------------------------------
 
 @pytest.mark.parametrize("extra, words", [
-    ({"valueFormat": "protobuf"}, "valueFormat=protobuf is not supported yet"),
-    ({"keyFormat": "json"}, "keyFormat=json is not supported yet"),
+    ({"valueFormat": "protobf"}, "valueFormat must be one of binary, avro, protobuf, json"),
+    ({"valueFormat": "avro", "valueMessage": "shop.Order"},
+     "valueMessage: names a Protobuf message; needs valueFormat=protobuf or registry"),
+    ({"valueFormat": "protobuf", "valueMessage": "shop..Order"}, "valueMessage: not a message"),
+    ({"keyMessage": "a.B"}, "keyMessage: needs keyFormat=avro, protobuf, json or registry"),
     ({"valueFormat": "avroo"}, "valueFormat must be one of"),
-    ({"valueSchemaId": "3"}, "valueSchemaId: needs valueFormat=avro"),
+    ({"valueSchemaId": "3"}, "valueSchemaId: needs valueFormat=avro, protobuf, json or"),
     ({"keepRawKey": "true"}, "keepRawKey: needs keyFormat=avro"),
     ({"onDecodeError": "null"}, "onDecodeError: applies to typed columns"),
     ({"valueFormat": "avro", "onDecodeError": "drop"}, "onDecodeError must be one of"),
@@ -33,7 +36,8 @@ BASE = {"path": "/nowhere", "subscribe": "orders"}
      "valueSchemaVersion and valueSchemaId: give only one"),
     ({"valueFormat": "avro", "valueSchema": '"int"', "valueSubject": "s"},
      "valueSchema: the reader schema is given inline; drop valueSubject"),
-    ({"valueFormat": "registry", "valueSchema": '"int"'}, "use valueFormat=avro"),
+    ({"valueFormat": "registry", "valueSchema": '"int"'},
+     "use valueFormat=avro, protobuf or json"),
     ({"valueFormat": "registry", "valueFraming": "none"}, "valueFraming=none"),
     ({"valueFormat": "avro", "valueFraming": "magic"}, "valueFraming must be one of"),
     ({"valueFormat": "avro", "keepRawValue": "maybe"}, "keepRawValue"),
