@@ -125,6 +125,10 @@ def test_format_of_another_type_than_the_subject_is_refused(logs):
         read_table(logs, "pay", value_format="json")
     with pytest.raises(InvalidOptionError, match="value_message: names a Protobuf message"):
         read_table(logs, "ev", value_format="json", value_message="a.B")
+    with pytest.raises(InvalidOptionError) as e:
+        read_table(logs, "ev", value_format="registry", value_message="a.B")
+    assert "value_message: subject ev-value version 2 (id 22)" in str(e.value)
+    assert "has schema type JSON; a message is chosen only in a PROTOBUF schema" in str(e.value)
 
 
 @pytest.mark.parametrize("serde, column, fmt", [("value=protobuf", "value", "protobuf"),

@@ -168,6 +168,9 @@ def resolve_column(source, topic: str, col: TypedColumn, names=spark_name) -> De
                            kind or (entry.schema_type or "AVRO").upper(), names)
         reader, reader_id = entry.schema, entry.id
         _named_types(source, entry, named, seen)
+    if col.message is not None and kind != "PROTOBUF":
+        raise InvalidOptionError(f"{names(col.column, 'Message')}: {origin} has schema type "
+                                 f"{kind}; a message is chosen only in a PROTOBUF schema")
     writers: dict[int, str] | None = None
     if col.framing == "confluent" and source is not None:
         writers = {}
