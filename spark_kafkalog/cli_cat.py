@@ -30,7 +30,8 @@ kcat's consumer flags: -C and -e are implied (a log dir is read to its end and c
 for null keys and values; -s key=FMT / value=FMT / FMT unpack with kcat's pack tokens
 (bBhHiIqQcs$ and space), or -s value=avro / key=avro decode schema-registry framed Avro
 with the writer schema of each id, from the log dir's _schemas or -r URL, printed as
-kcat prints Avro (avro-c's JSON); -X isolation.level=read_uncommitted|read_committed (default
+kcat prints Avro (avro-c's JSON; kcat has no protobuf or json serde, so those are refused,
+pointing at export_parquet and read_table); -X isolation.level=read_uncommitted|read_committed (default
 read_committed, librdkafka's), -X s3.endpoint=... and other filesystem options; -b DIR
 without a PATH reads DIR (a log dir, as kcat's -b names the cluster); with one, -b is
 ignored (there is no broker). PATH is a log dir (a log.dirs entry), a
