@@ -30,7 +30,8 @@ kcat's consumer flags: -C and -e are implied (a log dir is read to its end and c
 for null keys and values; -s key=FMT / value=FMT / FMT unpack with kcat's pack tokens
 (bBhHiIqQcs$ and space), or -s value=avro / key=avro decode schema-registry framed Avro
 with the writer schema of each id, from the log dir's _schemas or -r URL, printed as
-kcat prints Avro (avro-c's JSON); -X isolation.level=read_uncommitted|read_committed (default
+kcat prints Avro (avro-c's JSON; kcat has no protobuf or json serde, so those are refused,
+pointing at export_parquet and read_table); -X isolation.level=read_uncommitted|read_committed (default
 read_committed, librdkafka's), -X s3.endpoint=... and other filesystem options; -b DIR
 without a PATH reads DIR (a log dir, as kcat's -b names the cluster); with one, -b is
 ignored (there is no broker). PATH is a log dir (a log.dirs entry), a
@@ -264,6 +265,13 @@ def _options(args, err: TextIO) -> tuple[kcat.CatOptions, dict]:
             # kcat's -s avro: schemas from -r, or from the log dir's own _schemas
             avro += [n for n in ("key", "value") if field in (None, n) and n not in avro]
             continue
+        if t in ("protobuf", "json"):
+            # kcat's serdes are pack formats and avro only: no kcat rendering to follow
+            col = field or "value"
+            raise InvalidOptionError(
+                f"-s {spec}: kcat deserializes only avro (and pack formats); for {t} "
+                f"values use kafkalog job export_parquet --{col}-format {t}, read_table("
+                f"{col}_format={t!r}) or the Spark read option {col}Format={t}")
         for name in ("key", "value"):
             if field in (None, name):
                 kcat.check_pack(name, t)

@@ -103,14 +103,15 @@ def _rebuild_typed(reason, path, position, offset, row, schema_id, value_positio
 
 
 class SchemaError(KafkaLogError, ValueError):
-    """A schema (Avro, ...) that cannot be used: not parsable, naming an unknown type,
-    recursive, or with no Spark type (a decimal over 38 digits)."""
+    """A schema (Avro, Protobuf, JSON Schema) that cannot be used: not parsable, naming an unknown
+    type, recursive, or with no Spark type (a decimal over 38 digits)."""
 
 
 class SchemaResolutionError(SchemaError):
-    """A writer schema that does not resolve to the reader schema by the Avro
-    specification's rules; the message names both schemas (full names, ids) and the field
-    path. Raised when the decoder is built, before any data is read."""
+    """A writer schema that does not resolve to the reader schema (Avro: by the Avro
+    specification's rules; Protobuf: by field number; JSON Schema: by property name); the
+    message names both schemas (full names, ids) and the field path. Raised when the decoder
+    is built, before any data is read."""
 
 
 class UnsupportedFormatError(KafkaLogError):

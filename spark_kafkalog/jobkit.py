@@ -257,12 +257,14 @@ def add_isolation_level(ap: argparse.ArgumentParser, help: str) -> None:
 
 
 def add_typed_formats(ap: argparse.ArgumentParser) -> None:
-    """``--value-format`` / ``--key-format`` (binary, avro, registry), ``--on-decode-error``
+    """``--value-format`` / ``--key-format`` (binary, avro, protobuf, json, registry),
+    ``--on-decode-error``
     and ``--schema-registry-url``: the typed-records read (issue 38) of an export job, the
     read options ``valueFormat``, ``keyFormat``, ``onDecodeError``, ``schemaRegistryUrl``
     (``args.value_format``, ... None when not given)."""
     for col in ("value", "key"):
-        ap.add_argument(f"--{col}-format", choices=("binary", "avro", "registry"),
+        ap.add_argument(f"--{col}-format",
+                        choices=("binary", "avro", "protobuf", "json", "registry"),
                         help=f"decode {col}s framed by a schema registry into a typed "
                              f"struct column (read option {col}Format); schemas from the "
                              "log dir's _schemas unless --schema-registry-url")

@@ -10,13 +10,14 @@ Reads with Spark's Kafka source options (``--starting-offsets``, ``--ending-offs
 ``--isolation-level``, read_committed by default, any ``--option key=value``) the
 records of ``--topic`` (default: every topic) with ``from <= timestamp < to``, adds a
 ``date`` column (the record timestamp's UTC day) and writes Parquet under
-``<output>/topic=<topic>/date=<yyyy-mm-dd>/``. With ``--value-schema`` (a Spark DDL
-schema) the JSON in ``value`` is parsed into top-level columns (records that do not parse
-get nulls there; ``--drop-value`` removes the raw bytes); with ``--value-format avro``
-(``--key-format``) schema-registry framed Avro becomes a typed struct column, every
-version of the subject resolved to its latest (the read options ``valueFormat``, ...). ``--mode overwrite`` (the
-default) replaces everything under ``<output>``: the new output is written beside it
-and swapped in when complete, so a failed or killed run leaves the old one. Records
+``<output>/topic=<topic>/date=<yyyy-mm-dd>/``. With ``--value-schema`` (a Spark DDL schema)
+the JSON in ``value`` is parsed into top-level columns (records that do not parse get nulls
+there; ``--drop-value`` removes the raw bytes); with ``--value-format`` ``avro``,
+``protobuf``, ``json`` or ``registry`` (``--key-format``) schema-registry framed values
+become a typed struct column, every version of the subject resolved to its latest (the read
+options ``valueFormat``, ...). ``--mode overwrite`` (the default) replaces everything under
+``<output>``: the new output is written beside it and swapped in when complete, so a failed
+or killed run leaves the old one. Records
 without a timestamp (Kafka's -1) go under ``date=__HIVE_DEFAULT_PARTITION__`` (a null
 date) and are counted in the summary. Prints a one-line summary of what this
 run wrote (counted as it was written) and, with ``--summary-json``, writes it as JSON

@@ -3,17 +3,19 @@ and only here; :func:`~spark_kafkalog.spark.options.parse_read_options` calls
 :func:`parse_typed_options` and keeps the result in ``ReadOptions.typed``.
 
 ``valueFormat`` / ``keyFormat``: ``binary`` (default, the bytes as Spark's Kafka source
-gives them), ``avro`` (Avro under one reader schema) or ``registry`` (the type each
-framed schema id names; only AVRO ids are supported now). Where the schemas come from: the
-log dir's own registry topic (``schemaRegistryTopic``, default ``_schemas``, the registry's
-``kafkastore.topic``), a registry's REST API (``schemaRegistryUrl``,
-``schemaRegistryBasicAuth``), or one schema inline (``valueSchema`` / ``keySchema``, with
-``valueFraming=none`` for payloads without the 5-byte header). Which schema the struct
-has: ``valueSubject`` (default ``<topic>-value``), ``valueSchemaVersion`` or
-``valueSchemaId`` (default: the subject's latest version not soft-deleted). Bad records:
-``onDecodeError`` = ``fail`` | ``null`` | ``skip``; ``keepRawValue`` / ``keepRawKey`` keep
-the bytes beside the struct. Every problem raises :class:`InvalidOptionError` naming the
-option.
+gives them), ``avro``, ``protobuf`` or ``json`` (Avro, Protobuf or JSON Schema under one
+reader schema) or ``registry`` (the type the registry gives the reader schema, AVRO,
+PROTOBUF or JSON; every writer schema of the subject must be of that type). Where the
+schemas come from: the log dir's own registry topic (``schemaRegistryTopic``, default
+``_schemas``, the registry's ``kafkastore.topic``), a registry's REST API
+(``schemaRegistryUrl``, ``schemaRegistryBasicAuth``), or one schema inline (``valueSchema``
+/ ``keySchema``, with ``valueFraming=none`` for payloads without the 5-byte header;
+``valueMessage`` picks the Protobuf message, default the file's first, as Confluent's
+serializers). Which schema the struct has: ``valueSubject`` (default ``<topic>-value``),
+``valueSchemaVersion`` or ``valueSchemaId`` (default: the subject's latest version not
+soft-deleted). Bad records: ``onDecodeError`` = ``fail`` | ``null`` | ``skip``;
+``keepRawValue`` / ``keepRawKey`` keep the bytes beside the struct. Every problem raises
+:class:`InvalidOptionError` naming the option.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ TYPED_NAMES = {
     "valueschemaid": "valueSchemaId", "keyschemaid": "keySchemaId",
     "ondecodeerror": "onDecodeError",
     "keeprawvalue": "keepRawValue", "keeprawkey": "keepRawKey",
+    "valuemessage": "valueMessage", "keymessage": "keyMessage",
 }
 
 
@@ -57,7 +60,7 @@ def _column(opts: dict[str, str], column: str) -> TypedColumn | None:
     keep = get("KeepRaw")
     return make_column(column, get("Format") or "binary", inline_schema=get("Schema"),
                        subject=get("Subject"), version=version, schema_id=schema_id,
-                       framing=get("Framing"),
+                       framing=get("Framing"), message=get("Message"),
                        keep_raw=None if keep is None else
                        parse_bool(spark_name(column, "KeepRaw"), keep))
 
@@ -71,7 +74,8 @@ def parse_typed_options(opts: dict[str, str]) -> TypedOptions | None:
         extra = [k for k in TYPED_NAMES if k in opts and k not in ("valueformat", "keyformat")]
         if extra:
             raise InvalidOptionError(f"{TYPED_NAMES[extra[0]]}: applies to typed columns; "
-                                     f"set valueFormat or keyFormat to avro or registry")
+                                     f"set valueFormat or keyFormat to avro, protobuf, "
+                                     f"json or registry")
         return None
     return make_typed(value, key, opts.get("ondecodeerror"), opts.get("schemaregistrytopic"),
                       opts.get("schemaregistryurl"), opts.get("schemaregistrybasicauth"))

@@ -15,13 +15,13 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_kafkalog.errors import TypedRecordError
+from spark_kafkalog.errors import SchemaError, TypedRecordError
 from spark_kafkalog.typed.request import ON_DECODE_ERROR, TypedColumn
 
 __all__ = ["TypedColumn", "DecodeSpec", "TypedRead", "decoder_of", "typed_batches", "typed_schema",
@@ -32,11 +32,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class DecodeSpec:
-    """How to decode one column: the reader schema (Avro JSON), ``writer_schemas`` as
-    sorted ``(id, schema JSON)`` pairs (None: every framed id is read with the reader
-    schema as its writer), ``named_types`` sorted ``(full name, schema JSON)`` pairs (the
-    registry's schema references), ``framing`` ``confluent`` | ``none``. Hashable: the
-    per-process decoder cache is keyed by it."""
+    """How to decode one column: ``schema_type`` (the registry's ``AVRO``, ``PROTOBUF`` or
+    ``JSON``) of every schema here, the reader schema's text (Avro JSON, ``.proto``, JSON
+    Schema), ``writer_schemas`` as sorted ``(id, schema text)`` pairs (None: every framed
+    id is read with the reader schema as its writer), ``named_types`` sorted ``(name,
+    schema text)`` pairs (the registry's schema references: Avro full names, Protobuf
+    import paths, JSON Schema ``$ref`` names), ``framing`` ``confluent`` | ``none``,
+    ``message`` the Protobuf message (None: the file's first). Hashable: the per-process
+    decoder cache is keyed by it."""
     column: str                                          # "value" | "key"
     reader_schema: str
     writer_schemas: tuple[tuple[int, str], ...] | None = None
@@ -45,6 +48,8 @@ class DecodeSpec:
     keep_raw: bool = False
     #: where the reader schema came from, for messages ("subject t-value version 2, id 5")
     origin: str = ""
+    schema_type: str = "AVRO"
+    message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,21 +77,38 @@ def decoder_of(spec: DecodeSpec):
     many tasks). Raises SchemaResolutionError / SchemaError when a writer schema does not
     resolve to the reader schema (the planner builds it once on the driver first, so a
     task never meets that)."""
-    key = (spec.reader_schema, spec.writer_schemas, spec.named_types)
+    key = (spec.schema_type, spec.reader_schema, spec.writer_schemas, spec.named_types,
+           spec.message)
     with _DECODERS_LOCK:
         found = _DECODERS.get(key)
     if found is not None:
         return found
-    from spark_kafkalog.typed.avro import AvroDecoder
-
-    built = AvroDecoder(spec.reader_schema,
-                        None if spec.writer_schemas is None else dict(spec.writer_schemas),
-                        named_types=dict(spec.named_types) or None)
+    built = _build(spec)
     with _DECODERS_LOCK:
         if len(_DECODERS) >= 32:
             _DECODERS.clear()
         _DECODERS[key] = built
     return built
+
+
+def _build(spec: DecodeSpec):
+    """The decoder of ``spec.schema_type``; all three take the same arguments and give
+    ``arrow_type`` and ``decode(values, framing, on_error)``. The Protobuf and JSON Schema
+    decoders read a framed id missing from their writers as a bad record; with no writers
+    known (an inline schema) each framed id is read with the reader schema, as Avro's."""
+    writers = None if spec.writer_schemas is None else dict(spec.writer_schemas)
+    named = dict(spec.named_types) or None
+    if spec.schema_type == "AVRO":
+        from spark_kafkalog.typed.avro import AvroDecoder
+        return AvroDecoder(spec.reader_schema, writers, named_types=named)
+    if spec.schema_type == "PROTOBUF":
+        from spark_kafkalog.typed.protobuf import ProtobufDecoder
+        return ProtobufDecoder(spec.reader_schema, writers, named, message=spec.message)
+    if spec.schema_type == "JSON":
+        from spark_kafkalog.typed.jsonschema import JsonSchemaDecoder
+        return JsonSchemaDecoder(spec.reader_schema, writers, named)
+    raise SchemaError(f"{spec.column}: schema type {spec.schema_type!r} has no decoder "
+                      f"(AVRO, PROTOBUF and JSON do)")
 
 
 def typed_schema(base: pa.Schema, read: TypedRead) -> pa.Schema:
@@ -157,7 +179,7 @@ class DecodeErrorCounts:
 def _fail_message(err: TypedRecordError, column: str, topic: str, partition: int,
                   offset: int) -> TypedRecordError:
     # the decoder's row number is the batch's, meaningless to a user: the offset replaces it
-    reason = re.sub(r"^bad Avro record at row \d+: ", "", err.reason)
+    reason = re.sub(r"^bad (Avro|Protobuf|JSON) record at row \d+: ", "", err.reason)
     if "schema id" not in reason:
         sid = "none (unframed)" if err.schema_id is None else err.schema_id
         where = "" if err.value_position is None else \
@@ -175,6 +197,9 @@ def _decode_column(batch: pa.RecordBatch, spec: DecodeSpec, on_error: str,
     """(decoded array, per-row error texts or None) of ``batch``'s column ``spec.column``;
     under ``fail`` a bad record raises with its topic, partition and offset."""
     values = batch.column(spec.column)
+    if spec.writer_schemas is None and spec.framing == "confluent" and \
+            spec.schema_type != "AVRO":
+        spec = _with_framed_ids(spec, values)
     decoder = decoder_of(spec)
     mode = "fail" if on_error == "fail" else "null"
     try:
@@ -193,6 +218,22 @@ def _decode_column(batch: pa.RecordBatch, spec: DecodeSpec, on_error: str,
     if isinstance(errors, pa.ChunkedArray):
         errors = errors.combine_chunks()
     return array, errors
+
+
+def _with_framed_ids(spec: DecodeSpec, values: pa.Array) -> DecodeSpec:
+    """``spec`` (an inline reader schema, no registry) with every schema id framed in
+    ``values`` read with the reader schema, as the Avro decoder reads an unknown id when
+    it has no writers: the Protobuf and JSON Schema decoders take only the ids they are
+    given (a decoder per set of ids, cached as any other)."""
+    body = values.cast(pa.binary())
+    ok = pc.and_(pc.is_valid(body), pc.greater_equal(pc.binary_length(body), 5))
+    heads = pc.filter(body, ok)
+    ids = set()
+    if len(heads):
+        for b in pc.unique(pc.binary_slice(heads, 0, 5)).to_pylist():
+            if len(b) == 5 and b[0] == 0:
+                ids.add(int.from_bytes(b[1:5], "big"))
+    return replace(spec, writer_schemas=tuple((i, spec.reader_schema) for i in sorted(ids)))
 
 
 def decode_batch(batch: pa.RecordBatch, read: TypedRead, schema: pa.Schema,

@@ -12,11 +12,11 @@ from typing import Callable
 from spark_kafkalog.errors import InvalidOptionError
 
 __all__ = ["TypedColumn", "TypedOptions", "make_column", "make_typed", "check_format", "check_choice", "FORMATS",
-           "NOT_YET", "ON_DECODE_ERROR", "FRAMINGS"]
+           "ON_DECODE_ERROR", "FRAMINGS", "SCHEMA_TYPES"]
 
-FORMATS = ("binary", "avro", "registry")
-#: formats issue 38 names that this build does not decode yet
-NOT_YET = ("protobuf", "json")
+FORMATS = ("binary", "avro", "protobuf", "json", "registry")
+#: format -> the registry's ``schemaType`` of its schemas (``registry``: each id's own)
+SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF", "json": "JSON"}
 ON_DECODE_ERROR = ("fail", "null", "skip")
 FRAMINGS = ("confluent", "none")
 
@@ -25,10 +25,13 @@ FRAMINGS = ("confluent", "none")
 class TypedColumn:
     """How one of ``value`` / ``key`` is decoded (not yet resolved against a registry).
 
-    ``format``: ``avro`` or ``registry``; the reader schema is ``inline_schema`` when
-    given, else the registry's schema ``schema_id``, else ``subject``'s ``version`` (None:
-    latest not soft-deleted; ``subject`` None: ``<topic>-value`` / ``<topic>-key``).
-    ``framing``: ``confluent`` (magic 0, 4-byte id) or ``none`` (bare Avro binary)."""
+    ``format``: ``avro``, ``protobuf``, ``json`` or ``registry`` (the type the registry
+    gives the reader schema); the reader schema is ``inline_schema`` when given (Avro
+    JSON, ``.proto`` text or JSON Schema text), else the registry's schema ``schema_id``,
+    else ``subject``'s ``version`` (None: latest not soft-deleted; ``subject`` None:
+    ``<topic>-value`` / ``<topic>-key``). ``framing``: ``confluent`` (magic 0, 4-byte id,
+    Protobuf's message indexes) or ``none`` (the bare payload). ``message``: the Protobuf
+    message the column is typed by (None: the file's first, as Confluent's serializers)."""
     column: str                        # "value" | "key"
     format: str
     inline_schema: str | None = None
@@ -37,6 +40,7 @@ class TypedColumn:
     schema_id: int | None = None
     framing: str = "confluent"
     keep_raw: bool = False
+    message: str | None = None
 
     def subject_for(self, topic: str) -> str:
         """TopicNameStrategy: ``<topic>-value`` / ``<topic>-key`` unless a subject is named."""
@@ -61,35 +65,41 @@ def check_choice(name: str, value, choices) -> str:
 
 
 def check_format(name: str, value) -> str:
-    if isinstance(value, str) and value.strip().lower() in NOT_YET:
-        raise InvalidOptionError(f"{name}={value.strip().lower()} is not supported yet "
-                                 f"(only avro, registry with AVRO schemas, and binary are)")
     return check_choice(name, value, FORMATS)
 
 
 def make_column(column: str, fmt: str, *, inline_schema: str | None = None,
                 subject: str | None = None, version: int | None = None,
                 schema_id: int | None = None, framing: str | None = None,
-                keep_raw: bool = False,
+                keep_raw: bool = False, message: str | None = None,
                 names: Callable[[str, str], str] = spark_name) -> TypedColumn | None:
     """The :class:`TypedColumn` of ``column`` (None for ``binary``), the asks checked
     together. ``names(column, what)`` spells an option (``what``: Format, Schema,
-    Subject, SchemaVersion, SchemaId, Framing, KeepRaw) in the caller's way."""
+    Subject, SchemaVersion, SchemaId, Framing, KeepRaw, Message) in the caller's way."""
     def n(what: str) -> str:
         return names(column, what)
 
     fmt = check_format(n("Format"), fmt)
     given = [w for w, v in (("Schema", inline_schema), ("Framing", framing),
                             ("Subject", subject), ("SchemaVersion", version),
-                            ("SchemaId", schema_id), ("KeepRaw", keep_raw or None))
+                            ("SchemaId", schema_id), ("KeepRaw", keep_raw or None),
+                            ("Message", message))
              if v is not None]
     if fmt == "binary":
         if given:
-            raise InvalidOptionError(f"{n(given[0])}: needs {n('Format')}=avro or "
-                                     f"{n('Format')}=registry ({n('Format')} is binary)")
+            raise InvalidOptionError(f"{n(given[0])}: needs {n('Format')}=avro, protobuf, "
+                                     f"json or registry ({n('Format')} is binary)")
         return None
     if inline_schema is not None and not str(inline_schema).strip():
-        raise InvalidOptionError(f"{n('Schema')}: empty; give an Avro schema as JSON")
+        raise InvalidOptionError(f"{n('Schema')}: empty; give the schema's text")
+    if message is not None:
+        if fmt not in ("protobuf", "registry"):
+            raise InvalidOptionError(f"{n('Message')}: names a Protobuf message; needs "
+                                     f"{n('Format')}=protobuf or registry, not {fmt}")
+        if not re.fullmatch(r"\.?[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*",
+                            str(message).strip()):
+            raise InvalidOptionError(f"{n('Message')}: not a message name: {message!r}")
+        message = str(message).strip().lstrip(".")
     if subject is not None and not str(subject).strip():
         raise InvalidOptionError(f"{n('Subject')}: empty; give a registry subject")
     for what, v in (("SchemaVersion", version), ("SchemaId", schema_id)):
@@ -106,17 +116,19 @@ def make_column(column: str, fmt: str, *, inline_schema: str | None = None,
             raise InvalidOptionError(f"{n('Schema')}: the reader schema is given inline; "
                                      f"drop {', '.join(clash)}")
         if fmt == "registry":
-            raise InvalidOptionError(f"{n('Schema')}: an inline schema is Avro: use "
-                                     f"{n('Format')}=avro ({n('Format')}=registry takes "
-                                     f"each id's type from a registry)")
+            raise InvalidOptionError(f"{n('Schema')}: an inline schema has no type: use "
+                                     f"{n('Format')}=avro, protobuf or json "
+                                     f"({n('Format')}=registry takes the type from a "
+                                     f"registry)")
     framing = check_choice(n("Framing"), framing if framing is not None else "confluent",
                            FRAMINGS)
     if framing == "none" and fmt == "registry":
         raise InvalidOptionError(f"{n('Framing')}=none: without the schema id there is no "
-                                 f"type to look up; use {n('Format')}=avro")
+                                 f"type to look up; use {n('Format')}=avro, protobuf "
+                                 f"or json")
     return TypedColumn(column, fmt, inline_schema,
                        str(subject).strip() if subject is not None else None, version,
-                       schema_id, framing, bool(keep_raw))
+                       schema_id, framing, bool(keep_raw), message)
 
 
 @dataclass(frozen=True)

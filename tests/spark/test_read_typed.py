@@ -1,7 +1,8 @@
 """Typed ``value`` / ``key`` through ``format("kafkalog")`` (issue 38 items 2 and 5): the
 options (parsed once, errors naming the option), planning on the driver (an unresolvable
 writer schema refused before any task), the Spark schema, batch and stream reads compared
-with fastavro's resolution of the same bytes."""
+with fastavro's resolution of the same bytes, and Protobuf / JSON Schema values with the
+protobuf package's and json's (tests/typed/pj_logs.py)."""
 from __future__ import annotations
 
 import json
@@ -20,10 +21,13 @@ BASE = {"path": "/nowhere", "subscribe": "orders"}
 # -- options (no Spark session) ------------------------------------------------------------
 
 @pytest.mark.parametrize("extra, words", [
-    ({"valueFormat": "protobuf"}, "valueFormat=protobuf is not supported yet"),
-    ({"keyFormat": "json"}, "keyFormat=json is not supported yet"),
+    ({"valueFormat": "protobf"}, "valueFormat must be one of binary, avro, protobuf, json"),
+    ({"valueFormat": "avro", "valueMessage": "shop.Order"},
+     "valueMessage: names a Protobuf message; needs valueFormat=protobuf or registry"),
+    ({"valueFormat": "protobuf", "valueMessage": "shop..Order"}, "valueMessage: not a message"),
+    ({"keyMessage": "a.B"}, "keyMessage: needs keyFormat=avro, protobuf, json or registry"),
     ({"valueFormat": "avroo"}, "valueFormat must be one of"),
-    ({"valueSchemaId": "3"}, "valueSchemaId: needs valueFormat=avro"),
+    ({"valueSchemaId": "3"}, "valueSchemaId: needs valueFormat=avro, protobuf, json or"),
     ({"keepRawKey": "true"}, "keepRawKey: needs keyFormat=avro"),
     ({"onDecodeError": "null"}, "onDecodeError: applies to typed columns"),
     ({"valueFormat": "avro", "onDecodeError": "drop"}, "onDecodeError must be one of"),
@@ -33,7 +37,8 @@ BASE = {"path": "/nowhere", "subscribe": "orders"}
      "valueSchemaVersion and valueSchemaId: give only one"),
     ({"valueFormat": "avro", "valueSchema": '"int"', "valueSubject": "s"},
      "valueSchema: the reader schema is given inline; drop valueSubject"),
-    ({"valueFormat": "registry", "valueSchema": '"int"'}, "use valueFormat=avro"),
+    ({"valueFormat": "registry", "valueSchema": '"int"'},
+     "use valueFormat=avro, protobuf or json"),
     ({"valueFormat": "registry", "valueFraming": "none"}, "valueFraming=none"),
     ({"valueFormat": "avro", "valueFraming": "magic"}, "valueFraming must be one of"),
     ({"valueFormat": "avro", "keepRawValue": "maybe"}, "keepRawValue"),
@@ -268,3 +273,93 @@ def test_stream_picks_up_a_schema_version_registered_after_it_started(tmp_path):
 
 def _expected_values():
     return [tl.resolve(v) for _, recs in sorted(tl.order_records().items()) for _, v in recs]
+
+
+# -- Protobuf and JSON Schema values (tests/typed/pj_logs.py: oracles protobuf and json) -----
+
+@pytest.fixture(scope="module")
+def protos(tmp_path_factory):
+    from tests.typed import pj_logs as pj
+    return pj.Protos(tmp_path_factory.mktemp("protoc"))
+
+
+@pytest.fixture(scope="module")
+def pj_logs(tmp_path_factory, protos):
+    from tests.typed import pj_logs as pj
+    return str(pj.build(tmp_path_factory.mktemp("pj") / "logs", protos))
+
+
+def _values(df):
+    return [None if r["value"] is None else r["value"].asDict(recursive=True)
+            for r in df.orderBy("offset").collect()]
+
+
+@pytest.mark.parametrize("fmt", ["protobuf", "registry"])
+def test_batch_read_protobuf(spark, pj_logs, protos, fmt):
+    from tests.typed import pj_logs as pj
+    df = _read(spark, pj_logs, "pay", valueFormat=fmt, valueMessage=pj.PAYMENT)
+    assert df.schema["value"].dataType.simpleString() == \
+        "struct<id:string,amount:double,tags:array<string>,meta:struct<source:string>>"
+    assert _values(df) == [protos.expected(v) for v in protos.pay_values()]
+
+
+def test_batch_read_json_values_and_keys(spark, pj_logs):
+    from pyspark.sql import functions as F
+
+    from tests.typed import pj_logs as pj
+    df = _read(spark, pj_logs, "ev", valueFormat="registry", keyFormat="json")
+    assert df.schema["value"].dataType.simpleString() == \
+        "struct<kind:string,n:bigint,at:timestamp,tags:array<string>>"
+    rows = df.orderBy("offset").select(
+        "key.user", "value.kind", "value.n", F.unix_micros("value.at").alias("at"),
+        "value.tags").collect()
+    want = []
+    for k, v in zip(pj.ev_keys(), pj.ev_values()):
+        e = pj.ev_expected(v)
+        at = None if e["at"] is None else round(e["at"].timestamp() * 1_000_000)
+        want.append((None if k is None else json.loads(k[5:])["user"], e["kind"], e["n"],
+                     at, e["tags"]))
+    assert [tuple(r) for r in rows] == want
+
+
+def test_stream_read_protobuf_null_mode(spark, pj_logs, protos, tmp_path):
+    from tests.typed import pj_logs as pj
+    q = spark.readStream.format("kafkalog").option("path", pj_logs) \
+        .option("subscribe", "pay_bad").option("startingOffsets", "earliest") \
+        .option("valueFormat", "protobuf").option("valueSubject", "pay-value") \
+        .option("valueMessage", pj.PAYMENT).option("onDecodeError", "null").load() \
+        .writeStream.format("parquet").option("path", str(tmp_path / "sink")) \
+        .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start()
+    q.awaitTermination()
+    got = spark.read.parquet(str(tmp_path / "sink"))
+    rows = got.orderBy("offset").collect()
+    assert [r["value_error"] is not None for r in rows] == [False, True, True, True, False]
+    assert _values(got) == [protos.expected(v) if i in (0, 4) else None
+                            for i, v in enumerate(protos.bad_values())]
+
+
+def test_export_parquet_json_value_format(spark, pj_logs, tmp_path):
+    import pyarrow.parquet as pq
+
+    from spark_kafkalog.jobs import export_parquet
+    from tests.typed import pj_logs as pj
+
+    out = str(tmp_path / "out")
+    args = export_parquet.parse_args(["--path", pj_logs, "--output", out, "--topic", "ev",
+                                      "--value-format", "json"])
+    df = export_parquet.build_frame(spark, args)
+    df.write.mode("overwrite").partitionBy("topic", "date").parquet(out)
+    t = pq.read_table(out).sort_by("offset")
+    got = t.column("value").to_pylist()
+    want = [pj.ev_expected(v) for v in pj.ev_values()]
+    assert [{**g, "at": None if g["at"] is None else g["at"].timestamp()} for g in got] == \
+        [{**w, "at": None if w["at"] is None else w["at"].timestamp()} for w in want]
+
+
+def test_protobuf_writer_in_avro_subject_refused_before_any_task(spark, pj_logs):
+    jobs_before = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    with pytest.raises(Exception) as e:
+        _read(spark, pj_logs, "mixed", valueFormat="registry")
+    assert "subject mixed-value version 1 (id 31)" in str(e.value)
+    assert "has schema type PROTOBUF" in str(e.value)
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs_before

@@ -79,11 +79,14 @@ def test_schema_id_pins_the_reader(logs):
     assert t.column("value").to_pylist() == [tl.resolve(v) for _, v in tl.order_records()[1]]
 
 
-def test_protobuf_subject_not_supported_yet(logs):
-    with pytest.raises(InvalidOptionError, match="PROTOBUF schema; only AVRO"):
-        read_table(logs, "orders", value_format="registry", value_subject="payments-value")
-    with pytest.raises(InvalidOptionError, match="value_format=protobuf is not supported yet"):
+def test_format_and_subject_type_must_match(logs):
+    # orders-value holds AVRO schemas: read as protobuf its versions are refused by name
+    with pytest.raises(InvalidOptionError) as e:
         read_table(logs, "orders", value_format="protobuf")
+    assert "subject orders-value version 2 (id 2) of" in str(e.value)
+    assert "has schema type AVRO, and value_format=protobuf reads PROTOBUF schemas" in str(e.value)
+    with pytest.raises(InvalidOptionError, match="has schema type PROTOBUF, and value_format=avro"):
+        read_table(logs, "orders", value_format="avro", value_subject="payments-value")
 
 
 def test_keyword_errors_name_the_keyword(logs):

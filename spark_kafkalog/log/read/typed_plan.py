@@ -30,7 +30,7 @@ from spark_kafkalog.errors import (
 from spark_kafkalog.log.read.registry_rest import RestRegistry, SchemaLookupError
 from spark_kafkalog.log.read.schemas import read_registry
 from spark_kafkalog.typed.columns import DecodeSpec, TypedRead, decoder_of
-from spark_kafkalog.typed.request import TypedColumn, spark_name
+from spark_kafkalog.typed.request import SCHEMA_TYPES, TypedColumn, spark_name
 
 __all__ = ["LocalRegistry", "open_schema_source", "plan_typed_read", "resolve_column"]
 
@@ -105,11 +105,22 @@ def open_schema_source(logdirs, *, registry_topic: str | None = None,
     return LocalRegistry(state, f"topic {topic} of log dirs {', '.join(logdirs.roots)}")
 
 
-def _check_type(entry, col: TypedColumn, what: str) -> None:
+def _check_type(entry, col: TypedColumn, what: str, expected: str, names=spark_name) -> str:
+    """``entry``'s schema type, which must be ``expected`` (the format's type, or for
+    ``registry`` the reader schema's): one column has one decoder, so a subject whose
+    versions are of several types is refused, naming the version."""
     kind = (entry.schema_type or "AVRO").upper()
-    if kind != "AVRO":
-        raise InvalidOptionError(f"{col.column}Format={col.format}: {what} is a {kind} "
-                                 f"schema; only AVRO schemas are supported yet")
+    if kind not in ("AVRO", "PROTOBUF", "JSON"):
+        raise InvalidOptionError(f"{names(col.column, 'Format')}={col.format}: {what} has "
+                                 f"schema type {kind}, which has no decoder (AVRO, PROTOBUF "
+                                 f"and JSON do)")
+    if kind != expected:
+        why = ("the reader schema is " + expected if col.format == "registry" else
+               f"{names(col.column, 'Format')}={col.format} reads {expected} schemas")
+        raise InvalidOptionError(f"{names(col.column, 'Format')}={col.format}: {what} has "
+                                 f"schema type {kind}, and {why}; one column decodes one "
+                                 f"schema type")
+    return kind
 
 
 def _named_types(source, entry, out: dict[str, str], seen: set) -> None:
@@ -130,9 +141,10 @@ def resolve_column(source, topic: str, col: TypedColumn, names=spark_name) -> De
     subject = col.subject_for(topic)
     named: dict[str, str] = {}
     seen: set = set()
+    kind = SCHEMA_TYPES.get(col.format)          # None for registry: the reader's type
     if col.inline_schema is not None:
         reader, reader_id = col.inline_schema, None
-        origin = f"{col.column}Schema (inline)"
+        origin = f"{names(col.column, 'Schema')} (inline)"
     else:
         if source is None:
             raise InvalidOptionError(
@@ -152,15 +164,20 @@ def resolve_column(source, topic: str, col: TypedColumn, names=spark_name) -> De
             name = names(col.column, "SchemaId" if col.schema_id is not None else
                          "SchemaVersion" if col.version is not None else "Subject")
             raise InvalidOptionError(f"{name}: {err.reason}") from err
-        _check_type(entry, col, origin)
+        kind = _check_type(entry, col, origin,
+                           kind or (entry.schema_type or "AVRO").upper(), names)
         reader, reader_id = entry.schema, entry.id
         _named_types(source, entry, named, seen)
+    if col.message is not None and kind != "PROTOBUF":
+        raise InvalidOptionError(f"{names(col.column, 'Message')}: {origin} has schema type "
+                                 f"{kind}; a message is chosen only in a PROTOBUF schema")
     writers: dict[int, str] | None = None
     if col.framing == "confluent" and source is not None:
         writers = {}
         for v in source.versions(subject):
             entry = source.version(subject, v, deleted=True)
-            _check_type(entry, col, f"subject {subject} version {v} (id {entry.id})")
+            _check_type(entry, col, f"subject {subject} version {v} (id {entry.id})", kind,
+                        names)
             writers[entry.id] = entry.schema
             _named_types(source, entry, named, seen)
         if reader_id is not None:
@@ -169,7 +186,7 @@ def resolve_column(source, topic: str, col: TypedColumn, names=spark_name) -> De
     return DecodeSpec(col.column, reader,
                       None if writers is None else tuple(sorted(writers.items())),
                       tuple(sorted(named.items())), col.framing, col.keep_raw,
-                      f"{topic}: {origin}")
+                      f"{topic}: {origin}", kind, col.message)
 
 
 def _same_schema(a: str, b: str) -> bool:
@@ -185,7 +202,8 @@ def _merge(specs: list[DecodeSpec]) -> DecodeSpec:
     writers: dict[int, str] | None = None
     named: dict[str, str] = {}
     for s in specs:
-        if not _same_schema(s.reader_schema, first.reader_schema):
+        if s.schema_type != first.schema_type or \
+                not _same_schema(s.reader_schema, first.reader_schema):
             raise InvalidOptionError(
                 f"{first.column}Format: one read has one {first.column} struct, and the "
                 f"topics' reader schemas differ ({first.origin}; {s.origin}); read the topics "

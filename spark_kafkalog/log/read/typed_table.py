@@ -28,7 +28,7 @@ def _name(column: str, what: str) -> str:
     return {"Format": f"{column}_format", "Schema": f"{column}_schema",
             "Subject": f"{column}_subject", "SchemaVersion": f"{column}_schema_version",
             "SchemaId": f"{column}_schema_id", "Framing": f"{column}_framing",
-            "KeepRaw": f"keep_raw_{column}"}[what]
+            "KeepRaw": f"keep_raw_{column}", "Message": f"{column}_message"}[what]
 
 
 def _registry_name(what: str) -> str:
@@ -42,7 +42,8 @@ def read_table(path, topic: str, *, value_format: str = "binary", key_format: st
                key_subject: str | None = None, value_schema_version: int | None = None,
                key_schema_version: int | None = None, value_schema_id: int | None = None,
                key_schema_id: int | None = None, value_framing: str | None = None,
-               key_framing: str | None = None, keep_raw_value: bool | None = None,
+               key_framing: str | None = None, value_message: str | None = None,
+               key_message: str | None = None, keep_raw_value: bool | None = None,
                keep_raw_key: bool | None = None, schema_registry_topic: str | None = None,
                schema_registry_url: str | None = None,
                schema_registry_basic_auth: str | None = None,
@@ -50,11 +51,14 @@ def read_table(path, topic: str, *, value_format: str = "binary", key_format: st
                filesystem_options: Mapping | None = None, **kwargs) -> pa.Table:
     """One topic as an Arrow table, as :func:`spark_kafkalog.log.read.reader.read_table`
     (every keyword of it is taken here too), with ``value`` / ``key`` decoded when
-    ``value_format`` / ``key_format`` is ``avro`` or ``registry``.
+    ``value_format`` / ``key_format`` is ``avro``, ``protobuf``, ``json`` or ``registry``
+    (the registry's type of the reader schema: AVRO, PROTOBUF or JSON).
 
     Schemas: the log dirs' ``_schemas`` (``schema_registry_topic``), a registry at
     ``schema_registry_url`` (``schema_registry_basic_auth`` ``user:password``), or
-    ``value_schema`` / ``key_schema`` inline (``value_framing="none"``: no 5-byte header).
+    ``value_schema`` / ``key_schema`` inline (Avro JSON, ``.proto`` text or JSON Schema
+    text; ``value_framing="none"``: no 5-byte header; ``value_message``: the Protobuf
+    message, default the file's first).
     Reader schema: ``value_subject`` (default ``<topic>-value``), ``value_schema_version``
     or ``value_schema_id`` (default latest not soft-deleted). ``on_decode_error``:
     ``fail`` (default; TypedRecordError naming topic, partition, offset, schema id and byte
@@ -66,10 +70,11 @@ def read_table(path, topic: str, *, value_format: str = "binary", key_format: st
     columns = [c for c in (
         make_column("key", key_format, inline_schema=key_schema, subject=key_subject,
                     version=key_schema_version, schema_id=key_schema_id, framing=key_framing,
-                    keep_raw=keep_raw_key, names=_name),
+                    keep_raw=keep_raw_key, message=key_message, names=_name),
         make_column("value", value_format, inline_schema=value_schema, subject=value_subject,
                     version=value_schema_version, schema_id=value_schema_id,
-                    framing=value_framing, keep_raw=keep_raw_value, names=_name))
+                    framing=value_framing, keep_raw=keep_raw_value, message=value_message,
+                    names=_name))
         if c is not None]
     if not columns:
         extra = [n for n, v in (("on_decode_error", on_decode_error),
@@ -79,7 +84,8 @@ def read_table(path, topic: str, *, value_format: str = "binary", key_format: st
         if extra:
             from spark_kafkalog.errors import InvalidOptionError
             raise InvalidOptionError(f"{extra[0]}: applies to typed columns; set "
-                                     f"value_format or key_format to avro or registry")
+                                     f"value_format or key_format to avro, protobuf, "
+                                     f"json or registry")
         return _reader.read_table(path, topic, filesystem_options=filesystem_options,
                                   **kwargs)
     cols = {c.column: c for c in columns}
