@@ -258,9 +258,8 @@ def add_isolation_level(ap: argparse.ArgumentParser, help: str) -> None:
 
 def add_typed_formats(ap: argparse.ArgumentParser) -> None:
     """``--value-format`` / ``--key-format`` (binary, avro, protobuf, json, registry),
-    ``--on-decode-error``
-    and ``--schema-registry-url``: the typed-records read (issue 38) of an export job, the
-    read options ``valueFormat``, ``keyFormat``, ``onDecodeError``, ``schemaRegistryUrl``
+    ``--on-decode-error`` and ``--schema-registry-url``: the typed-records read (issue 38)
+    of an export job, the read options ``valueFormat``, ``keyFormat``, ``onDecodeError``, ``schemaRegistryUrl``
     (``args.value_format``, ... None when not given)."""
     for col in ("value", "key"):
         ap.add_argument(f"--{col}-format",
