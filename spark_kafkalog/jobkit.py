@@ -22,7 +22,6 @@ import argparse
 import difflib
 import json
 import sys
-import threading
 import traceback
 from datetime import datetime, timezone
 from typing import Callable, Sequence, TextIO
@@ -40,7 +39,7 @@ from .errors import (
     UnsupportedFormatError,
     unwrap,
 )
-from .jobsession import LOG4J_CONF, spark_session
+from .jobsession import LOG4J_CONF, SparkProgress, spark_session
 
 __all__ = ["CODECS", "DATA_ERRORS", "EXIT_BAD_INPUT", "EXIT_DATA", "EXIT_FAILED", "EXIT_LOCKED",
            "JobInputError", "LOG4J_CONF", "NOT_FOUND_HINT", "SparkProgress", "add_fs_option",
@@ -449,57 +448,6 @@ def emit(summary: dict, line: str, json_path: str | None,
         text = json.dumps(summary, indent=1, default=str) + "\n"
         write_atomic(pafs.LocalFileSystem(), json_path, text.encode("utf-8"))
     print(line, file=out if out is not None else sys.stdout, flush=True)
-
-
-class SparkProgress:
-    """Prints ``<label>: stage N: done/total tasks`` on stderr while Spark jobs run, at
-    most every ``interval`` seconds and only when something moved, from a daemon thread
-    that reads the status tracker (no listener in the JVM, so nothing to unregister)."""
-
-    def __init__(self, spark, label: str, enabled: bool = True, interval: float = 2.0,
-                 stream: TextIO | None = None):
-        self._tracker = spark.sparkContext.statusTracker() if enabled else None
-        self.label = label
-        self.interval = interval
-        self.stream = stream if stream is not None else sys.stderr
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._last: str | None = None
-
-    def _poll(self) -> None:
-        while not self._stop.wait(self.interval):
-            line = self.status()
-            if line and line != self._last:
-                self._last = line
-                print(f"{self.label}: {line}", file=self.stream, flush=True)
-
-    def status(self) -> str | None:
-        """One line of what runs now (None when nothing does)."""
-        tracker = self._tracker
-        if tracker is None:
-            return None
-        parts = []
-        try:
-            for stage_id in sorted(tracker.getActiveStageIds()):
-                info = tracker.getStageInfo(stage_id)
-                if info is not None:
-                    parts.append(f"stage {stage_id}: {info.numCompletedTasks}/"
-                                 f"{info.numTasks} tasks")
-        except Exception:      # the session is stopping; progress is best effort
-            return None
-        return ", ".join(parts) or None
-
-    def __enter__(self) -> "SparkProgress":
-        if self._tracker is not None:
-            self._thread = threading.Thread(target=self._poll, name="kafkalog-progress",
-                                            daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.interval + 1)
 
 
 #: Spark's exceptions that mean bad input to a job (a bad column, SQL expression, path)

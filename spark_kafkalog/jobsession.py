@@ -10,6 +10,7 @@
   and py4j then prints "reentrant call" tracebacks); the JVM's logging goes quiet for the
   shutdown. :func:`interrupted` tells ``jobkit.run`` that the failure that follows is the
   interrupt. A second Ctrl-C ends the process at once.
+- Progress: :class:`SparkProgress` prints the running stages' task counts on stderr.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, TextIO
 
 #: the quiet log4j2 configuration jobs start Spark's JVM with (WARN, to stderr)
 LOG4J_CONF = Path(__file__).with_name("jobs") / "log4j2.properties"
@@ -188,3 +189,54 @@ def spark_session(app_name: str, conf: dict[str, str] | None = None,
             if main:
                 signal.signal(signal.SIGINT, before if callable(before) or before in (
                     signal.SIG_IGN, signal.SIG_DFL) else signal.default_int_handler)
+
+
+class SparkProgress:
+    """Prints ``<label>: stage N: done/total tasks`` on stderr while Spark jobs run, at
+    most every ``interval`` seconds and only when something moved, from a daemon thread
+    that reads the status tracker (no listener in the JVM, so nothing to unregister)."""
+
+    def __init__(self, spark, label: str, enabled: bool = True, interval: float = 2.0,
+                 stream: TextIO | None = None):
+        self._tracker = spark.sparkContext.statusTracker() if enabled else None
+        self.label = label
+        self.interval = interval
+        self.stream = stream if stream is not None else sys.stderr
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last: str | None = None
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval):
+            line = self.status()
+            if line and line != self._last:
+                self._last = line
+                print(f"{self.label}: {line}", file=self.stream, flush=True)
+
+    def status(self) -> str | None:
+        """One line of what runs now (None when nothing does)."""
+        tracker = self._tracker
+        if tracker is None:
+            return None
+        parts = []
+        try:
+            for stage_id in sorted(tracker.getActiveStageIds()):
+                info = tracker.getStageInfo(stage_id)
+                if info is not None:
+                    parts.append(f"stage {stage_id}: {info.numCompletedTasks}/"
+                                 f"{info.numTasks} tasks")
+        except Exception:      # the session is stopping; progress is best effort
+            return None
+        return ", ".join(parts) or None
+
+    def __enter__(self) -> "SparkProgress":
+        if self._tracker is not None:
+            self._thread = threading.Thread(target=self._poll, name="kafkalog-progress",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.interval + 1)
