@@ -31,7 +31,7 @@ from tests.kafka.compare import compare_dumps, differences, from_arrow
 from tests.kafka.conftest import wait_for
 from tests.kafka.test_consumer_offsets import committed, ours, reset_offsets, same_dump
 from tests.kafka.test_served import place
-from tests.kafka.topics import BASE_TS, GROUP39, GROUP_TOPICS
+from tests.kafka.topics import BASE_TS, GROUP39, GROUP_TOPICS, KEEP_OLD
 
 #: source topic -> its copy's name (the 3.9 broker already has the source names)
 COPIED = {t: t.replace("java-", "c39-") for t in (*GROUP_TOPICS, "java-txn", "java-compact")}
@@ -201,7 +201,8 @@ def served39(spark, kafka39_broker, kafka39_tool, broker39_topics, tmp_path_fact
 
     counts = {copy: 1 if source == "java-compact" else 2 for source, copy in COPIED.items()}
     counts[COMPACTED] = 2
-    tool.create_topics([{"topic": t, "partitions": n} for t, n in counts.items()])
+    tool.create_topics([{"topic": t, "partitions": n, "configs": KEEP_OLD}
+                        for t, n in counts.items()])
     broker.stop()
     place(stage, broker, counts)
     mark = broker.server_log.stat().st_size

@@ -24,7 +24,7 @@ from tests.kafka.broker import dump_log_segments
 from tests.kafka.compare import (compare_dumps, differences, dump_log_segments_findings,
                                  from_arrow)
 from tests.kafka.test_broker_written import ISOLATIONS, read_all_tables
-from tests.kafka.topics import BASE_TS, CODECS
+from tests.kafka.topics import BASE_TS, CODECS, KEEP_OLD
 
 ROWS = 3000
 KEEP = ("partition.metadata", "leader-epoch-checkpoint")
@@ -53,7 +53,8 @@ def served(spark, kafka_broker, kafka_tool, broker_topics, tmp_path_factory):
         (df.write.format("kafkalog").mode("append").option("path", str(stage))
          .option("topic", topic).option("partitions", "2").option("compression", codec)
          .option("segmentBytes", "16384").option("batchSize", "2048").save())
-    kafka_tool.create_topics([{"topic": t, "partitions": 2} for t in topics])
+    kafka_tool.create_topics([{"topic": t, "partitions": 2, "configs": KEEP_OLD}
+                              for t in topics])
     kafka_broker.stop()
     after_stop = {iso: read_all_tables(kafka_broker.logdir, broker_topics, iso)
                   for iso in ISOLATIONS}

@@ -26,7 +26,7 @@ from spark_kafkalog.log.write import AppendConfig, recover_topic
 from spark_kafkalog.log.files import journal as jr
 from tests.kafka.compare import differences, dump_log_segments_findings, from_arrow
 from tests.kafka.test_served import place
-from tests.kafka.topics import BASE_TS
+from tests.kafka.topics import BASE_TS, KEEP_OLD
 from tests.log.test_appender_util import R, write
 from tests.log.killing import FaultCounter, run_killed
 
@@ -101,7 +101,8 @@ def recovered(kafka_broker, kafka_tool, broker_topics, tmp_path_factory):
         committed[topic] = jr.load(FS, str(stage), topic).is_committed("w2")
         write_tag(str(stage), topic, 3)
     assert committed == {"recovered-rolled-back": False, "recovered-rolled-forward": True}
-    kafka_tool.create_topics([{"topic": t, "partitions": 2} for t in TOPICS])
+    kafka_tool.create_topics([{"topic": t, "partitions": 2, "configs": KEEP_OLD}
+                              for t in TOPICS])
     kafka_broker.stop()
     place(stage, kafka_broker, {t: 2 for t in TOPICS})
     # an unclean start: the broker recovers every segment past its recovery point (ours

@@ -16,11 +16,18 @@ import time
 from tests.kafka.broker import b64
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-ROLL = {"segment.ms": "1"}
-#: producer settings that make many small batches (and so, with segment.ms=1, segments)
-SMALL_BATCHES = {"batch.size": "600", "linger.ms": "0"}
 #: record timestamps given explicitly (CreateTime) for some records, to check they pass
 BASE_TS = 1_700_000_000_000
+#: topic configs of every tier topic whose records carry BASE_TS times: no deletion by
+#: time. BASE_TS (November 2023) is past the broker's default retention.ms (7 days); a
+#: segment holding only such records (record 0 alone in the first batch: under load the
+#: producer sends it before record 2 is added, and segment.ms=1 gives that batch its own
+#: segment) is deleted by the broker's next retention check (every 5 minutes), after
+#: Kafka's consumer read it for the oracle: our later reads then miss offset 0.
+KEEP_OLD = {"retention.ms": "-1"}
+ROLL = {**KEEP_OLD, "segment.ms": "1"}
+#: producer settings that make many small batches (and so, with segment.ms=1, segments)
+SMALL_BATCHES = {"batch.size": "600", "linger.ms": "0"}
 #: the classic group of the 3.9 broker and the topics it commits on
 GROUP39 = "classic39"
 GROUP_TOPICS = ("java-gzip", "java-zstd")

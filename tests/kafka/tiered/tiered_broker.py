@@ -15,13 +15,15 @@ import time
 from pathlib import Path
 
 from tests.kafka.broker import KAFKA4, KAFKA44_JARS, Broker
-from tests.kafka.topics import SMALL_BATCHES, chunks, records
+from tests.kafka.topics import KEEP_OLD, SMALL_BATCHES, chunks, records
 
 #: LocalTieredStorage puts its objects under ``<rsm.config.dir>/kafka-tiered-storage``
 REMOTE_ROOT = "kafka-tiered-storage"
 RLMM_PARTITIONS = 2
-#: every topic: remote storage on, a segment per append, local copies gone once tiered
-TIERED = {"remote.storage.enable": "true", "segment.ms": "1", "local.retention.ms": "1"}
+#: every topic: remote storage on, a segment per append, local copies gone once tiered,
+#: nothing deleted by time (its records carry topics.BASE_TS times: see topics.KEEP_OLD)
+TIERED = {**KEEP_OLD, "remote.storage.enable": "true", "segment.ms": "1",
+          "local.retention.ms": "1"}
 #: LocalTieredStorage's jar (kept with the 4.4 jars, see the module docstring)
 RSM_JAR = KAFKA44_JARS / "kafka-storage-4.3.1-test.jar"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
