@@ -61,7 +61,7 @@ class AvroEncoder:
         self.column = column
         self.prefix = b"" if schema_id is None else confluent_header(schema_id)
         # matched now (with an empty array) so a schema the type cannot take fails early
-        self._node(self.schema, pa.array([], arrow_type), column, True)
+        self._node(self.schema, pa.array([], arrow_type), column)
 
     def encode(self, values) -> pa.BinaryArray:
         if isinstance(values, pa.ChunkedArray):
@@ -69,12 +69,12 @@ class AvroEncoder:
         if values.type != self.arrow_type:
             raise SchemaError(f"{self.column}: type {values.type} is not the {self.arrow_type} "
                               f"the encoder was built for")
-        top = self._node(self.schema, values, self.column, True)
+        top = self._node(self.schema, values, self.column)
         return _avro_encode.encode(top, len(values), self.prefix)
 
     # ---- matching the schema to the arrays --------------------------------------------
 
-    def _node(self, s: Schema, arr: pa.Array, path: str, top: bool = False):
+    def _node(self, s: Schema, arr: pa.Array, path: str):
         null_branch = value_branch = -1
         if s.type == "union":
             rest = [i for i, b in enumerate(s.branches) if b.type != "null"]
@@ -88,12 +88,10 @@ class AvroEncoder:
             null_branch = nulls[0] if nulls else -1
             value_branch = rest[0]
             s = s.branches[rest[0]]
-        if top and null_branch < 0:
-            null_branch = -2           # the top row may be null: a tombstone, no branch
+        # a null top-level row is not encoded at all (a tombstone): the kernel's row loop
         kind, arr, kids, width, precision = self._leaf(s, arr, path)
-        node = _avro_encode.Node(kind, arr, path, null_branch if null_branch != -2 else -1,
-                                 value_branch, kids, width, precision)
-        return node
+        return _avro_encode.Node(kind, arr, path, null_branch, value_branch, kids, width,
+                                 precision)
 
     def _leaf(self, s: Schema, arr: pa.Array, path: str):
         t, at, lt = s.type, arr.type, s.logical

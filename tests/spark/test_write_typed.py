@@ -164,11 +164,18 @@ def test_incompatible_schema_refused_under_backward(spark, tmp_path):
 
 
 def test_derived_schema_registered_in_new_registry(spark, tmp_path):
+    from pyspark.sql import functions as F
     root = str(tmp_path)
-    (_df(spark).write.format("kafkalog").mode("append").option("path", root)
-     .option("topic", "orders").option("valueFormat", "avro")
+    df = _df(spark).select("value", F.struct(F.col("value.id").alias("id")).alias("key"))
+    (df.write.format("kafkalog").mode("append").option("path", root)
+     .option("topic", "orders").option("valueFormat", "avro").option("keyFormat", "avro")
      .option("autoRegisterSchemas", "true").save())
     state = read_registry(root)
+    key_entry = state.latest("orders-key")
+    assert (key_entry.id, key_entry.version) == (2, 1)
+    keys = _oracle(read_table(root, "orders").column("key").to_pylist(),
+                   key_entry.schema, 2)
+    assert sorted(k["id"] for k in keys) == list(range(40))
     entry = state.latest("orders-value")
     assert (entry.id, entry.version) == (1, 1)
     schema = json.loads(entry.schema)
