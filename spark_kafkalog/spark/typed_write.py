@@ -62,8 +62,11 @@ def _column(opts: dict, column: str):
                        version=version, schema_id=schema_id, framing=get("Framing"))
 
 
-def parse_typed_write(opts: dict) -> TypedWriteOptions:
-    """The typed-write options of ``opts`` (lower-cased keys, only TYPED_WRITE_NAMES)."""
+def parse_typed_write(opts: dict) -> TypedWriteOptions | None:
+    """The typed-write options of ``opts`` (lower-cased keys, only TYPED_WRITE_NAMES);
+    None when none is given."""
+    if not opts:
+        return None
     cols = tuple(c for c in (_column(opts, "value"), _column(opts, "key")) if c is not None)
     auto = parse_bool("autoRegisterSchemas", opts["autoregisterschemas"]) \
         if "autoregisterschemas" in opts else False
