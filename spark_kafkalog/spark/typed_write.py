@@ -86,8 +86,12 @@ class TypedWrite:
     """What tasks need: per column (name, schema JSON, id or None, named types)."""
     writers: tuple = ()
 
-    def encode(self, batch: pa.RecordBatch, cache: dict) -> pa.RecordBatch:
-        """``batch`` with each typed column replaced by its Avro bytes."""
+    def encode(self, batch: pa.RecordBatch, cache: dict, first_row: int = 0,
+               where: str = "") -> pa.RecordBatch:
+        """``batch`` with each typed column replaced by its Avro bytes; a bad value's
+        error names its row among the task's rows (``first_row``: the batch's first)
+        and ``where`` (the task)."""
+        from spark_kafkalog.errors import BadRowError
         from spark_kafkalog.typed.avro_write import AvroEncoder
         names = {n.lower(): i for i, n in enumerate(batch.schema.names)}
         arrays = list(batch.columns)
@@ -96,7 +100,10 @@ class TypedWrite:
             key = (column, arrays[i].type)
             if key not in cache:
                 cache[key] = AvroEncoder(schema, arrays[i].type, sid, column, dict(named))
-            arrays[i] = cache[key].encode(arrays[i])
+            try:
+                arrays[i] = cache[key].encode(arrays[i], first_row)
+            except BadRowError as err:
+                raise BadRowError(f"{where}{err} (rows counted in the task's input)") from err
         return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
 
 

@@ -223,6 +223,7 @@ class _TaskWriter:
                                      run=plan.run)
         self.counts = dict(plan.partition_counts)
         self.null_start = null_start
+        self.label = label
         self.rows = 0
         self._buf: list[pa.RecordBatch] = []
         self._buf_bytes = 0
@@ -263,7 +264,8 @@ class _TaskWriter:
         if batch.num_rows == 0:
             return
         if self.plan.typed is not None:
-            batch = self.plan.typed.encode(batch, self._encoders)
+            batch = self.plan.typed.encode(batch, self._encoders, self.rows,
+                                           f"Spark task {self.label}: ")
         self._buf.append(batch)
         self._buf_bytes += batch.nbytes
         self.rows += batch.num_rows

@@ -237,9 +237,10 @@ cdef int enc(Node n, int64_t i, Out *o, int64_t row) except -1:
     return 0
 
 
-def encode(Node top, int64_t nrows, bytes prefix):
+def encode(Node top, int64_t nrows, bytes prefix, int64_t first_row=0):
     """``nrows`` rows of ``top`` as Avro, each after ``prefix`` (the framing) -> a
-    ``pa.binary()`` array; a null top-level row stays null (a tombstone)."""
+    ``pa.binary()`` array; a null top-level row stays null (a tombstone). Errors number
+    the rows from ``first_row``."""
     cdef Out o
     cdef int64_t i, nnull = 0
     cdef const uint8_t *pre = prefix
@@ -259,9 +260,9 @@ def encode(Node top, int64_t nrows, bytes prefix):
                 nnull += 1
             else:
                 put_raw(&o, pre, plen)
-                enc(top, i, &o, i)
+                enc(top, i, &o, first_row + i)
             if o.len > 2147483647:
-                raise BadRowError(f"row {i}: the encoded values pass 2 GiB in one batch")
+                raise BadRowError(f"row {first_row + i}: the encoded values pass 2 GiB in one batch")
             offv[i + 1] = <int32_t>o.len
         data = pa.py_buffer((<char *>o.buf)[:o.len]) if o.len else pa.py_buffer(b"")
     finally:

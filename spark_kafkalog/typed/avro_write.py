@@ -63,14 +63,16 @@ class AvroEncoder:
         # matched now (with an empty array) so a schema the type cannot take fails early
         self._node(self.schema, pa.array([], arrow_type), column)
 
-    def encode(self, values) -> pa.BinaryArray:
+    def encode(self, values, first_row: int = 0) -> pa.BinaryArray:
+        """``values`` as Avro (framed), null rows null; a bad value raises BadRowError
+        naming its row (counted from ``first_row``) and field."""
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
         if values.type != self.arrow_type:
             raise SchemaError(f"{self.column}: type {values.type} is not the {self.arrow_type} "
                               f"the encoder was built for")
         top = self._node(self.schema, values, self.column)
-        return _avro_encode.encode(top, len(values), self.prefix)
+        return _avro_encode.encode(top, len(values), self.prefix, first_row)
 
     # ---- matching the schema to the arrays --------------------------------------------
 

@@ -195,7 +195,7 @@ def test_null_in_non_null_field_names_row_and_field(spark, tmp_path):
         (_df(spark, rows).coalesce(1).write.format("kafkalog").mode("append")
          .option("path", root).option("topic", "orders").option("valueFormat", "avro").save())
     msg = str(unwrap(e.value))
-    assert "row 3" in msg and "value.amount" in msg and "not nullable" in msg
+    assert "Spark task" in msg and "row 3: field value.amount" in msg and "not nullable" in msg
     assert not any(k.startswith("orders-") for k in _listing(root))
     assert _listing(root) == {k: v for k, v in before.items()}
 

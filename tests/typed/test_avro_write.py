@@ -151,6 +151,8 @@ def test_int_outside_32_bits_and_wrong_fixed_size():
         enc.encode(pa.array([{"i": 1, "f": b"ab"}, {"i": 2 ** 31, "f": b"ab"}], t))
     with pytest.raises(BadRowError, match=r"row 0: field value.f: 3 bytes"):
         enc.encode(pa.array([{"i": 1, "f": b"abc"}], t))
+    with pytest.raises(BadRowError, match=r"row 100: field value.f: 3 bytes"):
+        enc.encode(pa.array([{"i": 1, "f": b"abc"}], t), first_row=100)
 
 
 def test_schema_the_type_cannot_take_is_refused_up_front():
