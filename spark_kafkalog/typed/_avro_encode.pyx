@@ -53,12 +53,12 @@ cdef extern from *:
 # node kinds (avro_write.py names them through KINDS)
 cdef enum:
     K_NULL, K_BOOL, K_INT, K_LONG, K_FLOAT, K_DOUBLE, K_BYTES, K_FIXED, K_FIXED_BIN, \
-    K_DEC_BYTES, K_DEC_FIXED, K_ENUM, K_RECORD, K_ARRAY, K_MAP
+    K_DEC_BYTES, K_DEC_FIXED, K_ENUM, K_RECORD, K_ARRAY, K_MAP, K_MEMBERS
 
 KINDS = {"NULL": K_NULL, "BOOL": K_BOOL, "INT": K_INT, "LONG": K_LONG, "FLOAT": K_FLOAT,
          "DOUBLE": K_DOUBLE, "BYTES": K_BYTES, "FIXED": K_FIXED, "FIXED_BIN": K_FIXED_BIN,
          "DEC_BYTES": K_DEC_BYTES, "DEC_FIXED": K_DEC_FIXED, "ENUM": K_ENUM,
-         "RECORD": K_RECORD, "ARRAY": K_ARRAY, "MAP": K_MAP}
+         "RECORD": K_RECORD, "ARRAY": K_ARRAY, "MAP": K_MAP, "MEMBERS": K_MEMBERS}
 
 
 cdef struct Out:
@@ -220,6 +220,16 @@ cdef int enc(Node n, int64_t i, Out *o, int64_t row) except -1:
     elif n.kind == K_RECORD:
         for kid in n.kids:
             enc(kid, i, o, row)
+    elif n.kind == K_MEMBERS:
+        # Spark's struct of a union (member0, member1, ...): the first member set is the
+        # branch (each member node writes its own branch index)
+        for kid in n.kids:
+            if kid.valid == NULL or bit(kid.valid, kid.off + i):
+                enc(kid, i, o, row)
+                return 0
+        if n.null_branch < 0:
+            fail(n, row, "no member of the union is set, and the union has no null")
+        put_long(o, n.null_branch)
     elif n.kind == K_ARRAY or n.kind == K_MAP:
         a = n.offs[j]
         b = n.offs[j + 1]

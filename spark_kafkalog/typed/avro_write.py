@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from spark_kafkalog.errors import BadRowError, SchemaError
 from spark_kafkalog.typed import _avro_encode
-from spark_kafkalog.typed.avro_schema import Schema, parse_schema
+from spark_kafkalog.typed.avro_schema import Schema, parse_schema, spark_shape
 
 __all__ = ["AvroEncoder", "avro_schema_of", "confluent_header"]
 
@@ -76,14 +76,17 @@ class AvroEncoder:
 
     # ---- matching the schema to the arrays --------------------------------------------
 
-    def _node(self, s: Schema, arr: pa.Array, path: str):
-        null_branch = value_branch = -1
+    def _node(self, s: Schema, arr: pa.Array, path: str, branch: int = -1):
+        """``branch``: the union branch index a union member writes before its value."""
+        null_branch, value_branch = -1, branch
         if s.type == "union":
             rest = [i for i, b in enumerate(s.branches) if b.type != "null"]
             nulls = [i for i, b in enumerate(s.branches) if b.type == "null"]
-            if len(rest) > 1:
-                raise SchemaError(f"{path}: union {s.describe()} has several non-null "
-                                  f"branches; writing such unions is not supported yet")
+            if len(rest) > 1 and pa.types.is_struct(arr.type):
+                return self._members(s, rest, nulls, arr, path)
+            if len(rest) > 1 and spark_shape(s) in ("long", "double"):
+                # Spark's one column for [int, long] / [float, double]: the wide branch
+                rest = [i for i in rest if s.branches[i].type == spark_shape(s)]
             if not rest:
                 return _avro_encode.Node("NULL", pa.nulls(len(arr)), path,
                                          nulls[0], -1)
@@ -94,6 +97,19 @@ class AvroEncoder:
         kind, arr, kids, width, precision = self._leaf(s, arr, path)
         return _avro_encode.Node(kind, arr, path, null_branch, value_branch, kids, width,
                                  precision)
+
+    def _members(self, s: Schema, rest: list, nulls: list, arr: pa.Array, path: str):
+        """A union of several types from Spark's struct of members (``member0``, ...,
+        one per non-null branch, as ``from_avro`` reads it): the first member set."""
+        at = arr.type
+        if not pa.types.is_struct(at) or at.num_fields != len(rest):
+            raise SchemaError(f"{path}: Arrow type {at} cannot be written as Avro union "
+                              f"{s.describe()} (expected a struct of {len(rest)} members)")
+        kids = []
+        for k, bi in enumerate(rest):
+            kids.append(self._node(s.branches[bi], arr.field(k),
+                                   f"{path}.{at.field(k).name}", branch=bi))
+        return _avro_encode.Node("MEMBERS", arr, path, nulls[0] if nulls else -1, -1, kids)
 
     def _leaf(self, s: Schema, arr: pa.Array, path: str):
         t, at, lt = s.type, arr.type, s.logical

@@ -113,6 +113,29 @@ def test_sliced_and_chunked_input_and_bare_avro():
     assert _oracle(enc.encode(chunked).to_pylist(), ALL) == [_expect(r) for r in rows]
 
 
+def test_unions_as_spark_types_them():
+    schema = {"type": "record", "name": "U", "fields": [
+        {"name": "u", "type": ["null", "int", "string", {"type": "array", "items": "long"}]},
+        {"name": "w", "type": ["int", "long"]}, {"name": "x", "type": ["float", "double"]}]}
+    t = pa.struct([("u", pa.struct([("member0", pa.int32()), ("member1", pa.string()),
+                                    ("member2", pa.list_(pa.int64()))])),
+                   ("w", pa.int64()), ("x", pa.float64())])
+    rows = [{"u": {"member0": 5}, "w": 2 ** 40, "x": 0.5},
+            {"u": {"member1": "s"}, "w": -1, "x": 1e300},
+            {"u": {"member2": [1, 2]}, "w": 0, "x": -2.0},
+            {"u": None, "w": 7, "x": 0.0},
+            {"u": {}, "w": 7, "x": 0.0}]                 # no member set: the null branch
+    out = AvroEncoder(json.dumps(schema), t).encode(pa.array(rows, t))
+    got = _oracle(out.to_pylist(), schema)
+    assert [r["u"] for r in got] == [5, "s", [1, 2], None, None]
+    assert [r["w"] for r in got] == [2 ** 40, -1, 0, 7, 7]
+    assert [r["x"] for r in got] == [0.5, 1e300, -2.0, 0.0, 0.0]
+    no_null = {"type": "record", "name": "V", "fields": [{"name": "u", "type": ["int", "string"]}]}
+    t2 = pa.struct([("u", pa.struct([("member0", pa.int32()), ("member1", pa.string())]))])
+    with pytest.raises(BadRowError, match="row 0: field value.u: no member"):
+        AvroEncoder(json.dumps(no_null), t2).encode(pa.array([{"u": {}}], t2))
+
+
 def test_timestamp_millis_floors_like_spark():
     schema = {"type": "record", "name": "T", "fields": [
         {"name": "t", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
