@@ -49,9 +49,10 @@ def _column(opts: dict, column: str):
         return opts.get(spark_name(column, what).lower())
 
     fmt = (get("Format") or "binary").strip().lower()
-    if fmt == "registry":
-        raise InvalidOptionError(f"{spark_name(column, 'Format')}=registry: a write needs "
-                                 f"one schema; use avro")
+    if fmt not in ("avro", "binary"):
+        raise InvalidOptionError(f"{spark_name(column, 'Format')}={fmt}: a write encodes "
+                                 f"avro (or binary, as given); {fmt} writes are not "
+                                 f"supported yet")
     version = schema_id = None
     text = get("SchemaVersion")
     if text is not None and text.strip().lower() != "latest":
@@ -75,9 +76,8 @@ def parse_typed_write(opts: dict) -> TypedWriteOptions | None:
         extra = sorted(k for k in opts if k not in ("valueformat", "keyformat"))
         raise InvalidOptionError(f"{TYPED_WRITE_NAMES[extra[0]]}: applies to typed columns; "
                                  f"set valueFormat or keyFormat to avro")
-    if auto and any(c.schema_id is not None or c.version is not None for c in cols):
-        raise InvalidOptionError("autoRegisterSchemas: a schema named by id or version is "
-                                 "already registered; drop one of them")
+    # a column named by id or version is registered already: autoRegisterSchemas
+    # applies to the others
     return TypedWriteOptions(cols, auto, topic)
 
 

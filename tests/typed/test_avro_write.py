@@ -302,3 +302,25 @@ def test_unregistered_schema_refused_without_auto_register(tmp_path):
     with pytest.raises(InvalidOptionError, match="not registered under subject t-value"):
         writer_schema(root, "t", col, pa.struct([("a", pa.int32())]))
     assert read_table(root, "_schemas").num_rows == 1
+
+
+@pytest.mark.parametrize("fmt", ["protobuf", "json", "registry"])
+def test_write_formats_other_than_avro_refused(fmt):
+    from spark_kafkalog.spark.write_options import parse_write_options
+    with pytest.raises(InvalidOptionError, match=f"valueFormat={fmt}: a write encodes avro"):
+        parse_write_options({"path": "/out", "topic": "t", "valueFormat": fmt})
+
+
+def test_typed_write_options_parsed():
+    from spark_kafkalog.spark.write_options import parse_write_options
+    w = parse_write_options({"path": "/out", "topic": "t", "ValueFormat": "avro",
+                             "keyFormat": "avro", "keySchemaId": "4",
+                             "autoRegisterSchemas": "true", "valueSubject": "s"})
+    value, key = w.typed.columns
+    assert (value.column, value.subject, key.column, key.schema_id) == ("value", "s", "key", 4)
+    assert w.typed.auto_register is True
+    with pytest.raises(InvalidOptionError, match="valueSchemaId must be >= 0"):
+        parse_write_options({"path": "/o", "topic": "t", "valueFormat": "avro",
+                             "valueSchemaId": "-1"})
+    with pytest.raises(InvalidOptionError, match="valueSchema: applies to typed columns"):
+        parse_write_options({"path": "/o", "topic": "t", "valueSchema": '"int"'})
