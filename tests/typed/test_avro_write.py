@@ -322,5 +322,5 @@ def test_typed_write_options_parsed():
     with pytest.raises(InvalidOptionError, match="valueSchemaId must be >= 0"):
         parse_write_options({"path": "/o", "topic": "t", "valueFormat": "avro",
                              "valueSchemaId": "-1"})
-    with pytest.raises(InvalidOptionError, match="valueSchema: applies to typed columns"):
+    with pytest.raises(InvalidOptionError, match="valueSchema: needs valueFormat=avro"):
         parse_write_options({"path": "/o", "topic": "t", "valueSchema": '"int"'})
