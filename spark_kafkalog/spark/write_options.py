@@ -11,6 +11,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
+                               StructType, TimestampNTZType, TimestampType)
+
 from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.log.model.names import internal_write_refusal
 from spark_kafkalog.log.write.config import SYNC_METHODS
@@ -70,6 +73,8 @@ class WriteOptions:
     offsets: str = "assign"
     # write into a broker's internal topic (__consumer_offsets, ...): a restore that means it
     allow_internal_topic: bool = False
+    # valueFormat/keyFormat=avro and their schema options (spark/typed_write.py)
+    typed: object = None
 
     def check_topic(self, topic: str) -> None:
         """Refuse a write into a broker's internal topic unless allowInternalTopic."""
@@ -112,6 +117,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     ``segment.bytes``, ``indexIntervalBytes`` / ``index.interval.bytes``); giving both
     spellings of one setting is an error."""
     opts = lower_keys(options)
+    from spark_kafkalog.spark.typed_write import TYPED_WRITE_NAMES, parse_typed_write
+    typed_opts = {k: opts.pop(k) for k in list(opts) if k in TYPED_WRITE_NAMES}
     allowed_kafka = ("kafka.compression.type", "kafka.batch.size")
     reject_broker_only(opts, allowed_kafka)
     spelled: dict[str, tuple[str, str]] = {}      # canonical -> (key used, value)
@@ -122,7 +129,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         canon = known.get(key)
         if canon is None:
             dotted = [a for aliases in _WRITE_ALIASES.values() for a in aliases if "." in a]
-            raise unknown_option(key, [*_WRITE_ALIASES, *dotted, "numPartitions"], "sink")
+            raise unknown_option(key, [*_WRITE_ALIASES, *dotted, "numPartitions",
+                                       *TYPED_WRITE_NAMES.values()], "sink")
         shown = _WRITE_DISPLAY.get(key, key)
         if canon in spelled:
             raise InvalidOptionError(f"{canon}: given twice, as '{spelled[canon][0]}' and "
@@ -195,10 +203,54 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
                         checkpoint_location=get("checkpointLocation")[1]
                         if get("checkpointLocation") else None, fsync=fsync,
                         sync_method=sync_method, offsets=offsets,
-                        allow_internal_topic=allow_internal)
+                        allow_internal_topic=allow_internal,
+                        typed=parse_typed_write(typed_opts))
     if topic is not None:
         parsed.check_topic(topic)
     return parsed
+
+
+def check_input_columns(schema: StructType, topic_option: str | None,
+                  preserve: bool = False, typed=()) -> None:
+    """Validate the input columns as Spark's Kafka sink does; messages name the column
+    (``typed``: the columns written as Avro, which are structs)."""
+    fields = {f.name.lower(): f for f in schema.fields}
+
+    def check(name, ok, want):
+        f = fields.get(name)
+        if f is not None and not ok(f.dataType):
+            raise InvalidOptionError(f"column '{f.name}' must be {want}, not "
+                                     f"{f.dataType.simpleString()}")
+
+    if "value" not in fields:
+        raise InvalidOptionError("the DataFrame to write needs a 'value' column (binary or "
+                                 "string)")
+    for c in ("value", "key"):
+        check(c, (lambda t: isinstance(t, StructType)) if c in typed else
+              (lambda t: isinstance(t, (BinaryType, StringType))),
+              "a struct (valueFormat/keyFormat=avro)" if c in typed else "binary or string")
+    check("topic", lambda t: isinstance(t, StringType), "string")
+    check("partition", lambda t: isinstance(t, IntegerType), "int")
+    check("timestamp", lambda t: isinstance(t, (TimestampType, TimestampNTZType)),
+          "timestamp")
+
+    def headers_ok(t):
+        if not isinstance(t, ArrayType) or not isinstance(t.elementType, StructType):
+            return False
+        names = [(f.name, type(f.dataType)) for f in t.elementType.fields]
+        return (len(names) == 2 and names[0] == ("key", StringType)
+                and names[1][0] == "value" and names[1][1] in (BinaryType, StringType))
+
+    check("headers", headers_ok, "array<struct<key:string,value:binary>>")
+    if preserve:        # otherwise these columns are ignored, whatever their types
+        check("offset", lambda t: isinstance(t, (LongType, IntegerType)), "long")
+        check("timestamptype", lambda t: isinstance(t, IntegerType), "int")
+    if preserve and "offset" not in fields:
+        raise InvalidOptionError("offsets=preserve: the DataFrame needs an 'offset' column "
+                                 "(long), the offset each record keeps")
+    if topic_option is None and "topic" not in fields:
+        raise InvalidOptionError("topic: set the 'topic' option or give the DataFrame a "
+                                 "'topic' column")
 
 
 # Kafka's per-codec level ranges (compression.gzip.level, .lz4.level, .zstd.level, KIP-390).

@@ -74,16 +74,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
 
 from spark_kafkalog.errors import (BadRowError, CommitConflictError, InvalidOptionError,
                                    TopicExistsError)
@@ -101,15 +92,15 @@ from spark_kafkalog.log.write import (
     topic_partitions,
 )
 from spark_kafkalog.log.io import resolve_filesystem
-from spark_kafkalog.spark.write_options import (
-    WriteOptions,
-    parse_write_options,
-)
+from spark_kafkalog.spark.typed_write import plan_typed_write
+from spark_kafkalog.spark.write_options import (WriteOptions, check_input_columns,
+                                                parse_write_options)
 from spark_kafkalog.spark.worker import freeze_heap, keep_freed_heap
 
 #: rows are buffered per task up to about this many bytes before they are partitioned
 #: and encoded, so each partition's record batches come out close to batch.size
 FLUSH_BYTES = 32 * 1024 * 1024
+
 
 @dataclass
 class KafkaLogCommitMessage(WriterCommitMessage):
@@ -124,47 +115,6 @@ class KafkaLogCommitMessage(WriterCommitMessage):
 
 
 # ---- planning ----------------------------------------------------------------------------
-def _check_schema(schema: StructType, topic_option: str | None,
-                  preserve: bool = False) -> None:
-    """Validate the input columns as Spark's Kafka sink does; messages name the column."""
-    fields = {f.name.lower(): f for f in schema.fields}
-
-    def check(name, ok, want):
-        f = fields.get(name)
-        if f is not None and not ok(f.dataType):
-            raise InvalidOptionError(f"column '{f.name}' must be {want}, not "
-                                     f"{f.dataType.simpleString()}")
-
-    if "value" not in fields:
-        raise InvalidOptionError("the DataFrame to write needs a 'value' column (binary or "
-                                 "string)")
-    binary_or_string = (lambda t: isinstance(t, (BinaryType, StringType)))
-    check("value", binary_or_string, "binary or string")
-    check("key", binary_or_string, "binary or string")
-    check("topic", lambda t: isinstance(t, StringType), "string")
-    check("partition", lambda t: isinstance(t, IntegerType), "int")
-    check("timestamp", lambda t: isinstance(t, (TimestampType, TimestampNTZType)),
-          "timestamp")
-
-    def headers_ok(t):
-        if not isinstance(t, ArrayType) or not isinstance(t.elementType, StructType):
-            return False
-        names = [(f.name, type(f.dataType)) for f in t.elementType.fields]
-        return (len(names) == 2 and names[0] == ("key", StringType)
-                and names[1][0] == "value" and names[1][1] in (BinaryType, StringType))
-
-    check("headers", headers_ok, "array<struct<key:string,value:binary>>")
-    if preserve:        # otherwise these columns are ignored, whatever their types
-        check("offset", lambda t: isinstance(t, (LongType, IntegerType)), "long")
-        check("timestamptype", lambda t: isinstance(t, IntegerType), "int")
-    if preserve and "offset" not in fields:
-        raise InvalidOptionError("offsets=preserve: the DataFrame needs an 'offset' column "
-                                 "(long), the offset each record keeps")
-    if topic_option is None and "topic" not in fields:
-        raise InvalidOptionError("topic: set the 'topic' option or give the DataFrame a "
-                                 "'topic' column")
-
-
 @dataclass(frozen=True)
 class _Plan:
     """What every task and the commit need; picklable."""
@@ -179,6 +129,7 @@ class _Plan:
     #: as many partitions as the rows reach
     partition_column: bool = False
     run: str | None = None              # this planning's id: see abort_write's marker
+    typed: object = None                # TypedWrite (spark/typed_write.py): Avro columns
 
 
 def _partition_count(fs, root: str, topic: str, wo: WriteOptions,
@@ -203,7 +154,8 @@ def _partition_count(fs, root: str, topic: str, wo: WriteOptions,
 def _make_plan(options, schema: StructType, overwrite: bool, *, streaming: bool) -> _Plan:
     wo = parse_write_options(options)
     save_mode = wo.save_mode
-    _check_schema(schema, wo.topic, wo.offsets == "preserve")
+    check_input_columns(schema, wo.topic, wo.offsets == "preserve",
+                  [c.column for c in wo.typed.columns] if wo.typed else ())
     if streaming and overwrite and wo.offsets == "preserve":
         raise InvalidOptionError("offsets=preserve cannot be used in complete output mode: "
                                  "each micro-batch would rewrite the same offsets; use "
@@ -228,10 +180,12 @@ def _make_plan(options, schema: StructType, overwrite: bool, *, streaming: bool)
                                    "(saveMode errorifexists)")
         skip = exists and mode == "ignore"
         counts[wo.topic] = _partition_count(fs, root, wo.topic, wo, partition_column)
+    # schemas resolved (and registered) now: a refusal comes before any task
+    typed = None if skip else plan_typed_write(wo, schema)
     return _Plan(wo=wo, mode=mode, write_id=None if streaming else jr.batch_write_id(),
                  partition_counts=counts, skip=skip,
                  checkpoint_location=wo.checkpoint_location,
-                 partition_column=partition_column, run=uuid.uuid4().hex[:12])
+                 partition_column=partition_column, run=uuid.uuid4().hex[:12], typed=typed)
 
 
 # ---- the task side ------------------------------------------------------------------------
@@ -269,6 +223,7 @@ class _TaskWriter:
                                      run=plan.run)
         self.counts = dict(plan.partition_counts)
         self.null_start = null_start
+        self.label = label
         self.rows = 0
         self._buf: list[pa.RecordBatch] = []
         self._buf_bytes = 0
@@ -276,6 +231,7 @@ class _TaskWriter:
         self._preserve = plan.wo.offsets == "preserve"
         #: offsets=preserve: (topic, partition) -> last offset staged (across flushes)
         self._last: dict[tuple[str, int], int] = {}
+        self._encoders: dict = {}        # typed columns: Arrow type -> AvroEncoder
 
     def _count(self, topic: str) -> int | None:
         """The topic's partition count; None: a new topic whose count the rows decide.
@@ -307,6 +263,9 @@ class _TaskWriter:
     def add(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
+        if self.plan.typed is not None:
+            batch = self.plan.typed.encode(batch, self._encoders, self.rows,
+                                           f"Spark task {self.label}: ")
         self._buf.append(batch)
         self._buf_bytes += batch.nbytes
         self.rows += batch.num_rows

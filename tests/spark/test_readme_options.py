@@ -43,7 +43,10 @@ def test_every_read_option_has_a_row():
 
 def test_every_write_option_and_alias_has_a_row():
     rows = _table("Write options")
-    assert set(rows) == set(wo._WRITE_ALIASES) | {"fs.*"}
+    from spark_kafkalog.spark.typed_write import TYPED_WRITE_NAMES
+    typed = {r: names for r, (names, _) in rows.items() if r in TYPED_WRITE_NAMES.values()}
+    assert {n for names in typed.values() for n in names} == set(TYPED_WRITE_NAMES.values())
+    assert set(rows) - set(typed) == set(wo._WRITE_ALIASES) | {"fs.*"}
     for canon, aliases in wo._WRITE_ALIASES.items():
         spelled = {n.lower() for n in rows[canon][0]}
         assert set(aliases) <= spelled, (canon, sorted(set(aliases) - spelled))
