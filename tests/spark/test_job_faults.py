@@ -57,8 +57,11 @@ FS = pafs.LocalFileSystem()
 COLUMNS = ["key", "value", "partition", "offset", "timestamp", "timestampType", "headers"]
 TOPIC = "events"
 #: what a write adds to a log dir that is not the log: the broker lock (the preflight's),
-#: the writer's locks and the topic's journal (a rolled-back write is recorded there)
-BOOKKEEPING = re.compile(r"^(\.lock|\.kafkalog\.lock|\.kafkalog\.[^/]+\.(lock|journal))$")
+#: the writer's locks, the topic's journal (a rolled-back write is recorded there) and an
+#: aborted write's marker (a task still staging after the abort deletes its own staging
+#: when it sees it; a later write's sweep removes the marker, see journal.ABORTED_PREFIX)
+BOOKKEEPING = re.compile(r"^(\.lock|\.kafkalog\.lock|\.kafkalog\.[^/]+\.(lock|journal)"
+                         r"|\.kafkalog-aborted\.[^/]+)$")
 #: sampling of the commit's calls: every EVERY-th, and the first of each kind
 EVERY = 6
 

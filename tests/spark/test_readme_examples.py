@@ -19,6 +19,7 @@ from spark_kafkalog.cli import main
 from tests.conftest import REPO
 from tests.log import tiered_builder
 from tests.log.logbuilder import LogDirBuilder, rec
+from tests.typed import typed_logs
 
 README = (REPO / "README.md").read_text()
 
@@ -43,6 +44,9 @@ def data(tmp_path):
     p, full, bases = tiered_builder.build(src)
     tiered_builder.tier(src, p, full, bases, data=tmp_path / "tiered" / "kafka-logs",
                         remote=tmp_path / "tiered" / "remote")
+    # the typed examples' log dir: a _schemas topic as the registry writes it and an
+    # "orders" topic of Avro values in two schema versions (tests/typed/typed_logs.py)
+    typed_logs.build(tmp_path / "registry-logs")
     return tmp_path, p
 
 
@@ -111,6 +115,15 @@ def test_python_examples_run(spark, data):
     assert _rows(read_table(str(data / "restore"), "orders")) == source
     fs, root = resolve_filesystem(str(data / "restore"))
     assert topic_partitions(fs, root, "orders") == list(range(12))
+    # Iceberg, typed: the table holds every record of the typed read, decoded
+    typed = read_table(str(data / "registry-logs"), "orders", value_format="avro",
+                       on_decode_error="null")
+    lake = ns["catalog"].load_table("kafka.orders_typed").scan().to_arrow()
+    assert lake.num_rows == typed.num_rows > 0
+    def by_offset(t):
+        return sorted(zip(t["partition"].to_pylist(), t["offset"].to_pylist(),
+                          t["value"].to_pylist()), key=lambda r: r[:2])
+    assert by_offset(lake) == by_offset(typed)
 
 
 def test_command_examples_run(data):
