@@ -306,7 +306,9 @@ def test_jobs_run_installed_and_quiet(installed, tmp_path, real_broker):
     r = _run([py, tmp_path / "jobs_script.py", real_broker / "donaldy-kafka-2.7.1", work],
              cwd=work, env=env, timeout=1500)
     result = json.loads(r.stdout.strip().splitlines()[-1])
-    assert len(result["jobs"]) == 8
+    from spark_kafkalog.jobs import JOBS     # the checkout's list: the wheel must ship each
+
+    assert sorted(result["jobs"]) == sorted(JOBS)
     for job, h in result["help"].items():
         assert h["rc"] == [0, 0, 0] and h["same"] and h["stderr"] == "", (job, h)
         assert h["file"].startswith(str(installed)), h["file"]
