@@ -10,7 +10,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_CONF_DIR        := $(abspath conf)
 
-.PHONY: venv build test test-slow test-all test-fast bench run clean kafka-jars iceberg-jars browser kcat fuzz-kernels fuse
+.PHONY: venv build test test-slow test-all test-fast bench bench-avro-spark run clean kafka-jars iceberg-jars avro-jars browser kcat fuzz-kernels fuse
 
 venv: $(STAMP)
 
@@ -89,6 +89,18 @@ $(ICEBERG_JARS)/.fetched: tests/kafka/pom.xml
 	@$(KAFKA_MVN) -P iceberg,-broker -DoutputDirectory=$(abspath $(ICEBERG_JARS)) >.cache/iceberg-jars.log 2>&1 || { echo "iceberg-jars: Maven could not fetch Apache Iceberg's jars from Maven Central (see .cache/iceberg-jars.log)"; exit 1; }
 	@touch $@
 
+# Spark's Avro module (spark-avro_2.13, the newest version Maven Central serves: 4.2.0; pyspark
+# is 4.3.0) for bench/bench_avro_spark.py's from_avro contender, fetched by tests/kafka/pom.xml's
+# `spark-avro` profile into .cache/ (once). Not a test prerequisite.
+AVRO_JARS := .cache/spark-avro-jars
+avro-jars: $(AVRO_JARS)/.fetched
+
+$(AVRO_JARS)/.fetched: tests/kafka/pom.xml
+	@command -v mvn >/dev/null || { echo "avro-jars: mvn not found: bench/bench_avro_spark.py needs Maven to fetch Spark's Avro module"; exit 1; }
+	@rm -rf $(AVRO_JARS) && mkdir -p .cache
+	@$(KAFKA_MVN) -P spark-avro,-broker -DoutputDirectory=$(abspath $(AVRO_JARS)) >.cache/spark-avro-jars.log 2>&1 || { echo "avro-jars: Maven could not fetch Spark's Avro module from Maven Central (see .cache/spark-avro-jars.log)"; exit 1; }
+	@touch $@
+
 # Headless Chromium (Debian's package) for the report page's browser test
 # (tests/test_report_browser.py); installed once, only when missing.
 CHROMIUM := /usr/bin/chromium
@@ -135,6 +147,10 @@ $(FUSERMOUNT):
 
 bench: build
 	$(PY) bench/bench_format.py $(BENCH_ARGS)
+
+# Typed Avro values through Spark: ours vs from_avro, and vs the Arrow floor (issue 38 item 7).
+bench-avro-spark: build avro-jars
+	$(PY) bench/bench_avro_spark.py $(BENCH_ARGS)
 
 # Main job: export a log dir to Parquet (generates a sample log when LOGDIR is empty).
 LOGDIR ?=
