@@ -66,7 +66,7 @@ def test_make_sample_log_line(tmp_path, capsys):
 def test_make_run_prints_a_command_that_pastes():
     env = {"PATH": "/bin", "PYTHONPATH": "/my repo:/x", "PYSPARK_PYTHON": "/v/bin/python"}
     cmd = ["/v/bin/spark-submit", "/r/export_parquet.py", "--path", "/a dir/logs",
-           "--summary-json", "/tmp/kafkalog-run-1/summary.json", "--value-schema",
+           "--summary-json", "kafkalog-run-1/summary.json", "--value-schema",
            "user_id long, event string"]
     line = run_main.shown_command(cmd, env, {"PATH": "/bin"})
     words = shlex.split(line)
