@@ -10,7 +10,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_CONF_DIR        := $(abspath conf)
 
-.PHONY: venv build test test-slow test-all test-fast bench bench-avro-spark run clean kafka-jars iceberg-jars avro-jars browser kcat fuzz-kernels fuse
+.PHONY: venv build test test-slow test-all test-fast bench bench-avro-spark run clean kafka-jars iceberg-jars avro-jars avro-java-jars browser kcat fuzz-kernels fuse
 
 venv: $(STAMP)
 
@@ -32,13 +32,13 @@ build: $(STAMP)
 #                   fault sweeps, guided fuzzing and the packaging round trip (slow)
 # .ci/run runs both and prints each tier's time; `make test-all` is the two in one run.
 FAST_TIER := not slow and not kafka and not packaging
-test: build iceberg-jars browser fuse
+test: build iceberg-jars avro-java-jars browser fuse
 	$(PY) -m pytest -q --durations=25 -m "$(FAST_TIER)" $(PYTEST_ARGS)
 
-test-slow: build kafka-jars iceberg-jars browser kcat fuzz-kernels fuse
+test-slow: build kafka-jars iceberg-jars avro-java-jars browser kcat fuzz-kernels fuse
 	$(PY) -m pytest -q --durations=25 -m "not ($(FAST_TIER))" $(PYTEST_ARGS)
 
-test-all: build kafka-jars iceberg-jars browser kcat fuzz-kernels fuse
+test-all: build kafka-jars iceberg-jars avro-java-jars browser kcat fuzz-kernels fuse
 	$(PY) -m pytest -q --durations=25 $(PYTEST_ARGS)
 
 test-fast: build
@@ -99,6 +99,18 @@ $(AVRO_JARS)/.fetched: tests/kafka/pom.xml
 	@command -v mvn >/dev/null || { echo "avro-jars: mvn not found: bench/bench_avro_spark.py needs Maven to fetch Spark's Avro module"; exit 1; }
 	@rm -rf $(AVRO_JARS) && mkdir -p .cache
 	@$(KAFKA_MVN) -P spark-avro,-broker -DoutputDirectory=$(abspath $(AVRO_JARS)) >.cache/spark-avro-jars.log 2>&1 || { echo "avro-jars: Maven could not fetch Spark's Avro module from Maven Central (see .cache/spark-avro-jars.log)"; exit 1; }
+	@touch $@
+
+# Apache Avro's Java library 1.12 (the reference implementation): the oracle that encodes
+# Avro data and resolves schemas for tests/typed/test_avro_java.py (tests/typed/AvroOracle.java),
+# fetched from Maven Central by tests/kafka/pom.xml's `avro-java` profile into .cache/ (once).
+AVRO_JAVA_JARS := .cache/avro-java-jars
+avro-java-jars: $(AVRO_JAVA_JARS)/.fetched
+
+$(AVRO_JAVA_JARS)/.fetched: tests/kafka/pom.xml
+	@command -v mvn >/dev/null || { echo "avro-java-jars: mvn not found: the Avro oracle tests need Maven to fetch Apache Avro's Java library"; exit 1; }
+	@rm -rf $(AVRO_JAVA_JARS) && mkdir -p .cache
+	@$(KAFKA_MVN) -P avro-java,-broker -DoutputDirectory=$(abspath $(AVRO_JAVA_JARS)) >.cache/avro-java-jars.log 2>&1 || { echo "avro-java-jars: Maven could not fetch Apache Avro's Java library from Maven Central (see .cache/avro-java-jars.log)"; exit 1; }
 	@touch $@
 
 # Headless Chromium (Debian's package) for the report page's browser test
