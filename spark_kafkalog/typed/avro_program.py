@@ -7,7 +7,8 @@ specification's rules ("Schema Resolution") and returns its entry node: fields m
 name or alias, writer-only fields skipped, reader-only fields filled from their default
 (Avro-encoded here once, decoded by the reader's own program), int -> long -> float ->
 double and string <-> bytes promotions, enum symbols by name with the reader's default,
-unions branch by branch, named types by full name, unqualified name or alias. What does not
+unions branch by branch (the writer's own type first, then the first branch it matches),
+named types by full name, unqualified name or alias. What does not
 resolve raises :class:`~spark_kafkalog.errors.SchemaResolutionError` here, before any data.
 
 Stricter than the specification in two places, as Avro's own SchemaCompatibility (the
@@ -64,6 +65,14 @@ def _named_match(w: Schema, r: Schema) -> bool:
     short = w.name.rsplit(".", 1)[-1]
     return (short == r.name.rsplit(".", 1)[-1] or w.name in (r.aliases or [])
             or short in [a.rsplit(".", 1)[-1] for a in r.aliases or []])
+
+
+def _exact(w: Schema, r: Schema) -> bool:
+    """The writer's own type: for a named type the same full name, or a reader alias naming
+    it. Java's Avro (``Resolver.bestBranch``) takes such a branch before one matched by
+    unqualified name alone, as a Java consumer of the registry's data does."""
+    return w.type == r.type and (w.name is None or w.name == r.name
+                                 or w.name in (r.aliases or []))
 
 
 def _same(w: Schema, r: Schema) -> bool:
@@ -222,7 +231,8 @@ class Program:
                 raise _Mismatch(path, f"null has no branch in the reader's {r.describe()}")
             return self._node("D_NULL" if c.kind == "NULL" else "D_ABSENT", col)
         rest = non_null_branches(r)
-        pick = next((b for b in rest if _same(w, b)), None) or next(
+        pick = next((b for b in rest if _exact(w, b)), None) or next(
+            (b for b in rest if _same(w, b)), None) or next(
             (b for b in rest if _matches(w, b)), None)
         if pick is None:
             raise _Mismatch(path, f"{w.describe()} matches no branch of {r.describe()}")

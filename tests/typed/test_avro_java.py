@@ -353,6 +353,12 @@ RESOLUTION = {
         rec("R", f("u", ["null", rec("A", f("x", "long"), namespace="q")])),
         [{"u": {"p.A": {"x": 1}}}, {"u": None}],
     ),
+    "a union's record of the writer's full name before an unqualified match": (
+        rec("R", f("u", [rec("A", f("x", "int"), namespace="p"), "null"])),
+        rec("R", f("u", [rec("A", f("x", "int"), namespace="q"),
+                         rec("A", f("x", "int"), namespace="p"), "null"])),
+        [{"u": {"p.A": {"x": 1}}}, {"u": None}],
+    ),
     "a union's enum: the reader's default for an unknown symbol": (
         rec("R", f("u", ["null", {"type": "enum", "name": "E", "symbols": ["A", "Z"]}])),
         rec("R", f("u", ["null", {"type": "enum", "name": "E", "symbols": ["A", "B"],
