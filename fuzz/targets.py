@@ -11,6 +11,7 @@ repo) and from small logs our writer makes.
 """
 from __future__ import annotations
 
+import importlib.util
 import struct
 from pathlib import Path
 from typing import Callable, Iterator
@@ -20,7 +21,19 @@ import crc32c
 from spark_kafkalog.errors import KafkaLogError
 
 REPO = Path(__file__).resolve().parents[1]
-REAL_BROKER = REPO.parent / "shared" / "fixtures" / "real-broker"
+
+
+def _real_broker_dir() -> Path:
+    """The tests' own rule (``tests/fixture_dirs.py``), loaded from this checkout by path:
+    ``import tests`` could find another checkout's package first."""
+    spec = importlib.util.spec_from_file_location(
+        "_kafkalog_fixture_dirs", REPO / "tests" / "fixture_dirs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.real_broker_dir(REPO)
+
+
+REAL_BROKER = _real_broker_dir()
 #: largest input a target is given (libFuzzer's -max_len)
 MAX_LEN = 1 << 16
 MAX_DECOMPRESSED = 1 << 20

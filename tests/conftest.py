@@ -16,21 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixture_dirs import FIXTURE_DIR
+from tests.fixture_dirs import real_broker_dir
+
 REPO = Path(__file__).resolve().parents[1]
-_FIXTURE_DIR = Path("shared") / "fixtures" / "real-broker"
-
-
-def _real_broker_dir() -> Path:
-    """``../shared/fixtures/real-broker`` from the repo root, or from the nearest
-    directory above it that has one (a worktree sits one level deeper than a clone)."""
-    for d in REPO.parents:
-        if (d / _FIXTURE_DIR).is_dir():
-            return (d / _FIXTURE_DIR).resolve()
-    return REPO.parent / _FIXTURE_DIR
-
 
 #: broker-written log dirs, outside the repo (see its MANIFEST.md)
-REAL_BROKER = _real_broker_dir()
+REAL_BROKER = real_broker_dir(REPO)
 
 
 def require_real_broker() -> Path:
@@ -38,7 +30,7 @@ def require_real_broker() -> Path:
     (``CI=true``): there a skip would hide that the tests never ran."""
     if not REAL_BROKER.is_dir():
         msg = (f"real broker fixtures not found at {REAL_BROKER} "
-               f"(looked for {_FIXTURE_DIR} in every directory above {REPO})")
+               f"(looked for {FIXTURE_DIR} in every directory above {REPO})")
         if os.environ.get("CI", "").lower() in ("true", "1"):
             pytest.fail(msg + ": CI must have them")
         pytest.skip(msg)
