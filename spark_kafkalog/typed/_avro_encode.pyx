@@ -111,7 +111,11 @@ cdef inline bint bit(const uint8_t *bits, int64_t i) nogil:
 
 
 cdef const uint8_t *_addr(buf):
-    return NULL if buf is None else <const uint8_t *><size_t>buf.address
+    # two returns, not a conditional expression: Cython types that expression's temporary
+    # by NULL's branch (uint8_t *), and gcc warns that the const is dropped
+    if buf is None:
+        return NULL
+    return <const uint8_t *><size_t>buf.address
 
 
 cdef class Node:

@@ -460,7 +460,9 @@ static int av_decimal(av_ctx *x, av_col *c, const uint8_t *b, int64_t len, int p
 static inline __attribute__((always_inline)) int av_leaf(av_ctx *x, const int64_t *nd) {
     const uint8_t *at = x->p;
     av_col *c = nd[1] >= 0 ? &x->cols[nd[1]] : NULL;
-    int64_t v, len;
+    /* set by av_long/av_int/av_len whenever they return 0; zeroed because gcc, inlining
+     * them here, cannot see that (-Wmaybe-uninitialized) */
+    int64_t v = 0, len = 0;
     switch ((int)nd[0]) {
     case SK_NONE:
         return 0;
