@@ -13,7 +13,8 @@
 //   {"op": "decode", "writer": W, "reader": R, "binary": [hex, ...]}
 //       each value read by GenericDatumReader(W, R), i.e. through Avro's ResolvingDecoder,
 //       and printed along the reader schema (see `show`); every byte must be consumed:
-//       -> {"values": [V, ...]}
+//       -> {"values": [V, ...]}; with "each": true a value that fails is null and
+//       "errors" holds each value's failure (or null)
 //   {"op": "compat", "writer": W, "reader": R}
 //       SchemaCompatibility.checkReaderWriterCompatibility(R, W):
 //       -> {"compatible": true|false, "message": text}
@@ -156,15 +157,28 @@ public class AvroOracle {
         Schema w = parse(req.get("writer"));
         Schema r = parse(req.get("reader"));
         Reader reader = new Reader(w, r, true);
+        boolean each = req.has("each") && req.get("each").asBoolean();
         ArrayNode values = answer.putArray("values");
+        ArrayNode errors = each ? answer.putArray("errors") : null;
         for (JsonNode h : req.get("binary")) {
           byte[] bytes = HEX.parseHex(h.asText());
-          BinaryDecoder dec = DecoderFactory.get().binaryDecoder(bytes, null);
-          Object datum = reader.read(null, dec);
-          if (!dec.isEnd()) {
-            throw new IOException("bytes left after the value: " + h.asText());
+          try {
+            BinaryDecoder dec = DecoderFactory.get().binaryDecoder(bytes, null);
+            Object datum = reader.read(null, dec);
+            if (!dec.isEnd()) {
+              throw new IOException("bytes left after the value: " + h.asText());
+            }
+            values.add(show(datum, r));
+            if (each) {
+              errors.addNull();
+            }
+          } catch (Exception e) {
+            if (!each) {
+              throw e;
+            }
+            values.addNull();
+            errors.add(e.getClass().getSimpleName() + ": " + e.getMessage());
           }
-          values.add(show(datum, r));
         }
         return answer;
       }

@@ -73,6 +73,13 @@ class AvroJava:
         return self._call(op="decode", writer=_text(writer), reader=_text(reader),
                           binary=[bytes(p).hex() for p in payloads])["values"]
 
+    def decode_each(self, writer, reader, payloads: list[bytes]) -> tuple[list, list]:
+        """:meth:`decode` where a payload may fail: (values, errors), each error Java's
+        exception text or None."""
+        got = self._call(op="decode", writer=_text(writer), reader=_text(reader),
+                         binary=[bytes(p).hex() for p in payloads], each=True)
+        return got["values"], got["errors"]
+
     def compatible(self, writer, reader) -> tuple[bool, str]:
         """Java's SchemaCompatibility verdict on reading ``writer``'s data with ``reader``."""
         got = self._call(op="compat", writer=_text(writer), reader=_text(reader))

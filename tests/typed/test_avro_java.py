@@ -486,3 +486,51 @@ def test_java_blocked_arrays_and_maps(java):
         assert blocked != plain, case
         want = [spark_value(schema, v) for v in java.decode(schema, schema, blocked)]
         assert_same(ours_decode(schema, schema, blocked), want, case)
+
+
+#: where our decoder refuses what Java's reads, by design (typed/avro.py): Java substitutes
+#: U+FFFD for invalid UTF-8, reads any boolean byte but 1 as false, keeps a decimal past
+#: its precision (Spark's Decimal refuses it) and drops an int varint's bits past 32
+WE_REFUSE = ("is not valid UTF-8", "is neither 0 nor 1", "does not fit its precision",
+             "int varint out of the 32-bit range")
+#: where Java refuses what we read: a decimal of zero bytes (BigInteger has no value for
+#: it; we read 0, as fastavro does)
+JAVA_REFUSES = ("Zero length BigInteger",)
+
+
+def _mutants(payload: bytes) -> list[bytes]:
+    """Every prefix, one byte more, and bytes replaced by varint/UTF-8/sign boundaries."""
+    out = [payload[:n] for n in range(len(payload))] + [payload + b"\0"]
+    for i in range(0, len(payload), max(1, len(payload) // 48)):
+        for v in {0x00, 0x01, 0x02, 0x7F, 0x80, 0xFF, payload[i] ^ 0x01} - {payload[i]}:
+            out.append(payload[:i] + bytes([v]) + payload[i + 1:])
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(TYPES))
+def test_damaged_bytes_java_and_we_agree(java, case):
+    # Java's encodings truncated, extended and with bytes replaced: where both read a
+    # value it is the same value; where one refuses, it is for a reason listed above
+    schema, datums = TYPES[case]
+    mutants = [m for p in java.encode(schema, _datums(datums)) for m in _mutants(p)]
+    values, errors = java.decode_each(schema, schema, mutants)
+    ours = AvroDecoder(json.dumps(schema), {7: json.dumps(schema)}).decode(
+        _framed(mutants), on_error="null")
+    both = 0
+    for i, (value, jerr) in enumerate(zip(values, errors)):
+        oerr = ours.errors[i].as_py()
+        what = f"{case}, mutant {i} {mutants[i].hex()}"
+        if jerr is None and oerr is None:
+            try:
+                got = ours.array[i].as_py()
+            except OverflowError:     # a date outside Python's years 1-9999: Java's too
+                with pytest.raises((OverflowError, ValueError)):
+                    spark_value(schema, value)
+                continue
+            assert same(got, spark_value(schema, value)), what
+            both += 1
+        elif jerr is None:
+            assert any(r in oerr for r in WE_REFUSE), f"{what}: ours {oerr}"
+        elif oerr is None:
+            assert any(r in jerr for r in JAVA_REFUSES), f"{what}: Java {jerr}"
+    assert both > 0, case
