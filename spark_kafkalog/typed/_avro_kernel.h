@@ -55,7 +55,7 @@ enum {
 /* opcodes. SK_* skip a writer value the reader does not want; D_* decode into node.col.
  * node fields: op, col, a, b, c, kid (first index into kids[]), nkids */
 enum {
-    SK_NONE = 0, SK_FIXED, SK_VARINT, SK_BYTES, SK_ARRAY, SK_MAP, SK_UNION, SK_RECORD,
+    SK_NONE = 0, SK_FIXED, SK_VARINT, SK_BYTES, SK_ENUM, SK_ARRAY, SK_MAP, SK_UNION, SK_RECORD,
     D_NULL, D_ABSENT, D_BOOL, D_INT, D_LONG, D_FLOAT, D_DOUBLE, D_BYTES, D_FIXED, D_DEC,
     D_ENUM, D_RECORD, D_ARRAY, D_MAP, D_UNION, D_MEMBER, D_DEFAULT,
 };
@@ -455,7 +455,7 @@ static int av_decimal(av_ctx *x, av_col *c, const uint8_t *b, int64_t len, int p
 
 /* the ops that read one value into one column (or skip one flat value): inlined into
  * the record loop, which runs most of a value's fields */
-#define AV_IS_LEAF(op) (((op) >= D_NULL && (op) <= D_ENUM) || ((op) >= SK_NONE && (op) <= SK_BYTES))
+#define AV_IS_LEAF(op) (((op) >= D_NULL && (op) <= D_ENUM) || ((op) >= SK_NONE && (op) <= SK_ENUM))
 
 static inline __attribute__((always_inline)) int av_leaf(av_ctx *x, const int64_t *nd) {
     const uint8_t *at = x->p;
@@ -475,6 +475,10 @@ static inline __attribute__((always_inline)) int av_leaf(av_ctx *x, const int64_
     case SK_BYTES:
         if (av_len(x, &len)) return -1;
         x->p += len;
+        return 0;
+    case SK_ENUM:                   /* a value skipped is still checked: its index names a symbol */
+        if (av_int(x, &v)) return -1;
+        if (AV_UNLIKELY(v < 0 || v >= nd[2])) return av_fail(x, AE_ENUM, at, v);
         return 0;
     case D_NULL:
         return av_put_empty(x, c, 1);

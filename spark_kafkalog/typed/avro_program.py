@@ -189,8 +189,11 @@ class Program:
             n = self._node("SK_NONE")
         elif t in ("boolean", "float", "double", "fixed"):
             n = self._node("SK_FIXED", a={"boolean": 1, "float": 4, "double": 8}.get(t, w.size))
-        elif t in ("int", "long", "enum"):
+        elif t in ("int", "long"):
             n = self._node("SK_VARINT")
+        elif t == "enum":
+            # checked as Java's Avro checks it: a bad index is a bad record even unread
+            n = self._node("SK_ENUM", a=len(w.symbols))
         elif t in ("bytes", "string"):
             n = self._node("SK_BYTES")
         elif t == "array":
