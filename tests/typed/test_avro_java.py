@@ -10,6 +10,8 @@ calls incompatible, ours refuses when the decoder is built. One JVM serves the m
 """
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
 import struct
 
@@ -19,7 +21,7 @@ import pytest
 from spark_kafkalog.errors import SchemaResolutionError
 from spark_kafkalog.typed.avro import AvroDecoder
 from spark_kafkalog.typed.avro_schema import avro_arrow_type, parse_schema
-from spark_kafkalog.typed.avro_write import AvroEncoder
+from spark_kafkalog.typed.avro_write import AvroEncoder, avro_schema_of
 from tests.typed.avro_java import AvroJava, same, spark_value
 
 
@@ -567,3 +569,29 @@ def test_a_skipped_enum_index_out_of_range_is_a_bad_record_as_for_java(java):
         _framed([good, bad]), on_error="null")
     assert ours.array.to_pylist() == [{"keep": 1}, None]
     assert "enum index 7 out of range" in ours.errors[1].as_py()
+
+
+def test_a_struct_written_with_its_derived_schema_is_read_by_java(java):
+    # the schema a struct registers as when none is named (Spark's to_avro names, nullable
+    # as [null, T] with a null default): Java parses it, reads our bytes as the same rows
+    leaf = pa.struct([pa.field("a", pa.int32(), nullable=False), ("b", pa.string())])
+    t = pa.struct([
+        pa.field("id", pa.int64(), nullable=False), ("flag", pa.bool_()), ("i", pa.int32()),
+        ("f", pa.float32()), ("d", pa.float64()), ("s", pa.string()), ("y", pa.binary()),
+        ("dec", pa.decimal128(12, 3)), ("day", pa.date32()),
+        ("ts", pa.timestamp("us", tz="UTC")), ("local", pa.timestamp("us")),
+        ("xs", pa.list_(pa.int64())), ("m", pa.map_(pa.string(), pa.float64())),
+        ("inner", leaf), ("other", pa.struct([("inner", leaf)])),
+        ("rows", pa.list_(pa.field("element", leaf, nullable=False)))])
+    rows = [
+        {"id": 1, "flag": True, "i": -5, "f": 1.5, "d": -0.25, "s": "é", "y": b"\x00\xff",
+         "dec": decimal.Decimal("-123456789.123"), "day": datetime.date(1969, 12, 31),
+         "ts": datetime.datetime(2024, 2, 29, 12, 0, 0, 1, tzinfo=datetime.timezone.utc),
+         "local": datetime.datetime(1900, 1, 1), "xs": [1, None, -(2**63)],
+         "m": [("k", 1.0), ("n", None)], "inner": {"a": 1, "b": None},
+         "other": {"inner": {"a": 2, "b": "z"}}, "rows": [{"a": 3, "b": "w"}]},
+        {"id": 2, **{k: None for k in t.names if k not in ("id",)}}]
+    schema = avro_schema_of(t)
+    ours = AvroEncoder(schema, t).encode(pa.array(rows, t)).to_pylist()
+    back = [spark_value(json.loads(schema), v) for v in java.decode(schema, schema, ours)]
+    assert_same(back, pa.array(rows, t).to_pylist(), "derived schema")
