@@ -152,6 +152,7 @@ class ProtobufEncoder:
         self.prefix = b"" if schema_id is None else \
             b"\x00" + int(schema_id).to_bytes(4, "big") + message_indexes(path)
         self._first = 0
+        self._rowmap = None
         self.encode(pa.array([], arrow_type))
 
     def encode(self, values, first_row: int = 0) -> pa.BinaryArray:
@@ -163,6 +164,7 @@ class ProtobufEncoder:
             raise SchemaError(f"{self.column}: type {values.type} is not the "
                               f"{self.arrow_type} the encoder was built for")
         self._first = first_row
+        self._rowmap = None
         valid = _valid(values)
         body = self._message(self.descriptor, values, valid, self.column)
         framed = _join(pa.scalar(self.prefix, pa.binary()), body) if self.prefix else body
@@ -171,13 +173,25 @@ class ProtobufEncoder:
 
     # -- rows that are bad --------------------------------------------------------------
     def _bad(self, rows: np.ndarray, what: str, path: str):
-        row = int(np.flatnonzero(rows)[0]) + self._first
+        """Refuse the first of ``rows`` (a mask over the current level: rows, or the
+        elements of a list / map, which ``_rowmap`` maps back to their row)."""
+        i = int(np.flatnonzero(rows)[0])
+        row = (i if self._rowmap is None else int(self._rowmap[i])) + self._first
         raise BadRowError(f"row {row}: {path} {what}")
 
     def _bad_elem(self, owner: np.ndarray, bad: np.ndarray, what: str, path: str):
         """An element-level problem, named by the row that holds the element."""
-        row = int(owner[np.flatnonzero(bad)[0]]) + self._first
-        raise BadRowError(f"row {row}: {path} {what}")
+        i = int(owner[np.flatnonzero(bad)[0]])          # the parent at the current level
+        mask = np.zeros(i + 1, dtype=bool)
+        mask[i] = True
+        self._bad(mask, what, path)
+
+    def _elements(self, owner: np.ndarray):
+        """Enter a list's / map's elements: ``owner`` maps each to its parent index."""
+        saved = self._rowmap
+        self._rowmap = owner if saved is None else \
+            np.where(owner >= 0, saved[np.maximum(owner, 0)], -1)
+        return saved
 
     # -- messages -------------------------------------------------------------------------
     def _message(self, d, arr: pa.StructArray, live: np.ndarray, path: str) -> pa.BinaryArray:
@@ -333,11 +347,24 @@ class ProtobufEncoder:
         names = [v.name for v in et.values]
         numbers = np.array([v.number for v in et.values] or [0], dtype=np.int64)
         idx = pc.index_in(arr, value_set=pa.array(names, at))
+        nums = numbers[np.asarray(idx.fill_null(0), dtype=np.int64)]
         unknown = valid & ~_valid(idx)
+        if unknown.any() and not et.is_closed:
+            # an open enum's unknown number, as the reader (and Java) names it
+            tail = pc.extract_regex(arr.cast(pa.string()),
+                                    f"^UNKNOWN_ENUM_VALUE_{et.name}_(?P<n>-?[0-9]{{1,10}})$")
+            hit = np.asarray(tail.is_valid(), dtype=bool) & unknown
+            if hit.any():
+                n = pc.cast(tail.field("n").filter(pa.array(hit)), pa.int64())
+                nums[hit] = np.asarray(n, dtype=np.int64)
+                unknown &= ~hit
+            outside = hit & ((nums < -(1 << 31)) | (nums >= 1 << 31))
+            if outside.any():
+                self._bad(outside, "names an enum number outside int32", path)
         if unknown.any():
             bad = arr[int(np.flatnonzero(unknown)[0])].as_py()
             self._bad(unknown, f"symbol {bad!r} is not in enum {et.full_name}", path)
-        return numbers[np.asarray(idx.fill_null(0), dtype=np.int64)]
+        return nums
 
     def _time(self, f, arr: pa.Array, duration: bool) -> pa.BinaryArray:
         """A Timestamp/Duration message per row: seconds (1) and nanos (2), zeros left
@@ -381,7 +408,9 @@ class ProtobufEncoder:
             self._bad_elem(owner, nulls, "holds a null element (a repeated field cannot)",
                            path)
         offs = np.asarray(arr.offsets, dtype=np.int64)
+        saved = self._elements(owner)
         enc, _ = self._value(f, values, live, f"{path}[]")
+        self._rowmap = saved
         if f.is_packed:
             joined = _per_row(offs, enc)
             chunk = _join(pa.scalar(self._tag(f, 2), pa.binary()), _delimited(joined))
@@ -402,8 +431,10 @@ class ProtobufEncoder:
         if nulls.any():
             self._bad_elem(owner, nulls, "holds a null map value (a Protobuf map cannot)",
                            path)
+        saved = self._elements(owner)
         kenc, _ = self._value(kf, keys, live, f"{path}.key")
         venc, _ = self._value(vf, items, live, f"{path}.value")
+        self._rowmap = saved
         body = _join(pa.scalar(self._tag(kf, self._wire(kf)), pa.binary()), kenc,
                      pa.scalar(self._tag(vf, self._wire(vf)), pa.binary()), venc)
         tag = pa.scalar(self._tag(f, 2), pa.binary())
