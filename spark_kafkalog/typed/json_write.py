@@ -224,7 +224,11 @@ class JsonSchemaEncoder:
                     self._bad(valid & ~finite, "is not a finite number (JSON has none)", path)
             self._number_checks(node, arr, valid, path)
             self._choices(node, arr, valid, path)
-            return arr.cast(_S)
+            text = arr.cast(_S)
+            if pa.types.is_floating(at):
+                # Arrow writes -0.0 as "-0", which JSON reads as the integer 0
+                text = pc.if_else(pc.equal(text, _s("-0")), _s("-0.0"), text)
+            return text
         raise SchemaError(f"JSON Schema at {path}: type {kind!r} has no Spark type")
 
     def _object(self, node, base, arr: pa.StructArray, valid: np.ndarray, path: str):
