@@ -15,15 +15,15 @@ or for Avro without ``valueSchema`` the one Spark's ``to_avro`` derives from the
 type. ``valueSchemaReferences`` (``[{"name", "subject", "version"}]``) names the
 registered schemas the given one imports (Avro named types, Protobuf imports, ``$ref``).
 Everything is decided in :func:`plan_typed_write`, before any task runs; tasks get the
-schema texts and ids (:class:`TypedWrite`) and encode with the compiled encoder.
+schema texts and ids (:class:`~spark_kafkalog.log.write.typed_write.TypedWrite`, shared
+with the library's typed ``write_table``) and encode with them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyarrow as pa
-
 from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.log.write.typed_write import TypedWrite
 from spark_kafkalog.spark.option_values import parse_bool, parse_int
 from spark_kafkalog.typed.request import make_column, spark_name
 
@@ -103,50 +103,6 @@ def parse_typed_write(opts: dict) -> TypedWriteOptions | None:
 _WRITE_FORMATS = ("avro", "protobuf", "json", "binary")
 
 
-def _encoder(fmt: str, schema: str, arrow_type, sid, column: str, named: dict,
-             message=None):
-    if fmt == "protobuf":
-        from spark_kafkalog.typed.proto_write import ProtobufEncoder
-        return ProtobufEncoder(schema, arrow_type, sid, column, named, message)
-    if fmt == "json":
-        from spark_kafkalog.typed.json_write import JsonSchemaEncoder
-        return JsonSchemaEncoder(schema, arrow_type, sid, column, named)
-    from spark_kafkalog.typed.avro_write import AvroEncoder
-    return AvroEncoder(schema, arrow_type, sid, column, named)
-
-
-@dataclass(frozen=True)
-class TypedWrite:
-    """What tasks need: per column (name, format, schema text, id or None, named types,
-    Protobuf message). ``compiled``: protoc's outputs of the Protobuf schemas, so that
-    executors need no protoc (``proto_schema.COMPILED``)."""
-    writers: tuple = ()
-    compiled: tuple = ()
-
-    def encode(self, batch: pa.RecordBatch, cache: dict, first_row: int = 0,
-               where: str = "") -> pa.RecordBatch:
-        """``batch`` with each typed column replaced by its Avro bytes; a bad value's
-        error names its row among the task's rows (``first_row``: the batch's first)
-        and ``where`` (the task)."""
-        from spark_kafkalog.errors import BadRowError
-        names = {n.lower(): i for i, n in enumerate(batch.schema.names)}
-        arrays = list(batch.columns)
-        if self.compiled:
-            from spark_kafkalog.typed import proto_schema
-            proto_schema.COMPILED.update(dict(self.compiled))
-        for column, fmt, schema, sid, named, message in self.writers:
-            i = names[column]
-            key = (column, arrays[i].type)
-            if key not in cache:
-                cache[key] = _encoder(fmt, schema, arrays[i].type, sid, column, dict(named),
-                                      message)
-            try:
-                arrays[i] = cache[key].encode(arrays[i], first_row)
-            except BadRowError as err:
-                raise BadRowError(f"{where}{err} (rows counted in the task's input)") from err
-        return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
-
-
 def plan_typed_write(wo, spark_schema) -> TypedWrite | None:
     """Resolve (and with autoRegisterSchemas register) each typed column's schema now;
     an encoder is built for the column's type so a mismatch fails before any task."""
@@ -155,29 +111,12 @@ def plan_typed_write(wo, spark_schema) -> TypedWrite | None:
         return None
     from pyspark.sql.pandas.types import to_arrow_type
 
-    from spark_kafkalog.log.write.schemas import writer_schema
-    from spark_kafkalog.typed.avro_write import avro_schema_of
+    from spark_kafkalog.log.write.typed_write import plan_columns
 
     fields = {f.name.lower(): f for f in spark_schema.fields}
     refs = dict(typed.references)
-    writers, compiled = [], {}
-    for col in typed.columns:
-        if wo.topic is None and col.framing == "confluent" and col.subject is None \
-                and col.schema_id is None:
-            raise InvalidOptionError(f"{col.option('Format')}={col.format}: the subject is "
-                                     f"<topic>-{col.column}; set the 'topic' option (or "
-                                     f"{col.option('Subject')} / {col.option('SchemaId')})")
-        arrow_type = to_arrow_type(fields[col.column].dataType, timezone="UTC")
-        ws = writer_schema(wo.path, wo.topic, col, arrow_type,
-                           auto_register=typed.auto_register,
-                           registry_topic=typed.registry_topic,
-                           filesystem_options=wo.filesystem_options,
-                           derive=avro_schema_of if col.format == "avro" else None,
-                           references=refs.get(col.column, ()))
-        # built now: a struct that does not fit the schema fails before any task
-        enc = _encoder(col.format, ws.schema, arrow_type, ws.id, col.column,
-                       dict(ws.named_types), col.message)
-        compiled.update(getattr(enc, "compiled", {}))
-        writers.append((col.column, col.format, ws.schema, ws.id, ws.named_types,
-                        col.message))
-    return TypedWrite(tuple(writers), tuple(compiled.items()))
+    cols = [(col, to_arrow_type(fields[col.column].dataType, timezone="UTC"),
+             refs.get(col.column, ())) for col in typed.columns]
+    return plan_columns(wo.path, wo.topic, cols, auto_register=typed.auto_register,
+                        registry_topic=typed.registry_topic,
+                        filesystem_options=wo.filesystem_options)

@@ -181,8 +181,9 @@ class JsonSchemaEncoder:
         at = arr.type
 
         def refuse():
+            fmt = f" (format {node['format']})" if "format" in node else ""
             raise SchemaError(f"{path}: Arrow type {at} cannot be written as JSON Schema "
-                              f"{kind}{' (format ' + node['format'] + ')' if 'format' in node else ''}")
+                              f"{kind}{fmt}")
 
         valid = _valid(arr) & live
         if kind == "object":

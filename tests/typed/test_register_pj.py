@@ -29,8 +29,10 @@ from tests.log.logbuilder import LogDirBuilder, rec
 from tests.typed import registry_records as rr
 from tests.typed.proto_oracle import compile_module, parse
 
-PAY = 'syntax = "proto3";\npackage acme;\n\nmessage Payment {\n  string id = 1;\n  double amount = 2;\n}\n'
-COMMON = 'syntax = "proto3";\npackage acme.common;\n\nmessage Money {\n  int64 cents = 1;\n  string cur = 2;\n}\n'
+PAY = ('syntax = "proto3";\npackage acme;\n\nmessage Payment {\n  string id = 1;\n'
+       '  double amount = 2;\n}\n')
+COMMON = ('syntax = "proto3";\npackage acme.common;\n\nmessage Money {\n  int64 cents = 1;\n'
+          '  string cur = 2;\n}\n')
 ORDER = ('syntax = "proto3";\npackage acme;\nimport "pbwref/common.proto";\n\n'
          'message Order {\n  string id = 1;\n  acme.common.Money total = 2;\n}\n')
 EVENT = {"type": "object", "properties": {"kind": {"type": "string"}}}
@@ -229,3 +231,39 @@ def test_json_registered_first_then_only_under_none(tmp_path):
                 allow_internal_topic=True)
     assert writer_schema(root, "e", make_column("value", "json", inline_schema=v2), t2,
                          auto_register=True).id == 2
+
+
+def test_library_write_table_with_typed_columns(tmp_path):
+    # spark_kafkalog.log.write.write_table: read_table's keywords, no Spark
+    from spark_kafkalog.log.write import write_table
+    root = _logdir(tmp_path, [(rr.schema_key("x", 1),
+                               rr.schema_value("x", 1, 1, rr.ORDERS_V1))])
+    t = pa.struct([("id", pa.string()), ("amount", pa.float64())])
+    kt = pa.struct([("kind", pa.string())])
+    table = pa.table({"value": pa.array([{"id": "a", "amount": 2.5}, None], t),
+                      "key": pa.array([{"kind": "k"}, {"kind": None}], kt)})
+    res = write_table(root, "pays", table, value_format="protobuf", value_schema=PAY,
+                      key_format="json", key_schema=json.dumps(EVENT),
+                      auto_register_schemas=True)
+    assert res is not None
+    state = read_registry(root)
+    assert [(s, state.latest(s).schema_type, state.latest(s).id)
+            for s in ("pays-key", "pays-value")] == [("pays-key", "JSON", 3),
+                                                     ("pays-value", "PROTOBUF", 2)]
+    got = read_table(root, "pays")
+    values, keys = got.column("value").to_pylist(), got.column("key").to_pylist()
+    mod = compile_module(tmp_path, PAY, stem="pay_lib")
+    m = parse(mod.Payment, values[0][6:])
+    assert (values[0][:6], m.id, m.amount, values[1]) == (b"\0\0\0\0\2\0", "a", 2.5, None)
+    assert [json.loads(k[5:]) for k in keys] == [{"kind": "k"}, {}]
+    # a struct that does not fit: nothing written, the keyword named
+    with pytest.raises(SchemaError, match="value.amount: Arrow type string cannot be "
+                                          "written as Protobuf double"):
+        write_table(root, "pays", pa.table({"value": pa.array(
+            [{"id": "b", "amount": "x"}], pa.struct([("id", pa.string()),
+                                                     ("amount", pa.string())]))}),
+            value_format="protobuf", value_schema_id=2)
+    assert read_table(root, "pays").num_rows == 2
+    with pytest.raises(InvalidOptionError, match="value_schema_references: needs "
+                                                 "value_format=avro, protobuf or json"):
+        write_table(root, "pays", table, value_schema_references=[])
