@@ -68,7 +68,12 @@ def message_indexes(path: list[int]) -> bytes:
 
 
 def _binary(data: np.ndarray, offsets: np.ndarray) -> pa.BinaryArray:
-    if offsets[-1] >= 1 << 31:
+    return _binary_at(data, offsets)
+
+
+def _binary_at(data: np.ndarray, offsets: np.ndarray) -> pa.BinaryArray:
+    """A binary array over ``data`` whose values start at ``offsets`` (need not be 0)."""
+    if len(offsets) and offsets[-1] >= 1 << 31:
         raise SchemaError("Protobuf values of one batch pass 2 GiB; write smaller batches")
     return pa.Array.from_buffers(pa.binary(), len(offsets) - 1,
                                  [None, pa.py_buffer(offsets.astype(np.int32)),
@@ -101,27 +106,53 @@ def _fixed(values: np.ndarray, dtype: str) -> pa.BinaryArray:
     return _binary(raw, np.arange(len(values) + 1, dtype=np.int64) * width)
 
 
+def _parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data, start, length) of each value of a binary array; a null is empty."""
+    n = len(arr)
+    offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1,
+                         offset=4 * arr.offset).astype(np.int64)
+    buf = arr.buffers()[2]
+    data = np.frombuffer(buf, dtype=np.uint8) if buf is not None and buf.size else \
+        np.zeros(0, dtype=np.uint8)
+    lens = offs[1:] - offs[:-1]
+    if arr.null_count:
+        lens = np.where(_valid(arr), lens, 0)
+    return data, offs[:-1], lens
+
+
 def _lengths(arr: pa.Array) -> np.ndarray:
-    return np.asarray(pc.binary_length(arr).fill_null(0), dtype=np.int64)
+    return _parts(arr)[2]
 
 
-def _join(*parts) -> pa.BinaryArray:
-    return pc.binary_join_element_wise(*parts, _EMPTY)
+def _join(*parts, keep: np.ndarray | None = None) -> pa.BinaryArray:
+    """Each row's parts (binary arrays, or bytes the same in every row) one after the
+    other (Arrow's kernel); rows outside ``keep`` empty."""
+    parts = [pa.scalar(p, pa.binary()) if isinstance(p, bytes) else p for p in parts]
+    out = pc.binary_join_element_wise(*parts, _EMPTY) if len(parts) > 1 else parts[0]
+    if keep is not None:
+        out = pc.if_else(pa.array(keep, pa.bool_()), out, _EMPTY)
+    elif out.null_count:
+        out = out.fill_null(b"")
+    return out
 
 
 def _delimited(arr: pa.BinaryArray) -> pa.BinaryArray:
     """varint length + bytes, per value."""
-    return _join(_varints(_lengths(arr).astype(np.uint64)), arr.fill_null(b""))
+    return _join(_varints(_lengths(arr).astype(np.uint64)), arr)
 
 
 def _per_row(offsets: np.ndarray, elems: pa.BinaryArray) -> pa.BinaryArray:
-    """The elements of each row (``offsets`` into ``elems``) joined into one value."""
-    return pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), elems),
-                          _EMPTY)
+    """The elements of each row (``offsets`` into ``elems``) joined into one value: the
+    elements' bytes are already in row order, so only the offsets change."""
+    data, start, lens = _parts(elems)
+    if len(start) > 1 and not np.array_equal(start[1:], start[:-1] + lens[:-1]):
+        data, start, lens = _parts(_join(elems))         # packed, in element order
+    ends = np.append(start, start[-1] + lens[-1] if len(start) else 0)
+    return _binary_at(data, ends[offsets])
 
 
 def _keep(mask: np.ndarray, arr: pa.Array) -> pa.Array:
-    return pc.if_else(pa.array(mask, pa.bool_()), arr, _EMPTY)
+    return _join(arr, keep=mask)
 
 
 def _valid(arr: pa.Array) -> np.ndarray:
@@ -167,9 +198,14 @@ class ProtobufEncoder:
         self._rowmap = None
         valid = _valid(values)
         body = self._message(self.descriptor, values, valid, self.column)
-        framed = _join(pa.scalar(self.prefix, pa.binary()), body) if self.prefix else body
-        return pc.if_else(pa.array(valid, pa.bool_()), framed,
-                          pa.scalar(None, pa.binary()))
+        framed = _join(self.prefix, body, keep=valid) if self.prefix else \
+            _join(body, keep=valid)
+        if valid.all():
+            return framed
+        bufs = framed.buffers()
+        return pa.Array.from_buffers(pa.binary(), len(framed),
+                                     [pa.array(valid, pa.bool_()).buffers()[1], bufs[1],
+                                      bufs[2]], null_count=int((~valid).sum()))
 
     # -- rows that are bad --------------------------------------------------------------
     def _bad(self, rows: np.ndarray, what: str, path: str):
@@ -242,7 +278,7 @@ class ProtobufEncoder:
         if not f.has_presence:
             present &= ~self._is_default(f, enc)
         tag = self._tag(f, self._wire(f))
-        return _keep(present, _join(pa.scalar(tag, pa.binary()), enc)), present
+        return _join(tag, enc, keep=present), present
 
     @staticmethod
     def _nonempty(arr) -> np.ndarray:
@@ -262,9 +298,12 @@ class ProtobufEncoder:
     def _is_default(self, f, enc: pa.BinaryArray) -> np.ndarray:
         """proto3 implicit presence: the value's encoding is the default's (zero bits, an
         empty string: a zero length) — so -0.0 is written, as protobuf writes it."""
-        zero = {0: b"\x00", 2: b"\x00", 5: b"\x00" * 4, 1: b"\x00" * 8}[self._wire(f)]
-        return np.asarray(pc.equal(enc, pa.scalar(zero, pa.binary())).fill_null(True),
-                          dtype=bool)
+        width = {0: 1, 2: 1, 5: 4, 1: 8}[self._wire(f)]
+        data, start, lens = _parts(enc)
+        out = lens == width
+        for k in range(width):
+            out[out] = data[start[out] + k] == 0
+        return out
 
     # -- one value per row ----------------------------------------------------------------
     def _value(self, f, arr: pa.Array, valid: np.ndarray, path: str):
@@ -378,8 +417,7 @@ class ProtobufEncoder:
         nanos = (num - secs * per) * (1_000_000_000 // per)
         one = _varints(secs.view(np.uint64))
         two = _varints(nanos.view(np.uint64))
-        return _join(_keep(secs != 0, _join(pa.scalar(b"\x08", pa.binary()), one)),
-                     _keep(nanos != 0, _join(pa.scalar(b"\x10", pa.binary()), two)))
+        return _join(_join(b"\x08", one, keep=secs != 0), _join(b"\x10", two, keep=nanos != 0))
 
     # -- repeated and maps ----------------------------------------------------------------
     def _elements_live(self, arr, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -413,10 +451,9 @@ class ProtobufEncoder:
         self._rowmap = saved
         if f.is_packed:
             joined = _per_row(offs, enc)
-            chunk = _join(pa.scalar(self._tag(f, 2), pa.binary()), _delimited(joined))
+            chunk = _join(self._tag(f, 2), _delimited(joined))
         else:
-            tag = pa.scalar(self._tag(f, self._wire(f)), pa.binary())
-            chunk = _per_row(offs, _join(tag, enc))
+            chunk = _per_row(offs, _join(self._tag(f, self._wire(f)), enc))
         return _keep(valid & self._nonempty(arr), chunk)
 
     def _map(self, f, arr: pa.Array, valid: np.ndarray, path: str) -> pa.BinaryArray:
@@ -435,8 +472,7 @@ class ProtobufEncoder:
         kenc, _ = self._value(kf, keys, live, f"{path}.key")
         venc, _ = self._value(vf, items, live, f"{path}.value")
         self._rowmap = saved
-        body = _join(pa.scalar(self._tag(kf, self._wire(kf)), pa.binary()), kenc,
-                     pa.scalar(self._tag(vf, self._wire(vf)), pa.binary()), venc)
-        tag = pa.scalar(self._tag(f, 2), pa.binary())
-        chunk = _per_row(np.asarray(arr.offsets, dtype=np.int64), _join(tag, _delimited(body)))
+        body = _join(self._tag(kf, self._wire(kf)), kenc, self._tag(vf, self._wire(vf)), venc)
+        chunk = _per_row(np.asarray(arr.offsets, dtype=np.int64),
+                         _join(self._tag(f, 2), _delimited(body)))
         return _keep(valid & self._nonempty(arr), chunk)
