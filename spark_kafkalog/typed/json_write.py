@@ -175,7 +175,14 @@ class JsonSchemaEncoder:
 
     # -- values ---------------------------------------------------------------------------
     def _value(self, node, base, arr: pa.Array, live: np.ndarray, path: str) -> pa.Array:
-        """Each row's JSON text (rows outside ``live``, or null, are not meaningful)."""
+        """Each row's JSON text, null where ``arr`` is (rows outside ``live`` are not
+        meaningful)."""
+        text = self._text(node, base, arr, live, path)
+        if arr.null_count:
+            text = pc.if_else(arr.is_valid(), text, pa.scalar(None, _S))
+        return text
+
+    def _text(self, node, base, arr: pa.Array, live: np.ndarray, path: str) -> pa.Array:
         node, base, nullable = self._resolve(node, base, path)
         kind = self._kind(node, path)
         at = arr.type

@@ -13,10 +13,15 @@ import warnings
 import jsonschema
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from spark_kafkalog.errors import BadRowError, SchemaError
 from spark_kafkalog.typed.json_write import JsonSchemaEncoder
 from spark_kafkalog.typed.jsonschema import JsonSchemaDecoder, json_arrow_type
+from tests.typed.test_jsonschema import expected
+from tests.typed.test_jsonschema_hypothesis import instance
+from tests.typed.test_jsonschema_hypothesis import schemas as hyp_schemas
 
 ORDER = {
     "$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
@@ -183,3 +188,23 @@ def test_ref_into_a_referenced_document():
     out = JsonSchemaEncoder(main, t, None, named_types={"addr.json": addr}).encode(
         pa.array([{"ship": {"city": "X"}}], t))
     assert json.loads(out[0].as_py()) == {"ship": {"city": "X"}}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=st.dictionaries(st.text("pqr", min_size=1, max_size=4), hyp_schemas(),
+                              min_size=1, max_size=6).map(
+    lambda p: {"type": "object", "properties": p}), seed=st.integers(0, 2**32))
+def test_random_schemas_written_validated_and_parsed(schema, seed):
+    # hypothesis-generated schemas (test_jsonschema_hypothesis's): nested objects, arrays,
+    # every leaf type and format, null unions; from_json's rows of random instances are
+    # written by us, validated by jsonschema and parsed back by Python's json
+    rng = random.Random(seed)
+    text = json.dumps(schema)
+    t = json_arrow_type(text)
+    rows = [expected(schema, instance(schema, rng)) for _ in range(30)]
+    out = JsonSchemaEncoder(text, t, 2).encode(pa.array(rows, t))
+    out.validate(full=True)
+    for row, v in zip(rows, out.to_pylist()):
+        doc = json.loads(v[5:].decode("utf-8"))
+        jsonschema.validate(doc, schema, format_checker=jsonschema.FormatChecker())
+        assert expected(schema, doc) == row
