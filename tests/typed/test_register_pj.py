@@ -267,3 +267,25 @@ def test_library_write_table_with_typed_columns(tmp_path):
     with pytest.raises(InvalidOptionError, match="value_schema_references: needs "
                                                  "value_format=avro, protobuf or json"):
         write_table(root, "pays", table, value_schema_references=[])
+
+
+def test_spark_write_options_for_protobuf_and_json():
+    from spark_kafkalog.spark.write_options import parse_write_options
+    w = parse_write_options({
+        "path": "/out", "topic": "t", "valueFormat": "protobuf", "valueMessage": "acme.Order",
+        "valueSchemaReferences": '[{"name": "a.proto", "subject": "a", "version": 2}]',
+        "keyFormat": "json", "keySchema": json.dumps(EVENT)})
+    value, key = w.typed.columns
+    assert (value.format, value.message, key.format) == ("protobuf", "acme.Order", "json")
+    assert dict(w.typed.references) == {"value": (SchemaReference("a.proto", "a", 2),),
+                                        "key": ()}
+    with pytest.raises(InvalidOptionError, match="valueSchemaReferences: expected a JSON "
+                                                 "list"):
+        parse_write_options({"path": "/o", "topic": "t", "valueFormat": "json",
+                             "valueSchemaReferences": '{"name": 1}'})
+    with pytest.raises(InvalidOptionError, match="valueMessage: names a Protobuf message"):
+        parse_write_options({"path": "/o", "topic": "t", "valueFormat": "json",
+                             "valueMessage": "a.B"})
+    with pytest.raises(InvalidOptionError, match="keySchemaReferences: needs keyFormat"):
+        parse_write_options({"path": "/o", "topic": "t", "valueFormat": "json",
+                             "keySchemaReferences": "[]"})
