@@ -1,23 +1,29 @@
-"""Typed ``value`` / ``key`` for ``df.write.format("kafkalog")`` (issue 38 item 6): the
-options, planning on the driver, and the encoding in each task.
+"""Typed ``value`` / ``key`` for ``df.write.format("kafkalog")`` (issue 38 item 6), batch
+and stream (both plan here): the options, planning on the driver, and the encoding in
+each task.
 
-``valueFormat`` / ``keyFormat`` = ``avro`` turns a struct column into Avro framed with its
-schema id. The schema is named as the read names it (``valueSchema`` inline,
+``valueFormat`` / ``keyFormat`` = ``avro``, ``protobuf`` or ``json`` turns a struct column
+into Avro (``typed/avro_write.py``), a Protobuf message (``typed/proto_write.py``; the
+message named by ``valueMessage``, default the file's first) or JSON checked against its
+JSON Schema (``typed/json_write.py``), framed with its schema id. The schema is named as
+the read names it (``valueSchema`` inline,
 ``valueSubject`` — default ``<topic>-value`` —, ``valueSchemaVersion``, ``valueSchemaId``,
 ``valueFraming=none`` for bare Avro) and looked up in the destination log dir's registry
 topic (``schemaRegistryTopic``, default ``_schemas``); with ``autoRegisterSchemas=true`` a
 schema the subject lacks is registered there (``log/write/schemas.py``) — the given one,
-or without ``valueSchema`` the one Spark's ``to_avro`` derives from the struct type.
+or for Avro without ``valueSchema`` the one Spark's ``to_avro`` derives from the struct
+type. ``valueSchemaReferences`` (``[{"name", "subject", "version"}]``) names the
+registered schemas the given one imports (Avro named types, Protobuf imports, ``$ref``).
 Everything is decided in :func:`plan_typed_write`, before any task runs; tasks get the
-schema texts and ids (:class:`TypedWrite`) and encode with the compiled encoder.
+schema texts and ids (:class:`~spark_kafkalog.log.write.typed_write.TypedWrite`, shared
+with the library's typed ``write_table``) and encode with them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyarrow as pa
-
 from spark_kafkalog.errors import InvalidOptionError
+from spark_kafkalog.log.write.typed_write import TypedWrite
 from spark_kafkalog.spark.option_values import parse_bool, parse_int
 from spark_kafkalog.typed.request import make_column, spark_name
 
@@ -32,6 +38,9 @@ TYPED_WRITE_NAMES = {
     "valuesubject": "valueSubject", "keysubject": "keySubject",
     "valueschemaversion": "valueSchemaVersion", "keyschemaversion": "keySchemaVersion",
     "valueschemaid": "valueSchemaId", "keyschemaid": "keySchemaId",
+    "valuemessage": "valueMessage", "keymessage": "keyMessage",
+    "valueschemareferences": "valueSchemaReferences",
+    "keyschemareferences": "keySchemaReferences",
     "autoregisterschemas": "autoRegisterSchemas",
     "schemaregistrytopic": "schemaRegistryTopic",
 }
@@ -39,9 +48,11 @@ TYPED_WRITE_NAMES = {
 
 @dataclass(frozen=True)
 class TypedWriteOptions:
-    columns: tuple = ()                 # TypedColumn of value / key (format avro)
+    columns: tuple = ()                 # TypedColumn of value / key
     auto_register: bool = False
     registry_topic: str = "_schemas"
+    references: tuple = ()              # (column, (SchemaReference, ...)) given
+
 
 
 def _column(opts: dict, column: str):
@@ -49,18 +60,22 @@ def _column(opts: dict, column: str):
         return opts.get(spark_name(column, what).lower())
 
     fmt = (get("Format") or "binary").strip().lower()
-    if fmt not in ("avro", "binary"):
+    if fmt not in _WRITE_FORMATS:
         raise InvalidOptionError(f"{spark_name(column, 'Format')}={fmt}: a write encodes "
-                                 f"avro (or binary, as given); {fmt} writes are not "
-                                 f"supported yet")
+                                 f"avro, protobuf or json (or binary, as given); "
+                                 f"{fmt} is for reads")
     version = schema_id = None
     text = get("SchemaVersion")
     if text is not None and text.strip().lower() != "latest":
         version = parse_int(spark_name(column, "SchemaVersion"), text, minimum=1)
     if get("SchemaId") is not None:
         schema_id = parse_int(spark_name(column, "SchemaId"), get("SchemaId"), minimum=0)
+    if get("SchemaReferences") is not None and fmt == "binary":
+        raise InvalidOptionError(f"{spark_name(column, 'SchemaReferences')}: needs "
+                                 f"{spark_name(column, 'Format')}=avro, protobuf or json")
     return make_column(column, fmt, inline_schema=get("Schema"), subject=get("Subject"),
-                       version=version, schema_id=schema_id, framing=get("Framing"))
+                       version=version, schema_id=schema_id, framing=get("Framing"),
+                       message=get("Message"))
 
 
 def parse_typed_write(opts: dict) -> TypedWriteOptions | None:
@@ -75,36 +90,17 @@ def parse_typed_write(opts: dict) -> TypedWriteOptions | None:
     if not cols and len(opts) > sum(k in opts for k in ("valueformat", "keyformat")):
         extra = sorted(k for k in opts if k not in ("valueformat", "keyformat"))
         raise InvalidOptionError(f"{TYPED_WRITE_NAMES[extra[0]]}: applies to typed columns; "
-                                 f"set valueFormat or keyFormat to avro")
+                                 f"set valueFormat or keyFormat to avro, protobuf or json")
+    from spark_kafkalog.log.write.schemas import parse_references
+    refs = tuple((c.column, parse_references(c.option("SchemaReferences"),
+                                             opts.get(c.option("SchemaReferences").lower())))
+                 for c in cols)
     # a column named by id or version is registered already: autoRegisterSchemas
     # applies to the others
-    return TypedWriteOptions(cols, auto, topic)
+    return TypedWriteOptions(cols, auto, topic, refs)
 
 
-@dataclass(frozen=True)
-class TypedWrite:
-    """What tasks need: per column (name, schema JSON, id or None, named types)."""
-    writers: tuple = ()
-
-    def encode(self, batch: pa.RecordBatch, cache: dict, first_row: int = 0,
-               where: str = "") -> pa.RecordBatch:
-        """``batch`` with each typed column replaced by its Avro bytes; a bad value's
-        error names its row among the task's rows (``first_row``: the batch's first)
-        and ``where`` (the task)."""
-        from spark_kafkalog.errors import BadRowError
-        from spark_kafkalog.typed.avro_write import AvroEncoder
-        names = {n.lower(): i for i, n in enumerate(batch.schema.names)}
-        arrays = list(batch.columns)
-        for column, schema, sid, named in self.writers:
-            i = names[column]
-            key = (column, arrays[i].type)
-            if key not in cache:
-                cache[key] = AvroEncoder(schema, arrays[i].type, sid, column, dict(named))
-            try:
-                arrays[i] = cache[key].encode(arrays[i], first_row)
-            except BadRowError as err:
-                raise BadRowError(f"{where}{err} (rows counted in the task's input)") from err
-        return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+_WRITE_FORMATS = ("avro", "protobuf", "json", "binary")
 
 
 def plan_typed_write(wo, spark_schema) -> TypedWrite | None:
@@ -115,22 +111,12 @@ def plan_typed_write(wo, spark_schema) -> TypedWrite | None:
         return None
     from pyspark.sql.pandas.types import to_arrow_type
 
-    from spark_kafkalog.log.write.schemas import writer_schema
-    from spark_kafkalog.typed.avro_write import AvroEncoder, avro_schema_of
+    from spark_kafkalog.log.write.typed_write import plan_columns
 
     fields = {f.name.lower(): f for f in spark_schema.fields}
-    writers = []
-    for col in typed.columns:
-        if wo.topic is None and col.framing == "confluent" and col.subject is None \
-                and col.schema_id is None:
-            raise InvalidOptionError(f"{col.option('Format')}=avro: the subject is "
-                                     f"<topic>-{col.column}; set the 'topic' option (or "
-                                     f"{col.option('Subject')} / {col.option('SchemaId')})")
-        arrow_type = to_arrow_type(fields[col.column].dataType, timezone="UTC")
-        ws = writer_schema(wo.path, wo.topic, col, arrow_type,
-                           auto_register=typed.auto_register,
-                           registry_topic=typed.registry_topic,
-                           filesystem_options=wo.filesystem_options, derive=avro_schema_of)
-        AvroEncoder(ws.schema, arrow_type, ws.id, col.column, dict(ws.named_types))
-        writers.append((col.column, ws.schema, ws.id, ws.named_types))
-    return TypedWrite(tuple(writers))
+    refs = dict(typed.references)
+    cols = [(col, to_arrow_type(fields[col.column].dataType, timezone="UTC"),
+             refs.get(col.column, ())) for col in typed.columns]
+    return plan_columns(wo.path, wo.topic, cols, auto_register=typed.auto_register,
+                        registry_topic=typed.registry_topic,
+                        filesystem_options=wo.filesystem_options)

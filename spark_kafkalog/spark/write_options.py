@@ -73,7 +73,7 @@ class WriteOptions:
     offsets: str = "assign"
     # write into a broker's internal topic (__consumer_offsets, ...): a restore that means it
     allow_internal_topic: bool = False
-    # valueFormat/keyFormat=avro and their schema options (spark/typed_write.py)
+    # valueFormat/keyFormat=avro/protobuf/json and their schema options (spark/typed_write.py)
     typed: object = None
 
     def check_topic(self, topic: str) -> None:
@@ -213,7 +213,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
 def check_input_columns(schema: StructType, topic_option: str | None,
                   preserve: bool = False, typed=()) -> None:
     """Validate the input columns as Spark's Kafka sink does; messages name the column
-    (``typed``: the columns written as Avro, which are structs)."""
+    (``typed``: the columns written as Avro, Protobuf or JSON, which are structs)."""
     fields = {f.name.lower(): f for f in schema.fields}
 
     def check(name, ok, want):
@@ -228,7 +228,8 @@ def check_input_columns(schema: StructType, topic_option: str | None,
     for c in ("value", "key"):
         check(c, (lambda t: isinstance(t, StructType)) if c in typed else
               (lambda t: isinstance(t, (BinaryType, StringType))),
-              "a struct (valueFormat/keyFormat=avro)" if c in typed else "binary or string")
+              "a struct (valueFormat/keyFormat=avro, protobuf or json)" if c in typed
+              else "binary or string")
     check("topic", lambda t: isinstance(t, StringType), "string")
     check("partition", lambda t: isinstance(t, IntegerType), "int")
     check("timestamp", lambda t: isinstance(t, (TimestampType, TimestampNTZType)),

@@ -6,6 +6,10 @@
 (``_schemas``) and builds the registry's state (subjects, versions, ids, configs);
 reading that topic from a log dir is :func:`spark_kafkalog.log.read.schemas.read_registry`;
 :mod:`~spark_kafkalog.typed.columns` makes the typed ``value`` / ``key`` columns of a read.
+The write side: :mod:`~spark_kafkalog.typed.avro_write`,
+:mod:`~spark_kafkalog.typed.proto_write` and :mod:`~spark_kafkalog.typed.json_write` encode
+Arrow struct columns as framed values; :mod:`~spark_kafkalog.typed.proto_compat` is the
+registry's Protobuf compatibility diff, for registering.
 """
 from spark_kafkalog.typed.registry import (
     RegisteredSchema,

@@ -3,7 +3,8 @@ commits them whole or not at all (:mod:`.commit`: :mod:`.plan`, :mod:`.apply`, t
 journal, :mod:`.recovery`, under the locks; the journal and the lock files are file formats
 the readers read too, so they are ``log.files.journal`` and ``log.files.lock``). Page-cache and flush
 tuning is in :mod:`.flush`; :func:`.table.write_table` writes an Arrow table in one call
-(``offsets="preserve"`` keeps each record's offset). The names below are what the Spark writer, jobs and tests use.
+(``offsets="preserve"`` keeps each record's offset), and :func:`.typed_write.write_table`
+(the ``write_table`` named here) also encodes typed ``value`` / ``key`` columns. The names below are what the Spark writer, jobs and tests use.
 
 They are imported on first use, so that importing one of them does not load the whole
 writer.
@@ -22,7 +23,7 @@ _EXPORTS = {
     "recover": "recovery", "recover_topic": "recovery",
     "BATCH_TABLE_DTYPE": "staging", "StagedFile": "staging", "StagedSection": "staging",
     "StagingWriter": "staging", "batch_table": "staging", "OWN_FILE_MIN_BYTES": "staging",
-    "write_table": "table",
+    "write_table": "typed_write", "TypedWrite": "typed_write",
     "record_owner": "leftovers", "remove_dead_staging": "leftovers",
     "staging_leftovers": "leftovers",
 }
