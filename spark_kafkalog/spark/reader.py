@@ -267,6 +267,31 @@ def prefetched(make_iter, depth: int = PREFETCH_BATCHES) -> Iterator:
         worker.join()
 
 
+def with_registry_now(opts: ReadOptions, typed, logdirs, parts: list) -> list:
+    """``parts`` (just planned through ``logdirs``) carrying the typed read with the
+    registry read again through the same ``logdirs``: its topic bounded by the same
+    reading of the log's checkpoints as the data, one snapshot. ``schema()`` planned the
+    typed read (and Spark's schema) earlier, on a LogDirs of its own; a schema registered
+    between then and the data's pin may be named by records planned, and is seen (a
+    writer added; the reader schema stays the query's), while one registered after the
+    pin is not. The slices carry it because Spark ships the reader as it was before
+    ``partitions``."""
+    from dataclasses import replace
+
+    from spark_kafkalog.spark.typed_read import refresh_typed
+
+    now = refresh_typed(opts, typed, logdirs)
+    if now == typed:
+        return parts
+    out = []
+    for p in parts:
+        if isinstance(p, PackedSlices):
+            out.append(replace(p, slices=tuple(replace(s, typed=now) for s in p.slices)))
+        else:
+            out.append(replace(p, typed=now))
+    return out
+
+
 def with_dead_letter_headers(opts: ReadOptions, typed) -> ReadOptions:
     """``opts`` to read the log with: headers included when a dead letter is written
     (its records are whole) even if the read's rows leave them out."""
@@ -319,7 +344,11 @@ class KafkaLogReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         freeze_heap()
-        return list(plan(open_logdirs(self.opts), self.opts, self.pushdown))
+        logdirs = open_logdirs(self.opts)
+        parts = list(plan(logdirs, self.opts, self.pushdown))
+        if self.typed is None or not parts:
+            return parts
+        return with_registry_now(self.opts, self.typed, logdirs, parts)
 
     def read(self, partition: InputPartition) -> Iterator:
         freeze_heap()           # see spark/worker.py: Spark's gc.collect() after the task

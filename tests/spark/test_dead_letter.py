@@ -168,3 +168,29 @@ def test_export_parquet_refuses_dead_letter_with_fail_before_spark(logs, tmp_pat
                                           *flags, *extra])
         err = capsys.readouterr().err
         assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_each_task_counts_and_warns_once_per_partition(logs, tmp_path, caplog):
+    """Reader protocol called directly (no session): decode errors are counted per
+    partition and warned once per partition by the task that met them, with the count and
+    the first reason (pyspark's Python data source API has no task metrics to add to)."""
+    import logging
+
+    import pyarrow as pa
+
+    from spark_kafkalog.spark.datasource import KafkaLogDataSource
+
+    ds = KafkaLogDataSource({"path": logs, "subscribe": "dl", "valueFormat": "avro",
+                             "valueSubject": "orders-value", "onDecodeError": "skip",
+                             "packPartitions": "false"})
+    reader = ds.reader(ds.schema())
+    parts = reader.partitions()
+    assert sorted(p.partition for p in parts) == [0, 1]
+    with caplog.at_level(logging.WARNING, logger="spark_kafkalog.typed.columns"):
+        rows = {p.partition: pa.Table.from_batches(list(reader.read(p))).num_rows
+                for p in parts}
+    assert rows == {0: 4, 1: 4}
+    warned = [r.getMessage() for r in caplog.records if "do not decode" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith("3 record(s) of dl-0 do not decode and were skipped")
+    assert "at offset 1" in warned[0] and "magic byte 7" in warned[0]
