@@ -60,15 +60,13 @@ def _source(opts: ReadOptions, logdirs):
     return None
 
 
-def plan_typed(opts: ReadOptions, logdirs=None) -> TypedRead | None:
-    """The typed read of ``opts`` (None when both columns are binary), planned now."""
+def plan_typed(opts: ReadOptions, logdirs) -> TypedRead | None:
+    """The typed read of ``opts`` (None when both columns are binary), planned now on
+    ``logdirs`` (a ``LogDirs`` of ``opts.paths``)."""
     typed = opts.typed
     if typed is None:
         return None
     from spark_kafkalog.log.read.typed_plan import plan_typed_read
-    from spark_kafkalog.spark.reader import open_logdirs
-
-    logdirs = logdirs if logdirs is not None else open_logdirs(opts)
     source = _source(opts, logdirs)
     topics = read_topics(opts, logdirs)
     if not topics:
