@@ -8,7 +8,8 @@ struct (plus ``<column>_error`` under ``onDecodeError=null`` and ``<column>_raw`
 asked) and never drops or nulls a record silently: under ``fail`` the error names the
 topic, partition, offset, schema id and byte position in the value; under ``null`` /
 ``skip`` every bad record is counted per partition and :class:`DecodeErrorCounts` warns
-once per partition with the count.
+once per partition with the count, and, given a ``dead_letter`` callable, is handed to it
+raw and whole (:mod:`spark_kafkalog.typed.dead_letter`; the files are ``log/``'s).
 """
 from __future__ import annotations
 

@@ -194,3 +194,29 @@ def test_each_task_counts_and_warns_once_per_partition(logs, tmp_path, caplog):
     assert len(warned) == 1, warned
     assert warned[0].startswith("3 record(s) of dl-0 do not decode and were skipped")
     assert "at offset 1" in warned[0] and "magic byte 7" in warned[0]
+
+
+def test_stream_writes_the_dead_letter_of_each_micro_batch(spark, logs, tmp_path):
+    dead = tmp_path / "dead"
+    _stream(spark, logs, dead, tmp_path, "4")
+    assert _letters(dead)[0] == _expected_bad()
+    # several micro-batches: a file per micro-batch range with a bad record, holding
+    # only that range's
+    names = [parse_dead_letter_name(p.name) for p in dead.iterdir()]
+    assert len(names) >= 2
+    for t, q, start, end in names:
+        part = pq.read_table(str(dead / f"{t}-{q}-{start:020d}-{end:020d}.parquet"))
+        assert all(start <= o < end for o in part.column("offset").to_pylist())
+    assert spark.read.parquet(str(tmp_path / "sink")).count() == 11 - len(BAD)
+
+
+def _stream(spark, logs, dead, tmp_path, per_trigger):
+    r = spark.readStream.format("kafkalog").option("path", logs).option("subscribe", "dl") \
+        .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", per_trigger) \
+        .option("valueFormat", "avro").option("valueSubject", "orders-value") \
+        .option("keyFormat", "avro").option("keySubject", "orders-key") \
+        .option("onDecodeError", "skip").option("deadLetterPath", str(dead))
+    q = r.load().writeStream.format("parquet").option("path", str(tmp_path / "sink")) \
+        .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start()
+    q.awaitTermination()
+    return q
