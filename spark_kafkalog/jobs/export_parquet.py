@@ -294,9 +294,16 @@ def _dead_letter_publish(files, args, staged: str, run_id: str, decode_errors: i
     """Check the run's dead letter holds exactly the ``decode_errors`` records the read
     counted, then put it in place (module doc); its summary."""
     from spark_kafkalog.errors import InternalError
-    from spark_kafkalog.log.read.dead_letter import count_dead_letters, open_dead_letter_dir
+    from spark_kafkalog.log.read.dead_letter import (
+        count_dead_letters,
+        open_dead_letter_dir,
+        parse_dead_letter_name,
+    )
 
     fs, path = open_dead_letter_dir(staged, option="--dead-letter")
+    for rel in files.files_under(staged):
+        if parse_dead_letter_name(rel) is None:
+            files.delete(f"{staged}/{rel}")     # a killed task attempt's temporary file
     written = count_dead_letters(fs, path)
     if written != decode_errors:
         files.delete(staged)

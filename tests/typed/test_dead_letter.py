@@ -19,6 +19,7 @@ from spark_kafkalog.log.read.dead_letter import (
     count_dead_letters,
     dead_letter_files,
     dead_letter_name,
+    open_dead_letter_dir,
     parse_dead_letter_name,
 )
 from spark_kafkalog.typed.avro import AvroDecoder
@@ -144,3 +145,37 @@ def test_sink_routes_rows_to_the_range_that_holds_them(tmp_path):
     assert got == {("t", 0, 0, 3): [0, 1, 2], ("t", 0, 3, 8): [3, 4], ("u", 1, 0, 9): [4, 5]}
     with pytest.raises(ValueError, match="none of the task's ranges"):
         DeadLetterSink(fs, str(tmp_path), [("t", 0, 0, 3)])(_rows(1, first=3))
+
+
+def test_export_parquet_publishes_only_whole_files_and_checks_the_count(tmp_path):
+    """export_parquet's last step (no Spark): a killed task attempt's temporary file in
+    the run's dead letter is dropped, the files are moved into DIR (--mode append); a
+    count other than the read's is an InternalError and DIR is left alone."""
+    import argparse
+
+    from spark_kafkalog.errors import InternalError
+    from spark_kafkalog.jobs import _replace, export_parquet
+
+    fs, files = pafs.LocalFileSystem(), _replace.LocalFiles()
+    dead = tmp_path / "dead"
+    args = argparse.Namespace(dead_letter=str(dead), mode="append", on_decode_error="null")
+
+    def staged_run(run_id):
+        staged = _replace.sibling(str(dead), _replace.NEW, run_id)
+        open_dead_letter_dir(staged)                   # as each task does
+        f = DeadLetterFile(fs, staged, dead_letter_name("t", 0, 0, 9))
+        f.write(_rows(2))
+        f.commit()
+        killed = DeadLetterFile(fs, staged, dead_letter_name("t", 1, 0, 9))
+        killed.write(_rows(1, partition=1))            # never committed: the task died
+        return staged
+
+    staged = staged_run("a1")
+    with pytest.raises(InternalError, match="counted 3 records .* but 2 were written"):
+        export_parquet._dead_letter_publish(files, args, staged, "a1", 3)
+    assert not dead.exists() and not (tmp_path / ".dead.kafkalog-new-a1").exists()
+    staged = staged_run("b2")
+    summary = export_parquet._dead_letter_publish(files, args, staged, "b2", 2)
+    assert summary == {"path": str(dead), "records": 2, "on_decode_error": "null"}
+    assert [p.name for p in dead.iterdir()] == [dead_letter_name("t", 0, 0, 9)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dead"]
