@@ -35,6 +35,7 @@ run wrote (counted as it was written) and, with ``--summary-json``, writes it as
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from datetime import datetime, timezone
@@ -326,6 +327,9 @@ def _dead_letter_publish(files, args, staged: str, run_id: str, decode_errors: i
 def main(argv=None) -> int:
     args = parse_args(argv)
     jobkit.check_dead_letter(args)
+    if args.dead_letter and "://" not in args.dead_letter:
+        # the tasks resolve it too: a relative path would be their working directory's
+        args.dead_letter = os.path.abspath(args.dead_letter)
     if _preflight.export(args, reader_options(args)):       # before Spark starts
         summary = summary_of({"rows": 0, "topic_partitions": [], "dates": [], "first": None,
                               "last": None, "no_timestamp": 0}, args.output, 0.0)
