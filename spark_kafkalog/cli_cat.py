@@ -30,7 +30,8 @@ kcat's consumer flags: -C and -e are implied (a log dir is read to its end and c
 for null keys and values; -s key=FMT / value=FMT / FMT unpack with kcat's pack tokens
 (bBhHiIqQcs$ and space), or -s value=avro / key=avro decode schema-registry framed Avro
 with the writer schema of each id, from the log dir's _schemas or -r URL, printed as
-kcat prints Avro (avro-c's JSON; kcat has no protobuf or json serde, so those are refused,
+kcat prints Avro (avro-c's JSON; with -J inside the envelope, with key_schema_id /
+value_schema_id; kcat has no protobuf or json serde, so those are refused,
 pointing at export_parquet and read_table); -X isolation.level=read_uncommitted|read_committed (default
 read_committed, librdkafka's), -X s3.endpoint=... and other filesystem options; -b DIR
 without a PATH reads DIR (a log dir, as kcat's -b names the cluster); with one, -b is
@@ -281,9 +282,6 @@ def _options(args, err: TextIO) -> tuple[kcat.CatOptions, dict]:
             value_pack = t.encode()
     if set(avro) & {n for n, pack in (("key", key_pack), ("value", value_pack)) if pack}:
         raise InvalidOptionError("-s: a column is either avro or a pack format, not both")
-    if avro and args.json:
-        raise InvalidOptionError("-s avro with -J is not supported yet (kcat puts the "
-                                 "decoded JSON and the schema ids in the envelope)")
     if args.registry and not avro:
         raise InvalidOptionError("-r: a schema registry is only used with -s avro")
     start, stop = kcat.parse_offset(args.offset)

@@ -44,7 +44,7 @@ from .jobsession import LOG4J_CONF, SparkProgress, spark_session
 __all__ = ["CODECS", "DATA_ERRORS", "EXIT_BAD_INPUT", "EXIT_DATA", "EXIT_FAILED", "EXIT_LOCKED",
            "JobInputError", "LOG4J_CONF", "NOT_FOUND_HINT", "SparkProgress", "add_fs_option",
            "add_isolation_level", "add_log_dirs", "add_manifest", "add_time_window",
-           "add_topic_settings", "add_topics", "add_typed_formats", "alias",
+           "add_topic_settings", "add_topics", "add_typed_formats", "alias", "check_dead_letter",
            "check_setting_topics",
            "chosen_topics", "emit", "exit_status", "human_bytes", "iso_ms", "parse_kv",
            "parse_time_ms", "parse_time_window", "parser", "plural", "rate", "rate_text", "run",
@@ -271,6 +271,24 @@ def add_typed_formats(ap: argparse.ArgumentParser) -> None:
                          "value_error column) or skip (counted in the job's log)")
     ap.add_argument("--schema-registry-url", metavar="URL",
                     help="schema registry REST API (read option schemaRegistryUrl)")
+    ap.add_argument("--dead-letter", metavar="DIR",
+                    help="with --on-decode-error skip or null: write every record that "
+                         "does not decode there, raw and whole, as Parquet (one file per "
+                         "topic-partition offset range)")
+
+
+def check_dead_letter(args: argparse.Namespace) -> None:
+    """``--dead-letter`` only with a typed column and ``--on-decode-error`` skip or null:
+    one line, before Spark starts (JobInputError)."""
+    if not getattr(args, "dead_letter", None):
+        return
+    if (args.value_format or "binary") == "binary" and (args.key_format or "binary") == "binary":
+        raise JobInputError("--dead-letter: applies to typed columns; give --value-format or "
+                            "--key-format")
+    if args.on_decode_error in (None, "fail"):
+        raise JobInputError("--dead-letter needs --on-decode-error skip or null (with fail, "
+                            "the default, the run stops at the first record that does not "
+                            "decode)")
 
 
 def add_topic_settings(ap: argparse.ArgumentParser, file_help: str, key: str) -> None:

@@ -376,9 +376,26 @@ def _emit(rb: pa.RecordBatch, opts: CatOptions, topic: bytes, partition: int,
 def _emit_avro(rb: pa.RecordBatch, opts: CatOptions, topic: bytes, partition: int,
                write: Callable[[bytes], None], note: Callable[[str], None], avro) -> int:
     """``-s avro``: the records up to a bad one printed, then (kcat's KC_ERROR) exit on it,
-    or with ``-E`` an error line for each bad record and the others printed."""
+    or with ``-E`` an error line for each bad record and the others printed (with ``-J``
+    the bad ones too, their column null and the error beside it, as kcat's json.c)."""
+    raw = rb
     rb, bad = avro.render(rb)
     offsets = rb.column("offset")
+    if opts.json:
+        from spark_kafkalog.kcat_avro import json_envelopes
+
+        rows = sorted({row for row, _, _ in bad})
+        upto = rows[0] if rows and opts.exit_on_error else rb.num_rows
+        write(json_envelopes(raw.slice(0, upto), rb.slice(0, upto),
+                             [b for b in bad if b[0] < upto], avro.columns, topic, partition,
+                             opts.broker, opts.json_delimiter))
+        for row, column, reason in bad:
+            text = (f"Failed to deserialize {column} in message in {topic.decode()} "
+                    f"[{partition}] at offset {offsets[row].as_py()}: {reason}")
+            if opts.exit_on_error:
+                raise TypedRecordError(text, offset=offsets[row].as_py())
+            note(f"% ERROR: {text}")
+        return upto
     rows = sorted({row for row, _, _ in bad})
     done = 0
     if rows and opts.exit_on_error:

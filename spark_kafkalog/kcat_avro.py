@@ -7,10 +7,12 @@ The records of a batch that share an id go through the compiled decoder at once;
 decoder per id is built when the id is first met. A record that does not decode is
 returned with libserdes' wording where it has one (magic byte, short payload) and the
 decoder's reason otherwise (schema id, byte position): kcat's caller exits on it or, with
-``-E``, prints the error and goes on.
+``-E``, prints the error and goes on. With ``-J`` each record is kcat's JSON envelope with
+the decoded value in it and its schema id beside (:func:`json_envelopes`).
 """
 from __future__ import annotations
 
+import json
 from typing import Sequence
 
 import pyarrow as pa
@@ -18,7 +20,7 @@ import pyarrow as pa
 from spark_kafkalog.errors import InvalidOptionError, KafkaLogError
 from spark_kafkalog.log.read.registry_rest import SchemaLookupError
 
-__all__ = ["AvroRender", "open_render"]
+__all__ = ["AvroRender", "json_envelopes", "open_render"]
 
 
 class AvroRender:
@@ -104,6 +106,44 @@ class AvroRender:
             arrays[j], errors = self._column(rb.column(j))
             bad += [(i, c, msg) for i, msg in errors.items()]
         return pa.RecordBatch.from_arrays(arrays, schema=rb.schema), sorted(bad)
+
+
+def json_envelopes(raw: pa.RecordBatch, rendered: pa.RecordBatch, bad, columns: Sequence[str],
+                   topic: bytes, partition: int, broker: int, delimiter: bytes) -> bytes:
+    """kcat's ``-J`` objects (json.c ``fmt_msg_output_json``) of ``raw``'s rows with the
+    Avro ``columns`` as kcat prints them under ``-s avro``: the decoded JSON in place of
+    the string (``rendered``, :meth:`AvroRender.render`) followed by ``key_schema_id`` /
+    ``value_schema_id``, or for a record that did not decode (``bad``: ``(row, column,
+    reason)``) null followed by ``key_error`` / ``payload_error``; a null key or value
+    stays null with neither. The rest of each object (topic .. headers, and a column not
+    decoded as Avro) is the compiled ``-J`` writer's, run on the row with its Avro
+    columns nulled: the text after its ``,"key":`` (which no string can hold: quotes in
+    strings are escaped) is replaced."""
+    from spark_kafkalog.format import _text
+
+    errors = {(row, column): reason for row, column, reason in bad}
+    index = {c: raw.schema.get_field_index(c) for c in columns}
+    blank = raw
+    for c, j in index.items():
+        blank = blank.set_column(j, c, pa.nulls(raw.num_rows, raw.schema.field(j).type))
+    out = []
+    for i in range(raw.num_rows):
+        text = _text.json_records(blank.slice(i, 1), topic, partition, broker, delimiter)
+        head, _, tail = text.partition(b',"key":')
+        key, _, payload = tail[:len(tail) - len(delimiter) - 1].partition(b',"payload":')
+        parts = {"key": key, "value": payload}
+        for c in columns:
+            name = "key" if c == "key" else "payload"
+            if (i, c) in errors:
+                parts[c] = b'null,"' + name.encode() + b'_error":' + \
+                    json.dumps(errors[(i, c)], ensure_ascii=False).encode()
+            elif rendered.column(index[c])[i].is_valid:
+                framed = raw.column(index[c])[i].as_py()
+                parts[c] = rendered.column(index[c])[i].as_py() + b',"' + c.encode() + \
+                    b'_schema_id":' + str(int.from_bytes(framed[1:5], "big")).encode()
+        out.append(head + b',"key":' + parts["key"] + b',"payload":' + parts["value"] + b"}"
+                   + delimiter)
+    return b"".join(out)
 
 
 def open_render(logdirs, columns: Sequence[str], registry_url: str | None) -> AvroRender:

@@ -24,6 +24,11 @@ pick another), ``--on-decode-error null`` adds ``value_error``; when the subject
 schema has gained fields since the table was created, the run adds them to the table
 (rows written before read them as null) before it writes; a change the table cannot take
 (a type narrowed or changed to no promotion) is refused before anything is written.
+``--on-decode-error skip`` / ``null`` read past records that do not decode, and
+``--dead-letter DIR`` writes each of them there raw and whole as Parquet (one file per
+topic-partition range of the run, ``<topic>-<partition>-<start>-<end>.parquet``, published
+before the table's commit); a re-run after a failed or killed run starts at the same
+offsets and replaces that run's files, so nothing is there twice.
 Offsets deleted by retention before they were exported fail the run
 (``--fail-on-data-loss false`` skips them and lists them in the summary).
 """
@@ -133,11 +138,17 @@ def summary_line(s: dict) -> str:
     if s["lost"]:
         line += (f"; offsets deleted before export skipped in {len(s['lost'])} "
                  "partitions (see --summary-json)")
+    dead = s.get("dead_letter")
+    if dead is not None:
+        n = dead["records"]
+        line += (f"; {n:,} record{'' if n == 1 else 's'} that did not decode written raw "
+                 f"to {dead['path']}")
     return line
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    jobkit.check_dead_letter(args)
     if args.window_records is not None and args.window_records < 1:
         raise jobkit.JobInputError("--window-records must be positive")
     logdirs = _preflight.source_log_dirs(args.path, include_internal=False)
@@ -166,7 +177,8 @@ def main(argv=None) -> int:
                            fail_on_data_loss=args.fail_on_data_loss == "true",
                            window_records=args.window_records or DEFAULT_WINDOW_RECORDS,
                            remote_storage=args.remote_storage,
-                           remote_layout=args.remote_layout, shape=shape, progress=say)
+                           remote_layout=args.remote_layout, shape=shape, progress=say,
+                           dead_letter=args.dead_letter)
     summary = result.summary()
     jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0

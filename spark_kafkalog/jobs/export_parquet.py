@@ -15,7 +15,16 @@ the JSON in ``value`` is parsed into top-level columns (records that do not pars
 there; ``--drop-value`` removes the raw bytes); with ``--value-format`` ``avro``,
 ``protobuf``, ``json`` or ``registry`` (``--key-format``) schema-registry framed values
 become a typed struct column, every version of the subject resolved to its latest (the read
-options ``valueFormat``, ...). ``--mode overwrite`` (the default) replaces everything under
+options ``valueFormat``, ...); ``--on-decode-error skip`` or ``null`` reads past records that
+do not decode, and ``--dead-letter DIR`` writes each of them there raw and whole (topic,
+partition, offset, timestamp, key and value bytes, headers, the error, the schema id and
+byte position) as Parquet, one file per topic-partition offset range read, named by that
+range. The dead letter is written beside DIR while the run goes and takes DIR's place
+when the export succeeds (``--mode overwrite``: DIR then holds this run's dead letters
+only, so a re-run never duplicates them; other modes add the run's files to DIR, a file
+of the same range replaced); a failed or killed run leaves DIR as it was. The run fails
+if the records in the dead letter are not exactly the records the read counted as bad.
+``--mode overwrite`` (the default) replaces everything under
 ``<output>``: the new output is written beside it and swapped in when complete, so a failed
 or killed run leaves the old one. Records
 without a timestamp (Kafka's -1) go under ``date=__HIVE_DEFAULT_PARTITION__`` (a null
@@ -26,6 +35,7 @@ run wrote (counted as it was written) and, with ``--summary-json``, writes it as
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from datetime import datetime, timezone
@@ -113,10 +123,16 @@ def reader_options(args: argparse.Namespace) -> dict[str, str]:
     return opts
 
 
-def build_frame(spark, args: argparse.Namespace):
+def build_frame(spark, args: argparse.Namespace, dead_letter: str | None = None):
+    """The frame to write; with ``dead_letter`` (a directory) the read writes the records
+    that do not decode there and reads them as null (``--on-decode-error skip`` is then
+    applied by :func:`observe_decode_errors`, which counts them first)."""
     from pyspark.sql import functions as F
 
     opts = reader_options(args)
+    if dead_letter is not None:
+        opts["onDecodeError"] = "null"
+        opts["deadLetterPath"] = dead_letter
     if args.value_schema and args.value_format not in (None, "binary"):
         raise jobkit.JobInputError("--value-schema (JSON values) and --value-format "
                                    f"{args.value_format}: give one")
@@ -180,6 +196,24 @@ def observe(df, fields=()):
     return df.observe(obs, *_metrics(df), *filled), obs
 
 
+def observe_decode_errors(df, on_decode_error: str):
+    """``df`` (read with onDecodeError=null) with the records that do not decode counted
+    while it is written, then left out under ``skip`` (their ``*_error`` columns too);
+    and the :class:`pyspark.sql.Observation` holding the count (``decode_errors``)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    errors = [c for c in ("value_error", "key_error") if c in df.columns]
+    bad = F.lit(False)
+    for c in errors:
+        bad = bad | F.col(c).isNotNull()
+    obs = Observation("kafkalog_decode_errors")
+    df = df.observe(obs, F.count_if(bad).alias("decode_errors"))
+    if on_decode_error == "skip":
+        df = df.where(~bad).drop(*errors)
+    return df, obs
+
+
 def empty_fields(metrics: dict, fields) -> list[str]:
     """The ``--value-schema`` fields null in every exported row (no JSON value had
     them: a misspelt name, or another case: JSON names are case-sensitive)."""
@@ -235,6 +269,11 @@ def summary_line(s: dict) -> str:
     if s["rows_without_timestamp"]:
         line += (f"; {_n(s['rows_without_timestamp'], 'row')} without a timestamp "
                  f"(Kafka's -1) under date={NO_DATE}")
+    dead = s.get("dead_letter")
+    if dead is not None:
+        line += (f"; {_n(dead['records'], 'record')} that did not decode "
+                 f"({'skipped' if dead['on_decode_error'] == 'skip' else 'read as null'}) "
+                 f"written raw to {dead['path']}")
     return line
 
 
@@ -243,8 +282,54 @@ def _say(args, line: str) -> None:
         print(f"export_parquet: {line}", file=sys.stderr, flush=True)
 
 
+def _dead_letter_begin(spark, args, run_id: str) -> tuple:
+    """(Hadoop files of --dead-letter, the directory this run's tasks write into),
+    leftovers of killed runs recovered first."""
+    files = _replace.HadoopFiles(spark, args.dead_letter)
+    for line in _replace.recover(files, args.dead_letter):
+        _say(args, line)
+    return files, _replace.sibling(args.dead_letter, _replace.NEW, run_id)
+
+
+def _dead_letter_publish(files, args, staged: str, run_id: str, decode_errors: int) -> dict:
+    """Check the run's dead letter holds exactly the ``decode_errors`` records the read
+    counted, then put it in place (module doc); its summary."""
+    from spark_kafkalog.errors import InternalError
+    from spark_kafkalog.log.read.dead_letter import (
+        count_dead_letters,
+        open_dead_letter_dir,
+        parse_dead_letter_name,
+    )
+
+    fs, path = open_dead_letter_dir(staged, option="--dead-letter")
+    for rel in files.files_under(staged):
+        if parse_dead_letter_name(rel) is None:
+            files.delete(f"{staged}/{rel}")     # a killed task attempt's temporary file
+    written = count_dead_letters(fs, path)
+    if written != decode_errors:
+        files.delete(staged)
+        raise InternalError(f"--dead-letter: the read counted {decode_errors} records that "
+                            f"do not decode but {written} were written to the dead letter; "
+                            f"nothing was put in {args.dead_letter}")
+    if args.mode == "overwrite":
+        _replace.swap_in(files, args.dead_letter, staged, run_id)
+    else:
+        for rel in files.files_under(staged):
+            target = f"{args.dead_letter}/{rel}"
+            if files.exists(target):
+                files.delete(target)         # the same offset range, read again
+            files.move_file(f"{staged}/{rel}", target)
+        files.delete(staged)
+    return {"path": args.dead_letter, "records": written,
+            "on_decode_error": args.on_decode_error}
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    jobkit.check_dead_letter(args)
+    if args.dead_letter and "://" not in args.dead_letter:
+        # the tasks resolve it too: a relative path would be their working directory's
+        args.dead_letter = os.path.abspath(args.dead_letter)
     if _preflight.export(args, reader_options(args)):       # before Spark starts
         summary = summary_of({"rows": 0, "topic_partitions": [], "dates": [], "first": None,
                               "last": None, "no_timestamp": 0}, args.output, 0.0)
@@ -258,24 +343,47 @@ def main(argv=None) -> int:
         for line in _replace.recover(files, args.output):     # a killed run's leftovers
             _say(args, line)
         fields = _preflight.value_schema(args.value_schema) if args.value_schema else []
-        df, observation = observe(build_frame(spark, args), fields)
+        run_id = _replace.new_run_id()
+        dead_files = dead_target = errors_seen = None
+        if args.dead_letter:
+            dead_files, dead_target = _dead_letter_begin(spark, args, run_id)
+            df, errors_seen = observe_decode_errors(
+                build_frame(spark, args, dead_target), args.on_decode_error)
+        else:
+            df = build_frame(spark, args)
+        df, observation = observe(df, fields)
         t0 = time.perf_counter()
-        target, run_id = args.output, None
-        if args.mode == "overwrite":        # written beside the old output, then swapped
-            run_id = _replace.new_run_id()
+        target, replacing = args.output, args.mode == "overwrite"
+        if replacing:                       # written beside the old output, then swapped
             target = _replace.sibling(args.output, _replace.NEW, run_id)
         try:
             (df.write.mode(args.mode).partitionBy("topic", "date")
              .option("compression", args.compression).parquet(target))
         except Exception:
-            if run_id is not None:      # a failed write leaves the old output alone
+            if replacing:               # a failed write leaves the old output alone
                 files.delete(target)
+            if dead_files is not None:
+                dead_files.delete(dead_target)
             raise
-        if run_id is not None:
+        dead = None
+        if dead_files is not None:
+            # checked and put in place before the output: a run killed between the two
+            # leaves the new dead letter beside the old output, never the reverse (a
+            # re-run replaces both)
+            try:
+                dead = _dead_letter_publish(dead_files, args, dead_target, run_id,
+                                            int(errors_seen.get["decode_errors"] or 0))
+            except Exception:
+                if replacing:
+                    files.delete(target)
+                raise
+        if replacing:
             _replace.swap_in(files, args.output, target, run_id)
         seconds = time.perf_counter() - t0
         metrics = observation.get
         summary = summary_of(metrics, args.output, seconds)
+        if dead is not None:
+            summary["dead_letter"] = dead
         absent = empty_fields(metrics, fields)
     if absent:
         summary["value_fields_never_present"] = absent

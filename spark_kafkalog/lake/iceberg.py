@@ -90,6 +90,8 @@ class ExportResult:
     seconds: float = 0.0
     attempts: int = 0
     notes: list[str] = field(default_factory=list)
+    #: with a dead letter: {"path", "records"} of this run's
+    dead_letter: dict | None = None
 
     def summary(self) -> dict:
         lost = [{"topic": r.topic, "partition": r.partition, "from": r.lost[0],
@@ -99,7 +101,8 @@ class ExportResult:
                 "snapshot_id": self.snapshot_id, "seconds": round(self.seconds, 3),
                 "topic_partitions": len(self.ranges),
                 "offsets": _ranges_doc(self.ranges),
-                "lost": lost, "notes": self.notes}
+                "lost": lost, "notes": self.notes,
+                **({} if self.dead_letter is None else {"dead_letter": self.dead_letter})}
 
 
 def _ranges_doc(ranges: Sequence[PartitionRange]) -> dict:
@@ -183,13 +186,16 @@ def export_topics(path, topics: Sequence[str], catalog, table, identifier: str, 
                   remote_storage: RemoteStorage | str | None = None,
                   remote_layout: str | None = None,
                   progress: Callable[[str], None] | None = None,
-                  fault: Callable[[str], None] | None = None) -> ExportResult:
+                  fault: Callable[[str], None] | None = None,
+                  dead_letter: str | None = None) -> ExportResult:
     """Export what ``topics`` of log dir(s) ``path`` hold past ``table``'s offsets into
     ``table`` (loaded from ``catalog`` as ``identifier``), in one commit. See the module
     docstring for the guarantees; errors: TableError, DataLossError, CommitConflictError
     (a concurrent commit overlapped ours in part), the reader's own. ``remote_storage``
     (a root URI or a RemoteStorage; ``remote_layout``): read the remote tier of tiered
-    storage too, as ``log.read_table`` does."""
+    storage too, as ``log.read_table`` does. ``dead_letter`` (a directory URI; ``shape``
+    a TypedRecords under onDecodeError null or skip): the records that do not decode are
+    written there (:class:`_DeadLetters`)."""
     t0 = time.perf_counter()
     shape = shape if shape is not None else RawRecords()
     say = progress or (lambda _line: None)
@@ -198,6 +204,8 @@ def export_topics(path, topics: Sequence[str], catalog, table, identifier: str, 
     storage = remote_storage if remote_storage is None or \
         isinstance(remote_storage, RemoteStorage) else \
         RemoteStorage(remote_storage, remote_layout, filesystem_options)
+    dead = None if dead_letter is None else _DeadLetters(dead_letter, shape,
+                                                         filesystem_options)
     for run in range(1, RUN_ATTEMPTS + 1):
         base = committed_offsets(table)
         ranges = plan_export(logdirs, topics, base, starting_offsets=starting_offsets,
@@ -212,16 +220,31 @@ def export_topics(path, topics: Sequence[str], catalog, table, identifier: str, 
             break
         say(f"exporting {sum(r.end - r.start for r in todo):,} offsets of "
             f"{len(todo)} topic-partitions into {identifier}")
-        files = _write_files(logdirs, todo, table, shape, run_id, result,
-                             isolation_level=isolation_level,
-                             fail_on_data_loss=fail_on_data_loss,
-                             window_records=window_records, storage=storage, say=say,
-                             hit=hit)
+        if dead is not None:
+            dead.begin(todo)
+        try:
+            files = _write_files(logdirs, todo, table, shape, run_id, result,
+                                 isolation_level=isolation_level,
+                                 fail_on_data_loss=fail_on_data_loss,
+                                 window_records=window_records, storage=storage, say=say,
+                                 hit=hit)
+        except BaseException:
+            if dead is not None:
+                dead.abort()
+            raise
+        if dead is not None:
+            dead.publish(result)
+            hit("dead-letter-written")
         try:
             _commit(catalog, table, identifier, base, todo, files, result, hit=hit,
                     say=say)
+            if dead is not None:
+                dead.settle(result, committed_offsets(catalog.load_table(identifier))
+                            if result.status != "committed" else None)
             break
         except _Overlap as lost:
+            if dead is not None:
+                dead.drop_own()
             if run == RUN_ATTEMPTS:
                 raise CommitConflictError(str(lost)) from lost.__cause__
             # part of our ranges is in the table now: start over from what it holds
@@ -229,6 +252,83 @@ def export_topics(path, topics: Sequence[str], catalog, table, identifier: str, 
             table = catalog.load_table(identifier)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+class _DeadLetters:
+    """The dead letter of an export (``log/read/dead_letter.py``): one file per
+    topic-partition range of the run, ``<topic>-<partition>-<start>-<end>.parquet``,
+    published before the Iceberg commit (a run killed after the commit has lost none).
+    A run starts at the offsets the table holds, so a re-run after a failed or killed
+    run starts where it did: after the commit, files of our topic-partitions with our
+    start and another end are such a run's leftovers and are deleted (a re-run never
+    duplicates). A run that loses to a concurrent one deletes its files unless the
+    winner committed the same range (the same file name: the same records)."""
+
+    def __init__(self, uri: str, shape, filesystem_options):
+        from spark_kafkalog.errors import InvalidOptionError
+        from spark_kafkalog.log.read.dead_letter import open_dead_letter_dir
+
+        if getattr(shape, "read", None) is None or shape.read.on_error == "fail":
+            raise InvalidOptionError("dead_letter: needs typed columns read with "
+                                     "on_decode_error null or skip")
+        self.shape = shape
+        self.fs, self.directory = open_dead_letter_dir(uri, filesystem_options,
+                                                       option="dead_letter")
+        self.sink, self.todo, self.uri = None, [], uri
+
+    def begin(self, todo) -> None:
+        from spark_kafkalog.log.read.dead_letter import DeadLetterSink
+
+        self.todo = list(todo)
+        self.sink = DeadLetterSink(self.fs, self.directory,
+                                   [(r.topic, r.partition, r.start, r.end) for r in todo])
+        self.shape.dead_letter = self.sink
+        self.counted = self.shape.decode_errors.total
+
+    def abort(self) -> None:
+        self.sink.abort()
+        self.shape.dead_letter = None
+
+    def publish(self, result) -> None:
+        """Publish the run's files after checking they hold every record counted bad."""
+        from spark_kafkalog.errors import InternalError
+
+        counted = self.shape.decode_errors.total - self.counted
+        if self.sink.rows != counted:
+            self.sink.abort()
+            raise InternalError(f"dead letter: {counted} records did not decode but "
+                                f"{self.sink.rows} were written; nothing published")
+        result.dead_letter = {"path": self.uri, "records": self.sink.commit()}
+        self.shape.dead_letter = None
+
+    def drop_own(self) -> None:
+        from spark_kafkalog.log.io.fs import delete_file
+
+        for path in self.sink.published:
+            delete_file(self.fs, path, missing_ok=True)
+
+    def settle(self, result, now: Committed | None) -> None:
+        """After the commit (``now``: the table's offsets when this run lost the race)."""
+        from spark_kafkalog.log.io.fs import delete_file
+        from spark_kafkalog.log.read.dead_letter import dead_letter_files, parse_dead_letter_name
+
+        if now is not None:             # lost: keep only a file the winner's range names
+            for r, path in self._own():
+                if now.next_offsets.get(r.topic, {}).get(r.partition) != r.end:
+                    delete_file(self.fs, path, missing_ok=True)
+            return
+        ours = {(r.topic, r.partition, r.start): r.end for r in self.todo}
+        for path in dead_letter_files(self.fs, self.directory):
+            t, q, start, end = parse_dead_letter_name(path.rsplit("/", 1)[-1])
+            if ours.get((t, q, start), end) != end:
+                delete_file(self.fs, path, missing_ok=True)
+
+    def _own(self):
+        from spark_kafkalog.log.read.dead_letter import parse_dead_letter_name
+
+        by_key = {(r.topic, r.partition, r.start, r.end): r for r in self.todo}
+        for path in self.sink.published:
+            yield by_key[parse_dead_letter_name(path.rsplit("/", 1)[-1])], path
 
 
 class _Overlap(Exception):
@@ -257,6 +357,8 @@ def _write_files(logdirs, todo, table, shape, run_id, result, *, isolation_level
             return
         window = shape.to_arrow(pa.concat_tables(pending))
         pending, pending_rows = [], 0
+        if not window.num_rows:
+            return                  # every record skipped (onDecodeError=skip): no file
         for data_file in _dataframe_to_data_files(table.metadata, window, table.io,
                                                   write_uuid=write_uuid, counter=counter):
             files.append(data_file)

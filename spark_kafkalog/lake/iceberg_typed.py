@@ -24,7 +24,7 @@ import pyarrow as pa
 from spark_kafkalog.errors import TableError
 from spark_kafkalog.format import record_schema
 from spark_kafkalog.lake.iceberg_table import RawRecords, check_schema
-from spark_kafkalog.typed.columns import TypedRead, typed_batches, typed_schema
+from spark_kafkalog.typed.columns import DecodeErrorCounts, TypedRead, typed_batches, typed_schema
 
 __all__ = ["TypedRecords", "schema_changes", "typed_records", "EVOLVE_ATTEMPTS"]
 
@@ -59,6 +59,11 @@ class TypedRecords(RawRecords):
         from pyiceberg.types import NestedField
 
         self.read = read
+        #: records that did not decode, over every window (onDecodeError null / skip)
+        self.decode_errors = DecodeErrorCounts(read.on_error)
+        #: called with each window's records that did not decode, raw and whole
+        #: (``log.read.dead_letter.DeadLetterSink``), or None
+        self.dead_letter = None
         self.typed = tuple(s.column for s in read.specs)
         base = RawRecords()
         arrow = typed_schema(record_schema(True), read)
@@ -132,7 +137,8 @@ class TypedRecords(RawRecords):
         raw = window.select(list(self.COLUMNS))
         raw = raw.set_column(raw.schema.get_field_index("headers"), "headers",
                              _headers_empty(raw.column("headers")))
-        batches = list(typed_batches(raw.to_batches(), self.read))
+        batches = list(typed_batches(raw.to_batches(), self.read, counts=self.decode_errors,
+                                     dead_letter=self.dead_letter))
         decoded = pa.Table.from_batches(batches, schema=typed_schema(raw.schema, self.read))
         columns = []
         for f in self.arrow_schema:

@@ -143,7 +143,8 @@ class KafkaLogDataSource(DataSource):
             return None
         planned = getattr(self, "_typed_plan", None)
         if planned is None or planned[0] != opts.typed:
-            planned = (opts.typed, plan_typed(opts))
+            from spark_kafkalog.spark.reader import open_logdirs
+            planned = (opts.typed, plan_typed(opts, open_logdirs(opts)))
             self._typed_plan = planned
         return planned[1]
 

@@ -267,6 +267,70 @@ def prefetched(make_iter, depth: int = PREFETCH_BATCHES) -> Iterator:
         worker.join()
 
 
+def with_registry_now(opts: ReadOptions, typed, logdirs, parts: list) -> list:
+    """``parts`` (just planned through ``logdirs``) carrying the typed read with the
+    registry read again through the same ``logdirs``: its topic bounded by the same
+    reading of the log's checkpoints as the data, one snapshot. ``schema()`` planned the
+    typed read (and Spark's schema) earlier, on a LogDirs of its own; a schema registered
+    between then and the data's pin may be named by records planned, and is seen (a
+    writer added; the reader schema stays the query's), while one registered after the
+    pin is not. The slices carry it because Spark ships the reader as it was before
+    ``partitions``."""
+    from dataclasses import replace
+
+    from spark_kafkalog.spark.typed_read import refresh_typed
+
+    now = refresh_typed(opts, typed, logdirs)
+    if now == typed:
+        return parts
+    out = []
+    for p in parts:
+        if isinstance(p, PackedSlices):
+            out.append(replace(p, slices=tuple(replace(s, typed=now) for s in p.slices)))
+        else:
+            out.append(replace(p, typed=now))
+    return out
+
+
+def with_dead_letter_headers(opts: ReadOptions, typed) -> ReadOptions:
+    """``opts`` to read the log with: headers included when a dead letter is written
+    (its records are whole) even if the read's rows leave them out."""
+    if typed is None or opts.typed is None or opts.typed.dead_letter is None or \
+            opts.include_headers:
+        return opts
+    from dataclasses import replace
+    return replace(opts, include_headers=True)
+
+
+def typed_output(batches, opts: ReadOptions, typed, slices) -> Iterator:
+    """``batches`` of ``slices`` with the typed columns decoded
+    (:func:`~spark_kafkalog.typed.columns.typed_batches`); with ``deadLetterPath``, the
+    records that do not decode written there, one file per slice with any
+    (``log/read/dead_letter.py``), published when the task has read its slices through
+    (or was closed early: what it read), dropped when it fails (a retry writes them)."""
+    from spark_kafkalog.typed.columns import typed_batches
+
+    dead = opts.typed.dead_letter if opts.typed is not None else None
+    if dead is None:
+        yield from typed_batches(batches, typed)
+        return
+    from spark_kafkalog.log.read.dead_letter import DeadLetterSink, open_dead_letter_dir
+
+    fs, directory = open_dead_letter_dir(dead, opts.filesystem_options)
+    sink = DeadLetterSink(fs, directory, [(s.topic, s.partition, s.start_offset,
+                                           s.end_offset) for s in slices])
+    try:
+        yield from typed_batches(batches, typed, dead_letter=sink,
+                                 drop_headers=not opts.include_headers)
+    except BaseException as err:
+        if isinstance(err, GeneratorExit):
+            sink.commit()
+        else:
+            sink.abort()
+        raise
+    sink.commit()
+
+
 class KafkaLogReader(DataSourceReader):
     """Batch reader without filter pushdown (what Spark gets when
     ``spark.sql.python.filterPushdown.enabled`` is false: Spark refuses a reader that
@@ -280,7 +344,11 @@ class KafkaLogReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         freeze_heap()
-        return list(plan(open_logdirs(self.opts), self.opts, self.pushdown))
+        logdirs = open_logdirs(self.opts)
+        parts = list(plan(logdirs, self.opts, self.pushdown))
+        if self.typed is None or not parts:
+            return parts
+        return with_registry_now(self.opts, self.typed, logdirs, parts)
 
     def read(self, partition: InputPartition) -> Iterator:
         freeze_heap()           # see spark/worker.py: Spark's gc.collect() after the task
@@ -292,16 +360,17 @@ class KafkaLogReader(DataSourceReader):
         else:
             return iter(())
         opts, pushdown, typed = self.opts, self.pushdown, self.typed
+        typed = slices[0].typed if slices and slices[0].typed is not None else typed
 
         def rows():
             logdirs = open_logdirs(opts)
+            source = with_dead_letter_headers(opts, typed)
             if len(slices) == 1:
-                batches = read_slice(logdirs, opts, slices[0], pushdown)
+                batches = read_slice(logdirs, source, slices[0], pushdown)
             else:
-                batches = coalesced(read_slices(logdirs, opts, slices, pushdown))
+                batches = coalesced(read_slices(logdirs, source, slices, pushdown))
             if typed is not None:
-                from spark_kafkalog.typed.columns import typed_batches
-                batches = typed_batches(batches, typed)
+                batches = typed_output(batches, opts, typed, slices)
             yield from batches
 
         if PREFETCH_BATCHES <= 0:

@@ -448,16 +448,18 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         typed = partition.typed if partition.typed is not None else self.typed
 
         def rows():
+            from spark_kafkalog.spark.reader import typed_output, with_dead_letter_headers
+
+            source = with_dead_letter_headers(opts, typed)
             if partition.tier is not None:
                 # a remote segment never changes: read it as a batch read does
                 from spark_kafkalog.spark.reader import open_logdirs, read_slice
-                batches = read_slice(open_logdirs(opts), opts, partition)
+                batches = read_slice(open_logdirs(opts), source, partition)
             else:
-                batches = read_live_slice(opts, partition)
+                batches = read_live_slice(source, partition)
             if typed is None:
                 return batches
-            from spark_kafkalog.typed.columns import typed_batches
-            return typed_batches(batches, typed)
+            return typed_output(batches, opts, typed, (partition,))
 
         if PREFETCH_BATCHES <= 0:
             return rows()

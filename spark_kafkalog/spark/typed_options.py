@@ -14,10 +14,14 @@ schemas come from: the log dir's own registry topic (``schemaRegistryTopic``, de
 serializers). Which schema the struct has: ``valueSubject`` (default ``<topic>-value``),
 ``valueSchemaVersion`` or ``valueSchemaId`` (default: the subject's latest version not
 soft-deleted). Bad records: ``onDecodeError`` = ``fail`` | ``null`` | ``skip``;
-``keepRawValue`` / ``keepRawKey`` keep the bytes beside the struct. Every problem raises
+``keepRawValue`` / ``keepRawKey`` keep the bytes beside the struct; ``deadLetterPath`` (with
+null or skip) has each task write the records it could not decode, raw and whole, as
+Parquet into that directory (``log/read/dead_letter.py``). Every problem raises
 :class:`InvalidOptionError` naming the option.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.spark.option_values import parse_bool, parse_int
@@ -42,6 +46,7 @@ TYPED_NAMES = {
     "ondecodeerror": "onDecodeError",
     "keeprawvalue": "keepRawValue", "keeprawkey": "keepRawKey",
     "valuemessage": "valueMessage", "keymessage": "keyMessage",
+    "deadletterpath": "deadLetterPath",
 }
 
 
@@ -77,5 +82,15 @@ def parse_typed_options(opts: dict[str, str]) -> TypedOptions | None:
                                      f"set valueFormat or keyFormat to avro, protobuf, "
                                      f"json or registry")
         return None
-    return make_typed(value, key, opts.get("ondecodeerror"), opts.get("schemaregistrytopic"),
-                      opts.get("schemaregistryurl"), opts.get("schemaregistrybasicauth"))
+    typed = make_typed(value, key, opts.get("ondecodeerror"), opts.get("schemaregistrytopic"),
+                       opts.get("schemaregistryurl"), opts.get("schemaregistrybasicauth"))
+    dead = opts.get("deadletterpath")
+    if dead is None:
+        return typed
+    if not dead.strip():
+        raise InvalidOptionError("deadLetterPath: expected a directory URI, got ''")
+    if typed.on_decode_error == "fail":
+        raise InvalidOptionError("deadLetterPath: needs onDecodeError=null or skip (under "
+                                 "fail the read stops at the first record that does not "
+                                 "decode)")
+    return replace(typed, dead_letter=dead.strip())

@@ -60,15 +60,13 @@ def _source(opts: ReadOptions, logdirs):
     return None
 
 
-def plan_typed(opts: ReadOptions, logdirs=None) -> TypedRead | None:
-    """The typed read of ``opts`` (None when both columns are binary), planned now."""
+def plan_typed(opts: ReadOptions, logdirs) -> TypedRead | None:
+    """The typed read of ``opts`` (None when both columns are binary), planned now on
+    ``logdirs`` (a ``LogDirs`` of ``opts.paths``)."""
     typed = opts.typed
     if typed is None:
         return None
     from spark_kafkalog.log.read.typed_plan import plan_typed_read
-    from spark_kafkalog.spark.reader import open_logdirs
-
-    logdirs = logdirs if logdirs is not None else open_logdirs(opts)
     source = _source(opts, logdirs)
     topics = read_topics(opts, logdirs)
     if not topics:
@@ -88,30 +86,15 @@ def refresh_typed(opts: ReadOptions, planned: TypedRead, logdirs) -> TypedRead:
     a new writer that cannot resolve to them raises SchemaResolutionError on the driver,
     before the micro-batch's tasks. The registry is read again (its topic, or its URL).
     A schema lookup that fails now (a subject deleted since) keeps the planned writers."""
-    from spark_kafkalog.log.read.typed_plan import resolve_column
+    from spark_kafkalog.log.read.typed_plan import with_writers_now
 
     try:
-        source = _source(opts, logdirs)
-        topics = read_topics(opts, logdirs)
-        specs = []
-        for spec in planned.specs:
-            col = opts.typed.value if spec.column == "value" else opts.typed.key
-            writers = dict(spec.writer_schemas or ())
-            named = dict(spec.named_types)
-            for t in sorted(set(topics)):
-                fresh = resolve_column(source, t, col)
-                writers.update(fresh.writer_schemas or ())
-                named.update(fresh.named_types)
-            new = replace(spec, writer_schemas=tuple(sorted(writers.items())) or None,
-                          named_types=tuple(sorted(named.items())))
-            if new != spec:
-                decoder_of(new)          # resolves every writer now, on the driver
-            specs.append(new)
+        return with_writers_now(planned, _source(opts, logdirs), read_topics(opts, logdirs),
+                                opts.typed.columns)
     except InvalidOptionError as err:
         log.warning("typed read: the registry's schemas could not be read again (%s); "
                     "decoding with the writer schemas known so far", err)
         return planned
-    return replace(planned, specs=tuple(specs))
 
 
 def typed_spark_schema(base: StructType, read: TypedRead | None) -> StructType:

@@ -50,7 +50,7 @@ import pyarrow as pa
 from spark_kafkalog.errors import TypedRecordError
 from spark_kafkalog.typed.avro_program import Program
 from spark_kafkalog.typed.avro_schema import Schema, avro_arrow_type, parse_schema
-from spark_kafkalog.typed.result import DecodeResult, binary_values, check_modes, error_column
+from spark_kafkalog.typed.result import DecodeResult, binary_values, check_modes
 
 __all__ = ["AvroDecoder", "DecodeResult", "avro_arrow_type", "parse_schema"]
 
@@ -107,15 +107,12 @@ class AvroDecoder:
         array = _assemble(self._program, cols, self._program.top)
         result = DecodeResult(array)
         if mode:
-            result.errors = _errors(len(values), bad)
+            result.set_errors(len(values), [
+                (row, f"{msg} (schema id {'none' if sid is None else sid}, byte {pos} of "
+                      f"the value)", sid, pos) for row, msg, sid, pos in bad])
         if mode == 2:
             result.kept = pa.array(kept.astype(bool), type=pa.bool_())
         return result
-
-
-def _errors(n: int, bad: list) -> pa.StringArray:
-    return error_column(n, [(row, f"{msg} (schema id {'none' if sid is None else sid}, "
-                                  f"byte {pos} of the value)") for row, msg, sid, pos in bad])
 
 
 def _assemble(program: Program, cols: list, ci: int) -> pa.Array:

@@ -8,7 +8,8 @@ struct (plus ``<column>_error`` under ``onDecodeError=null`` and ``<column>_raw`
 asked) and never drops or nulls a record silently: under ``fail`` the error names the
 topic, partition, offset, schema id and byte position in the value; under ``null`` /
 ``skip`` every bad record is counted per partition and :class:`DecodeErrorCounts` warns
-once per partition with the count.
+once per partition with the count, and, given a ``dead_letter`` callable, is handed to it
+raw and whole (:mod:`spark_kafkalog.typed.dead_letter`; the files are ``log/``'s).
 """
 from __future__ import annotations
 
@@ -194,8 +195,9 @@ def _fail_message(err: TypedRecordError, column: str, topic: str, partition: int
 
 def _decode_column(batch: pa.RecordBatch, spec: DecodeSpec, on_error: str,
                    target: pa.DataType | None):
-    """(decoded array, per-row error texts or None) of ``batch``'s column ``spec.column``;
-    under ``fail`` a bad record raises with its topic, partition and offset."""
+    """(decoded array, (per-row error texts, schema ids, byte positions), each None when
+    not under null/skip) of ``batch``'s column ``spec.column``; under ``fail`` a bad
+    record raises with its topic, partition and offset."""
     values = batch.column(spec.column)
     if spec.writer_schemas is None and spec.framing == "confluent" and \
             spec.schema_type != "AVRO":
@@ -214,10 +216,13 @@ def _decode_column(batch: pa.RecordBatch, spec: DecodeSpec, on_error: str,
         array = array.combine_chunks()
     if target is not None and array.type != target:
         array = array.cast(target)
-    errors = getattr(result, "errors", None)
-    if isinstance(errors, pa.ChunkedArray):
-        errors = errors.combine_chunks()
-    return array, errors
+    details = tuple(_combined(getattr(result, name, None))
+                    for name in ("errors", "schema_ids", "positions"))
+    return array, details
+
+
+def _combined(array):
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
 
 
 def _with_framed_ids(spec: DecodeSpec, values: pa.Array) -> DecodeSpec:
@@ -237,15 +242,18 @@ def _with_framed_ids(spec: DecodeSpec, values: pa.Array) -> DecodeSpec:
 
 
 def decode_batch(batch: pa.RecordBatch, read: TypedRead, schema: pa.Schema,
-                 counts: DecodeErrorCounts) -> pa.RecordBatch:
+                 counts: DecodeErrorCounts, dead_letter=None) -> pa.RecordBatch:
     """``batch`` (Spark's Kafka schema) with its typed columns decoded, as ``schema``
-    (:func:`typed_schema`); bad records as ``read.on_error`` says, counted in ``counts``."""
+    (:func:`typed_schema`); bad records as ``read.on_error`` says, counted in ``counts``
+    and, with ``dead_letter`` (a callable), handed to it raw and whole, one row per bad
+    record (:func:`~spark_kafkalog.typed.dead_letter.dead_letter_rows`)."""
     types = dict(read.arrow_types)
     decoded: dict[str, pa.Array] = {}
-    errors: dict[str, pa.Array | None] = {}
+    details: dict[str, tuple] = {}
     for spec in read.specs:
-        decoded[spec.column], errors[spec.column] = _decode_column(
+        decoded[spec.column], details[spec.column] = _decode_column(
             batch, spec, read.on_error, types.get(spec.column))
+    errors = {c: d[0] for c, d in details.items()}
     bad = None
     for column, err in errors.items():
         if err is None or err.null_count == len(err):
@@ -254,6 +262,9 @@ def decode_batch(batch: pa.RecordBatch, read: TypedRead, schema: pa.Schema,
         bad = mask if bad is None else pc.or_(bad, mask)
     if bad is not None:
         _count(batch, errors, bad, counts)
+        if dead_letter is not None:
+            from spark_kafkalog.typed.dead_letter import dead_letter_rows
+            dead_letter(dead_letter_rows(batch, bad, details))
     columns = []
     for f in schema:
         if f.name in decoded:
@@ -286,10 +297,14 @@ def _count(batch: pa.RecordBatch, errors: dict, bad: pa.Array,
 
 
 def typed_batches(batches: Iterable[pa.RecordBatch], read: TypedRead, *,
-                  counts: DecodeErrorCounts | None = None) -> Iterator[pa.RecordBatch]:
+                  counts: DecodeErrorCounts | None = None, dead_letter=None,
+                  drop_headers: bool = False) -> Iterator[pa.RecordBatch]:
     """Decode the typed columns of each of ``batches``; empty batches (all skipped) are
     dropped. When the batches end (or the consumer closes early), one warning per
-    partition for records read as null or skipped; ``counts`` (optional) receives them."""
+    partition for records read as null or skipped; ``counts`` (optional) receives them.
+    ``dead_letter`` (optional): called with each batch's bad records, raw and whole;
+    ``drop_headers``: the batches carry headers for the dead letter only, and the output
+    leaves them out."""
     counts = counts if counts is not None else DecodeErrorCounts(read.on_error)
     counts.on_error = read.on_error
     start = {k: v.count for k, v in counts.by_partition.items()}
@@ -297,8 +312,11 @@ def typed_batches(batches: Iterable[pa.RecordBatch], read: TypedRead, *,
     try:
         for batch in batches:
             if schema is None:
-                schema = typed_schema(batch.schema, read)
-            out = decode_batch(batch, read, schema, counts)
+                base = batch.schema
+                if drop_headers and "headers" in base.names:
+                    base = base.remove(base.get_field_index("headers"))
+                schema = typed_schema(base, read)
+            out = decode_batch(batch, read, schema, counts, dead_letter)
             if out.num_rows:
                 yield out
     finally:

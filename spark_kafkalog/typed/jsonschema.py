@@ -44,8 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_kafkalog.errors import (SchemaError, SchemaResolutionError, TypedRecordError)
-from spark_kafkalog.typed.result import (DecodeResult, binary_values, check_modes,
-                                         error_column)
+from spark_kafkalog.typed.result import DecodeResult, binary_values, check_modes
 
 __all__ = ["JsonSchemaDecoder", "DecodeResult", "json_arrow_type"]
 
@@ -265,9 +264,11 @@ class JsonSchemaDecoder:
             self._raise(min(bad), bad[min(bad)], sids)
         result = DecodeResult(array)
         if mode:
-            result.errors = error_column(n, [
-                (i, f"{t} (schema id "
-                    f"{'none' if sids is None or sids[i] < 0 else int(sids[i])})")
+            # no byte position: pyarrow's JSON parser reports none per row
+            def sid(i):
+                return None if sids is None or sids[i] < 0 else int(sids[i])
+            result.set_errors(n, [
+                (i, f"{t} (schema id {'none' if sid(i) is None else sid(i)})", sid(i), None)
                 for i, t in sorted(bad.items())])
         if mode == 2:
             keep = np.ones(n, dtype=bool)

@@ -55,8 +55,7 @@ import pyarrow as pa
 
 from spark_kafkalog.errors import SchemaResolutionError, TypedRecordError
 from spark_kafkalog.typed import proto_schema as ps
-from spark_kafkalog.typed.result import (DecodeResult, binary_values, check_modes,
-                                         error_column)
+from spark_kafkalog.typed.result import DecodeResult, binary_values, check_modes
 
 __all__ = ["ProtobufDecoder", "DecodeResult"]
 
@@ -141,7 +140,8 @@ class ProtobufDecoder:
         array = _assemble(self.plan, cols, self.plan.msgs[self.plan.top][ps.Plan.M_COL])
         result = DecodeResult(array)
         if mode:
-            result.errors = error_column(len(values), texts)
+            result.set_errors(len(values), [(row, text, b[3], b[4])
+                                            for (row, text), b in zip(texts, bad)])
         if mode == 2:
             result.kept = pa.array(kept.astype(bool), type=pa.bool_())
         return result

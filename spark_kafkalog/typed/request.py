@@ -141,6 +141,8 @@ class TypedOptions:
     registry_topic: str | None = None          # None: _schemas if present
     registry_url: str | None = None
     registry_auth: str | None = field(default=None, repr=False)
+    #: where the records that do not decode are written (``deadLetterPath``), or None
+    dead_letter: str | None = None
 
     @property
     def columns(self) -> tuple[TypedColumn, ...]:

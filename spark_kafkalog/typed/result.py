@@ -25,11 +25,25 @@ class DecodeResult:
             the bad rows are left out
     errors  under ``"null"``/``"skip"``: per input row, the error text (null where fine)
     kept    under ``"skip"``: per input row, whether it is in ``array``
+    schema_ids, positions
+            under ``"null"``/``"skip"``: per input row, the schema id read from the
+            framing and the byte of the value where decoding failed (null where the row
+            is fine, the value has no id, or the decoder knows no position): what a
+            dead-letter record keeps beside the error text
     """
 
     array: pa.Array
     errors: pa.StringArray | None = None
     kept: pa.BooleanArray | None = None
+    schema_ids: pa.Int32Array | None = None
+    positions: pa.Int64Array | None = None
+
+    def set_errors(self, n: int, bad: list[tuple[int, str, int | None, int | None]]) -> None:
+        """``errors``, ``schema_ids`` and ``positions`` of ``n`` rows from ``bad``:
+        ``(row, text, schema id or None, byte position or None)``, rows ascending."""
+        self.errors = error_column(n, [(r, t) for r, t, _, _ in bad])
+        self.schema_ids = _sparse(n, [(r, s) for r, _, s, _ in bad], pa.int32())
+        self.positions = _sparse(n, [(r, p) for r, _, _, p in bad], pa.int64())
 
 
 def check_modes(framing: str, on_error: str) -> int:
@@ -70,3 +84,17 @@ def error_column(n: int, bad: list[tuple[int, str]]) -> pa.StringArray:
         [pa.py_buffer(np.packbits(valid, bitorder="little")), pa.py_buffer(offsets),
          pa.py_buffer(b"".join(encoded))],
         null_count=n - len(bad))
+
+
+def _sparse(n: int, items: list[tuple[int, int | None]], type_: pa.DataType) -> pa.Array:
+    """An integer column of ``n`` rows: each ``(row, value)`` of ``items`` (value None:
+    stays null), null elsewhere. One Python int per bad row only."""
+    items = [(r, v) for r, v in items if v is not None]
+    if not items:
+        return pa.nulls(n, type_)
+    values = np.zeros(n, dtype=type_.to_pandas_dtype())
+    valid = np.zeros(n, dtype=bool)
+    rows = np.fromiter((r for r, _ in items), dtype=np.int64, count=len(items))
+    values[rows] = [v for _, v in items]
+    valid[rows] = True
+    return pa.array(values, type=type_, mask=~valid)

@@ -387,3 +387,58 @@ def test_conform_lays_an_older_struct_onto_the_tables_type():
     got = _conform(maps, pa.map_(pa.string(), wide))
     assert got.type == pa.map_(pa.string(), wide)
     assert got.to_pylist() == [[("a", {"x": 1, "y": None})], None]
+
+
+def test_dead_letter_once_across_a_run_killed_before_its_commit(tmp_path, capsys):
+    """``dead_letter``: the records that do not decode (the log's partition 1 offset 2,
+    then one more appended) written raw, published before the commit; a run killed
+    before its commit leaves its file, and the re-run from the same offsets (over a log
+    grown since) replaces it: each record once. The job says how many and where."""
+    b = _v1_log(tmp_path / "logs")
+    logs, dead, wh = b.uris(), tmp_path / "dead", tmp_path / "wh"
+    logdirs = LogDirs(logs)
+    shape = typed_records(logdirs, ["orders"], value_format="avro", on_decode_error="skip")
+    catalog = open_catalog(str(wh))
+    table = open_table(catalog, IDENT, shape)
+
+    def killed(phase):
+        if phase == "before-commit":
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        export_topics(logdirs, ["orders"], catalog, table, IDENT, shape=shape,
+                      dead_letter=str(dead), fault=killed, window_records=2)
+    assert sorted(p.name for p in dead.iterdir()) == [
+        "orders-1-00000000000000000000-00000000000000000003.parquet"]
+    assert catalog.load_table(IDENT).current_snapshot() is None
+    p1 = _part(b, "orders", 1)
+    late = b"\x00\x00\x00\x00\x01\x02"              # id 1, then a truncated long
+    p1.append([rec(None, late, ts=T0 + 9)])
+    p1.high_watermark = p1.log_end_offset
+    b.write()
+    code = run_job("export_iceberg", ["--path", logs, "--warehouse", str(wh), "--table",
+                                      IDENT, "--topic", "orders", "--value-format", "avro",
+                                      "--on-decode-error", "skip", "--dead-letter", str(dead),
+                                      "--no-progress"])
+    assert code == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.endswith(f"; 2 records that did not decode written raw to {dead}"), line
+    assert sorted(p.name for p in dead.iterdir()) == [
+        "orders-1-00000000000000000000-00000000000000000004.parquet"]
+    import pyarrow.parquet as pq
+    t = pq.read_table(str(dead))
+    assert t.column("offset").to_pylist() == [2, 3]
+    assert t.column("value").to_pylist() == [b"\x07not avro", late]
+    assert t.column("value_schema_id").to_pylist() == [None, 1]
+    rows = catalog.load_table(IDENT).scan().to_arrow()
+    assert sorted(zip(rows.column("partition").to_pylist(), rows.column("offset").to_pylist())) \
+        == [(0, o) for o in range(5)] + [(1, 0), (1, 1)]
+
+
+def test_dead_letter_refused_with_fail_before_the_catalog(tmp_path, capsys):
+    logs = str(tl.build(tmp_path / "logs"))
+    code = run_job("export_iceberg", ["--path", logs, "--warehouse", str(tmp_path / "wh"),
+                                      "--table", IDENT, "--topic", "orders", "--value-format",
+                                      "avro", "--dead-letter", str(tmp_path / "d")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--dead-letter needs --on-decode-error skip or null" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "wh").exists()

@@ -363,3 +363,48 @@ def test_protobuf_writer_in_avro_subject_refused_before_any_task(spark, pj_logs)
     assert "subject mixed-value version 1 (id 31)" in str(e.value)
     assert "has schema type PROTOBUF" in str(e.value)
     assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs_before
+
+
+def test_batch_registry_read_with_the_data_pinned(tmp_path):
+    """Reader protocol called directly (no session). ``schema()`` reads ``_schemas``
+    first; a version registered after it and used by records before ``partitions()``
+    pins the data is in the typed read the slices carry (the registry is read again
+    after the pin), so those records decode (fastavro's resolution to the query's v2);
+    a version registered after ``partitions()`` names no record planned and is not in
+    the planned read."""
+    import pyarrow as pa
+
+    from tests.log.logbuilder import LogDirBuilder, rec
+    from tests.typed import registry_records as rr
+
+    b = LogDirBuilder(tmp_path / "logs")
+    reg = b.partition("_schemas", 0)
+    reg.append([rec(k, v, ts=500) for k, v in tl.registry_records()])
+    p0 = b.partition("orders", 0)
+    p0.append([rec(k, v, ts=1000) for k, v in tl.order_records()[0]])
+    for _, p in b.parts:
+        p.high_watermark = p.log_end_offset
+    b.write()
+    ds = KafkaLogDataSource({"path": str(b.roots[0]), "subscribe": "orders",
+                             "valueFormat": "avro"})
+    reader = ds.reader(ds.schema())
+    shipped = pickle.loads(pickle.dumps(reader))     # what executors get: before partitions()
+
+    def register_and_write(version, sid, records):
+        reg.append([rec(rr.schema_key("orders-value", version),
+                        rr.schema_value("orders-value", version, sid, tl.text(tl.V3)),
+                        ts=600)])
+        p0.append([rec(k, v, ts=2000) for k, v in records])
+        for _, p in b.parts:
+            p.high_watermark = p.log_end_offset
+        b.write()
+
+    register_and_write(3, 7, tl.EVOLVED)              # between schema() and partitions()
+    parts = reader.partitions()
+    register_and_write(4, 8, [(None, b"\x00\x00\x00\x00\x08" + tl.avro(tl.V3, {
+        "id": 1, "amount": 1, "note": None, "tags": [], "currency": "X"}))])
+    got = [v for p in parts
+           for v in pa.Table.from_batches(list(shipped.read(p))).column("value").to_pylist()]
+    assert got == [tl.resolve(v) for _, v in tl.order_records()[0] + tl.EVOLVED]
+    carried = {i for p in parts for i, _ in p.typed.specs[0].writer_schemas}
+    assert 7 in carried and 8 not in carried

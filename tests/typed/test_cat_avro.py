@@ -89,8 +89,6 @@ def test_cat_avro_bad_records(logs):
 
 
 def test_cat_avro_usage_errors(logs, tmp_path):
-    code, _, err = cat(logs, "-t", "orders", "-s", "avro", "-J")
-    assert code != 0 and "-J is not supported yet" in err
     code, _, err = cat(logs, "-t", "orders", "-r", "http://127.0.0.1:1")
     assert code != 0 and "-r" in err
     bare = tmp_path / "bare"
@@ -107,3 +105,51 @@ def test_jansson_number_and_string_rules():
     # JSON_ENSURE_ASCII: upper-case \u escapes, surrogate pairs; "/" not escaped
     assert json_string("é/\x01\U0001F600") == '"\\u00E9/\\u0001\\uD83D\\uDE00"'
     assert json.loads(json_string("é/\x01\U0001F600")) == "é/\x01\U0001F600"
+
+
+def test_cat_avro_json_envelope(logs):
+    """``-s avro -J``: kcat's json.c envelope (topic, partition, offset, tstype, ts,
+    broker, key, payload, in that order), the Avro key and value as their JSON (fastavro's
+    encoding, parsed) followed by key_schema_id / value_schema_id, taken from the bytes."""
+    code, out, err = cat(logs, "-t", "orders", "-s", "key=avro", "-s", "value=avro", "-J")
+    assert code == 0, err
+    got = [json.loads(line) for line in out.splitlines()]
+    # the broker id is the log dir's (meta.properties), as plain -J prints it
+    broker = json.loads(cat(logs, "-t", "orders", "-J", "-c", "1")[1].splitlines()[0])["broker"]
+    want = []
+    for q, recs in sorted(tl.order_records().items()):
+        half = len(recs) // 2
+        for o, (k, v) in enumerate(recs):
+            env = {"topic": "orders", "partition": q, "offset": o, "tstype": "create",
+                   "ts": (1000 if o < half else 2000 - half) + o, "broker": broker,
+                   "key": None if k is None else json.loads(kcat_json(k))}
+            if k is not None:
+                env["key_schema_id"] = int.from_bytes(k[1:5], "big")
+            env["payload"] = None if v is None else json.loads(kcat_json(v))
+            if v is not None:
+                env["value_schema_id"] = int.from_bytes(v[1:5], "big")
+            want.append(env)
+    assert [list(g) for g in got] == [list(w) for w in want]      # kcat's field order
+    assert got == want
+
+
+def test_cat_avro_json_envelope_bad_records(logs):
+    """A value that does not decode: kcat exits on it (the records before it printed),
+    or with -E prints it with a null payload and payload_error, and says so on stderr."""
+    recs = tl.bad_records()
+    code, out, err = cat(logs, "-t", "orders_bad", "-s", "value=avro", "-J")
+    assert code != 0 and "at offset 1" in err
+    assert [json.loads(line)["payload"] for line in out.splitlines()] == [
+        json.loads(kcat_json(recs[0][1]))]
+    code, out, err = cat(logs, "-t", "orders_bad", "-s", "value=avro", "-J", "-E")
+    assert code == 0, err
+    got = [json.loads(line) for line in out.splitlines()]
+    assert [g["offset"] for g in got] == [0, 1, 2, 3, 4]
+    assert [g["payload"] for g in got] == [json.loads(kcat_json(recs[0][1])), None, None,
+                                           None, json.loads(kcat_json(recs[4][1]))]
+    assert [g.get("value_schema_id") for g in got] == [2, None, None, None, 1]
+    assert "Invalid CP1 magic byte 7, expected 0" in got[1]["payload_error"]
+    assert all("payload_error" in g for g in got[1:4]) and "payload_error" not in got[0]
+    assert list(got[1])[-2:] == ["payload", "payload_error"]
+    assert got[0]["key"] is None and "key_schema_id" not in got[0]
+    assert len([ln for ln in err.splitlines() if ln.startswith("% ERROR")]) == 3

@@ -238,3 +238,42 @@ def test_key_only_typed_with_null_mode_and_raw_key(logs):
     assert t.column("key_error").null_count == t.num_rows      # null keys are no error
     assert t.column("key_raw").to_pylist() == keys
     assert t.column("value").type == "binary"
+
+
+def test_registry_and_data_read_as_one_snapshot(tmp_path, monkeypatch):
+    """A version registered after ``read_table`` read ``_schemas``, and records written
+    with it, before the data read starts (the producer runs inside the data read's call):
+    the data read is bounded by the log's state as the registry read took it (one
+    LogDirs, its checkpoints read once), so it neither holds those records nor fails on
+    their id; the next read sees both (fastavro resolves every record to v3, now latest)."""
+    from spark_kafkalog.log.read import reader as data_reader
+    from tests.log.logbuilder import LogDirBuilder, rec
+    from tests.typed import registry_records as rr
+
+    b = LogDirBuilder(tmp_path / "logs")
+    reg = b.partition("_schemas", 0)
+    reg.append([rec(k, v, ts=500) for k, v in tl.registry_records()])
+    p0 = b.partition("orders", 0)
+    p0.append([rec(k, v, ts=1000) for k, v in tl.order_records()[0]])
+    for _, p in b.parts:
+        p.high_watermark = p.log_end_offset
+    b.write()
+    real = data_reader.read_table
+
+    def producer_then_read(*args, **kwargs):
+        reg.append([rec(rr.schema_key("orders-value", 3),
+                        rr.schema_value("orders-value", 3, 7, tl.text(tl.V3)), ts=600)])
+        p0.append([rec(k, v, ts=2000) for k, v in tl.EVOLVED])
+        for _, p in b.parts:
+            p.high_watermark = p.log_end_offset
+        b.write()
+        monkeypatch.setattr(data_reader, "read_table", real)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(data_reader, "read_table", producer_then_read)
+    before = [tl.resolve(v) for _, v in tl.order_records()[0]]
+    t = read_table(str(b.roots[0]), "orders", value_format="avro")
+    assert t.column("value").to_pylist() == before
+    t = read_table(str(b.roots[0]), "orders", value_format="avro")   # now v3 is latest
+    assert t.column("value").to_pylist() == [
+        tl.resolve(v, reader=tl.V3) for _, v in tl.order_records()[0] + tl.EVOLVED]

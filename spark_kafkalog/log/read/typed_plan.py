@@ -239,3 +239,28 @@ def plan_typed_read(source, topics: Sequence[str], columns: Sequence[TypedColumn
             raise SchemaError(f"{col.column}: {err.reason} ({spec.origin})") from err
         specs.append(spec)
     return TypedRead(tuple(specs), on_error)
+
+
+def with_writers_now(planned: TypedRead, source, topics: Sequence[str],
+                     columns: Sequence[TypedColumn], names=spark_name) -> TypedRead:
+    """``planned`` with the writer schemas ``source`` (the registry read again, now) holds
+    for ``topics`` added, the reader schemas unchanged: the registry as of a moment after
+    the data read pinned its end offsets, so every schema a planned record names is there
+    (a producer registers a schema before writing with it). A new writer that cannot
+    resolve to the reader schema raises SchemaResolutionError, as at planning."""
+    by_column = {c.column: c for c in columns}
+    specs = []
+    for spec in planned.specs:
+        writers = dict(spec.writer_schemas or ())
+        named = dict(spec.named_types)
+        for t in sorted(set(topics)):
+            fresh = resolve_column(source, t, by_column[spec.column], names)
+            writers.update(fresh.writer_schemas or ())
+            named.update(fresh.named_types)
+        new = replace(spec, writer_schemas=tuple(sorted(writers.items())) or None,
+                      named_types=tuple(sorted(named.items())))
+        if new != spec:
+            decoder_of(new)          # resolves every writer now
+        specs.append(new)
+    return replace(planned, specs=tuple(specs))
+

@@ -100,6 +100,9 @@ def read_table(path, topic: str, *, value_format: str = "binary", key_format: st
                                 remote_layout=kwargs.get("remote_layout"),
                                 topic_option="schema_registry_topic")
     read = plan_typed_read(source, [topic], typed.columns, typed.on_decode_error, _name)
+    # the same LogDirs: the registry topic and the data are bounded by one reading of the
+    # log's checkpoint files (cached by the LogDirs): one snapshot, so no record read
+    # names a schema registered after the registry's bound
     table = _reader.read_table(logdirs, topic, **kwargs)
     schema = typed_schema(record_schema(kwargs.get("include_headers", True)), read)
     batches = list(typed_batches(table.to_batches(), read, counts=decode_errors))
