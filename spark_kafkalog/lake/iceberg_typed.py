@@ -53,14 +53,17 @@ class TypedRecords(RawRecords):
     new table gets; after :meth:`adopt`, :meth:`to_arrow` writes in the table's own
     (possibly wider, evolved) schema."""
 
-    def __init__(self, read: TypedRead):
+    def __init__(self, read: TypedRead, mode: str = "append"):
         from pyiceberg.catalog import Catalog
         from pyiceberg.schema import Schema, assign_fresh_schema_ids
         from pyiceberg.types import NestedField
 
         self.read = read
         self.typed = tuple(s.column for s in read.specs)
-        base = RawRecords()
+        if mode == "upsert" and "key" in self.typed:
+            _typed_key_upsert()
+        base = RawRecords(mode)
+        self.mode = mode
         arrow = typed_schema(record_schema(True), read)
         self.extra = tuple(n for n in arrow.names if n not in self.COLUMNS)
         fields = []
@@ -76,7 +79,8 @@ class TypedRecords(RawRecords):
             t = Catalog._convert_schema_if_needed(
                 pa.schema([pa.field(name, arrow.field(name).type)])).fields[0]
             fields.append(NestedField(-1, name, t.field_type, required=False))
-        self.schema = assign_fresh_schema_ids(Schema(*fields))
+        self.schema = assign_fresh_schema_ids(Schema(
+            *fields, identifier_field_ids=base.schema.identifier_field_ids))
         self.arrow_schema = None
 
     def adopt(self, table, identifier: str):
@@ -143,6 +147,13 @@ class TypedRecords(RawRecords):
             else:
                 columns.append(pa.nulls(decoded.num_rows, f.type))
         return pa.Table.from_arrays(columns, schema=self.arrow_schema)
+
+
+def _typed_key_upsert():
+    # Iceberg's identifier fields are required primitives; a decoded key is an optional
+    # struct (a key that does not decode is null)
+    raise TableError("--mode upsert takes raw keys only (the table's identifier fields "
+                     "are topic, partition and the key bytes); leave out --key-format")
 
 
 def _headers_empty(headers: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -248,13 +259,14 @@ def typed_records(logdirs, topics, *, value_format: str = "binary",
                   schema_registry_url: str | None = None,
                   schema_registry_topic: str | None = None,
                   remote_storage=None, remote_layout: str | None = None,
-                  **column_options) -> RawRecords:
+                  mode: str = "append", **column_options) -> RawRecords:
     """The shaper of an export of ``topics`` of ``logdirs`` (a ``LogDirs``): RawRecords
     when both formats are ``binary``, else :class:`TypedRecords` with the read planned
     as ``log.read_table(..., value_format=...)`` plans it (the same keywords and checks:
     ``value_subject``, ``value_schema_version``, ``value_schema_id``, ``value_schema``,
     ``value_framing`` and their ``key_`` twins), every writer schema resolved to the
-    reader schema before anything is read (SchemaResolutionError, InvalidOptionError)."""
+    reader schema before anything is read (SchemaResolutionError, InvalidOptionError).
+    ``mode``: the table's, ``append`` or ``upsert`` (raw keys only)."""
     from spark_kafkalog.errors import InvalidOptionError
     from spark_kafkalog.log.read.typed_plan import open_schema_source, plan_typed_read
     from spark_kafkalog.log.read.typed_table import _name, _registry_name
@@ -277,7 +289,9 @@ def typed_records(logdirs, topics, *, value_format: str = "binary",
             raise InvalidOptionError("on_decode_error / schema_registry_url apply to typed "
                                      "columns; set value_format or key_format to avro or "
                                      "registry")
-        return RawRecords()
+        return RawRecords(mode)
+    if mode == "upsert" and "key" in {c.column for c in columns}:
+        _typed_key_upsert()         # before the schemas are read
     cols = {c.column: c for c in columns}
     typed = make_typed(cols.get("value"), cols.get("key"), on_decode_error,
                        schema_registry_topic, schema_registry_url, None,
@@ -287,4 +301,4 @@ def typed_records(logdirs, topics, *, value_format: str = "binary",
                                 remote_storage=remote_storage, remote_layout=remote_layout,
                                 topic_option="schema_registry_topic")
     return TypedRecords(plan_typed_read(source, list(topics), typed.columns,
-                                        typed.on_decode_error, _name))
+                                        typed.on_decode_error, _name), mode)
