@@ -89,11 +89,11 @@ def compacted(b: LogDirBuilder, below_active: bool = False) -> list[tuple]:
     return sorted(out, key=lambda r: r[:3])
 
 
-def _export(logs, wh: Path, **kw):
+def _export(logs, wh: Path, topics=("t",), **kw):
     catalog = open_catalog(str(wh))
     shape = RawRecords("upsert")
     table = open_table(catalog, IDENT, shape, partition_by=kw.pop("partition_by", "day"))
-    return export_topics(logs, ["t"], catalog, table, IDENT, shape=shape, **kw)
+    return export_topics(logs, list(topics), catalog, table, IDENT, shape=shape, **kw)
 
 
 def _table(wh: Path):
@@ -237,6 +237,56 @@ def test_equal_to_our_offline_compaction(spark, tmp_path):
         latest[(r[1], r[5])] = r
     assert sorted(latest.values(), key=lambda r: r[:3]) == _py_rows(tmp_path / "wh") \
         == compacted(b)
+
+
+def test_concurrent_runs_rewriting_the_same_file(tmp_path):
+    """Runs on topics x and y at once, both rewriting the one data file that holds both
+    topics' rows: one commits; the other's overwrite finds that file gone, deletes its
+    own files and runs again from the new table. The table is both compactions."""
+    import threading
+
+    rng = random.Random(7)
+    b = LogDirBuilder(tmp_path / "logs")
+    for topic in ("x", "y"):
+        b.partition(topic, 0)
+    for _, p in b.parts:
+        p.append(_batch(rng, 30, T0))
+        p.high_watermark = p.log_end_offset
+    b.write()
+    wh = tmp_path / "wh"
+    _export(b.uris(), wh, topics=("x", "y"), partition_by="none")
+    assert len(list(_table(wh).scan().plan_files())) == 1
+    for _, p in b.parts:
+        p.append(_batch(rng, 30, T0 + 1000))
+        p.high_watermark = p.log_end_offset
+    b.write()
+    barrier = threading.Barrier(2, timeout=60)
+    results, lines, errors = {}, [], []
+
+    def run(topic):
+        first = []
+
+        def fault(phase):
+            if phase == "before-commit" and not first:
+                first.append(phase)
+                barrier.wait()
+        try:
+            results[topic] = _export(b.uris(), wh, topics=(topic,), fault=fault,
+                                     progress=lines.append, partition_by="none")
+        except BaseException as err:       # reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in ("x", "y")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert {r.status for r in results.values()} == {"committed"}
+    assert any("removed a data file this run rewrites" in ln for ln in lines), lines
+    assert _py_rows(wh) == compacted(b)
+    listed = {task.file.file_path for task in _table(wh).scan().plan_files()}
+    assert listed <= {f"file://{p}" for p in wh.rglob("*.parquet")}
 
 
 def _job(tmp_path, *extra):
