@@ -17,6 +17,9 @@ partition, offset. The catalog: an embedded SQL catalog on SQLite in ``--warehou
 SQLAlchemy URI). Reads read_committed by default (``--isolation-level``) up to the last
 stable offset; ``--remote-storage`` adds the remote tier of tiered storage. No Spark: the
 log is read and the Parquet written in this process.
+With ``--value-schema 'id long, name string'`` (a Spark DDL) the JSON values are parsed
+into those columns beside the raw value (a value that is not JSON of the schema, or a
+tombstone, gives nulls), as export_parquet's ``--value-schema`` does with Spark.
 With ``--value-format avro`` (``--key-format``; ``registry``) the column is the struct the
 subject's latest schema decodes to (schemas from the log dir's ``_schemas`` unless
 ``--schema-registry-url``; ``--option valueSubject=...`` and the other typed read options
@@ -88,6 +91,9 @@ def build_parser() -> jobkit.JobParser:
     ap.add_argument("--remote-layout", metavar="TEMPLATE",
                     help="with --remote-storage: the remote objects' path template "
                          "(default LocalTieredStorage's)")
+    ap.add_argument("--value-schema", metavar="DDL",
+                    help="Spark DDL of JSON values, parsed into columns beside the raw "
+                         "value (e.g. 'id long, name string')")
     jobkit.add_typed_formats(ap)
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="a typed read option (repeatable): "
@@ -200,9 +206,9 @@ def main(argv=None) -> int:
         raise jobkit.JobInputError("--mode upsert holds what compaction leaves, never an "
                                    "aborted record: leave out --isolation-level "
                                    "read_uncommitted")
-    shape = typed_records(logdirs, topics, remote_storage=args.remote_storage,
-                          remote_layout=args.remote_layout, mode=args.mode,
-                          **typed_keywords(args))
+    shape = _json_shape(args) if args.value_schema is not None else typed_records(
+        logdirs, topics, remote_storage=args.remote_storage,
+        remote_layout=args.remote_layout, mode=args.mode, **typed_keywords(args))
     catalog = open_catalog(args.warehouse, args.catalog_uri, args.catalog_name,
                            jobkit.parse_kv(args.catalog_property, "--catalog-property"))
     table = open_table(catalog, args.table, shape, partition_by=args.partition_by,
@@ -216,6 +222,26 @@ def main(argv=None) -> int:
     summary = result.summary()
     jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0
+
+
+def _json_shape(args):
+    """``--value-schema``: the shaper that parses JSON values by it (checked without a
+    JVM by ``jobs._ddl``); refused with a typed format."""
+    from spark_kafkalog.jobs._ddl import DDLError, arrow_schema
+    from spark_kafkalog.lake.iceberg_json import JsonValueRecords
+
+    typed = [f"--{c}-format {v}" for c, v in (("value", args.value_format),
+                                              ("key", args.key_format))
+             if v not in (None, "binary")]
+    if typed or args.option or args.on_decode_error:
+        given = typed[0] if typed else "--option" if args.option else "--on-decode-error"
+        raise jobkit.JobInputError(f"--value-schema (JSON values) and {given}: give one")
+    try:
+        schema = arrow_schema(args.value_schema)
+    except DDLError as err:
+        raise jobkit.JobInputError(f"--value-schema is not a schema the export takes: "
+                                   f"{err} (e.g. 'id long, name string')") from None
+    return JsonValueRecords(schema, args.mode)
 
 
 def _user_topics(logdirs) -> list[str]:

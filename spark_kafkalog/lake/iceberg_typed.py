@@ -53,6 +53,9 @@ class TypedRecords(RawRecords):
     new table gets; after :meth:`adopt`, :meth:`to_arrow` writes in the table's own
     (possibly wider, evolved) schema."""
 
+    #: what the columns come from, as a refusal names it
+    SOURCE = "the subject's schema"
+
     def __init__(self, read: TypedRead, mode: str = "append"):
         from pyiceberg.catalog import Catalog
         from pyiceberg.schema import Schema, assign_fresh_schema_ids
@@ -104,7 +107,7 @@ class TypedRecords(RawRecords):
         for attempt in range(1, EVOLVE_ATTEMPTS + 1):
             problems, added = schema_changes(table.schema(), self.schema)
             if problems:
-                raise TableError(f"table {identifier} cannot take the subject's schema: "
+                raise TableError(f"table {identifier} cannot take {self.SOURCE}: "
                                  f"{problems[0]}" + (f" (and {len(problems) - 1} more)"
                                                      if len(problems) > 1 else ""))
             if not added:
@@ -138,15 +141,21 @@ class TypedRecords(RawRecords):
                              _headers_empty(raw.column("headers")))
         batches = list(typed_batches(raw.to_batches(), self.read))
         decoded = pa.Table.from_batches(batches, schema=typed_schema(raw.schema, self.read))
-        columns = []
-        for f in self.arrow_schema:
-            if f.name in decoded.column_names:
-                col = decoded.column(f.name)
-                columns.append(pa.chunked_array([_conform(c, f.type) for c in col.chunks],
-                                                f.type))
-            else:
-                columns.append(pa.nulls(decoded.num_rows, f.type))
-        return pa.Table.from_arrays(columns, schema=self.arrow_schema)
+        return laid_out(decoded, self.arrow_schema)
+
+
+def laid_out(decoded: pa.Table, arrow_schema: pa.Schema) -> pa.Table:
+    """``decoded``'s columns in the table's Arrow schema, by name (struct fields too); a
+    column or field the table has and ``decoded`` does not, as nulls."""
+    columns = []
+    for f in arrow_schema:
+        if f.name in decoded.column_names:
+            col = decoded.column(f.name)
+            columns.append(pa.chunked_array([_conform(c, f.type) for c in col.chunks],
+                                            f.type))
+        else:
+            columns.append(pa.nulls(decoded.num_rows, f.type))
+    return pa.Table.from_arrays(columns, schema=arrow_schema)
 
 
 def _typed_key_upsert():
