@@ -31,8 +31,8 @@ Offsets deleted by retention before they were exported fail the run
 (``--fail-on-data-loss false`` skips them and lists them in the summary).
 ``--mode upsert`` (a compacted topic) makes the table hold the latest value per key, as
 Kafka's log compaction leaves the topic: each run's last record per key replaces the
-row of that key (topic, partition, key: the table's identifier fields), a tombstone
-deletes it, a record without a key is skipped and counted; copy-on-write, one commit per
+row of that key (topic, partition, key: the table's identifier fields; with a typed key,
+its bytes in ``key_raw``), a tombstone deletes it, a record without a key is skipped and counted; copy-on-write, one commit per
 run. A table keeps the mode it was created with (``kafkalog.mode``): the other is refused
 before anything is written. ``--target-file-size`` sets the table's
 ``write.target-file-size-bytes``, which the export's data files aim at (on disk).

@@ -208,7 +208,7 @@ def export_topics(path, topics: Sequence[str], catalog, table, identifier: str, 
     upsert read read_uncommitted, is a TableError before anything is read."""
     t0 = time.perf_counter()
     shape = shape if shape is not None else RawRecords()
-    check_mode(table, shape.mode, identifier)
+    check_mode(table, shape.mode, identifier, shape.identifier_columns)
     upsert = shape.mode == "upsert"
     if upsert and isolation_level != "read_committed":
         raise TableError(f"{identifier}: an upsert table holds what compaction leaves, "

@@ -61,6 +61,7 @@ class JsonValueRecords(TypedRecords):
             raise TableError("--value-schema names no field")
         base = RawRecords(mode)
         self.mode = mode
+        self.identifier_columns = base.identifier_columns
         self.read = None
         self.typed = ()
         self.extra = tuple(value_schema.names)

@@ -23,7 +23,9 @@ the history; a table without the property is one) or ``upsert`` (the latest valu
 key, as Kafka's log compaction leaves a topic; ``iceberg_upsert``). An upsert table's
 ``key`` column is required and, with ``topic`` and ``partition``, its Iceberg
 identifier fields (``identifier-field-ids``): compaction keeps one record per key per
-partition. A run in one mode refuses a table of the other before anything is written.
+partition. With a typed key (a struct, optional: Iceberg cannot take it as an
+identifier) the key's bytes are kept in a required ``key_raw`` column, the identifier
+in its place — Kafka's compaction compares key bytes too. A run in one mode refuses a table of the other before anything is written.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ from spark_kafkalog.errors import TableError
 
 __all__ = ["OFFSETS_KEY", "NEXT_OFFSETS_KEY", "RUN_ID_KEY", "MODE_KEY", "MODES", "RawRecords",
            "Committed", "committed_offsets", "open_catalog", "open_table", "offsets_json",
-           "parse_offsets_json", "table_mode", "CATALOG_FILE", "TARGET_FILE_SIZE"]
+           "parse_offsets_json", "table_mode", "CATALOG_FILE", "TARGET_FILE_SIZE", "KEY_RAW"]
 
 OFFSETS_KEY = "kafkalog.offsets"
 NEXT_OFFSETS_KEY = "kafkalog.next-offsets"
@@ -51,6 +53,9 @@ MODES = ("append", "upsert")
 TARGET_FILE_SIZE = "write.target-file-size-bytes"
 #: an upsert table's identifier fields: compaction keeps one record per key per partition
 IDENTIFIER_COLUMNS = ("topic", "partition", "key")
+#: the column of an upsert table with a typed key that holds the key's bytes, its
+#: identifier field in place of ``key`` (a decoded key is an optional struct)
+KEY_RAW = "key_raw"
 #: the embedded catalog's SQLite file, in the warehouse directory
 CATALOG_FILE = "kafkalog-catalog.db"
 #: partitioning choices: day(timestamp) always, and optionally the Kafka partition
@@ -110,6 +115,8 @@ class RawRecords:
         if mode not in MODES:
             raise TableError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
         self.mode = mode
+        #: the identifier fields of an upsert table of these rows
+        self.identifier_columns = IDENTIFIER_COLUMNS
         self.schema = _schema(mode == "upsert")
         self.arrow_schema = schema_to_pyarrow(self.schema, include_field_ids=True)
 
@@ -262,7 +269,7 @@ def open_table(catalog, identifier: str, shape: RawRecords | None = None, *,
         raise
     except Exception as err:
         raise TableError(f"table {identifier}: catalog failed: {_first_line(err)}") from err
-    check_mode(table, shape.mode, identifier)
+    check_mode(table, shape.mode, identifier, shape.identifier_columns)
     if partition_by is not None:
         check_spec(table, partition_by, identifier)
     table = shape.adopt(table, identifier)
@@ -282,9 +289,11 @@ def table_mode(table) -> str:
     return table.properties.get(MODE_KEY, "append")
 
 
-def check_mode(table, mode: str, identifier: str) -> None:
+def check_mode(table, mode: str, identifier: str,
+               columns: tuple = IDENTIFIER_COLUMNS) -> None:
     """A run in ``mode`` can write ``table``: the same mode, and an upsert table's
-    identifier fields are topic, partition, key. Else a TableError saying which."""
+    identifier fields are ``columns`` (topic, partition, key; ``key_raw`` for a typed
+    key). Else a TableError saying which."""
     have = table_mode(table)
     if have != mode:
         hint = ("its rows are the topic's history" if have == "append" else
@@ -295,10 +304,10 @@ def check_mode(table, mode: str, identifier: str) -> None:
         schema = table.schema()
         names = sorted(schema.find_column_name(i) or str(i)
                        for i in schema.identifier_field_ids)
-        if names != sorted(IDENTIFIER_COLUMNS):
+        if names != sorted(columns):
             raise TableError(f"table {identifier}: its identifier fields are "
-                             f"{', '.join(names) or 'none'}; an upsert table's are "
-                             f"{', '.join(IDENTIFIER_COLUMNS)}")
+                             f"{', '.join(names) or 'none'}; this export's are "
+                             f"{', '.join(columns)}")
 
 
 def check_spec(table, partition_by: str, identifier: str) -> None:

@@ -19,15 +19,19 @@ and both types, raised before anything is written; the table is unchanged.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pyarrow as pa
 
 from spark_kafkalog.errors import TableError
 from spark_kafkalog.format import record_schema
-from spark_kafkalog.lake.iceberg_table import RawRecords, check_schema
+from spark_kafkalog.lake.iceberg_table import KEY_RAW, RawRecords, check_schema
 from spark_kafkalog.typed.columns import TypedRead, typed_batches, typed_schema
 
 __all__ = ["TypedRecords", "schema_changes", "typed_records", "EVOLVE_ATTEMPTS"]
 
+#: the ``key_raw`` column's field id before fresh ids are assigned (any id not in use)
+_RAW_ID = 10_000
 #: schema updates tried when a concurrent change to the table wins the commit
 EVOLVE_ATTEMPTS = 3
 
@@ -59,14 +63,22 @@ class TypedRecords(RawRecords):
     def __init__(self, read: TypedRead, mode: str = "append"):
         from pyiceberg.catalog import Catalog
         from pyiceberg.schema import Schema, assign_fresh_schema_ids
-        from pyiceberg.types import NestedField
+        from pyiceberg.types import BinaryType, NestedField
 
-        self.read = read
         self.typed = tuple(s.column for s in read.specs)
-        if mode == "upsert" and "key" in self.typed:
-            _typed_key_upsert()
         base = RawRecords(mode)
         self.mode = mode
+        self.identifier_columns = base.identifier_columns
+        ids = list(base.schema.identifier_field_ids)
+        raw_key = mode == "upsert" and "key" in self.typed
+        if raw_key:
+            # the decoded key is an optional struct, no identifier field: its bytes are
+            # (Kafka's compaction compares bytes too), kept by the typed read as key_raw
+            self.identifier_columns = ("topic", "partition", KEY_RAW)
+            ids = [i for i in ids if i != base.schema.find_field("key").field_id] + [_RAW_ID]
+            read = replace(read, specs=tuple(replace(s, keep_raw=True) if s.column == "key"
+                                             else s for s in read.specs))
+        self.read = read
         arrow = typed_schema(record_schema(True), read)
         self.extra = tuple(n for n in arrow.names if n not in self.COLUMNS)
         fields = []
@@ -79,11 +91,13 @@ class TypedRecords(RawRecords):
             else:
                 fields.append(f)
         for name in self.extra:
+            if raw_key and name == KEY_RAW:
+                fields.append(NestedField(_RAW_ID, KEY_RAW, BinaryType(), required=True))
+                continue
             t = Catalog._convert_schema_if_needed(
                 pa.schema([pa.field(name, arrow.field(name).type)])).fields[0]
             fields.append(NestedField(-1, name, t.field_type, required=False))
-        self.schema = assign_fresh_schema_ids(Schema(
-            *fields, identifier_field_ids=base.schema.identifier_field_ids))
+        self.schema = assign_fresh_schema_ids(Schema(*fields, identifier_field_ids=ids))
         self.arrow_schema = None
 
     def adopt(self, table, identifier: str):
@@ -94,8 +108,8 @@ class TypedRecords(RawRecords):
         from pyiceberg.schema import Schema
 
         fixed = RawRecords()
-        fixed.schema = Schema(*(f for f in self.schema.fields
-                                if f.name not in self.typed and f.name not in self.extra))
+        evolving = set(self.typed) | (set(self.extra) - set(self.identifier_columns))
+        fixed.schema = Schema(*(f for f in self.schema.fields if f.name not in evolving))
         check_schema(table, fixed, identifier)
         for f in table.schema().fields:
             if f.name in self.typed and str(f.field_type) == "binary":
@@ -156,13 +170,6 @@ def laid_out(decoded: pa.Table, arrow_schema: pa.Schema) -> pa.Table:
         else:
             columns.append(pa.nulls(decoded.num_rows, f.type))
     return pa.Table.from_arrays(columns, schema=arrow_schema)
-
-
-def _typed_key_upsert():
-    # Iceberg's identifier fields are required primitives; a decoded key is an optional
-    # struct (a key that does not decode is null)
-    raise TableError("--mode upsert takes raw keys only (the table's identifier fields "
-                     "are topic, partition and the key bytes); leave out --key-format")
 
 
 def _headers_empty(headers: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -275,7 +282,7 @@ def typed_records(logdirs, topics, *, value_format: str = "binary",
     ``value_subject``, ``value_schema_version``, ``value_schema_id``, ``value_schema``,
     ``value_framing`` and their ``key_`` twins), every writer schema resolved to the
     reader schema before anything is read (SchemaResolutionError, InvalidOptionError).
-    ``mode``: the table's, ``append`` or ``upsert`` (raw keys only)."""
+    ``mode``: the table's, ``append`` or ``upsert``."""
     from spark_kafkalog.errors import InvalidOptionError
     from spark_kafkalog.log.read.typed_plan import open_schema_source, plan_typed_read
     from spark_kafkalog.log.read.typed_table import _name, _registry_name
@@ -299,8 +306,6 @@ def typed_records(logdirs, topics, *, value_format: str = "binary",
                                      "columns; set value_format or key_format to avro or "
                                      "registry")
         return RawRecords(mode)
-    if mode == "upsert" and "key" in {c.column for c in columns}:
-        _typed_key_upsert()         # before the schemas are read
     cols = {c.column: c for c in columns}
     typed = make_typed(cols.get("value"), cols.get("key"), on_decode_error,
                        schema_registry_topic, schema_registry_url, None,

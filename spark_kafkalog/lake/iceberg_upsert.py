@@ -10,9 +10,10 @@ read_committed; read_uncommitted is refused for an upsert table).
 A run: :class:`LatestPerKey` folds the new range's windows down to the last record per
 (topic, partition, key) — memory: one row per key the range touches, plus a window;
 :func:`rewrite_plan` then finds the live data files holding a row of any of those keys
-(reading only the identifier columns) and writes each again without them
-(copy-on-write: pyiceberg 0.12 reads equality deletes nowhere and writes no delete
-file, so a reader of any implementation sees plain data files); the exporter commits
+(reading only the identifier columns: topic, partition and the key's bytes, ``key``
+or, with a typed key, ``key_raw``) and writes each again without them (copy-on-write:
+pyiceberg 0.12 writes no delete file and cannot read equality deletes, so every reader
+sees plain data files); the exporter commits
 the removed files, the rewritten ones and the new rows (tombstones add none) in ONE
 snapshot (an ``overwrite``, or an ``append`` when no file was rewritten) with the
 summary keys of every run.
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_kafkalog.errors import TableError
-from spark_kafkalog.lake.iceberg_table import IDENTIFIER_COLUMNS, data_files
+from spark_kafkalog.lake.iceberg_table import data_files
 
 __all__ = ["LatestPerKey", "latest_per_key", "rewrite_plan"]
 
@@ -86,26 +87,28 @@ class LatestPerKey:
         return self.parts[0] if self.parts else None
 
 
-def _keys_of(table: pa.Table) -> pa.Table:
-    """The identifier columns of ``table`` as string, int32, binary (a table read back
-    may use large types): what the joins compare."""
-    types = {"topic": pa.string(), "partition": pa.int32(), "key": pa.binary()}
-    return pa.table({c: table.column(c).cast(types[c]) for c in IDENTIFIER_COLUMNS})
+def _keys_of(table: pa.Table, columns) -> pa.Table:
+    """``columns`` (topic, partition and the key's bytes) of ``table`` as string, int32,
+    binary, named topic, partition, key (a table read back may use large types): what
+    the joins compare."""
+    types = (pa.string(), pa.int32(), pa.binary())
+    return pa.table({n: table.column(c).cast(t)
+                     for n, c, t in zip(("topic", "partition", "key"), columns, types)})
 
 
-def _hits(rows: pa.Table, keys: pa.Table) -> pa.Array:
-    """A boolean per row of ``rows``: is its (topic, partition, key) in ``keys``."""
+def _hits(rows: pa.Table, keys: pa.Table, columns) -> pa.Array:
+    """A boolean per row of ``rows``: is its identifier (``columns``) in ``keys``."""
     row = pa.array(range(rows.num_rows), pa.int64())
-    left = _keys_of(rows).append_column(_ROW, row)
-    found = left.join(keys, keys=list(IDENTIFIER_COLUMNS), join_type="left semi",
+    left = _keys_of(rows, columns).append_column(_ROW, row)
+    found = left.join(keys, keys=["topic", "partition", "key"], join_type="left semi",
                       use_threads=False)
     return pc.is_in(row, value_set=found.column(_ROW).combine_chunks())
 
 
 def rewrite_plan(table, identifier: str, keys: pa.Table, write_uuid, counter, *,
                  on_file=None) -> tuple[list, list, int]:
-    """The live data files of ``table`` that hold a row whose (topic, partition, key)
-    is in ``keys``, and the data files that replace them (their other rows, sorted by
+    """The live data files of ``table`` that hold a row whose identifier (topic,
+    partition, and ``key`` or ``key_raw``: the key's bytes) is in ``keys`` (raw rows), and the data files that replace them (their other rows, sorted by
     partition, offset): ``(removed, added, rows removed)``. A table with delete files
     pyiceberg cannot apply (equality deletes another tool wrote) is a TableError."""
     from pyiceberg.expressions import AlwaysTrue
@@ -113,19 +116,21 @@ def rewrite_plan(table, identifier: str, keys: pa.Table, write_uuid, counter, *,
 
     if table.current_snapshot() is None or keys.num_rows == 0:
         return [], [], 0
-    keys = _keys_of(keys)
     schema = table.schema()
+    names = {schema.find_column_name(i) for i in schema.identifier_field_ids}
+    columns = ("topic", "partition", next(iter(names - {"topic", "partition"})))
+    keys = _keys_of(keys, ("topic", "partition", "key"))
     try:
         tasks = list(table.scan().plan_files())
-        id_scan = ArrowScan(table.metadata, table.io, schema.select(*IDENTIFIER_COLUMNS),
+        id_scan = ArrowScan(table.metadata, table.io, schema.select(*columns),
                             AlwaysTrue())
         full_scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
         removed, added, gone = [], [], 0
         for task in tasks:
-            if not pc.any(_hits(id_scan.to_table([task]), keys)).as_py():
+            if not pc.any(_hits(id_scan.to_table([task]), keys, columns)).as_py():
                 continue
             rows = full_scan.to_table([task])
-            hits = _hits(rows, keys)
+            hits = _hits(rows, keys, columns)
             kept = rows.filter(pc.invert(hits))
             gone += rows.num_rows - kept.num_rows
             removed.append(task.file)

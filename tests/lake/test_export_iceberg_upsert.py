@@ -67,12 +67,15 @@ def _log(root: Path, seed: int = 39, n: int = 40) -> tuple[LogDirBuilder, random
     return b, rng
 
 
-def compacted(b: LogDirBuilder, below_active: bool = False) -> list[tuple]:
+def compacted(b: LogDirBuilder, below_active: bool = False,
+              topics=None) -> list[tuple]:
     """Kafka's compaction rules over the builder's own records (read_committed: the
     aborted ones gone), as :func:`row_tuples` gives rows; ``below_active``: of the
     records below each partition's active (last) segment only."""
     out = []
     for _, p in b.parts:
+        if topics is not None and p.topic not in topics:
+            continue
         latest: dict = {}
         end = p.segments[-1][0] if below_active else p.log_end_offset
         for r in sorted(p.expected_rows("read_committed", end=end), key=lambda r: r.offset):
@@ -324,10 +327,66 @@ def test_job_upsert_summary_and_refusals(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith(f"upserted {s['records']} records into {IDENT}: ")
     assert f"{nulls} records without a key skipped" in out
-    for extra, says in ((["--isolation-level", "read_uncommitted"], "never an aborted"),
-                        (["--key-format", "avro"], "--mode upsert takes raw keys only")):
+    for extra, says in ((["--isolation-level", "read_uncommitted"], "never an aborted"),):
         assert _job(tmp_path, "--mode", "upsert", *extra) == 2
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert says in line
     with pytest.raises(TableError, match="export it read_committed"):
         _export(b.uris(), tmp_path / "wh", isolation_level="read_uncommitted")
+
+
+KEY_V1 = {"type": "record", "name": "K", "namespace": "shop",
+          "fields": [{"name": "id", "type": "long"}]}
+KEY_V2 = {"type": "record", "name": "K", "namespace": "shop",
+          "fields": [{"name": "id", "type": "long"},
+                     {"name": "region", "type": ["null", "string"], "default": None}]}
+
+
+def test_typed_key_upsert_keeps_the_key_bytes_as_identifier(tmp_path, java):
+    """--key-format registry: the key column is the decoded struct and the identifier is
+    the key's bytes (``key_raw``), as compaction compares them — the same id framed
+    under two schema ids is two keys. The table equals Kafka's rules over the raw keys;
+    the structs are what fastavro wrote."""
+    from tests.typed import registry_records as rr
+    from tests.typed import typed_logs as tl
+
+    def key(sid, schema, datum):
+        return b"\x00" + sid.to_bytes(4, "big") + tl.avro(schema, datum)
+
+    b = LogDirBuilder(tmp_path / "logs")
+    reg = b.partition("_schemas", 0)
+    reg.append([rec(rr.schema_key("t-key", 1), rr.schema_value("t-key", 1, 41,
+                                                                tl.text(KEY_V1)), ts=T0),
+                rec(rr.schema_key("t-key", 2), rr.schema_value("t-key", 2, 42,
+                                                                tl.text(KEY_V2)), ts=T0)])
+    k1, k2, k3 = (key(41, KEY_V1, {"id": i}) for i in (1, 2, 3))
+    k1v2 = key(42, KEY_V2, {"id": 1, "region": "eu"})
+    p = b.partition("t", 0)
+    p.append([rec(k1, b"a", ts=T0), rec(k2, b"b", ts=T0 + 1), rec(k1, b"c", ts=T0 + 2),
+              rec(k1v2, b"d", ts=T0 + 3), rec(None, b"no key", ts=T0 + 4)])
+    for _, part in b.parts:
+        part.high_watermark = part.log_end_offset
+    b.write()
+    argv = ["--topic", "t", "--mode", "upsert", "--key-format", "registry"]
+    assert _job(tmp_path, *argv) == 0
+    p.append([rec(k2, None, ts=T0 + 10), rec(k3, b"e", ts=T0 + 11), rec(k1, b"f", ts=T0 + 12)])
+    p.high_watermark = p.log_end_offset
+    b.write()
+    assert _job(tmp_path, *argv) == 0
+    want = compacted(b, topics=("t",))
+    assert sorted((r[2], r[5], r[6]) for r in want) == [
+        (3, k1v2.hex(), b"d".hex()), (6, k3.hex(), b"e".hex()), (7, k1.hex(), b"f".hex())]
+    table = _table(tmp_path / "wh")
+    schema = table.schema()
+    assert sorted(schema.find_column_name(i) for i in schema.identifier_field_ids) == \
+        ["key_raw", "partition", "topic"]
+    got = table.scan().to_arrow().sort_by("offset")
+    assert [(o, k.hex(), v.hex()) for o, k, v in zip(*(got.column(c).to_pylist() for c in
+                                                      ("offset", "key_raw", "value")))] \
+        == sorted((r[2], r[5], r[6]) for r in want)
+    assert got.column("key").to_pylist() == [{"id": 1, "region": "eu"}, {"id": 3, "region": None},
+                                             {"id": 1, "region": None}]
+    head, rows = java.read_catalog(tmp_path / "wh", IDENT, raw=True)
+    assert head["identifierFields"] == ["key_raw", "partition", "topic"]
+    assert sorted((r["offset"], r["extra"]["key_raw"]) for r in rows) == \
+        sorted((r[2], r[5]) for r in want)
