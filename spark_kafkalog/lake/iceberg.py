@@ -7,7 +7,9 @@ take each partition's log start and upper bound at one snapshot of the log, read
 (``log.read_partition`` over that snapshot's segments; ``log.read_table`` with the remote
 tier) — memory: one window of rows — write each window's Parquet data files through
 pyiceberg, and commit ALL of them in one append snapshot whose summary records the
-ranges (``kafkalog.offsets``) and the new next offsets (``kafkalog.next-offsets``).
+ranges (``kafkalog.offsets``) and the new next offsets (``kafkalog.next-offsets``). An
+upsert table (``iceberg_upsert``) folds the windows to the last record per key first,
+rewrites the files holding those keys, and commits one overwrite snapshot instead.
 
 Exactly once: rows become visible only with the catalog's commit, which is atomic and
 optimistic (the commit names the snapshot the run started from). A run killed before it
