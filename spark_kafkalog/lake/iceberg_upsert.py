@@ -105,6 +105,22 @@ def _hits(rows: pa.Table, keys: pa.Table, columns) -> pa.Array:
     return pc.is_in(row, value_set=found.column(_ROW).combine_chunks())
 
 
+def _partitions_filter(keys: pa.Table):
+    """An Iceberg row filter for the topic-partitions of ``keys``: the scan planning
+    skips the data files whose partition values or column bounds hold none of them."""
+    from pyiceberg.expressions import And, EqualTo, In, Or
+
+    pairs = keys.group_by(["topic", "partition"], use_threads=False).aggregate([])
+    by_topic: dict[str, set] = {}
+    for t, q in zip(pairs.column("topic").to_pylist(), pairs.column("partition").to_pylist()):
+        by_topic.setdefault(t, set()).add(q)
+    expr = None
+    for t, qs in sorted(by_topic.items()):
+        one = And(EqualTo("topic", t), In("partition", qs))
+        expr = one if expr is None else Or(expr, one)
+    return expr
+
+
 def rewrite_plan(table, identifier: str, keys: pa.Table, write_uuid, counter, *,
                  on_file=None) -> tuple[list, list, int]:
     """The live data files of ``table`` that hold a row whose identifier (topic,
@@ -121,7 +137,7 @@ def rewrite_plan(table, identifier: str, keys: pa.Table, write_uuid, counter, *,
     columns = ("topic", "partition", next(iter(names - {"topic", "partition"})))
     keys = _keys_of(keys, ("topic", "partition", "key"))
     try:
-        tasks = list(table.scan().plan_files())
+        tasks = list(table.scan(row_filter=_partitions_filter(keys)).plan_files())
         id_scan = ArrowScan(table.metadata, table.io, schema.select(*columns),
                             AlwaysTrue())
         full_scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
