@@ -139,9 +139,9 @@ class _Parser:
             return pa.list_(element) if isinstance(element, pa.DataType) else element
         if low == "map":
             self.expect("<")
-            key = self.type()
+            self.type()         # checked as Spark would; Arrow's JSON reader has no map
             self.expect(",")
-            value = self.type()
+            self.type()
             self.expect(">")
             return "map"
         if low == "struct":

@@ -20,7 +20,7 @@ from spark_kafkalog.errors import TableError
 from spark_kafkalog.jobs import run_job
 from spark_kafkalog.lake import NEXT_OFFSETS_KEY, OFFSETS_KEY, export_topics, open_catalog
 from spark_kafkalog.lake.iceberg_table import MODE_KEY, RawRecords, open_table
-from tests.lake.oracle import JavaReader, metadata_location, row_tuples
+from tests.lake.oracle import JavaReader, row_tuples
 from tests.log.logbuilder import LogDirBuilder, rec
 
 REPO = Path(__file__).resolve().parents[2]
