@@ -6,11 +6,14 @@ The grammar is Spark SQL's for a schema: fields ``name[:] type [NOT NULL] [COMME
 types by Spark's names and aliases, ``decimal(p[, s])``, ``char(n)``/``varchar(n)``,
 ``array<T>``, ``map<K, V>``, ``struct<...>`` and ``interval`` with its units. The job
 still hands the string to Spark's own parser; this one only finds what Spark would
-refuse, and the field names.
+refuse, and the field names. :func:`arrow_schema` gives the Arrow schema Spark's types
+map to, for the jobs that parse JSON without Spark (export_iceberg).
 """
 from __future__ import annotations
 
 import re
+
+import pyarrow as pa
 
 _TOKEN = re.compile(r"\s*(?:(`(?:[^`]|``)*`)|('(?:[^'\\]|\\.)*')|([A-Za-z_][\w]*)|(\d+)|"
                     r"([<>(),:]))")
@@ -20,6 +23,15 @@ _SIMPLE = {"boolean", "tinyint", "byte", "smallint", "short", "int", "integer", 
 _DECIMAL = {"decimal", "dec", "numeric"}
 _SIZED = {"char", "character", "varchar"}
 _INTERVAL_UNITS = {"year", "month", "day", "hour", "minute", "second", "to"}
+#: Spark's simple types as Arrow's (None: no Arrow/Iceberg column for it)
+_ARROW = {"boolean": pa.bool_(), "tinyint": pa.int8(), "byte": pa.int8(),
+          "smallint": pa.int16(), "short": pa.int16(), "int": pa.int32(),
+          "integer": pa.int32(), "bigint": pa.int64(), "long": pa.int64(),
+          "float": pa.float32(), "real": pa.float32(), "double": pa.float64(),
+          "string": pa.string(), "binary": pa.binary(), "date": pa.date32(),
+          "timestamp": pa.timestamp("us", tz="UTC"),
+          "timestamp_ltz": pa.timestamp("us", tz="UTC"),
+          "timestamp_ntz": pa.timestamp("us"), "void": None, "variant": None}
 
 
 class DDLError(ValueError):
@@ -68,13 +80,14 @@ class _Parser:
             raise DDLError(f"expected a field name, found {tok!r}")
         return tok
 
-    def fields(self, end: str | None) -> list[str]:
+    def fields(self, end: str | None) -> list[tuple[str, object]]:
+        """(name, Arrow type or the Spark type's name when Arrow has none) per field."""
         names = []
         while True:
-            names.append(self.name())
+            name = self.name()
             if self.peek() == ":":
                 self.take()
-            self.type()
+            names.append((name, self.type()))
             if (self.peek() or "").lower() == "not":
                 self.take()
                 if self.take().lower() != "null":
@@ -89,68 +102,97 @@ class _Parser:
             if self.peek() == end:
                 return names
             got = self.peek()
-            raise DDLError(f"expected ',' or the end after field {names[-1]!r}, found "
+            raise DDLError(f"expected ',' or the end after field {names[-1][0]!r}, found "
                            f"{got!r}")
 
-    def type(self) -> None:
+    def type(self):
+        """The type's Arrow type; for one Arrow has no column for (interval, void,
+        variant) its Spark name, a string."""
         word = self.take()
         low = word.lower()
         if low in _SIMPLE:
-            return
+            return _ARROW[low] or low
         if low in _DECIMAL or low in _SIZED:
+            p, scale = 10, 0
             if self.peek() == "(":
                 self.take()
-                self.number()
+                p = self.number()
                 if low in _DECIMAL and self.peek() == ",":
                     self.take()
-                    self.number()
+                    scale = self.number()
                 self.expect(")")
             elif low in _SIZED:
                 raise DDLError(f"{word} needs a length, e.g. {word}(10)")
-            return
+            if low in _SIZED:
+                return pa.string()
+            if not (0 < p <= 38 and 0 <= scale <= p):
+                raise DDLError(f"decimal({p}, {scale}): precision 1..38, scale 0..precision")
+            return pa.decimal128(p, scale)
         if low == "interval":
             while (self.peek() or "").lower() in _INTERVAL_UNITS:
                 self.take()
-            return
+            return "interval"
         if low == "array":
             self.expect("<")
-            self.type()
+            element = self.type()
             self.expect(">")
-            return
+            return pa.list_(element) if isinstance(element, pa.DataType) else element
         if low == "map":
             self.expect("<")
-            self.type()
+            self.type()         # checked as Spark would; Arrow's JSON reader has no map
             self.expect(",")
             self.type()
             self.expect(">")
-            return
+            return "map"
         if low == "struct":
             self.expect("<")
-            if self.peek() != ">":
-                self.fields(">")
+            fields = self.fields(">") if self.peek() != ">" else []
             self.expect(">")
-            return
+            bad = [t for _, t in fields if not isinstance(t, pa.DataType)]
+            return bad[0] if bad else pa.struct(fields)
         raise DDLError(f"unknown data type {word!r}")
 
-    def number(self) -> None:
+    def number(self) -> int:
         tok = self.take()
         if not tok.isdigit():
             raise DDLError(f"expected a number, found {tok!r}")
+        return int(tok)
 
 
-def field_names(ddl: str) -> list[str]:
-    """The top-level field names of DDL schema ``ddl``; :class:`DDLError` when Spark's
-    parser would refuse it."""
+def _top_fields(ddl: str) -> list[tuple[str, object]]:
     p = _Parser(ddl)
     if not p.tokens:
         return []                    # Spark reads an empty string as an empty struct
     if p.peek().lower() == "struct" and len(p.tokens) > 1 and p.tokens[1][0] == "<":
         p.take()
         p.expect("<")
-        names = p.fields(">") if p.peek() != ">" else []
+        fields = p.fields(">") if p.peek() != ">" else []
         p.expect(">")
     else:
-        names = p.fields(None)
+        fields = p.fields(None)
     if p.peek() is not None:
         raise DDLError(f"unexpected {p.peek()!r} after the schema")
-    return names
+    return fields
+
+
+def field_names(ddl: str) -> list[str]:
+    """The top-level field names of DDL schema ``ddl``; :class:`DDLError` when Spark's
+    parser would refuse it."""
+    return [name for name, _ in _top_fields(ddl)]
+
+
+def arrow_schema(ddl: str) -> pa.Schema:
+    """DDL schema ``ddl`` as an Arrow schema (every field nullable, as ``from_json``
+    makes them): Spark's integer and floating types by width, ``decimal(p, s)`` as
+    decimal128 (``decimal`` alone is Spark's (10, 0)), ``char``/``varchar`` as string,
+    ``timestamp`` as timestamp[us, UTC], ``timestamp_ntz`` without a zone, ``array`` a
+    list, ``struct`` a struct. :class:`DDLError` for what Spark refuses and for types
+    with no JSON reading here: ``map`` (Arrow's JSON reader has none), ``interval``,
+    ``void``, ``variant``."""
+    out = []
+    for name, t in _top_fields(ddl):
+        if not isinstance(t, pa.DataType):
+            raise DDLError(f"field {name!r}: {t} is not supported here (no JSON reading "
+                           "into it): use a struct, or string")
+        out.append(pa.field(name, t))
+    return pa.schema(out)

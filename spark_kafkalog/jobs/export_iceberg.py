@@ -17,6 +17,9 @@ partition, offset. The catalog: an embedded SQL catalog on SQLite in ``--warehou
 SQLAlchemy URI). Reads read_committed by default (``--isolation-level``) up to the last
 stable offset; ``--remote-storage`` adds the remote tier of tiered storage. No Spark: the
 log is read and the Parquet written in this process.
+With ``--value-schema 'id long, name string'`` (a Spark DDL) the JSON values are parsed
+into those columns beside the raw value (a value that is not JSON of the schema, or a
+tombstone, gives nulls), as export_parquet's ``--value-schema`` does with Spark.
 With ``--value-format avro`` (``--key-format``; ``registry``) the column is the struct the
 subject's latest schema decodes to (schemas from the log dir's ``_schemas`` unless
 ``--schema-registry-url``; ``--option valueSubject=...`` and the other typed read options
@@ -31,6 +34,13 @@ before the table's commit); a re-run after a failed or killed run starts at the 
 offsets and replaces that run's files, so nothing is there twice.
 Offsets deleted by retention before they were exported fail the run
 (``--fail-on-data-loss false`` skips them and lists them in the summary).
+``--mode upsert`` (a compacted topic) makes the table hold the latest value per key, as
+Kafka's log compaction leaves the topic: each run's last record per key replaces the
+row of that key (topic, partition, key: the table's identifier fields; with a typed key,
+its bytes in ``key_raw``), a tombstone deletes it, a record without a key is skipped and counted; copy-on-write, one commit per
+run. A table keeps the mode it was created with (``kafkalog.mode``): the other is refused
+before anything is written. ``--target-file-size`` sets the table's
+``write.target-file-size-bytes``, which the export's data files aim at (on disk).
 """
 from __future__ import annotations
 
@@ -63,6 +73,14 @@ def build_parser() -> jobkit.JobParser:
     ap.add_argument("--partition-by", choices=("day", "day,partition", "none"),
                     help="a new table's partitioning: day(timestamp) (default), also by "
                          "Kafka partition, or none; an existing table must match it")
+    ap.add_argument("--mode", default="append", choices=("append", "upsert"),
+                    help="append (default): every record, the topic's history; upsert: "
+                         "the latest value per key, as log compaction leaves a compacted "
+                         "topic (tombstones delete; records without a key are skipped)")
+    ap.add_argument("--target-file-size", type=_size, metavar="BYTES",
+                    help="the table's write.target-file-size-bytes: data files aim at this "
+                         "size on disk (e.g. 134217728, 128m; default: the table's, or "
+                         "Iceberg's 512m)")
     ap.add_argument("--starting-offsets", metavar="JSON",
                     help="where topic-partitions the table has no offsets of start: "
                          "earliest (default), latest or Kafka offsets JSON; required for a "
@@ -78,6 +96,9 @@ def build_parser() -> jobkit.JobParser:
     ap.add_argument("--remote-layout", metavar="TEMPLATE",
                     help="with --remote-storage: the remote objects' path template "
                          "(default LocalTieredStorage's)")
+    ap.add_argument("--value-schema", metavar="DDL",
+                    help="Spark DDL of JSON values, parsed into columns beside the raw "
+                         "value (e.g. 'id long, name string')")
     jobkit.add_typed_formats(ap)
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="a typed read option (repeatable): "
@@ -118,6 +139,22 @@ def typed_keywords(args) -> dict:
     return out
 
 
+def _size(text: str) -> int:
+    """``134217728``, ``128m``, ``64k``, ``1g`` (powers of 1024) -> bytes."""
+    import argparse
+
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = text.strip().lower().removesuffix("b").removesuffix("i")
+    try:
+        n = int(t[:-1]) * units[t[-1]] if t and t[-1] in units else int(t)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"not a positive size in bytes: {text!r} (e.g. "
+                                         "134217728 or 128m)")
+    return n
+
+
 def _starting(text: str | None):
     if text is None or text in ("earliest", "latest"):
         return text
@@ -131,6 +168,15 @@ def summary_line(s: dict) -> str:
         return f"export_iceberg: {s['table']}: nothing new past the table's offsets"
     if s["status"] == "already-exported":
         return f"export_iceberg: {s['table']}: {s['notes'][0]}"
+    if s["mode"] == "upsert":
+        line = (f"upserted {s['records']:,} records into {s['table']}: {s['rows']:,} "
+                f"latest rows added, {s['rows_removed']:,} replaced or deleted "
+                f"({s['tombstones']:,} tombstones), {s['files_rewritten']} data files "
+                f"rewritten, {s['files']} written ({jobkit.human_bytes(s['bytes'])}) in "
+                f"{s['seconds']:.1f}s, snapshot {s['snapshot_id']}")
+        if s["null_keys"]:
+            line += f"; {s['null_keys']:,} records without a key skipped"
+        return line
     line = (f"exported {s['rows']:,} rows ({s['files']} data files, "
             f"{jobkit.human_bytes(s['bytes'])}) from {s['topic_partitions']} "
             f"topic-partitions to {s['table']} in {s['seconds']:.1f}s, snapshot "
@@ -167,11 +213,17 @@ def main(argv=None) -> int:
 
     # every check (typed read, catalog, table, schema, offsets) before a file is written;
     # the typed read first: every writer schema resolved before the catalog is touched
-    shape = typed_records(logdirs, topics, remote_storage=args.remote_storage,
-                          remote_layout=args.remote_layout, **typed_keywords(args))
+    if args.mode == "upsert" and args.isolation_level == "read_uncommitted":
+        raise jobkit.JobInputError("--mode upsert holds what compaction leaves, never an "
+                                   "aborted record: leave out --isolation-level "
+                                   "read_uncommitted")
+    shape = _json_shape(args) if args.value_schema is not None else typed_records(
+        logdirs, topics, remote_storage=args.remote_storage,
+        remote_layout=args.remote_layout, mode=args.mode, **typed_keywords(args))
     catalog = open_catalog(args.warehouse, args.catalog_uri, args.catalog_name,
                            jobkit.parse_kv(args.catalog_property, "--catalog-property"))
-    table = open_table(catalog, args.table, shape, partition_by=args.partition_by)
+    table = open_table(catalog, args.table, shape, partition_by=args.partition_by,
+                       target_file_size=args.target_file_size)
     result = export_topics(logdirs, topics, catalog, table, args.table,
                            starting_offsets=starting, isolation_level=args.isolation_level,
                            fail_on_data_loss=args.fail_on_data_loss == "true",
@@ -182,6 +234,26 @@ def main(argv=None) -> int:
     summary = result.summary()
     jobkit.emit(summary, summary_line(summary), args.summary_json)
     return 0
+
+
+def _json_shape(args):
+    """``--value-schema``: the shaper that parses JSON values by it (checked without a
+    JVM by ``jobs._ddl``); refused with a typed format."""
+    from spark_kafkalog.jobs._ddl import DDLError, arrow_schema
+    from spark_kafkalog.lake.iceberg_json import JsonValueRecords
+
+    typed = [f"--{c}-format {v}" for c, v in (("value", args.value_format),
+                                              ("key", args.key_format))
+             if v not in (None, "binary")]
+    if typed or args.option or args.on_decode_error:
+        given = typed[0] if typed else "--option" if args.option else "--on-decode-error"
+        raise jobkit.JobInputError(f"--value-schema (JSON values) and {given}: give one")
+    try:
+        schema = arrow_schema(args.value_schema)
+    except DDLError as err:
+        raise jobkit.JobInputError(f"--value-schema is not a schema the export takes: "
+                                   f"{err} (e.g. 'id long, name string')") from None
+    return JsonValueRecords(schema, args.mode)
 
 
 def _user_topics(logdirs) -> list[str]:

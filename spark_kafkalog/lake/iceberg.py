@@ -7,7 +7,9 @@ take each partition's log start and upper bound at one snapshot of the log, read
 (``log.read_partition`` over that snapshot's segments; ``log.read_table`` with the remote
 tier) — memory: one window of rows — write each window's Parquet data files through
 pyiceberg, and commit ALL of them in one append snapshot whose summary records the
-ranges (``kafkalog.offsets``) and the new next offsets (``kafkalog.next-offsets``).
+ranges (``kafkalog.offsets``) and the new next offsets (``kafkalog.next-offsets``). An
+upsert table (``iceberg_upsert``) folds the windows to the last record per key first,
+rewrites the files holding those keys, and commits one overwrite snapshot instead.
 
 Exactly once: rows become visible only with the catalog's commit, which is atomic and
 optimistic (the commit names the snapshot the run started from). A run killed before it
@@ -38,7 +40,9 @@ from spark_kafkalog.lake.iceberg_table import (
     Committed,
     RawRecords,
     TableError,
+    check_mode,
     committed_offsets,
+    data_files,
     offsets_json,
 )
 from spark_kafkalog.format import record_schema
@@ -92,17 +96,30 @@ class ExportResult:
     notes: list[str] = field(default_factory=list)
     #: with a dead letter: {"path", "records"} of this run's
     dead_letter: dict | None = None
+    mode: str = "append"
+    #: upsert runs: records read, keys deleted by tombstones, records without a key
+    #: (skipped), rows of earlier runs removed, data files rewritten without them
+    records: int = 0
+    tombstones: int = 0
+    null_keys: int = 0
+    rows_removed: int = 0
+    files_rewritten: int = 0
 
     def summary(self) -> dict:
         lost = [{"topic": r.topic, "partition": r.partition, "from": r.lost[0],
                  "to": r.lost[1]} for r in self.ranges if r.lost]
-        return {"table": self.table, "run_id": self.run_id, "status": self.status,
-                "rows": self.rows, "files": self.files, "bytes": self.bytes,
-                "snapshot_id": self.snapshot_id, "seconds": round(self.seconds, 3),
-                "topic_partitions": len(self.ranges),
-                "offsets": _ranges_doc(self.ranges),
-                "lost": lost, "notes": self.notes,
-                **({} if self.dead_letter is None else {"dead_letter": self.dead_letter})}
+        out = {"table": self.table, "run_id": self.run_id, "status": self.status,
+               "mode": self.mode, "rows": self.rows, "files": self.files,
+               "bytes": self.bytes, "snapshot_id": self.snapshot_id,
+               "seconds": round(self.seconds, 3), "topic_partitions": len(self.ranges),
+               "offsets": _ranges_doc(self.ranges), "lost": lost, "notes": self.notes}
+        if self.mode == "upsert":
+            out.update(records=self.records, tombstones=self.tombstones,
+                       null_keys=self.null_keys, rows_removed=self.rows_removed,
+                       files_rewritten=self.files_rewritten)
+        if self.dead_letter is not None:
+            out["dead_letter"] = self.dead_letter
+        return out
 
 
 def _ranges_doc(ranges: Sequence[PartitionRange]) -> dict:
@@ -195,9 +212,17 @@ def export_topics(path, topics: Sequence[str], catalog, table, identifier: str, 
     (a root URI or a RemoteStorage; ``remote_layout``): read the remote tier of tiered
     storage too, as ``log.read_table`` does. ``dead_letter`` (a directory URI; ``shape``
     a TypedRecords under onDecodeError null or skip): the records that do not decode are
-    written there (:class:`_DeadLetters`)."""
+    written there (:class:`_DeadLetters`). The table's mode is ``shape.mode``
+    (``append``, or ``upsert``: ``iceberg_upsert``); a table of the other mode, or an
+    upsert read read_uncommitted, is a TableError before anything is read."""
     t0 = time.perf_counter()
     shape = shape if shape is not None else RawRecords()
+    check_mode(table, shape.mode, identifier, shape.identifier_columns)
+    upsert = shape.mode == "upsert"
+    if upsert and isolation_level != "read_committed":
+        raise TableError(f"{identifier}: an upsert table holds what compaction leaves, "
+                         "never an aborted record: export it read_committed, not "
+                         f"{isolation_level}")
     say = progress or (lambda _line: None)
     hit = fault or (lambda _phase: None)
     logdirs = path if isinstance(path, LogDirs) else LogDirs(path, filesystem_options)
@@ -213,7 +238,7 @@ def export_topics(path, topics: Sequence[str], catalog, table, identifier: str, 
                              fail_on_data_loss=fail_on_data_loss, table_name=identifier,
                              remote_storage=storage)
         run_id = uuid.uuid4().hex
-        result = ExportResult(identifier, run_id, "nothing-new", ranges)
+        result = ExportResult(identifier, run_id, "nothing-new", ranges, mode=shape.mode)
         hit("planned")
         todo = [r for r in ranges if r.end > r.start]
         if not todo:
@@ -222,12 +247,18 @@ def export_topics(path, topics: Sequence[str], catalog, table, identifier: str, 
             f"{len(todo)} topic-partitions into {identifier}")
         if dead is not None:
             dead.begin(todo)
+        windows = _windows(logdirs, todo, isolation_level=isolation_level,
+                           fail_on_data_loss=fail_on_data_loss,
+                           window_records=window_records, storage=storage)
+        removed = None
         try:
-            files = _write_files(logdirs, todo, table, shape, run_id, result,
-                                 isolation_level=isolation_level,
-                                 fail_on_data_loss=fail_on_data_loss,
-                                 window_records=window_records, storage=storage, say=say,
-                                 hit=hit)
+            if upsert:
+                files, removed = _write_upsert(windows, table, identifier, shape, run_id,
+                                               result, window_records=window_records,
+                                               say=say, hit=hit)
+            else:
+                files = _write_files(windows, table, shape, run_id, result, say=say,
+                                     hit=hit)
         except BaseException:
             if dead is not None:
                 dead.abort()
@@ -237,7 +268,7 @@ def export_topics(path, topics: Sequence[str], catalog, table, identifier: str, 
             hit("dead-letter-written")
         try:
             _commit(catalog, table, identifier, base, todo, files, result, hit=hit,
-                    say=say)
+                    say=say, removed=removed)
             if dead is not None:
                 dead.settle(result, committed_offsets(catalog.load_table(identifier))
                             if result.status != "committed" else None)
@@ -335,39 +366,13 @@ class _Overlap(Exception):
     """A concurrent commit holds part of this run's ranges; its files are deleted."""
 
 
-def _write_files(logdirs, todo, table, shape, run_id, result, *, isolation_level,
-                 fail_on_data_loss, window_records, storage, say, hit) -> list:
-    """Read ``todo`` in windows and write each as data files; the DataFiles, in order."""
-    import itertools
-
+def _windows(logdirs, todo, *, isolation_level, fail_on_data_loss, window_records, storage):
+    """The raw records of ``todo`` (Spark's Kafka schema with headers), in windows of
+    about ``window_records`` rows, each partition's in offset order."""
     import pyarrow as pa
-    from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
-    # pyiceberg's own writer (partitioning by the table's spec, file stats, field ids);
-    # a private function, the one that Table.append calls: what its transaction would
-    # write, without committing per window
-    write_uuid, counter = uuid.UUID(run_id), itertools.count(0)
-    files: list = []
     pending: list[pa.Table] = []
     pending_rows = 0
-
-    def flush():
-        nonlocal pending, pending_rows
-        if not pending:
-            return
-        window = shape.to_arrow(pa.concat_tables(pending))
-        pending, pending_rows = [], 0
-        if not window.num_rows:
-            return                  # every record skipped (onDecodeError=skip): no file
-        for data_file in _dataframe_to_data_files(table.metadata, window, table.io,
-                                                  write_uuid=write_uuid, counter=counter):
-            files.append(data_file)
-            result.files += 1
-            result.bytes += data_file.file_size_in_bytes
-            hit("file-written")
-        result.rows += window.num_rows
-        say(f"{result.rows:,} rows in {result.files} files")
-
     step = max(1, int(window_records))
     for r in todo:
         for lo in range(r.start, r.end, step):
@@ -390,15 +395,83 @@ def _write_files(logdirs, todo, table, shape, run_id, result, *, isolation_level
                 pending.append(part)
                 pending_rows += part.num_rows
             if pending_rows >= step:
-                flush()
-    flush()
+                yield pa.concat_tables(pending)
+                pending, pending_rows = [], 0
+    if pending:
+        yield pa.concat_tables(pending)
+
+
+def _write_files(windows, table, shape, run_id, result, *, say, hit) -> list:
+    """Each raw window of ``windows`` shaped and written as data files; the DataFiles,
+    in order."""
+    import itertools
+
+    write_uuid, counter = uuid.UUID(run_id), itertools.count(0)
+    files: list = []
+    for raw in windows:
+        window = shape.to_arrow(raw)
+        if not window.num_rows:
+            continue                # every record skipped (onDecodeError=skip): no file
+        for data_file in data_files(table, window, write_uuid, counter):
+            files.append(data_file)
+            result.files += 1
+            result.bytes += data_file.file_size_in_bytes
+            hit("file-written")
+        result.rows += window.num_rows
+        say(f"{result.rows:,} rows in {result.files} files")
     return files
 
 
-def _commit(catalog, table, identifier, base: Committed, todo, files, result, *, hit, say):
-    """One append snapshot of ``files`` with the ranges in its summary; on a concurrent
-    commit, retried or given up as the module docstring says."""
-    from pyiceberg.exceptions import CommitFailedException
+def _write_upsert(windows, table, identifier, shape, run_id, result, *, window_records,
+                  say, hit) -> tuple[list, list]:
+    """An upsert run's files: the last record per key of ``windows`` (tombstones delete,
+    records without a key are skipped), the live files holding any of those keys
+    rewritten without them, and the new rows. Returns (files to add, files to remove)."""
+    import itertools
+
+    import pyarrow.compute as pc
+
+    from spark_kafkalog.lake.iceberg_upsert import LatestPerKey, rewrite_plan
+
+    latest = LatestPerKey(window_records)
+    for raw in windows:
+        latest.add(raw)
+    result.records, result.null_keys = latest.records, latest.null_keys
+    winners = latest.result()
+    if winners is None:
+        return [], []
+    write_uuid, counter = uuid.UUID(run_id), itertools.count(0)
+    files: list = []
+
+    def written(data_file):
+        files.append(data_file)
+        result.files += 1
+        result.bytes += data_file.file_size_in_bytes
+        hit("file-written")
+
+    removed, _, gone = rewrite_plan(table, identifier, winners, write_uuid, counter,
+                                    on_file=written)
+    result.rows_removed, result.files_rewritten = gone, len(removed)
+    live = winners.filter(pc.is_valid(winners.column("value")))
+    result.tombstones = winners.num_rows - live.num_rows
+    if live.num_rows:
+        new = shape.to_arrow(live)
+        for data_file in data_files(table, new, write_uuid, counter):
+            written(data_file)
+        result.rows = new.num_rows
+    say(f"{result.rows:,} latest rows, {result.tombstones:,} tombstones, "
+        f"{result.files_rewritten} files rewritten")
+    return files, removed
+
+
+def _commit(catalog, table, identifier, base: Committed, todo, files, result, *, hit, say,
+            removed=None):
+    """One snapshot adding ``files`` (and removing the data files ``removed``, an upsert
+    run's rewrites: an overwrite snapshot) with the ranges in its summary; on a
+    concurrent commit, retried or given up as the module docstring says. A retry whose
+    files to remove a concurrent commit removed first (it rewrote them) starts over."""
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
+    from pyiceberg.expressions import AlwaysTrue
 
     ours = {(r.topic, r.partition): r for r in todo}
     before = base
@@ -411,9 +484,26 @@ def _commit(catalog, table, identifier, base: Committed, todo, files, result, *,
                  NEXT_OFFSETS_KEY: offsets_json(next_offsets), RUN_ID_KEY: result.run_id}
         target = _without_commit_retries(table)
         tx = target.transaction()
-        with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
-            for data_file in files:
-                append.append_data_file(data_file)
+        snapshot = tx.update_snapshot(snapshot_properties=props)
+        try:
+            if removed:
+                with snapshot.overwrite() as overwrite:
+                    # every manifest is looked at for the files to remove (the default
+                    # predicate, AlwaysFalse, would keep them all); rows are removed
+                    # by file only
+                    overwrite.delete_by_predicate(AlwaysTrue())
+                    for data_file in removed:
+                        overwrite.delete_data_file(data_file)
+                    for data_file in files:
+                        overwrite.append_data_file(data_file)
+            else:
+                with snapshot.fast_append() as append:
+                    for data_file in files:
+                        append.append_data_file(data_file)
+        except ValidationException as err:
+            _delete_files(table, files)
+            raise _Overlap(f"{identifier}: a concurrent commit removed a data file this "
+                           "run rewrites; this run's files were deleted") from err
         hit("before-commit")
         try:
             tx.commit_transaction()

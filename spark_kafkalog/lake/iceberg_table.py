@@ -17,6 +17,15 @@ numerically, so equal states are equal strings):
 A run resumes from ``kafkalog.next-offsets`` of the newest snapshot that has it
 (:func:`committed_offsets`), so snapshots another tool adds on top (compaction, a
 manual append) do not lose the position.
+
+The table property ``kafkalog.mode`` says what the table holds: ``append`` (every record,
+the history; a table without the property is one) or ``upsert`` (the latest value per
+key, as Kafka's log compaction leaves a topic; ``iceberg_upsert``). An upsert table's
+``key`` column is required and, with ``topic`` and ``partition``, its Iceberg
+identifier fields (``identifier-field-ids``): compaction keeps one record per key per
+partition. With a typed key (a struct, optional: Iceberg cannot take it as an
+identifier) the key's bytes are kept in a required ``key_raw`` column, the identifier
+in its place — Kafka's compaction compares key bytes too. A run in one mode refuses a table of the other before anything is written.
 """
 from __future__ import annotations
 
@@ -30,20 +39,30 @@ import pyarrow as pa
 
 from spark_kafkalog.errors import TableError
 
-__all__ = ["OFFSETS_KEY", "NEXT_OFFSETS_KEY", "RUN_ID_KEY", "RawRecords", "Committed",
-           "committed_offsets", "open_catalog", "open_table", "offsets_json",
-           "parse_offsets_json", "CATALOG_FILE"]
+__all__ = ["OFFSETS_KEY", "NEXT_OFFSETS_KEY", "RUN_ID_KEY", "MODE_KEY", "MODES", "RawRecords",
+           "Committed", "committed_offsets", "open_catalog", "open_table", "offsets_json",
+           "parse_offsets_json", "table_mode", "CATALOG_FILE", "TARGET_FILE_SIZE", "KEY_RAW"]
 
 OFFSETS_KEY = "kafkalog.offsets"
 NEXT_OFFSETS_KEY = "kafkalog.next-offsets"
 RUN_ID_KEY = "kafkalog.run-id"
+#: the table property naming what the table holds: one of MODES
+MODE_KEY = "kafkalog.mode"
+MODES = ("append", "upsert")
+#: Iceberg's table property for the size of the data files a write aims at
+TARGET_FILE_SIZE = "write.target-file-size-bytes"
+#: an upsert table's identifier fields: compaction keeps one record per key per partition
+IDENTIFIER_COLUMNS = ("topic", "partition", "key")
+#: the column of an upsert table with a typed key that holds the key's bytes, its
+#: identifier field in place of ``key`` (a decoded key is an optional struct)
+KEY_RAW = "key_raw"
 #: the embedded catalog's SQLite file, in the warehouse directory
 CATALOG_FILE = "kafkalog-catalog.db"
 #: partitioning choices: day(timestamp) always, and optionally the Kafka partition
 PARTITION_BY = ("day", "day,partition", "none")
 
 
-def _schema():
+def _schema(upsert: bool = False):
     from pyiceberg.schema import Schema
     from pyiceberg.types import (
         BinaryType,
@@ -57,20 +76,23 @@ def _schema():
     )
 
     # Spark's Kafka source schema; the Kafka coordinates are required (never null on
-    # the read path), key, value and headers are nullable as in Kafka.
+    # the read path), key, value and headers are nullable as in Kafka. An upsert table's
+    # key is required: Iceberg's identifier fields must be (and compaction drops
+    # records without a key).
     return Schema(
         NestedField(1, "topic", StringType(), required=True),
         NestedField(2, "partition", IntegerType(), required=True),
         NestedField(3, "offset", LongType(), required=True),
         NestedField(4, "timestamp", TimestamptzType(), required=True),
         NestedField(5, "timestampType", IntegerType(), required=True),
-        NestedField(6, "key", BinaryType(), required=False),
+        NestedField(6, "key", BinaryType(), required=upsert),
         NestedField(7, "value", BinaryType(), required=False),
         NestedField(8, "headers", ListType(
             element_id=9, element_required=True, element_type=StructType(
                 NestedField(10, "key", StringType(), required=True),
                 NestedField(11, "value", BinaryType(), required=False))),
             required=False),
+        identifier_field_ids=[1, 2, 6] if upsert else [],
     )
 
 
@@ -87,10 +109,15 @@ class RawRecords:
     COLUMNS = ("topic", "partition", "offset", "timestamp", "timestampType", "key",
                "value", "headers")
 
-    def __init__(self):
+    def __init__(self, mode: str = "append"):
         from pyiceberg.io.pyarrow import schema_to_pyarrow
 
-        self.schema = _schema()
+        if mode not in MODES:
+            raise TableError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+        self.mode = mode
+        #: the identifier fields of an upsert table of these rows
+        self.identifier_columns = IDENTIFIER_COLUMNS
+        self.schema = _schema(mode == "upsert")
         self.arrow_schema = schema_to_pyarrow(self.schema, include_field_ids=True)
 
     def to_arrow(self, window: pa.Table) -> pa.Table:
@@ -200,18 +227,24 @@ def _first_line(err: BaseException) -> str:
 
 
 def open_table(catalog, identifier: str, shape: RawRecords | None = None, *,
-               partition_by: str | None = None, create: bool = True):
+               partition_by: str | None = None, create: bool = True,
+               target_file_size: int | None = None):
     """Table ``identifier`` (``namespace.name``), created with ``shape``'s schema, the
-    partition spec of ``partition_by`` (default ``day``) and the sort order partition,
-    offset when it does not exist (two runs creating it at once: one creates, both use
-    it). An existing table must take ``shape``'s columns (:func:`check_schema`) and, when
-    ``partition_by`` is given, be partitioned that way."""
+    partition spec of ``partition_by`` (default ``day``), the sort order partition,
+    offset and ``kafkalog.mode`` = ``shape.mode`` when it does not exist (two runs
+    creating it at once: one creates, both use it). An existing table must be of
+    ``shape``'s mode (:func:`check_mode`), take ``shape``'s columns
+    (:func:`check_schema`) and, when ``partition_by`` is given, be partitioned that way.
+    ``target_file_size`` (bytes) sets the table's ``write.target-file-size-bytes``
+    (a property update, after every check)."""
     from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
 
     shape = shape if shape is not None else RawRecords()
     if "." not in identifier:
         raise TableError(f"--table {identifier!r}: name it as namespace.table, e.g. "
                          "kafka.orders")
+    if target_file_size is not None and target_file_size < 1:
+        raise TableError(f"--target-file-size must be positive, not {target_file_size}")
     namespace = identifier.rsplit(".", 1)[0]
     try:
         try:
@@ -221,11 +254,14 @@ def open_table(catalog, identifier: str, shape: RawRecords | None = None, *,
                 raise TableError(f"table {identifier} does not exist") from None
             catalog.create_namespace_if_not_exists(namespace)
             spec = partition_spec(shape.schema, partition_by or "day")
+            props = {"format-version": "2", MODE_KEY: shape.mode}
+            if target_file_size is not None:
+                props[TARGET_FILE_SIZE] = str(target_file_size)
             try:
                 table = catalog.create_table(identifier, schema=shape.schema,
                                              partition_spec=spec,
                                              sort_order=sort_order(shape.schema),
-                                             properties={"format-version": "2"})
+                                             properties=props)
                 return shape.adopt(table, identifier)
             except TableAlreadyExistsError:
                 table = catalog.load_table(identifier)
@@ -233,9 +269,45 @@ def open_table(catalog, identifier: str, shape: RawRecords | None = None, *,
         raise
     except Exception as err:
         raise TableError(f"table {identifier}: catalog failed: {_first_line(err)}") from err
+    check_mode(table, shape.mode, identifier, shape.identifier_columns)
     if partition_by is not None:
         check_spec(table, partition_by, identifier)
-    return shape.adopt(table, identifier)
+    table = shape.adopt(table, identifier)
+    if target_file_size is not None and \
+            table.properties.get(TARGET_FILE_SIZE) != str(target_file_size):
+        try:
+            with table.transaction() as tx:
+                tx.set_properties({TARGET_FILE_SIZE: str(target_file_size)})
+        except Exception as err:
+            raise TableError(f"table {identifier}: setting {TARGET_FILE_SIZE} failed: "
+                             f"{_first_line(err)}") from err
+    return table
+
+
+def table_mode(table) -> str:
+    """What ``table`` holds: its ``kafkalog.mode`` property (``append`` without one)."""
+    return table.properties.get(MODE_KEY, "append")
+
+
+def check_mode(table, mode: str, identifier: str,
+               columns: tuple = IDENTIFIER_COLUMNS) -> None:
+    """A run in ``mode`` can write ``table``: the same mode, and an upsert table's
+    identifier fields are ``columns`` (topic, partition, key; ``key_raw`` for a typed
+    key). Else a TableError saying which."""
+    have = table_mode(table)
+    if have != mode:
+        hint = ("its rows are the topic's history" if have == "append" else
+                "its rows are the latest value per key")
+        raise TableError(f"table {identifier} was created by --mode {have} ({hint}); "
+                         f"--mode {mode} needs a table of its own")
+    if mode == "upsert":
+        schema = table.schema()
+        names = sorted(schema.find_column_name(i) or str(i)
+                       for i in schema.identifier_field_ids)
+        if names != sorted(columns):
+            raise TableError(f"table {identifier}: its identifier fields are "
+                             f"{', '.join(names) or 'none'}; this export's are "
+                             f"{', '.join(columns)}")
 
 
 def check_spec(table, partition_by: str, identifier: str) -> None:
@@ -333,3 +405,41 @@ def committed_offsets(table) -> Committed:
         parent = snap.parent_snapshot_id
         snap = table.snapshot_by_id(parent) if parent is not None else None
     return Committed({}, None, None if current is None else current.snapshot_id)
+
+
+#: rows encoded to measure how many Arrow bytes one Parquet byte holds
+_SAMPLE_ROWS = 20_000
+
+
+def data_files(table, rows: pa.Table, write_uuid, counter) -> list:
+    """``rows`` (in the table's Arrow schema) written as data files of ``table`` by
+    pyiceberg's own writer (partitioned by the table's spec, file stats, field ids) —
+    a private function, the one ``Table.append`` calls, so that a run can write many
+    windows and commit once. ``write.target-file-size-bytes`` is the size on disk, as
+    Iceberg's Java writer rolls its files; pyiceberg 0.12 bin-packs by in-memory Arrow
+    bytes (3-10x the Parquet size), so the target it is given is scaled by the Arrow
+    bytes per Parquet byte of a sample of ``rows`` encoded as the table's codec."""
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+    from pyiceberg.table import TableProperties
+
+    metadata = table.metadata
+    props = metadata.properties
+    target = int(props.get(TARGET_FILE_SIZE, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT))
+    if rows.num_rows and rows.nbytes > target:
+        scaled = max(1, int(target * _arrow_bytes_per_file_byte(rows, props)))
+        metadata = metadata.model_copy(update={"properties": {**props,
+                                                               TARGET_FILE_SIZE: str(scaled)}})
+    return list(_dataframe_to_data_files(metadata, rows, table.io, write_uuid=write_uuid,
+                                         counter=counter))
+
+
+def _arrow_bytes_per_file_byte(rows: pa.Table, props: Mapping[str, str]) -> float:
+    import pyarrow.parquet as pq
+    from pyiceberg.table import TableProperties
+
+    codec = props.get(TableProperties.PARQUET_COMPRESSION,
+                      TableProperties.PARQUET_COMPRESSION_DEFAULT)
+    sample = rows.slice(0, min(rows.num_rows, _SAMPLE_ROWS))
+    sink = pa.BufferOutputStream()
+    pq.write_table(sample, sink, compression=None if codec == "uncompressed" else codec)
+    return max(1.0, sample.nbytes / max(1, sink.tell()))

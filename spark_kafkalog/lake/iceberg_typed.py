@@ -19,15 +19,19 @@ and both types, raised before anything is written; the table is unchanged.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pyarrow as pa
 
 from spark_kafkalog.errors import TableError
 from spark_kafkalog.format import record_schema
-from spark_kafkalog.lake.iceberg_table import RawRecords, check_schema
+from spark_kafkalog.lake.iceberg_table import KEY_RAW, RawRecords, check_schema
 from spark_kafkalog.typed.columns import DecodeErrorCounts, TypedRead, typed_batches, typed_schema
 
 __all__ = ["TypedRecords", "schema_changes", "typed_records", "EVOLVE_ATTEMPTS"]
 
+#: the ``key_raw`` column's field id before fresh ids are assigned (any id not in use)
+_RAW_ID = 10_000
 #: schema updates tried when a concurrent change to the table wins the commit
 EVOLVE_ATTEMPTS = 3
 
@@ -53,19 +57,33 @@ class TypedRecords(RawRecords):
     new table gets; after :meth:`adopt`, :meth:`to_arrow` writes in the table's own
     (possibly wider, evolved) schema."""
 
-    def __init__(self, read: TypedRead):
+    #: what the columns come from, as a refusal names it
+    SOURCE = "the subject's schema"
+
+    def __init__(self, read: TypedRead, mode: str = "append"):
         from pyiceberg.catalog import Catalog
         from pyiceberg.schema import Schema, assign_fresh_schema_ids
-        from pyiceberg.types import NestedField
+        from pyiceberg.types import BinaryType, NestedField
 
+        self.typed = tuple(s.column for s in read.specs)
+        base = RawRecords(mode)
+        self.mode = mode
+        self.identifier_columns = base.identifier_columns
+        ids = list(base.schema.identifier_field_ids)
+        raw_key = mode == "upsert" and "key" in self.typed
+        if raw_key:
+            # the decoded key is an optional struct, no identifier field: its bytes are
+            # (Kafka's compaction compares bytes too), kept by the typed read as key_raw
+            self.identifier_columns = ("topic", "partition", KEY_RAW)
+            ids = [i for i in ids if i != base.schema.find_field("key").field_id] + [_RAW_ID]
+            read = replace(read, specs=tuple(replace(s, keep_raw=True) if s.column == "key"
+                                             else s for s in read.specs))
         self.read = read
         #: records that did not decode, over every window (onDecodeError null / skip)
         self.decode_errors = DecodeErrorCounts(read.on_error)
         #: called with each window's records that did not decode, raw and whole
         #: (``log.read.dead_letter.DeadLetterSink``), or None
         self.dead_letter = None
-        self.typed = tuple(s.column for s in read.specs)
-        base = RawRecords()
         arrow = typed_schema(record_schema(True), read)
         self.extra = tuple(n for n in arrow.names if n not in self.COLUMNS)
         fields = []
@@ -78,10 +96,13 @@ class TypedRecords(RawRecords):
             else:
                 fields.append(f)
         for name in self.extra:
+            if raw_key and name == KEY_RAW:
+                fields.append(NestedField(_RAW_ID, KEY_RAW, BinaryType(), required=True))
+                continue
             t = Catalog._convert_schema_if_needed(
                 pa.schema([pa.field(name, arrow.field(name).type)])).fields[0]
             fields.append(NestedField(-1, name, t.field_type, required=False))
-        self.schema = assign_fresh_schema_ids(Schema(*fields))
+        self.schema = assign_fresh_schema_ids(Schema(*fields, identifier_field_ids=ids))
         self.arrow_schema = None
 
     def adopt(self, table, identifier: str):
@@ -92,8 +113,8 @@ class TypedRecords(RawRecords):
         from pyiceberg.schema import Schema
 
         fixed = RawRecords()
-        fixed.schema = Schema(*(f for f in self.schema.fields
-                                if f.name not in self.typed and f.name not in self.extra))
+        evolving = set(self.typed) | (set(self.extra) - set(self.identifier_columns))
+        fixed.schema = Schema(*(f for f in self.schema.fields if f.name not in evolving))
         check_schema(table, fixed, identifier)
         for f in table.schema().fields:
             if f.name in self.typed and str(f.field_type) == "binary":
@@ -105,7 +126,7 @@ class TypedRecords(RawRecords):
         for attempt in range(1, EVOLVE_ATTEMPTS + 1):
             problems, added = schema_changes(table.schema(), self.schema)
             if problems:
-                raise TableError(f"table {identifier} cannot take the subject's schema: "
+                raise TableError(f"table {identifier} cannot take {self.SOURCE}: "
                                  f"{problems[0]}" + (f" (and {len(problems) - 1} more)"
                                                      if len(problems) > 1 else ""))
             if not added:
@@ -140,15 +161,21 @@ class TypedRecords(RawRecords):
         batches = list(typed_batches(raw.to_batches(), self.read, counts=self.decode_errors,
                                      dead_letter=self.dead_letter))
         decoded = pa.Table.from_batches(batches, schema=typed_schema(raw.schema, self.read))
-        columns = []
-        for f in self.arrow_schema:
-            if f.name in decoded.column_names:
-                col = decoded.column(f.name)
-                columns.append(pa.chunked_array([_conform(c, f.type) for c in col.chunks],
-                                                f.type))
-            else:
-                columns.append(pa.nulls(decoded.num_rows, f.type))
-        return pa.Table.from_arrays(columns, schema=self.arrow_schema)
+        return laid_out(decoded, self.arrow_schema)
+
+
+def laid_out(decoded: pa.Table, arrow_schema: pa.Schema) -> pa.Table:
+    """``decoded``'s columns in the table's Arrow schema, by name (struct fields too); a
+    column or field the table has and ``decoded`` does not, as nulls."""
+    columns = []
+    for f in arrow_schema:
+        if f.name in decoded.column_names:
+            col = decoded.column(f.name)
+            columns.append(pa.chunked_array([_conform(c, f.type) for c in col.chunks],
+                                            f.type))
+        else:
+            columns.append(pa.nulls(decoded.num_rows, f.type))
+    return pa.Table.from_arrays(columns, schema=arrow_schema)
 
 
 def _headers_empty(headers: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -254,13 +281,14 @@ def typed_records(logdirs, topics, *, value_format: str = "binary",
                   schema_registry_url: str | None = None,
                   schema_registry_topic: str | None = None,
                   remote_storage=None, remote_layout: str | None = None,
-                  **column_options) -> RawRecords:
+                  mode: str = "append", **column_options) -> RawRecords:
     """The shaper of an export of ``topics`` of ``logdirs`` (a ``LogDirs``): RawRecords
     when both formats are ``binary``, else :class:`TypedRecords` with the read planned
     as ``log.read_table(..., value_format=...)`` plans it (the same keywords and checks:
     ``value_subject``, ``value_schema_version``, ``value_schema_id``, ``value_schema``,
     ``value_framing`` and their ``key_`` twins), every writer schema resolved to the
-    reader schema before anything is read (SchemaResolutionError, InvalidOptionError)."""
+    reader schema before anything is read (SchemaResolutionError, InvalidOptionError).
+    ``mode``: the table's, ``append`` or ``upsert``."""
     from spark_kafkalog.errors import InvalidOptionError
     from spark_kafkalog.log.read.typed_plan import open_schema_source, plan_typed_read
     from spark_kafkalog.log.read.typed_table import _name, _registry_name
@@ -283,7 +311,7 @@ def typed_records(logdirs, topics, *, value_format: str = "binary",
             raise InvalidOptionError("on_decode_error / schema_registry_url apply to typed "
                                      "columns; set value_format or key_format to avro or "
                                      "registry")
-        return RawRecords()
+        return RawRecords(mode)
     cols = {c.column: c for c in columns}
     typed = make_typed(cols.get("value"), cols.get("key"), on_decode_error,
                        schema_registry_topic, schema_registry_url, None,
@@ -293,4 +321,4 @@ def typed_records(logdirs, topics, *, value_format: str = "binary",
                                 remote_storage=remote_storage, remote_layout=remote_layout,
                                 topic_option="schema_registry_topic")
     return TypedRecords(plan_typed_read(source, list(topics), typed.columns,
-                                        typed.on_decode_error, _name))
+                                        typed.on_decode_error, _name), mode)

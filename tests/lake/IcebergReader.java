@@ -1,8 +1,8 @@
 // Reads an Iceberg table with Apache Iceberg's own Java library (iceberg-core, -data,
 // -parquet from Maven Central; `make iceberg-jars`), the implementation the export does
 // not use: the oracle of tests/lake. Given a table metadata file, prints one JSON line for
-// the table (format version, schema, partition spec, sort order, every snapshot with its
-// summary, oldest first) and one JSON line per row: topic, partition, offset, timestamp
+// the table (format version, schema, partition spec, sort order, identifier fields, every
+// snapshot with its summary, oldest first) and one JSON line per row: topic, partition, offset, timestamp
 // (epoch microseconds), timestampType, key and value (hex, or null), headers ([key, hex
 // value or null] pairs, or null).
 //
@@ -11,7 +11,9 @@
 //   java -cp 'BUILD:.cache/iceberg-jars/*' IcebergReader jdbc:sqlite:WAREHOUSE/kafkalog-catalog.db \
 //       CATALOG_NAME NAMESPACE.TABLE file://WAREHOUSE
 // The second form finds the table through Iceberg's own JdbcCatalog, as Spark's Iceberg
-// runtime would with a jdbc catalog on the same file.
+// runtime would with a jdbc catalog on the same file. Rows are read by IcebergGenerics,
+// which applies position and equality delete files, so a table with row-level deletes
+// (an upsert table another engine wrote to) reads as its live rows.
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -71,6 +73,10 @@ public class IcebergReader {
     head.put("schema", table.schema().toString());
     head.put("spec", table.spec().toString());
     head.put("sortOrder", table.sortOrder().toString());
+    ArrayNode ids = head.putArray("identifierFields");
+    for (String name : new java.util.TreeSet<>(table.schema().identifierFieldNames())) {
+      ids.add(name);
+    }
     Snapshot current = table.currentSnapshot();
     if (current != null) {
       head.put("currentSnapshot", current.snapshotId());
