@@ -293,9 +293,11 @@ def _write_files(logdirs, todo, table, shape, run_id, result, *, isolation_level
     return files
 
 
-def _commit(catalog, table, identifier, base: Committed, todo, files, result, *, hit, say):
-    """One append snapshot of ``files`` with the ranges in its summary; on a concurrent
-    commit, retried or given up as the module docstring says."""
+def _commit(catalog, table, identifier, base: Committed, todo, files, result, *, hit, say,
+            extra: Mapping[str, str] | None = None):
+    """One append snapshot of ``files`` with the ranges (and ``extra``) in its summary; on
+    a concurrent commit, retried or given up as the module docstring says. The streaming
+    sink (``spark.iceberg_sink``) commits through here too."""
     from pyiceberg.exceptions import CommitFailedException
 
     ours = {(r.topic, r.partition): r for r in todo}
@@ -306,7 +308,8 @@ def _commit(catalog, table, identifier, base: Committed, todo, files, result, *,
         for r in todo:
             next_offsets.setdefault(r.topic, {})[r.partition] = r.end
         props = {OFFSETS_KEY: offsets_json(_ranges_doc(todo)),
-                 NEXT_OFFSETS_KEY: offsets_json(next_offsets), RUN_ID_KEY: result.run_id}
+                 NEXT_OFFSETS_KEY: offsets_json(next_offsets), RUN_ID_KEY: result.run_id,
+                 **(extra or {})}
         target = _without_commit_retries(table)
         tx = target.transaction()
         with tx.update_snapshot(snapshot_properties=props).fast_append() as append:

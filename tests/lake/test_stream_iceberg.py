@@ -1,0 +1,207 @@
+"""Streaming into Iceberg: ``readStream.format("kafkalog")`` -> ``writeStream.format(
+"kafkalog_iceberg")`` with availableNow triggers (no sleeps). Records appended between two
+runs of the query land once; a crash between the Iceberg commit and Spark's commit-log
+write (the checkpoint's last commit file deleted: Spark re-runs that micro-batch with the
+same id) adds nothing twice; a second query that would write offsets the table holds is
+refused. The table is read back by Apache Iceberg's Java library (the implementation the
+sink does not use) and compared with ``spark.read.format("kafkalog")`` of the same
+offsets, and with ``log.read_table``."""
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+
+from spark_kafkalog.lake import NEXT_OFFSETS_KEY, OFFSETS_KEY, RUN_ID_KEY, open_catalog
+from spark_kafkalog.spark.iceberg_sink import (
+    BATCH_ID_KEY,
+    QUERY_ID_KEY,
+    IcebergCommitMessage,
+    IcebergSink,
+    SinkConfig,
+    stream_starting_offsets,
+)
+from tests.lake.oracle import JavaReader, metadata_location, row_tuples
+from tests.lake.test_export_iceberg import IDENT, _expected, _grow, _log
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def java(tmp_path_factory):
+    return JavaReader(tmp_path_factory.mktemp("iceberg-reader"))
+
+
+def _run(spark, logs: str, wh: Path, ck: Path, *, starting="earliest", max_per_trigger=None,
+         query_id=None):
+    """One availableNow run of the query to its end; the StreamingQuery."""
+    reader = (spark.readStream.format("kafkalog").option("path", logs)
+              .option("subscribe", "t").option("includeHeaders", "true")
+              .option("startingOffsets", starting))
+    if max_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_per_trigger))
+    writer = (reader.load().writeStream.format("kafkalog_iceberg")
+              .option("table", IDENT).option("warehouse", str(wh))
+              .option("checkpointLocation", str(ck)).trigger(availableNow=True))
+    if query_id is not None:
+        writer = writer.option("queryId", query_id)
+    query = writer.start()
+    try:
+        query.awaitTermination()
+    finally:
+        query.stop()
+    return query
+
+
+def _table(wh: Path):
+    return open_catalog(str(wh)).load_table(IDENT)
+
+
+def _ours(wh: Path) -> list:
+    """Summaries of the table's snapshots, oldest first."""
+    return [s.summary for s in _table(wh).snapshots()]
+
+
+def _spark_rows(spark, logs: str, ends: dict):
+    """``spark.read.format("kafkalog")`` of every offset below ``ends`` ({partition: next})."""
+    df = (spark.read.format("kafkalog").option("path", logs).option("subscribe", "t")
+          .option("includeHeaders", "true").option("startingOffsets", "earliest")
+          .option("endingOffsets", json.dumps({"t": {str(q): n for q, n in ends.items()}}))
+          .load())
+    return row_tuples(df.toArrow())
+
+
+def _forget_commit(ck: Path, batch: int) -> None:
+    """Delete Spark's commit-log entry of ``batch`` (and Hadoop's checksum beside it): the
+    state a crash between our Iceberg commit and Spark's commit-log write leaves."""
+    entry = ck / "commits" / str(batch)
+    assert entry.exists(), sorted(p.name for p in (ck / "commits").iterdir())
+    entry.unlink()
+    (ck / "commits" / f".{batch}.crc").unlink(missing_ok=True)
+
+
+def _files_on_disk_are_the_tables(wh: Path) -> None:
+    listed = {t.file.file_path for t in _table(wh).scan().plan_files()}
+    on_disk = {f"file://{p}" for p in wh.rglob("*.parquet")}
+    assert on_disk == listed
+
+
+@pytest.mark.slow
+def test_two_runs_land_every_record_once_and_java_reads_what_spark_reads(
+        spark, tmp_path, java):
+    b = _log(tmp_path / "logs")
+    logs, wh, ck = b.uris(), tmp_path / "wh", tmp_path / "ck"
+    first = _run(spark, logs, wh, ck, max_per_trigger=70)
+    assert row_tuples(_table(wh).scan().to_arrow()) == _expected(logs)
+    summaries = _ours(wh)
+    assert len(summaries) >= 2          # 160 offsets, 70 per trigger: several micro-batches
+    assert [int(s[BATCH_ID_KEY]) for s in summaries] == list(range(len(summaries)))
+    assert {s[QUERY_ID_KEY] for s in summaries} == {str(first.id)}
+    assert json.loads(summaries[-1][NEXT_OFFSETS_KEY]) == {"t": {"0": 80, "1": 80}}
+    covered = {}
+    for s in summaries:
+        assert s[RUN_ID_KEY]
+        for q, (lo, hi) in json.loads(s[OFFSETS_KEY])["t"].items():
+            assert covered.get(q, 0) == lo, "offset ranges of successive batches meet"
+            covered[q] = hi
+    assert covered == {"0": 80, "1": 80}
+
+    _grow(b, 37, b"new")
+    second = _run(spark, logs, wh, ck)
+    assert second.id == first.id            # the same query, continued from its checkpoint
+    expected = _expected(logs)
+    assert len(expected) == 234
+    assert row_tuples(_table(wh).scan().to_arrow()) == expected
+    last = _ours(wh)[-1]
+    assert json.loads(last[OFFSETS_KEY]) == {"t": {"0": [80, 117], "1": [80, 117]}}
+    _, rows = java.read(metadata_location(wh, IDENT))
+    assert rows == _spark_rows(spark, logs, {0: 117, 1: 117}) == expected
+    _files_on_disk_are_the_tables(wh)
+    assert stream_starting_offsets(_table(wh)) == '{"t":{"0":117,"1":117}}'
+
+
+@pytest.mark.slow
+def test_batch_replayed_after_a_crash_past_the_iceberg_commit_is_not_appended_twice(
+        spark, tmp_path, java):
+    """The checkpoint's last commit file deleted: Spark has the batch's offsets but no
+    record that it finished, as after a crash right after our Iceberg commit. The next run
+    re-runs that batch (same id, same offsets): nothing is appended twice, its files are
+    deleted, and the records added meanwhile land once."""
+    b = _log(tmp_path / "logs")
+    logs, wh, ck = b.uris(), tmp_path / "wh", tmp_path / "ck"
+    _run(spark, logs, wh, ck, max_per_trigger=70)
+    before = _ours(wh)
+    last_batch = int(before[-1][BATCH_ID_KEY])
+    _forget_commit(ck, last_batch)
+    _grow(b, 11, b"late")
+    _run(spark, logs, wh, ck, max_per_trigger=70)
+    after = _ours(wh)
+    assert after[:len(before)] == before
+    # the replayed batch committed nothing; the new records came in later batches
+    assert [int(s[BATCH_ID_KEY]) for s in after[len(before):]] and \
+        all(int(s[BATCH_ID_KEY]) > last_batch for s in after[len(before):])
+    expected = _expected(logs)
+    assert row_tuples(_table(wh).scan().to_arrow()) == expected
+    _, rows = java.read(metadata_location(wh, IDENT))
+    assert rows == expected
+    _files_on_disk_are_the_tables(wh)
+
+
+def test_replay_with_nothing_new_leaves_the_table_as_it_was(spark, tmp_path):
+    b = _log(tmp_path / "logs", n=20)
+    logs, wh, ck = b.uris(), tmp_path / "wh", tmp_path / "ck"
+    _run(spark, logs, wh, ck)
+    before = _ours(wh)
+    _forget_commit(ck, int(before[-1][BATCH_ID_KEY]))
+    _run(spark, logs, wh, ck)
+    assert _ours(wh) == before
+    assert row_tuples(_table(wh).scan().to_arrow()) == _expected(logs)
+    _files_on_disk_are_the_tables(wh)
+
+
+def test_second_query_over_the_same_offsets_is_refused(spark, tmp_path):
+    """A new checkpoint starting at earliest on a table that holds those offsets: the
+    batch is refused (the table never holds an offset twice); started at the table's own
+    offsets (:func:`stream_starting_offsets`) it continues it."""
+    from pyspark.errors import StreamingQueryException
+
+    b = _log(tmp_path / "logs", n=20)
+    logs, wh = b.uris(), tmp_path / "wh"
+    _run(spark, logs, wh, tmp_path / "ck1")
+    before = _ours(wh)
+    with pytest.raises(StreamingQueryException, match="already holds offsets up to 20"):
+        _run(spark, logs, wh, tmp_path / "ck2")
+    assert _ours(wh) == before
+    _files_on_disk_are_the_tables(wh)
+    _grow(b, 5, b"more")
+    _run(spark, logs, wh, tmp_path / "ck3", starting=stream_starting_offsets(_table(wh)))
+    assert row_tuples(_table(wh).scan().to_arrow()) == _expected(logs)
+
+
+def test_commit_message_and_writer_pickle(tmp_path):
+    from pyspark.sql.types import StructType
+
+    from spark_kafkalog.spark.datasource import SCHEMA_WITH_HEADERS
+
+    sink = IcebergSink({"table": IDENT, "warehouse": str(tmp_path / "wh"),
+                        "checkpointLocation": str(tmp_path / "ck")})
+    writer = sink.streamWriter(SCHEMA_WITH_HEADERS, False)
+    clone = pickle.loads(pickle.dumps(writer))
+    assert clone.config == writer.config and clone.metadata == writer.metadata
+    msg = IcebergCommitMessage(files=[], offsets={("t", 0): (3, 9)}, rows=7)
+    assert pickle.loads(pickle.dumps(msg)) == msg
+    with pytest.raises(Exception, match="no column 'offset'"):
+        sink.streamWriter(StructType(SCHEMA_WITH_HEADERS.fields[:4]), False)
+
+
+def test_bad_options_are_named():
+    from spark_kafkalog.errors import InvalidOptionError
+
+    with pytest.raises(InvalidOptionError, match="option table"):
+        SinkConfig.parse({"warehouse": "wh"})
+    with pytest.raises(InvalidOptionError, match="option bogus"):
+        SinkConfig.parse({"table": "a.b", "warehouse": "wh", "bogus": "1"})
+    with pytest.raises(InvalidOptionError, match="windowRecords"):
+        SinkConfig.parse({"table": "a.b", "warehouse": "wh", "windowRecords": "0"})
