@@ -12,6 +12,10 @@
 //       CATALOG_NAME NAMESPACE.TABLE file://WAREHOUSE
 // The second form finds the table through Iceberg's own JdbcCatalog, as Spark's Iceberg
 // runtime would with a jdbc catalog on the same file.
+//   java -cp 'BUILD:.cache/iceberg-rest-jars/*' -Dcatalog.io-impl=... IcebergReader \
+//       http://127.0.0.1:PORT CATALOG_NAME NAMESPACE.TABLE
+// The third finds it through Iceberg's RESTCatalog (more catalog properties, e.g. an S3
+// warehouse's S3FileIO settings, as system properties `catalog.<property>`).
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -55,9 +59,20 @@ public class IcebergReader {
       props.put(CatalogProperties.WAREHOUSE_LOCATION, args[3]);
       catalog.initialize(args[1], props);
       table = catalog.loadTable(TableIdentifier.parse(args[2]));
+    } else if (args.length == 3 && args[0].startsWith("http")) {
+      Map<String, String> props = new HashMap<>();
+      for (String name : System.getProperties().stringPropertyNames()) {
+        if (name.startsWith("catalog.")) {
+          props.put(name.substring("catalog.".length()), System.getProperty(name));
+        }
+      }
+      props.put(CatalogProperties.CATALOG_IMPL, "org.apache.iceberg.rest.RESTCatalog");
+      props.put(CatalogProperties.URI, args[0]);
+      table = org.apache.iceberg.CatalogUtil.buildIcebergCatalog(args[1], props,
+          new Configuration()).loadTable(TableIdentifier.parse(args[2]));
     } else {
       System.err.println("usage: IcebergReader METADATA_JSON_LOCATION | JDBC_URI CATALOG "
-          + "NAMESPACE.TABLE WAREHOUSE");
+          + "NAMESPACE.TABLE WAREHOUSE | REST_URI CATALOG NAMESPACE.TABLE");
       System.exit(2);
       return;
     }
