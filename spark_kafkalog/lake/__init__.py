@@ -4,8 +4,11 @@ offsets each commit holds kept in the table itself (no checkpoint of our own).
 ``iceberg_table`` knows the Iceberg side (catalog, schema, partition spec, the snapshot
 summary keys); ``iceberg_typed`` the typed value columns and the schema evolving with the
 subject's; ``iceberg`` is the exporter that reads the log (``log.read_table``) in
-bounded windows and commits once per run. Imports: ``lake -> log -> format``; pyiceberg
-is imported here only (the ``iceberg`` extra), never by the reader.
+bounded windows and commits once per run. The streaming twin is a Spark sink,
+``spark.iceberg_sink`` (``writeStream.format("kafkalog_iceberg")``), which writes with the
+same shaper and commits through the same ``iceberg._commit``. Imports: ``lake -> log ->
+format`` (and ``spark.iceberg_sink -> lake``); pyiceberg is imported here only (the
+``iceberg`` extra), never by the reader.
 """
 from spark_kafkalog.lake.iceberg import ExportResult, export_topics
 from spark_kafkalog.lake.iceberg_table import (

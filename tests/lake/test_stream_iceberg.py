@@ -26,7 +26,6 @@ from spark_kafkalog.spark.iceberg_sink import (
 from tests.lake.oracle import JavaReader, metadata_location, row_tuples
 from tests.lake.test_export_iceberg import IDENT, _expected, _grow, _log
 
-pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +204,63 @@ def test_bad_options_are_named():
         SinkConfig.parse({"table": "a.b", "warehouse": "wh", "bogus": "1"})
     with pytest.raises(InvalidOptionError, match="windowRecords"):
         SinkConfig.parse({"table": "a.b", "warehouse": "wh", "windowRecords": "0"})
+
+
+def _direct_writer(tmp_path, query_id="q-1"):
+    """The sink's writer as Spark's workers get it (options in, pickled), no Spark."""
+    from spark_kafkalog.spark.datasource import SCHEMA_WITH_HEADERS
+
+    sink = IcebergSink({"table": IDENT, "warehouse": str(tmp_path / "wh"),
+                        "queryId": query_id})
+    return pickle.loads(pickle.dumps(sink.streamWriter(SCHEMA_WITH_HEADERS, False)))
+
+
+def _task(writer, table, lo, hi):
+    """One task's commit message over rows ``[lo, hi)`` of ``table`` (pickled, as Spark
+    ships it to the driver)."""
+    batches = table.slice(lo, hi - lo).to_batches(max_chunksize=7)
+    return pickle.loads(pickle.dumps(writer.write(iter(batches))))
+
+
+def test_failed_attempts_files_stay_orphans_and_a_replayed_commit_adds_nothing(tmp_path):
+    """Without Spark: tasks' ``write`` and the driver's ``commit`` called directly. A task
+    attempt that failed (its message never reached the driver) leaves its files in the
+    table's data directory, in no snapshot; the commit of the successful attempts holds
+    exactly their rows; the same batch committed again (Spark's replay) adds nothing and
+    deletes the replay's files; ``abort`` deletes the reported files."""
+    from spark_kafkalog.log import read_table
+
+    logs = _log(tmp_path / "logs", n=30).uris()
+    rows = read_table(logs, "t", include_headers=True).sort_by([("partition", "ascending"),
+                                                                 ("offset", "ascending")])
+    assert rows.num_rows == 60
+    writer = _direct_writer(tmp_path)
+    orphan = _task(writer, rows, 0, 30)             # the attempt that "failed"
+    done = [_task(writer, rows, 0, 30), _task(writer, rows, 30, 60)]
+    writer.commit(done, 0)
+    wh = tmp_path / "wh"
+    assert row_tuples(_table(wh).scan().to_arrow()) == row_tuples(rows)
+    listed = {t.file.file_path for t in _table(wh).scan().plan_files()}
+    orphans = {f.file_path for f in orphan.files}
+    on_disk = {f"file://{p}" for p in wh.rglob("*.parquet")}
+    assert orphans and not orphans & listed and on_disk == listed | orphans
+    (summary,) = _ours(wh)
+    assert summary[QUERY_ID_KEY] == "q-1" and summary[BATCH_ID_KEY] == "0"
+    assert json.loads(summary[OFFSETS_KEY]) == {"t": {"0": [0, 30], "1": [0, 30]}}
+
+    replay = [_task(writer, rows, 0, 60)]
+    writer.commit(replay, 0)
+    assert len(_ours(wh)) == 1
+    assert not {f.file_path for f in replay[0].files} & \
+        {f"file://{p}" for p in wh.rglob("*.parquet")}
+
+    # another query (its own id) over the same offsets: refused, files deleted
+    other = _direct_writer(tmp_path, query_id="q-2")
+    late = [_task(other, rows, 0, 60)]
+    with pytest.raises(Exception, match="already holds offsets up to 30"):
+        other.commit(late, 0)
+    assert len(_ours(wh)) == 1
+    aborted = [_task(writer, rows, 0, 10), None]
+    writer.abort(aborted, 1)
+    assert not {f.file_path for f in aborted[0].files} & \
+        {f"file://{p}" for p in wh.rglob("*.parquet")}
