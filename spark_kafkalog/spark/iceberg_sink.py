@@ -104,6 +104,10 @@ class SinkConfig:
         if "warehouse" not in lower and "catalogUri".lower() not in lower:
             raise InvalidOptionError("option warehouse: where the table's files go (and the "
                                      "embedded catalog's SQLite file) is required")
+        if not lower.get("queryid") and not lower.get("checkpointlocation"):
+            raise InvalidOptionError(f"option checkpointLocation: {SINK_NAME} needs the "
+                                     "query's checkpoint (or option queryId): a replayed "
+                                     "micro-batch is recognised by the query's id")
         try:
             window = int(lower.get("windowrecords", DEFAULT_WINDOW_ROWS))
         except ValueError:
@@ -155,6 +159,14 @@ class IcebergSink(DataSource):
             raise InvalidOptionError(f"{SINK_NAME}: the stream has no column "
                                      f"{missing[0]!r}: write what "
                                      "readStream.format('kafkalog') gives")
+        from pyspark.sql.types import BinaryType
+
+        for name in ("key", "value"):
+            if not isinstance(schema[name].dataType, BinaryType):
+                raise InvalidOptionError(
+                    f"{SINK_NAME}: column {name!r} is {schema[name].dataType.simpleString()}"
+                    "; the sink writes raw records (binary key and value): read without "
+                    "valueFormat/keyFormat (typed values: the export_iceberg job)")
         return IcebergStreamWriter(SinkConfig.parse(self.options),
                                    include_headers="headers" in schema.names)
 
@@ -249,7 +261,11 @@ class IcebergStreamWriter(DataSourceStreamArrowWriter):
                                                             max(hi, have[1]))
         if not files:
             return
-        query_id = self.config.resolve_query_id()
+        try:
+            query_id = self.config.resolve_query_id()
+        except Exception:
+            self.abort(messages, batchId)
+            raise
         catalog = self.config.load_catalog()
         table = catalog.load_table(self.config.identifier)
         self._check_unchanged(table)

@@ -199,11 +199,12 @@ def test_bad_options_are_named():
     from spark_kafkalog.errors import InvalidOptionError
 
     with pytest.raises(InvalidOptionError, match="option table"):
-        SinkConfig.parse({"warehouse": "wh"})
+        SinkConfig.parse({"warehouse": "wh", "queryId": "q"})
     with pytest.raises(InvalidOptionError, match="option bogus"):
-        SinkConfig.parse({"table": "a.b", "warehouse": "wh", "bogus": "1"})
+        SinkConfig.parse({"table": "a.b", "warehouse": "wh", "bogus": "1", "queryId": "q"})
     with pytest.raises(InvalidOptionError, match="windowRecords"):
-        SinkConfig.parse({"table": "a.b", "warehouse": "wh", "windowRecords": "0"})
+        SinkConfig.parse({"table": "a.b", "warehouse": "wh", "windowRecords": "0",
+                          "queryId": "q"})
 
 
 def _direct_writer(tmp_path, query_id="q-1"):
@@ -264,3 +265,40 @@ def test_failed_attempts_files_stay_orphans_and_a_replayed_commit_adds_nothing(t
     writer.abort(aborted, 1)
     assert not {f.file_path for f in aborted[0].files} & \
         {f"file://{p}" for p in wh.rglob("*.parquet")}
+
+
+def test_the_batch_job_continues_a_table_the_sink_wrote_and_back(tmp_path):
+    """Both writers keep the same summary keys: the job starts where the stream's last
+    commit ends, and a stream started at the table's offsets continues after the job."""
+    from spark_kafkalog.log import read_table
+    from tests.lake.test_export_iceberg import _export
+
+    b = _log(tmp_path / "logs", n=30)
+    logs, wh = b.uris(), tmp_path / "wh"
+    writer = _direct_writer(tmp_path)
+    writer.commit([_task(writer, read_table(logs, "t", include_headers=True), 0, 60)], 0)
+    _grow(b, 7, b"job")
+    assert _export(logs, wh).rows == 14
+    _grow(b, 5, b"stream")
+    start = json.loads(stream_starting_offsets(_table(wh)))
+    assert start == {"t": {"0": 37, "1": 37}}
+    tail = read_table(logs, "t", include_headers=True, starting_offsets={0: 37, 1: 37})
+    writer.commit([_task(writer, tail, 0, tail.num_rows)], 1)
+    assert row_tuples(_table(wh).scan().to_arrow()) == _expected(logs)
+    assert len(_expected(logs)) == 84
+
+
+def test_typed_columns_and_a_missing_checkpoint_are_refused_at_start(tmp_path):
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from spark_kafkalog.errors import InvalidOptionError
+    from spark_kafkalog.spark.datasource import SCHEMA_WITH_HEADERS
+
+    typed = StructType([f if f.name != "value" else StructField(
+        "value", StructType([StructField("id", StringType())])) for f in SCHEMA_WITH_HEADERS])
+    sink = IcebergSink({"table": IDENT, "warehouse": str(tmp_path / "wh"), "queryId": "q"})
+    with pytest.raises(InvalidOptionError, match="column 'value' is struct<id:string>"):
+        sink.streamWriter(typed, False)
+    with pytest.raises(InvalidOptionError, match="option checkpointLocation"):
+        SinkConfig.parse({"table": IDENT, "warehouse": "wh"})
+    assert not (tmp_path / "wh").exists()
