@@ -14,8 +14,9 @@
 // runtime would with a jdbc catalog on the same file.
 //   java -cp 'BUILD:.cache/iceberg-rest-jars/*' -Dcatalog.io-impl=... IcebergReader \
 //       http://127.0.0.1:PORT CATALOG_NAME NAMESPACE.TABLE
-// The third finds it through Iceberg's RESTCatalog (more catalog properties, e.g. an S3
-// warehouse's S3FileIO settings, as system properties `catalog.<property>`).
+// The third finds it through Iceberg's RESTCatalog. Both catalog forms take more catalog
+// properties (e.g. an S3 warehouse's S3FileIO settings) as system properties
+// `catalog.<property>`.
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -46,6 +47,17 @@ import org.apache.iceberg.io.CloseableIterable;
 public class IcebergReader {
   private static final ObjectMapper JSON = new ObjectMapper();
 
+  /** System properties `catalog.<property>` as catalog properties (e.g. S3FileIO's). */
+  private static Map<String, String> systemCatalogProperties() {
+    Map<String, String> props = new HashMap<>();
+    for (String name : System.getProperties().stringPropertyNames()) {
+      if (name.startsWith("catalog.")) {
+        props.put(name.substring("catalog.".length()), System.getProperty(name));
+      }
+    }
+    return props;
+  }
+
   public static void main(String[] args) throws Exception {
     Table table;
     if (args.length == 1) {
@@ -55,17 +67,13 @@ public class IcebergReader {
       JdbcCatalog catalog = new JdbcCatalog();
       catalog.setConf(new Configuration());
       Map<String, String> props = new HashMap<>();
+      props.putAll(systemCatalogProperties());
       props.put(CatalogProperties.URI, args[0]);
       props.put(CatalogProperties.WAREHOUSE_LOCATION, args[3]);
       catalog.initialize(args[1], props);
       table = catalog.loadTable(TableIdentifier.parse(args[2]));
     } else if (args.length == 3 && args[0].startsWith("http")) {
-      Map<String, String> props = new HashMap<>();
-      for (String name : System.getProperties().stringPropertyNames()) {
-        if (name.startsWith("catalog.")) {
-          props.put(name.substring("catalog.".length()), System.getProperty(name));
-        }
-      }
+      Map<String, String> props = systemCatalogProperties();
       props.put(CatalogProperties.CATALOG_IMPL, "org.apache.iceberg.rest.RESTCatalog");
       props.put(CatalogProperties.URI, args[0]);
       table = org.apache.iceberg.CatalogUtil.buildIcebergCatalog(args[1], props,

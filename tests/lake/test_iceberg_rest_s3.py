@@ -135,3 +135,20 @@ def test_stream_through_rest_into_s3_equals_spark_read(spark, tmp_path, rest, ja
           .option("endingOffsets", '{"t":{"0":39,"1":39}}').load())
     assert rows == row_tuples(df.toArrow()) == _expected(logs)
     assert len(rows) == 78
+
+
+def test_export_job_with_an_sql_catalog_and_an_s3_warehouse(tmp_path, java_rest, warehouse):
+    """An SQLAlchemy catalog URI (a local SQLite file) with the table's files in S3: Java's
+    JdbcCatalog on the same file, with S3FileIO, reads what read_table reads."""
+    wh, options, fs = warehouse
+    wh = wh + "-sql"
+    ident = "kafka.sql_s3"
+    db = tmp_path / "catalog.db"
+    _log(tmp_path / "logs", n=24)
+    argv = ["--path", str(tmp_path / "logs"), "--warehouse", wh, "--catalog-uri",
+            f"sqlite:///{db}", "--table", ident, "--no-progress", *_fs_flags(options)]
+    assert run_job("export_iceberg", argv) == 0
+    _, rows = java_rest.read(f"jdbc:sqlite:{db}", "kafkalog", ident, wh)
+    assert rows == _expected(str(tmp_path / "logs")) and len(rows) == 48
+    stored = fs.get_file_info(pafs.FileSelector(wh[len("s3://"):], recursive=True))
+    assert [i for i in stored if i.path.endswith(".parquet")]
