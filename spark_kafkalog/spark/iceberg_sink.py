@@ -61,11 +61,14 @@ _KNOWN = {"table", "warehouse", "catalogUri", "catalogName", "partitionBy", "que
 
 @dataclass
 class IcebergCommitMessage(WriterCommitMessage):
-    """One task's work: its data files (pyiceberg ``DataFile``s) and, per
-    ``(topic, partition)``, the ``(first, last)`` offset of its rows."""
+    """One task's work: its data files (pyiceberg ``DataFile``s), per
+    ``(topic, partition)`` the ``(first, last)`` offset of its rows, and the table's
+    partition spec id and schema id the files were written for."""
     files: list = field(default_factory=list)
     offsets: dict = field(default_factory=dict)
     rows: int = 0
+    spec_id: int = 0
+    schema_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -203,7 +206,8 @@ class IcebergStreamWriter(DataSourceStreamArrowWriter):
         io = load_file_io(self.io_properties, self.metadata.location)
         # one uuid per task attempt: a failed attempt's files are told apart by it
         write_uuid, counter = uuid.uuid4(), itertools.count(0)
-        msg = IcebergCommitMessage()
+        msg = IcebergCommitMessage(spec_id=self.metadata.default_spec_id,
+                                   schema_id=self.metadata.current_schema_id)
         pending: list = []
         held = 0
 
@@ -268,7 +272,12 @@ class IcebergStreamWriter(DataSourceStreamArrowWriter):
             raise
         catalog = self.config.load_catalog()
         table = catalog.load_table(self.config.identifier)
-        self._check_unchanged(table)
+        if {(m.spec_id, m.schema_id) for m in messages if m.files} != \
+                {(table.metadata.default_spec_id, table.metadata.current_schema_id)}:
+            _delete(table, files)
+            raise TableError(f"{self.config.identifier}: the table's partition spec or "
+                             "schema changed while the query ran (its files were written "
+                             "for the old ones and are deleted): restart the query")
         if _batch_committed(table, query_id, batchId):
             _delete(table, files)
             return
@@ -304,13 +313,6 @@ class IcebergStreamWriter(DataSourceStreamArrowWriter):
                     io.delete(f.file_path)
                 except FileNotFoundError:
                     pass
-
-    def _check_unchanged(self, table) -> None:
-        """The files were written for the spec and schema of the query's start."""
-        if (table.metadata.default_spec_id, table.metadata.current_schema_id) != \
-                (self.metadata.default_spec_id, self.metadata.current_schema_id):
-            raise TableError(f"{self.config.identifier}: the table's partition spec or "
-                             "schema changed while the query ran: restart the query")
 
 
 def _track_offsets(window, offsets: dict) -> None:

@@ -302,3 +302,22 @@ def test_typed_columns_and_a_missing_checkpoint_are_refused_at_start(tmp_path):
     with pytest.raises(InvalidOptionError, match="option checkpointLocation"):
         SinkConfig.parse({"table": IDENT, "warehouse": "wh"})
     assert not (tmp_path / "wh").exists()
+
+
+def test_a_spec_changed_under_the_query_is_refused_and_its_files_deleted(tmp_path):
+    """Files written for the table's spec at the query's start are not committed into a
+    table whose spec changed meanwhile (they would carry the wrong partition values)."""
+    from pyiceberg.transforms import IdentityTransform
+
+    from spark_kafkalog.errors import TableError
+    from spark_kafkalog.log import read_table
+
+    logs = _log(tmp_path / "logs", n=10).uris()
+    writer = _direct_writer(tmp_path)
+    msg = _task(writer, read_table(logs, "t", include_headers=True), 0, 20)
+    with _table(tmp_path / "wh").update_spec() as update:
+        update.add_field("partition", IdentityTransform(), "kafka_partition")
+    with pytest.raises(TableError, match="partition spec or schema changed"):
+        writer.commit([msg], 0)
+    assert not list((tmp_path / "wh").rglob("*.parquet"))
+    assert _ours(tmp_path / "wh") == []
