@@ -3,7 +3,9 @@
 session server of tests/log/test_s3.py), written by ``export_iceberg`` and by the
 streaming sink with the reader's S3 options, read back by Iceberg's Java library through
 that REST catalog (S3FileIO: neither pyiceberg nor pyarrow) and by pyiceberg, equal to
-``log.read_table`` / ``spark.read.format("kafkalog")`` of the same offsets."""
+``log.read_table`` / ``spark.read.format("kafkalog")`` of the same offsets. Marked slow:
+the server's JVM starts in ~10 s and reads go through one JVM each (``make test-slow``;
+``make iceberg-rest-jars`` fetches the jars)."""
 from __future__ import annotations
 
 import json
@@ -20,9 +22,6 @@ from tests.lake.oracle import row_tuples
 from tests.lake.rest_catalog import RestCatalog, s3_java_properties
 from tests.lake.test_export_iceberg import _expected, _grow, _log
 from tests.log.test_s3 import REGION, s3_endpoint, upload  # noqa: F401  (session moto)
-
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
 def warehouse(s3_endpoint):  # noqa: F811
@@ -71,6 +70,7 @@ def test_fileio_properties_are_the_readers_s3_options():
     assert props["s3.region"] == "other"        # a catalog property wins
 
 
+@pytest.mark.slow
 def test_export_job_through_rest_into_s3_read_back_by_java(tmp_path, rest, java_rest,
                                                             warehouse):
     """The log on S3 too: one set of --fs-option flags reaches both. Two runs (the second
@@ -105,6 +105,7 @@ def test_export_job_through_rest_into_s3_read_back_by_java(tmp_path, rest, java_
     assert stored == listed and len(listed) >= 2
 
 
+@pytest.mark.slow
 def test_stream_through_rest_into_s3_equals_spark_read(spark, tmp_path, rest, java_rest,
                                                        warehouse):
     wh, options, _ = warehouse
@@ -137,6 +138,7 @@ def test_stream_through_rest_into_s3_equals_spark_read(spark, tmp_path, rest, ja
     assert len(rows) == 78
 
 
+@pytest.mark.slow
 def test_export_job_with_an_sql_catalog_and_an_s3_warehouse(tmp_path, java_rest, warehouse):
     """An SQLAlchemy catalog URI (a local SQLite file) with the table's files in S3: Java's
     JdbcCatalog on the same file, with S3FileIO, reads what read_table reads."""
