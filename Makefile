@@ -10,7 +10,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_CONF_DIR        := $(abspath conf)
 
-.PHONY: venv build test test-slow test-all test-fast bench bench-avro-spark run clean kafka-jars iceberg-jars avro-jars avro-java-jars browser kcat fuzz-kernels fuse
+.PHONY: venv build test test-slow test-all test-fast bench bench-avro-spark run clean kafka-jars iceberg-jars avro-jars iceberg-rest-jars avro-java-jars browser kcat fuzz-kernels fuse
 
 venv: $(STAMP)
 
@@ -35,10 +35,10 @@ FAST_TIER := not slow and not kafka and not packaging
 test: build iceberg-jars avro-java-jars browser fuse
 	$(PY) -m pytest -q --durations=25 -m "$(FAST_TIER)" $(PYTEST_ARGS)
 
-test-slow: build kafka-jars iceberg-jars avro-java-jars browser kcat fuzz-kernels fuse
+test-slow: build kafka-jars iceberg-jars iceberg-rest-jars avro-java-jars browser kcat fuzz-kernels fuse
 	$(PY) -m pytest -q --durations=25 -m "not ($(FAST_TIER))" $(PYTEST_ARGS)
 
-test-all: build kafka-jars iceberg-jars avro-java-jars browser kcat fuzz-kernels fuse
+test-all: build kafka-jars iceberg-jars iceberg-rest-jars avro-java-jars browser kcat fuzz-kernels fuse
 	$(PY) -m pytest -q --durations=25 $(PYTEST_ARGS)
 
 test-fast: build
@@ -87,6 +87,19 @@ $(ICEBERG_JARS)/.fetched: tests/kafka/pom.xml
 	@command -v mvn >/dev/null || { echo "iceberg-jars: mvn not found: the lake tests need Maven to fetch Apache Iceberg's Java library"; exit 1; }
 	@rm -rf $(ICEBERG_JARS) && mkdir -p .cache
 	@$(KAFKA_MVN) -P iceberg,-broker -DoutputDirectory=$(abspath $(ICEBERG_JARS)) >.cache/iceberg-jars.log 2>&1 || { echo "iceberg-jars: Maven could not fetch Apache Iceberg's jars from Maven Central (see .cache/iceberg-jars.log)"; exit 1; }
+	@touch $@
+
+# Apache Iceberg's REST catalog (iceberg-core's test jar: RESTCatalogAdapter, RESTCatalogServlet) on
+# Jetty, and S3FileIO, for the REST and S3 tests of tests/lake (tests/lake/LoopbackRestCatalog.java),
+# fetched by tests/kafka/pom.xml's `iceberg-rest` profile into .cache/ (once). 1.11.0: the newest
+# Iceberg whose REST server fixtures Maven Central serves.
+ICEBERG_REST_JARS := .cache/iceberg-rest-jars
+iceberg-rest-jars: $(ICEBERG_REST_JARS)/.fetched
+
+$(ICEBERG_REST_JARS)/.fetched: tests/kafka/pom.xml
+	@command -v mvn >/dev/null || { echo "iceberg-rest-jars: mvn not found: the REST catalog tests need Maven to fetch Apache Iceberg's REST server"; exit 1; }
+	@rm -rf $(ICEBERG_REST_JARS) && mkdir -p .cache
+	@$(KAFKA_MVN) -P iceberg-rest,-broker -DoutputDirectory=$(abspath $(ICEBERG_REST_JARS)) >.cache/iceberg-rest-jars.log 2>&1 || { echo "iceberg-rest-jars: Maven could not fetch Apache Iceberg's REST server jars from Maven Central (see .cache/iceberg-rest-jars.log)"; exit 1; }
 	@touch $@
 
 # Spark's Avro module (spark-avro_2.13, the newest version Maven Central serves: 4.2.0; pyspark

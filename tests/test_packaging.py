@@ -79,7 +79,8 @@ def test_sdist_holds_the_kernel_sources_not_generated_c(sdist):
         assert f"spark_kafkalog/{part}" in names, part
     assert not generated, generated
     for name in ("LICENSE", "CHANGELOG.md", "README.md", "setup.py", "pyproject.toml",
-                 "MANIFEST.in", "pyspark_kafkalog.py", "spark_kafkalog/cli.py"):
+                 "MANIFEST.in", "pyspark_kafkalog.py", "pyspark_kafkalog_iceberg.py",
+                 "spark_kafkalog/cli.py"):
         assert name in names, name
     assert not [n for n in names if n.endswith((".so", ".pyc"))]
 
@@ -104,7 +105,7 @@ def test_wheel_from_sdist_is_a_platform_wheel_with_every_kernel(wheel):
         assert [n for n in names if n.startswith(f"spark_kafkalog/{kernel}.")
                 and n.endswith(".so")], (kernel, names)
     assert not [n for n in names if n.endswith((".pyx", ".pxi", ".pxd", ".c", ".h"))]
-    assert "pyspark_kafkalog.py" in names
+    assert "pyspark_kafkalog.py" in names and "pyspark_kafkalog_iceberg.py" in names
     # type stubs of the kernels and the PEP 561 marker, whatever the repo holds
     typing_files = [str(x.relative_to(REPO)) for pattern in ("*.pyi", "py.typed")
                     for x in (REPO / "spark_kafkalog").rglob(pattern)]

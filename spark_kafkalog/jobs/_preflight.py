@@ -32,13 +32,13 @@ def fail(message: str) -> NoReturn:
     raise jobkit.JobInputError(message)
 
 
-def _info(path: str) -> pafs.FileInfo | None:
+def _info(path: str, fs_options: dict | None = None) -> pafs.FileInfo | None:
     """What is at ``path`` (None when pyarrow cannot open its scheme, e.g. ``s3a://``:
-    the check is then left to the job)."""
+    the check is then left to the job). pyarrow's ArrowInvalid is a ValueError."""
     try:
-        fs, p = resolve_filesystem(path)
+        fs, p = resolve_filesystem(path, fs_options)
         return fs.get_file_info(p)
-    except (OSError, ValueError, InvalidOptionError, pafs.ArrowInvalid):
+    except (OSError, ValueError, InvalidOptionError):
         return None
 
 
@@ -46,7 +46,7 @@ def source_log_dirs(path: str, flag: str = "--path", fs_options: dict | None = N
                     include_internal: bool = True) -> LogDirs:
     """The log dirs of ``path``, each an existing directory."""
     for one in (p.strip() for p in path.split(",") if p.strip()):
-        info = _info(one)
+        info = _info(one, fs_options)
         if info is not None and info.type == pafs.FileType.NotFound:
             fail(f"{flag}: log directory {one} does not exist")
         if info is not None and info.type != pafs.FileType.Directory:

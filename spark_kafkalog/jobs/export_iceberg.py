@@ -14,7 +14,8 @@ says so). Columns: topic, partition, offset, timestamp, timestampType, key, valu
 (raw bytes), headers; partitioned by day(timestamp) (``--partition-by``), sort order
 partition, offset. The catalog: an embedded SQL catalog on SQLite in ``--warehouse``
 (``kafkalog-catalog.db``) unless ``--catalog-uri`` names one (REST ``http(s)://``, or an
-SQLAlchemy URI). Reads read_committed by default (``--isolation-level``) up to the last
+SQLAlchemy URI); an ``s3://`` warehouse (with a REST or SQL catalog) is reached with the
+reader's ``--fs-option s3.*`` settings, which apply to ``--path`` too. Reads read_committed by default (``--isolation-level``) up to the last
 stable offset; ``--remote-storage`` adds the remote tier of tiered storage. No Spark: the
 log is read and the Parquet written in this process.
 With ``--value-schema 'id long, name string'`` (a Spark DDL) the JSON values are parsed
@@ -56,6 +57,10 @@ def build_parser() -> jobkit.JobParser:
         example="kafkalog job export_iceberg --path sample/kafka-logs --topic events "
                 "--warehouse out/lake --table kafka.events")
     jobkit.add_log_dirs(ap)
+    ap.add_argument("--fs-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="filesystem option (repeatable) for --path and --warehouse, as the "
+                         "reader takes them: s3.endpoint=..., s3.region=..., "
+                         "s3.access_key=..., s3.secret_key=...")
     jobkit.add_topics(ap, "export", "every topic but internal ones")
     ap.add_argument("--table", required=True, metavar="NAMESPACE.NAME",
                     help="the Iceberg table (created when missing)")
@@ -197,7 +202,9 @@ def main(argv=None) -> int:
     jobkit.check_dead_letter(args)
     if args.window_records is not None and args.window_records < 1:
         raise jobkit.JobInputError("--window-records must be positive")
-    logdirs = _preflight.source_log_dirs(args.path, include_internal=False)
+    fs_options = jobkit.parse_kv(args.fs_option, "--fs-option")
+    logdirs = _preflight.source_log_dirs(args.path, fs_options=fs_options or None,
+                                         include_internal=False)
     present = _user_topics(logdirs)
     topics = jobkit.chosen_topics(args.topic, present, args.path, present)
     if not topics:
@@ -221,7 +228,8 @@ def main(argv=None) -> int:
         logdirs, topics, remote_storage=args.remote_storage,
         remote_layout=args.remote_layout, mode=args.mode, **typed_keywords(args))
     catalog = open_catalog(args.warehouse, args.catalog_uri, args.catalog_name,
-                           jobkit.parse_kv(args.catalog_property, "--catalog-property"))
+                           jobkit.parse_kv(args.catalog_property, "--catalog-property"),
+                           filesystem_options=fs_options)
     table = open_table(catalog, args.table, shape, partition_by=args.partition_by,
                        target_file_size=args.target_file_size)
     result = export_topics(logdirs, topics, catalog, table, args.table,

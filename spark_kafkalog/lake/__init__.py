@@ -6,8 +6,11 @@ summary keys, the table's mode, the data-file writer); ``iceberg_typed`` the typ
 columns and the schema evolving with the subject's; ``iceberg_json`` JSON values parsed
 into columns by a given schema; ``iceberg_upsert`` the upsert mode (latest value per key,
 copy-on-write); ``iceberg`` is the exporter that reads the log (``log.read_table``) in
-bounded windows and commits once per run. Imports: ``lake -> log -> format``; pyiceberg
-is imported here only (the ``iceberg`` extra), never by the reader.
+bounded windows and commits once per run. The streaming twin is a Spark sink,
+``spark.iceberg_sink`` (``writeStream.format("kafkalog_iceberg")``), which writes with the
+same shaper and commits through the same ``iceberg._commit``. Imports: ``lake -> log ->
+format`` (and ``spark.iceberg_sink -> lake``); pyiceberg is imported here only (the
+``iceberg`` extra), never by the reader.
 """
 from spark_kafkalog.lake.iceberg import ExportResult, export_topics
 from spark_kafkalog.lake.iceberg_json import JsonValueRecords

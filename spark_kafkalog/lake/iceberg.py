@@ -465,11 +465,12 @@ def _write_upsert(windows, table, identifier, shape, run_id, result, *, window_r
 
 
 def _commit(catalog, table, identifier, base: Committed, todo, files, result, *, hit, say,
-            removed=None):
+            removed=None, extra: Mapping[str, str] | None = None):
     """One snapshot adding ``files`` (and removing the data files ``removed``, an upsert
-    run's rewrites: an overwrite snapshot) with the ranges in its summary; on a
-    concurrent commit, retried or given up as the module docstring says. A retry whose
-    files to remove a concurrent commit removed first (it rewrote them) starts over."""
+    run's rewrites: an overwrite snapshot) with the ranges (and ``extra``) in its summary;
+    on a concurrent commit, retried or given up as the module docstring says. A retry
+    whose files to remove a concurrent commit removed first (it rewrote them) starts over.
+    The streaming sink (``spark.iceberg_sink``) commits through here too."""
     from pyiceberg.exceptions import CommitFailedException, ValidationException
     from pyiceberg.expressions import AlwaysTrue
 
@@ -481,7 +482,8 @@ def _commit(catalog, table, identifier, base: Committed, todo, files, result, *,
         for r in todo:
             next_offsets.setdefault(r.topic, {})[r.partition] = r.end
         props = {OFFSETS_KEY: offsets_json(_ranges_doc(todo)),
-                 NEXT_OFFSETS_KEY: offsets_json(next_offsets), RUN_ID_KEY: result.run_id}
+                 NEXT_OFFSETS_KEY: offsets_json(next_offsets), RUN_ID_KEY: result.run_id,
+                 **(extra or {})}
         target = _without_commit_retries(table)
         tx = target.transaction()
         snapshot = tx.update_snapshot(snapshot_properties=props)

@@ -40,7 +40,8 @@ import pyarrow as pa
 from spark_kafkalog.errors import TableError
 
 __all__ = ["OFFSETS_KEY", "NEXT_OFFSETS_KEY", "RUN_ID_KEY", "MODE_KEY", "MODES", "RawRecords",
-           "Committed", "committed_offsets", "open_catalog", "open_table", "offsets_json",
+           "Committed", "committed_offsets", "open_catalog", "catalog_properties",
+           "fileio_properties", "load_catalog", "open_table", "offsets_json",
            "parse_offsets_json", "table_mode", "CATALOG_FILE", "TARGET_FILE_SIZE", "KEY_RAW"]
 
 OFFSETS_KEY = "kafkalog.offsets"
@@ -189,17 +190,42 @@ def sort_order(schema):
 
 
 def open_catalog(warehouse: str, catalog_uri: str | None = None, name: str = "kafkalog",
-                 properties: Mapping[str, str] | None = None):
-    """The catalog: with no ``catalog_uri`` an embedded SQL catalog whose SQLite file is
+                 properties: Mapping[str, str] | None = None,
+                 filesystem_options: Mapping[str, object] | None = None):
+    """The catalog of :func:`catalog_properties`, loaded (:func:`load_catalog`)."""
+    return load_catalog(name, catalog_properties(warehouse, catalog_uri, properties,
+                                                 filesystem_options))
+
+
+def load_catalog(name: str, props: Mapping[str, str]):
+    """pyiceberg's catalog ``name`` of ``props``; the embedded catalog's directory is
+    created on first use. A catalog that cannot be opened is a TableError."""
+    from pyiceberg.catalog import load_catalog as pyiceberg_load
+
+    uri = props.get("uri", "")
+    if props.get("type") == "sql" and uri.startswith("sqlite:///") and \
+            uri.endswith(f"/{CATALOG_FILE}"):     # ours; a URI the user gave must exist
+        os.makedirs(os.path.dirname(uri[len("sqlite:///"):]) or ".", exist_ok=True)
+    try:
+        return pyiceberg_load(name, **props)
+    except Exception as err:       # SQLAlchemy's, requests', pyiceberg's own
+        raise TableError(f"catalog {uri} cannot be reached: {_first_line(err)}") from err
+
+
+def catalog_properties(warehouse: str, catalog_uri: str | None = None,
+                       properties: Mapping[str, str] | None = None,
+                       filesystem_options: Mapping[str, object] | None = None
+                       ) -> dict[str, str]:
+    """pyiceberg's catalog properties (plain strings: they pickle to Spark's workers):
+    with no ``catalog_uri`` an embedded SQL catalog whose SQLite file is
     ``<warehouse>/kafkalog-catalog.db`` (created on first use); a ``http(s)://`` URI is
     a REST catalog, any other URI an SQLAlchemy one (``sqlite:///...``,
-    ``postgresql+psycopg2://...``). A catalog that cannot be opened is a TableError."""
-    from pyiceberg.catalog import load_catalog
-
+    ``postgresql+psycopg2://...``). ``filesystem_options`` are the reader's
+    (``s3.endpoint``, ``s3.region``, ``s3.access_key``, ...; :func:`fileio_properties`):
+    the warehouse's object store is reached with the same settings as the log's;
+    ``properties`` (pyiceberg's own names) win over them."""
     props = {"warehouse": _warehouse_uri(warehouse)}
     if catalog_uri is None:
-        if "://" not in warehouse:
-            os.makedirs(warehouse, exist_ok=True)
         local = warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse
         if "://" in local:
             raise TableError(f"--warehouse {warehouse}: the embedded catalog keeps its SQLite "
@@ -209,12 +235,43 @@ def open_catalog(warehouse: str, catalog_uri: str | None = None, name: str = "ka
         props.update(type="rest", uri=catalog_uri)
     else:
         props.update(type="sql", uri=catalog_uri)
-    props.update(properties or {})
-    try:
-        return load_catalog(name, **props)
-    except Exception as err:       # SQLAlchemy's, requests', pyiceberg's own
-        raise TableError(f"catalog {props['uri']} cannot be reached: "
-                         f"{_first_line(err)}") from err
+    props.update(fileio_properties(filesystem_options))
+    props.update({str(k): str(v) for k, v in (properties or {}).items()})
+    return props
+
+
+#: the reader's S3 options (``log.io.fs``) -> pyiceberg's FileIO properties
+_S3_FILEIO = {"endpoint": "s3.endpoint", "endpoint_override": "s3.endpoint",
+              "region": "s3.region", "access_key": "s3.access-key-id",
+              "secret_key": "s3.secret-access-key", "session_token": "s3.session-token",
+              "role_arn": "s3.role-arn", "session_name": "s3.role-session-name",
+              "request_timeout": "s3.request-timeout",
+              "connect_timeout": "s3.connect-timeout", "proxy": "s3.proxy-uri",
+              "proxy_options": "s3.proxy-uri",
+              "force_virtual_addressing": "s3.force-virtual-addressing",
+              "anonymous": "s3.anonymous"}
+
+
+def fileio_properties(filesystem_options: Mapping[str, object] | None) -> dict[str, str]:
+    """The reader's filesystem options (``s3.endpoint``, ``fs.s3.access_key``, ...) as
+    pyiceberg FileIO properties; an S3 option pyiceberg has no name for is a TableError
+    naming it, an option of another family (gcs, hdfs, local) is left to pyiceberg's
+    defaults."""
+    out: dict[str, str] = {}
+    for raw, value in (filesystem_options or {}).items():
+        name = str(raw).strip().lower()
+        name = name[3:] if name.startswith("fs.") else name
+        family, _, opt = name.partition(".")
+        if family not in ("s3", "s3a", "s3n"):
+            continue
+        if opt == "scheme" or opt == "allow_bucket_creation" or opt.startswith("retry"):
+            continue            # part of the endpoint / nothing pyiceberg writes needs
+        if opt not in _S3_FILEIO:
+            raise TableError(f"filesystem option {raw}: the Iceberg writer (pyiceberg) has "
+                             "no equivalent; give it as a catalog property")
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        out[_S3_FILEIO[opt]] = text
+    return out
 
 
 def _warehouse_uri(warehouse: str) -> str:

@@ -9,6 +9,8 @@ through ``log``).
 - :mod:`.offset_ranges` starting/ending options -> each partition's offset range
 - :mod:`.filters`    filter pushdown
 - :mod:`.reader`     the batch reader
+- :mod:`.iceberg_sink` ``kafkalog_iceberg``, the streaming sink into Iceberg tables
+  (``DefaultSource`` of ``pyspark_kafkalog_iceberg``; over ``spark_kafkalog.lake``)
 """
 from __future__ import annotations
 

@@ -11,9 +11,14 @@
 //   java -cp 'BUILD:.cache/iceberg-jars/*' IcebergReader jdbc:sqlite:WAREHOUSE/kafkalog-catalog.db \
 //       CATALOG_NAME NAMESPACE.TABLE file://WAREHOUSE
 // The second form finds the table through Iceberg's own JdbcCatalog, as Spark's Iceberg
-// runtime would with a jdbc catalog on the same file. Rows are read by IcebergGenerics,
-// which applies position and equality delete files, so a table with row-level deletes
-// (an upsert table another engine wrote to) reads as its live rows.
+// runtime would with a jdbc catalog on the same file.
+//   java -cp 'BUILD:.cache/iceberg-rest-jars/*' -Dcatalog.io-impl=... IcebergReader \
+//       http://127.0.0.1:PORT CATALOG_NAME NAMESPACE.TABLE
+// The third finds it through Iceberg's RESTCatalog. Both catalog forms take more catalog
+// properties (e.g. an S3 warehouse's S3FileIO settings) as system properties
+// `catalog.<property>`. Rows are read by IcebergGenerics, which applies position and
+// equality delete files, so a table with row-level deletes (an upsert table another
+// engine wrote to) reads as its live rows.
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -44,6 +49,17 @@ import org.apache.iceberg.io.CloseableIterable;
 public class IcebergReader {
   private static final ObjectMapper JSON = new ObjectMapper();
 
+  /** System properties `catalog.<property>` as catalog properties (e.g. S3FileIO's). */
+  private static Map<String, String> systemCatalogProperties() {
+    Map<String, String> props = new HashMap<>();
+    for (String name : System.getProperties().stringPropertyNames()) {
+      if (name.startsWith("catalog.")) {
+        props.put(name.substring("catalog.".length()), System.getProperty(name));
+      }
+    }
+    return props;
+  }
+
   public static void main(String[] args) throws Exception {
     Table table;
     if (args.length == 1) {
@@ -53,13 +69,20 @@ public class IcebergReader {
       JdbcCatalog catalog = new JdbcCatalog();
       catalog.setConf(new Configuration());
       Map<String, String> props = new HashMap<>();
+      props.putAll(systemCatalogProperties());
       props.put(CatalogProperties.URI, args[0]);
       props.put(CatalogProperties.WAREHOUSE_LOCATION, args[3]);
       catalog.initialize(args[1], props);
       table = catalog.loadTable(TableIdentifier.parse(args[2]));
+    } else if (args.length == 3 && args[0].startsWith("http")) {
+      Map<String, String> props = systemCatalogProperties();
+      props.put(CatalogProperties.CATALOG_IMPL, "org.apache.iceberg.rest.RESTCatalog");
+      props.put(CatalogProperties.URI, args[0]);
+      table = org.apache.iceberg.CatalogUtil.buildIcebergCatalog(args[1], props,
+          new Configuration()).loadTable(TableIdentifier.parse(args[2]));
     } else {
       System.err.println("usage: IcebergReader METADATA_JSON_LOCATION | JDBC_URI CATALOG "
-          + "NAMESPACE.TABLE WAREHOUSE");
+          + "NAMESPACE.TABLE WAREHOUSE | REST_URI CATALOG NAMESPACE.TABLE");
       System.exit(2);
       return;
     }

@@ -54,14 +54,19 @@ def metadata_location(warehouse: Path, identifier: str) -> str:
 
 
 class JavaReader:
-    """``IcebergReader.java`` compiled once into ``build_dir``; each read is one JVM."""
+    """``IcebergReader.java`` compiled once into ``build_dir``; each read is one JVM.
+    ``jars``: the class path's jar directory (``make iceberg-jars``'s by default; the REST
+    tests use ``make iceberg-rest-jars``'s, with S3FileIO); ``jvm_args``: e.g. the
+    ``-Dcatalog.<property>`` settings of the reader's REST form."""
 
-    def __init__(self, build_dir: Path):
-        if not (ICEBERG_JARS / ".fetched").exists():
-            raise AssertionError(f"{ICEBERG_JARS} is missing: run `make iceberg-jars` "
+    def __init__(self, build_dir: Path, jars: Path = ICEBERG_JARS, jvm_args: tuple = (),
+                 make_target: str = "iceberg-jars"):
+        if not (jars / ".fetched").exists():
+            raise AssertionError(f"{jars} is missing: run `make {make_target}` "
                                  "(Maven fetches Apache Iceberg's Java library)")
         self.build_dir = build_dir
-        self.cp = os.pathsep.join([str(build_dir), str(ICEBERG_JARS / "*")])
+        self.jvm_args = list(jvm_args)
+        self.cp = os.pathsep.join([str(build_dir), str(jars / "*")])
         out = subprocess.run([JAVAC, "-nowarn", "-cp", self.cp, "-d", str(build_dir),
                               str(HERE / "IcebergReader.java")], capture_output=True, text=True)
         if out.returncode:
@@ -79,7 +84,8 @@ class JavaReader:
     def read_json(self, *args: str) -> tuple[dict, list[dict]]:
         """The table line and each row as the reader printed it (JSON objects; a typed
         value is an object, raw bytes hex, columns beyond Kafka's under ``extra``)."""
-        out = subprocess.run([JAVA, *JVM, "-cp", self.cp, "IcebergReader", *args],
+        out = subprocess.run([JAVA, *JVM, *self.jvm_args, "-cp", self.cp, "IcebergReader",
+                              *args],
                              capture_output=True, text=True, timeout=300)
         if out.returncode:
             raise AssertionError(f"IcebergReader failed ({out.returncode}):\n{out.stderr}")
