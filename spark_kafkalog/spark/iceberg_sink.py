@@ -181,12 +181,15 @@ class IcebergStreamWriter(DataSourceStreamArrowWriter):
     connection, so it pickles."""
 
     def __init__(self, config: SinkConfig, include_headers: bool):
-        from spark_kafkalog.lake.iceberg_table import RawRecords, open_table
+        from spark_kafkalog.lake.iceberg_table import RawRecords, check_mode, open_table
 
         self.config = config
         self.include_headers = include_headers
         table = open_table(config.load_catalog(), config.identifier, RawRecords(),
                            partition_by=config.partition_by)
+        # the sink appends history: an upsert table (export_iceberg --mode upsert) would
+        # get a second row for every key it already holds
+        check_mode(table, "append", config.identifier)
         self.metadata = table.metadata
         self.io_properties = dict(table.io.properties)
 
@@ -249,7 +252,8 @@ class IcebergStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages, batchId: int) -> None:
         """One Iceberg append of every task's files, unless this query's batch
         ``batchId`` is in the table already (a replay: the files are deleted)."""
-        from spark_kafkalog.lake.iceberg import ExportResult, PartitionRange, _commit, _Overlap
+        from spark_kafkalog.lake.iceberg import (ExportResult, PartitionRange, _commit,
+                                                  _delete_files, _Overlap)
         from spark_kafkalog.lake.iceberg_table import committed_offsets
 
         if any(m is None for m in messages):
@@ -274,18 +278,18 @@ class IcebergStreamWriter(DataSourceStreamArrowWriter):
         table = catalog.load_table(self.config.identifier)
         if {(m.spec_id, m.schema_id) for m in messages if m.files} != \
                 {(table.metadata.default_spec_id, table.metadata.current_schema_id)}:
-            _delete(table, files)
+            _delete_files(table, files)
             raise TableError(f"{self.config.identifier}: the table's partition spec or "
                              "schema changed while the query ran (its files were written "
                              "for the old ones and are deleted): restart the query")
         if _batch_committed(table, query_id, batchId):
-            _delete(table, files)
+            _delete_files(table, files)
             return
         base = committed_offsets(table)
         for (topic, q), (lo, _hi) in sorted(spans.items()):
             nxt = base.next_offsets.get(topic, {}).get(q)
             if nxt is not None and lo < nxt:
-                _delete(table, files)
+                _delete_files(table, files)
                 raise CommitConflictError(
                     f"{self.config.identifier}: batch {batchId} of query {query_id} starts "
                     f"{topic}-{q} at offset {lo} but the table already holds offsets up "
@@ -338,12 +342,6 @@ def _batch_committed(table, query_id: str, batch_id: int) -> bool:
     return False
 
 
-def _delete(table, files) -> None:
-    for f in files:
-        try:
-            table.io.delete(f.file_path)
-        except FileNotFoundError:
-            pass
 
 
 def stream_starting_offsets(table) -> str | None:

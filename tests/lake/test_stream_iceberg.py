@@ -321,3 +321,15 @@ def test_a_spec_changed_under_the_query_is_refused_and_its_files_deleted(tmp_pat
         writer.commit([msg], 0)
     assert not list((tmp_path / "wh").rglob("*.parquet"))
     assert _ours(tmp_path / "wh") == []
+
+
+def test_an_upsert_table_is_refused_at_start(tmp_path):
+    """The sink appends history; a table export_iceberg made with --mode upsert holds one
+    row per key, and appending would give a key a second row: refused before any task."""
+    from spark_kafkalog.errors import TableError
+    from spark_kafkalog.lake.iceberg_table import RawRecords, open_table
+
+    open_table(open_catalog(str(tmp_path / "wh")), IDENT, RawRecords("upsert"),
+               partition_by="day")
+    with pytest.raises(TableError, match="--mode upsert .*--mode append needs a table"):
+        _direct_writer(tmp_path)
