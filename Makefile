@@ -10,7 +10,7 @@ export PYSPARK_PYTHON        := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_CONF_DIR        := $(abspath conf)
 
-.PHONY: venv build test test-slow test-all test-fast bench bench-avro-spark run clean kafka-jars iceberg-jars avro-jars iceberg-rest-jars avro-java-jars browser kcat fuzz-kernels fuse
+.PHONY: venv build test test-slow test-all test-fast bench bench-avro-spark run clean kafka-jars iceberg-jars avro-jars iceberg-rest-jars spark41-venv avro-java-jars browser kcat fuzz-kernels fuse
 
 venv: $(STAMP)
 
@@ -35,10 +35,10 @@ FAST_TIER := not slow and not kafka and not packaging
 test: build iceberg-jars avro-java-jars browser fuse
 	$(PY) -m pytest -q --durations=25 -m "$(FAST_TIER)" $(PYTEST_ARGS)
 
-test-slow: build kafka-jars iceberg-jars iceberg-rest-jars avro-java-jars browser kcat fuzz-kernels fuse
+test-slow: build kafka-jars iceberg-jars iceberg-rest-jars spark41-venv avro-java-jars browser kcat fuzz-kernels fuse
 	$(PY) -m pytest -q --durations=25 -m "not ($(FAST_TIER))" $(PYTEST_ARGS)
 
-test-all: build kafka-jars iceberg-jars iceberg-rest-jars avro-java-jars browser kcat fuzz-kernels fuse
+test-all: build kafka-jars iceberg-jars iceberg-rest-jars spark41-venv avro-java-jars browser kcat fuzz-kernels fuse
 	$(PY) -m pytest -q --durations=25 $(PYTEST_ARGS)
 
 test-fast: build
@@ -100,6 +100,28 @@ $(ICEBERG_REST_JARS)/.fetched: tests/kafka/pom.xml
 	@command -v mvn >/dev/null || { echo "iceberg-rest-jars: mvn not found: the REST catalog tests need Maven to fetch Apache Iceberg's REST server"; exit 1; }
 	@rm -rf $(ICEBERG_REST_JARS) && mkdir -p .cache
 	@$(KAFKA_MVN) -P iceberg-rest,-broker -DoutputDirectory=$(abspath $(ICEBERG_REST_JARS)) >.cache/iceberg-rest-jars.log 2>&1 || { echo "iceberg-rest-jars: Maven could not fetch Apache Iceberg's REST server jars from Maven Central (see .cache/iceberg-rest-jars.log)"; exit 1; }
+	@touch $@
+
+# Spark SQL with Apache Iceberg's Spark runtime, the reader a Spark SQL user has
+# (tests/lake/test_spark_sql_reads_table.py). Maven Central serves that runtime for Spark up to
+# 4.1 only (iceberg-spark-runtime-4.1_2.13 1.12.0) while .venv has pyspark 4.3: so pyspark 4.1
+# gets a venv of its own in .cache/spark41-venv, and tests/kafka/pom.xml's `iceberg-spark`
+# profile fetches the runtime and SQLite's JDBC driver into .cache/iceberg-spark-jars (once).
+SPARK41_VENV        := .cache/spark41-venv
+SPARK41_PYSPARK     := 4.1.4
+ICEBERG_SPARK_JARS  := .cache/iceberg-spark-jars
+spark41-venv: $(SPARK41_VENV)/.installed-$(SPARK41_PYSPARK) $(ICEBERG_SPARK_JARS)/.fetched
+
+# the stamp names the version: only a new SPARK41_PYSPARK remakes the venv
+$(SPARK41_VENV)/.installed-$(SPARK41_PYSPARK):
+	@mkdir -p .cache && rm -rf $(SPARK41_VENV)
+	@$(PYTHON) -m venv $(SPARK41_VENV) && $(SPARK41_VENV)/bin/pip install -q "pyspark==$(SPARK41_PYSPARK)" >.cache/spark41-venv.log 2>&1 || { echo "spark41-venv: pip could not install pyspark $(SPARK41_PYSPARK) into $(SPARK41_VENV) (see .cache/spark41-venv.log)"; exit 1; }
+	@touch $@
+
+$(ICEBERG_SPARK_JARS)/.fetched: tests/kafka/pom.xml
+	@command -v mvn >/dev/null || { echo "spark41-venv: mvn not found: the Spark SQL test needs Maven to fetch Apache Iceberg's Spark runtime"; exit 1; }
+	@rm -rf $(ICEBERG_SPARK_JARS) && mkdir -p .cache
+	@$(KAFKA_MVN) -P iceberg-spark,-broker -DoutputDirectory=$(abspath $(ICEBERG_SPARK_JARS)) >.cache/iceberg-spark-jars.log 2>&1 || { echo "spark41-venv: Maven could not fetch Apache Iceberg's Spark runtime from Maven Central (see .cache/iceberg-spark-jars.log)"; exit 1; }
 	@touch $@
 
 # Spark's Avro module (spark-avro_2.13, the newest version Maven Central serves: 4.2.0; pyspark
