@@ -312,3 +312,66 @@ def test_typed_query_twice_with_evolution_java_reads_what_spark_reads_then_the_j
                                         on_decode_error="null")) if r[1] >= (8 if r[0] == 0 else 6)]
     assert len(tail) == 7 and tail[0][3] is None and tail[0][4]
     assert _rows(table.scan().to_arrow()) == sorted(expected + tail)
+
+
+@pytest.mark.slow
+def test_every_avro_type_and_a_typed_key_streamed_as_the_job_exports_them(spark, tmp_path,
+                                                                          java):
+    """The rich subject (every Avro type the decoder maps) with a typed key, streamed: the
+    table's Iceberg schema is the one the job makes of the same topic (one rule over
+    Spark's struct and over the decoder's Arrow), and Java reads the rows the job's
+    test expects (``log.read_table`` typed, in the Java reader's JSON terms)."""
+    from spark_kafkalog.lake import export_topics
+    from spark_kafkalog.lake.iceberg_table import _shown
+    from spark_kafkalog.lake.iceberg_typed import typed_records
+    from spark_kafkalog.log import LogDirs
+    from tests.lake.test_export_iceberg_typed import RICH, _plain, _rich
+    from tests.log.logbuilder import LogDirBuilder
+    from tests.typed import registry_records as rr
+
+    b = LogDirBuilder(tmp_path / "logs")
+    reg = b.partition("_schemas", 0)
+    reg.append([rec(rr.schema_key("rich-value", 1),
+                    rr.schema_value("rich-value", 1, 31, tl.text(RICH)), ts=T0),
+                rec(rr.schema_key("rich-key", 1),
+                    rr.schema_value("rich-key", 1, 32, tl.text("string")), ts=T0)])
+
+    def framed(sid, schema, datum):
+        return b"\x00" + sid.to_bytes(4, "big") + tl.avro(schema, datum)
+
+    p = b.partition("rich", 0)
+    p.append([rec(framed(32, "string", f"k{i}"), framed(31, RICH, _rich(i)), ts=T0 + i)
+              for i in range(4)] + [rec(framed(32, "string", "gone"), None, ts=T0 + 9)])
+    for _, part in b.parts:
+        part.high_watermark = part.log_end_offset
+    b.write()
+    logs, wh, job_wh = b.uris(), tmp_path / "wh", tmp_path / "job"
+    query = (spark.readStream.format("kafkalog").option("path", logs)
+             .option("subscribe", "rich").option("valueFormat", "avro")
+             .option("keyFormat", "registry").option("startingOffsets", "earliest").load()
+             .writeStream.format("kafkalog_iceberg").option("table", "kafka.rich")
+             .option("warehouse", str(wh)).option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(availableNow=True).start())
+    try:
+        query.awaitTermination()
+    finally:
+        query.stop()
+
+    logdirs = LogDirs(logs)
+    shape = typed_records(logdirs, ["rich"], value_format="avro", key_format="registry")
+    catalog = open_catalog(str(job_wh))
+    job_table = open_table(catalog, "kafka.rich", shape)
+    assert export_topics(logdirs, ["rich"], catalog, job_table, "kafka.rich",
+                         shape=shape).rows == 5
+    ours = open_catalog(str(wh)).load_table("kafka.rich").schema()
+    theirs = catalog.load_table("kafka.rich").schema()
+    assert [(f.name, _shown(f.field_type), f.required) for f in ours.fields] == \
+        [(f.name, _shown(f.field_type), f.required) for f in theirs.fields]
+    assert str(ours.find_field("key").field_type) == "string"
+
+    want = read_table(logs, "rich", value_format="avro", key_format="registry")
+    expected = sorted((o, k, _plain(v)) for o, k, v in zip(
+        *(want.column(c).to_pylist() for c in ("offset", "key", "value"))))
+    assert expected[1][2]["m"] == {"a": 1, "b": -1} and expected[4][2] is None
+    _, lines = java.read_catalog(wh, "kafka.rich", raw=True)
+    assert sorted((r["offset"], r["key"], r["value"]) for r in lines) == expected
