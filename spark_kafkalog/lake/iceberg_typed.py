@@ -2,13 +2,15 @@
 subject's schema decodes to (issue 39 item 1, over the typed-records read of issue 38),
 and the table's schema evolving when the subject's does.
 
-:class:`TypedRecords` stands in for :class:`~.iceberg_table.RawRecords`: its Iceberg
-schema is Spark's Kafka columns with each typed column's struct (converted from the
-decoder's Arrow type, every nested field optional: a tombstone or a record that does not
-decode is a null struct, and a field added later is null in the rows before it) and,
-under ``onDecodeError=null``, ``value_error`` / ``key_error`` text.
+:class:`TypedColumns` stands in for :class:`~.iceberg_table.RawRecords` when the rows
+arrive typed (the streaming sink: a Spark read with ``valueFormat``, its struct as Arrow);
+:class:`TypedRecords`, the batch job's, decodes raw windows first. Their Iceberg schema is
+Spark's Kafka columns with each typed column's type converted from Arrow by one rule
+(:func:`iceberg_type`: every nested field optional, since a tombstone or a record that
+does not decode is a null struct and a field added later is null in the rows before it)
+and, under ``onDecodeError=null``, ``value_error`` / ``key_error`` text.
 
-Evolution (:meth:`TypedRecords.adopt`): a table created from an earlier version of the
+Evolution (:meth:`TypedColumns.adopt`): a table created from an earlier version of the
 subject takes the latest one's new fields (nested ones too) and type promotions Iceberg
 allows (int -> long, float -> double, decimal precision) through pyiceberg's
 ``update_schema().union_by_name`` before the run writes a file; rows written before
@@ -28,7 +30,8 @@ from spark_kafkalog.format import record_schema
 from spark_kafkalog.lake.iceberg_table import KEY_RAW, RawRecords, check_schema
 from spark_kafkalog.typed.columns import DecodeErrorCounts, TypedRead, typed_batches, typed_schema
 
-__all__ = ["TypedRecords", "schema_changes", "typed_records", "EVOLVE_ATTEMPTS"]
+__all__ = ["TypedColumns", "TypedRecords", "iceberg_type", "schema_changes",
+           "typed_records", "EVOLVE_ATTEMPTS"]
 
 #: the ``key_raw`` column's field id before fresh ids are assigned (any id not in use)
 _RAW_ID = 10_000
@@ -51,47 +54,52 @@ def _optional(t):
     return t
 
 
-class TypedRecords(RawRecords):
-    """Records with ``value`` / ``key`` decoded by ``read`` (a planned
-    :class:`~spark_kafkalog.typed.columns.TypedRead`). ``schema``: the Iceberg schema a
-    new table gets; after :meth:`adopt`, :meth:`to_arrow` writes in the table's own
-    (possibly wider, evolved) schema."""
+def iceberg_type(name: str, arrow_type: pa.DataType):
+    """The Iceberg type of a typed column ``name`` whose rows are ``arrow_type``: pyiceberg's
+    Arrow conversion, every nested field optional. The one rule, for the batch job's
+    decoded Arrow and for the Arrow of Spark's struct (the streaming sink)."""
+    from pyiceberg.catalog import Catalog
+
+    return _optional(Catalog._convert_schema_if_needed(
+        pa.schema([pa.field(name, arrow_type)])).fields[0].field_type)
+
+
+def _raw_key(mode: str, typed) -> bool:
+    """An upsert table with a typed key keeps the key's bytes in ``key_raw``, its
+    identifier field: the decoded key is an optional struct, no identifier."""
+    return mode == "upsert" and "key" in typed
+
+
+class TypedColumns(RawRecords):
+    """Records whose ``value`` / ``key`` arrive typed (a typed Spark read's rows, as the
+    streaming sink gets them). ``arrow``: the rows' Arrow schema (Spark's Kafka columns,
+    the typed columns' types, then extra columns such as ``value_error``); ``typed``: the
+    typed columns' names. ``schema``: the Iceberg schema a new table gets; after
+    :meth:`adopt`, :meth:`to_arrow` writes in the table's own (possibly wider, evolved)
+    schema."""
 
     #: what the columns come from, as a refusal names it
-    SOURCE = "the subject's schema"
+    SOURCE = "the stream's typed columns"
 
-    def __init__(self, read: TypedRead, mode: str = "append"):
-        from pyiceberg.catalog import Catalog
+    def __init__(self, arrow: pa.Schema, typed: tuple, mode: str = "append"):
         from pyiceberg.schema import Schema, assign_fresh_schema_ids
         from pyiceberg.types import BinaryType, NestedField
 
-        self.typed = tuple(s.column for s in read.specs)
+        self.typed = tuple(typed)
         base = RawRecords(mode)
         self.mode = mode
         self.identifier_columns = base.identifier_columns
         ids = list(base.schema.identifier_field_ids)
-        raw_key = mode == "upsert" and "key" in self.typed
+        raw_key = _raw_key(mode, self.typed)
         if raw_key:
-            # the decoded key is an optional struct, no identifier field: its bytes are
-            # (Kafka's compaction compares bytes too), kept by the typed read as key_raw
             self.identifier_columns = ("topic", "partition", KEY_RAW)
             ids = [i for i in ids if i != base.schema.find_field("key").field_id] + [_RAW_ID]
-            read = replace(read, specs=tuple(replace(s, keep_raw=True) if s.column == "key"
-                                             else s for s in read.specs))
-        self.read = read
-        #: records that did not decode, over every window (onDecodeError null / skip)
-        self.decode_errors = DecodeErrorCounts(read.on_error)
-        #: called with each window's records that did not decode, raw and whole
-        #: (``log.read.dead_letter.DeadLetterSink``), or None
-        self.dead_letter = None
-        arrow = typed_schema(record_schema(True), read)
         self.extra = tuple(n for n in arrow.names if n not in self.COLUMNS)
         fields = []
         for f in base.schema.fields:
             if f.name in self.typed:
-                t = Catalog._convert_schema_if_needed(
-                    pa.schema([pa.field(f.name, arrow.field(f.name).type)])).fields[0]
-                fields.append(NestedField(-1, f.name, _optional(t.field_type),
+                fields.append(NestedField(-1, f.name, iceberg_type(f.name,
+                                                                   arrow.field(f.name).type),
                                           required=False))
             else:
                 fields.append(f)
@@ -99,9 +107,8 @@ class TypedRecords(RawRecords):
             if raw_key and name == KEY_RAW:
                 fields.append(NestedField(_RAW_ID, KEY_RAW, BinaryType(), required=True))
                 continue
-            t = Catalog._convert_schema_if_needed(
-                pa.schema([pa.field(name, arrow.field(name).type)])).fields[0]
-            fields.append(NestedField(-1, name, t.field_type, required=False))
+            fields.append(NestedField(-1, name, iceberg_type(name, arrow.field(name).type),
+                                      required=False))
         self.schema = assign_fresh_schema_ids(Schema(*fields, identifier_field_ids=ids))
         self.arrow_schema = None
 
@@ -119,8 +126,8 @@ class TypedRecords(RawRecords):
         for f in table.schema().fields:
             if f.name in self.typed and str(f.field_type) == "binary":
                 raise TableError(f"table {identifier}: column {f.name!r} holds raw bytes "
-                                 f"(exported without --{f.name}-format); a typed export "
-                                 "needs a table of its own")
+                                 f"(written without --{f.name}-format / {f.name}Format); "
+                                 f"typed {f.name}s need a table of their own")
         from pyiceberg.exceptions import CommitFailedException
 
         for attempt in range(1, EVOLVE_ATTEMPTS + 1):
@@ -150,9 +157,42 @@ class TypedRecords(RawRecords):
         return table
 
     def to_arrow(self, window: pa.Table) -> pa.Table:
-        """``window`` (Spark's Kafka schema, raw bytes) decoded and laid out in the
-        table's Arrow schema: columns and nested fields by name, a field the table has
-        and this schema version does not as nulls."""
+        """``window`` (typed columns decoded) laid out in the table's Arrow schema:
+        columns and nested fields by name, a field the table has and the rows do not as
+        nulls, records without headers with an empty list (as ``RawRecords``)."""
+        if self.arrow_schema is None:
+            raise TableError(f"{type(self).__name__}.to_arrow before adopt(table)")
+        if "headers" in window.column_names:
+            window = window.set_column(window.schema.get_field_index("headers"), "headers",
+                                       _headers_empty(window.column("headers")))
+        return laid_out(window, self.arrow_schema)
+
+
+class TypedRecords(TypedColumns):
+    """Records with ``value`` / ``key`` decoded by ``read`` (a planned
+    :class:`~spark_kafkalog.typed.columns.TypedRead`) from a ``log.read_table`` window of
+    raw bytes: the batch job's shaper."""
+
+    SOURCE = "the subject's schema"
+
+    def __init__(self, read: TypedRead, mode: str = "append"):
+        typed = tuple(s.column for s in read.specs)
+        if _raw_key(mode, typed):
+            # the key's bytes, kept by the typed read as key_raw (Kafka's compaction
+            # compares bytes too)
+            read = replace(read, specs=tuple(replace(s, keep_raw=True) if s.column == "key"
+                                             else s for s in read.specs))
+        self.read = read
+        #: records that did not decode, over every window (onDecodeError null / skip)
+        self.decode_errors = DecodeErrorCounts(read.on_error)
+        #: called with each window's records that did not decode, raw and whole
+        #: (``log.read.dead_letter.DeadLetterSink``), or None
+        self.dead_letter = None
+        super().__init__(typed_schema(record_schema(True), read), typed, mode)
+
+    def to_arrow(self, window: pa.Table) -> pa.Table:
+        """``window`` (Spark's Kafka schema, raw bytes) decoded, then laid out in the
+        table's Arrow schema (:meth:`TypedColumns.to_arrow`)."""
         if self.arrow_schema is None:
             raise TableError("TypedRecords.to_arrow before adopt(table)")
         raw = window.select(list(self.COLUMNS))
@@ -160,8 +200,8 @@ class TypedRecords(RawRecords):
                              _headers_empty(raw.column("headers")))
         batches = list(typed_batches(raw.to_batches(), self.read, counts=self.decode_errors,
                                      dead_letter=self.dead_letter))
-        decoded = pa.Table.from_batches(batches, schema=typed_schema(raw.schema, self.read))
-        return laid_out(decoded, self.arrow_schema)
+        return super().to_arrow(pa.Table.from_batches(
+            batches, schema=typed_schema(raw.schema, self.read)))
 
 
 def laid_out(decoded: pa.Table, arrow_schema: pa.Schema) -> pa.Table:

@@ -30,12 +30,23 @@ them. Iceberg's orphan-file removal (``DeleteOrphanFiles``, Spark's
 ``remove_orphan_files`` procedure, with its age guard) deletes them. ``abort`` (Spark
 gave up the batch) deletes the files of the tasks that did report.
 
-Options: ``table`` (``namespace.name``, created when missing, raw records only),
-``warehouse``, ``catalogUri``, ``catalogName``, ``catalog.<property>`` (pyiceberg's),
-``fs.<family>.<name>`` / ``s3.*`` (the reader's filesystem options, for the warehouse),
-``partitionBy``, ``queryId``, ``windowRecords`` (rows per batch of data files a task
-holds in memory). The incoming rows must have Spark's Kafka columns (``headers``
-optional).
+Typed values: a stream read with ``valueFormat`` / ``keyFormat`` (avro, protobuf, json,
+registry) brings ``value`` / ``key`` as structs (and, under ``onDecodeError=null``,
+``value_error``); the table's columns are the Kafka columns with those types, converted
+from Spark's Arrow by the batch job's rule (``lake.iceberg_typed.TypedColumns``). Spark
+makes the writer (:meth:`IcebergSink.streamWriter`) when it plans a micro-batch that has
+rows: the table is created then, or, when the stream's struct is wider than the table's
+(a query restarted after the subject gained fields), gains the columns before any task
+writes (rows written before read them as null); a change the table cannot take fails
+that batch with one line naming both types, nothing committed. A raw stream into a typed
+table, or a typed one into a raw table, is refused there too.
+
+Options: ``table`` (``namespace.name``, created when missing), ``warehouse``,
+``catalogUri``, ``catalogName``, ``catalog.<property>`` (pyiceberg's), ``fs.<family>.<name>``
+/ ``s3.*`` (the reader's filesystem options, for the warehouse), ``partitionBy``,
+``queryId``, ``windowRecords`` (rows per batch of data files a task holds in memory). The
+incoming rows must have Spark's Kafka columns (``headers`` optional); other columns
+(beyond a typed read's ``*_error`` / ``*_raw``) are not written.
 """
 from __future__ import annotations
 
@@ -48,7 +59,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, Writ
 from spark_kafkalog.errors import CommitConflictError, InvalidOptionError, TableError
 
 __all__ = ["IcebergSink", "IcebergStreamWriter", "IcebergCommitMessage", "QUERY_ID_KEY",
-           "BATCH_ID_KEY", "SINK_NAME", "stream_starting_offsets"]
+           "BATCH_ID_KEY", "SINK_NAME", "stream_shape", "stream_starting_offsets"]
 
 SINK_NAME = "kafkalog_iceberg"
 QUERY_ID_KEY = "kafkalog.query-id"
@@ -162,16 +173,35 @@ class IcebergSink(DataSource):
             raise InvalidOptionError(f"{SINK_NAME}: the stream has no column "
                                      f"{missing[0]!r}: write what "
                                      "readStream.format('kafkalog') gives")
-        from pyspark.sql.types import BinaryType
-
-        for name in ("key", "value"):
-            if not isinstance(schema[name].dataType, BinaryType):
-                raise InvalidOptionError(
-                    f"{SINK_NAME}: column {name!r} is {schema[name].dataType.simpleString()}"
-                    "; the sink writes raw records (binary key and value): read without "
-                    "valueFormat/keyFormat (typed values: the export_iceberg job)")
         return IcebergStreamWriter(SinkConfig.parse(self.options),
-                                   include_headers="headers" in schema.names)
+                                   include_headers="headers" in schema.names,
+                                   shape=stream_shape(schema))
+
+
+def stream_shape(schema):
+    """The shaper of a stream's rows (``schema``: Spark's StructType): ``RawRecords`` when
+    ``key`` and ``value`` are binary, else ``TypedColumns`` over the Arrow of Spark's
+    types of the Kafka columns, the typed ``key`` / ``value`` and the columns a typed
+    read adds beside them (``value_error``, ``value_raw`` and their ``key_`` twins).
+    Other columns are not written."""
+    import pyarrow as pa
+    from pyspark.sql.types import BinaryType
+
+    from spark_kafkalog.format import record_schema
+    from spark_kafkalog.lake.iceberg_table import RawRecords
+    from spark_kafkalog.lake.iceberg_typed import TypedColumns
+    from spark_kafkalog.spark.typed_read import spark_arrow_type
+
+    typed = tuple(c for c in ("key", "value") if not isinstance(schema[c].dataType, BinaryType))
+    if not typed:
+        return RawRecords()
+    kafka = record_schema(True)
+    beside = {f"{c}_{what}" for c in typed for what in ("error", "raw")}
+    fields = [pa.field(n, spark_arrow_type(schema[n].dataType)) if n in typed
+              else kafka.field(n) for n in RawRecords.COLUMNS]
+    fields += [pa.field(n, spark_arrow_type(schema[n].dataType)) for n in schema.names
+               if n in beside]
+    return TypedColumns(pa.schema(fields), typed)
 
 
 class IcebergStreamWriter(DataSourceStreamArrowWriter):
@@ -180,12 +210,14 @@ class IcebergStreamWriter(DataSourceStreamArrowWriter):
     metadata of when it was created (its schema and partition spec), never a catalog
     connection, so it pickles."""
 
-    def __init__(self, config: SinkConfig, include_headers: bool):
+    def __init__(self, config: SinkConfig, include_headers: bool, shape=None):
         from spark_kafkalog.lake.iceberg_table import RawRecords, check_mode, open_table
 
         self.config = config
         self.include_headers = include_headers
-        table = open_table(config.load_catalog(), config.identifier, RawRecords(),
+        #: RawRecords or TypedColumns, bound to the table's schema (evolved) by open_table
+        self.shape = shape if shape is not None else RawRecords()
+        table = open_table(config.load_catalog(), config.identifier, self.shape,
                            partition_by=config.partition_by)
         # the sink appends history: an upsert table (export_iceberg --mode upsert) would
         # get a second row for every key it already holds
@@ -203,9 +235,6 @@ class IcebergStreamWriter(DataSourceStreamArrowWriter):
         from pyiceberg.io import load_file_io
         from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
-        from spark_kafkalog.lake.iceberg_table import RawRecords
-
-        shape = RawRecords()
         io = load_file_io(self.io_properties, self.metadata.location)
         # one uuid per task attempt: a failed attempt's files are told apart by it
         write_uuid, counter = uuid.uuid4(), itertools.count(0)
@@ -224,7 +253,7 @@ class IcebergStreamWriter(DataSourceStreamArrowWriter):
             # pyiceberg's own writer (the table's spec, file stats, field ids), as the
             # batch export uses it
             msg.files.extend(_dataframe_to_data_files(
-                self.metadata, shape.to_arrow(self._kafka_columns(window)), io,
+                self.metadata, self.shape.to_arrow(self._kafka_columns(window)), io,
                 write_uuid=write_uuid, counter=counter))
             msg.rows += window.num_rows
 

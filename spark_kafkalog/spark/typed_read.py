@@ -19,7 +19,8 @@ from spark_kafkalog.errors import InvalidOptionError
 from spark_kafkalog.spark.options import Assign, ReadOptions, Subscribe
 from spark_kafkalog.typed.columns import TypedRead, decoder_of
 
-__all__ = ["plan_typed", "refresh_typed", "typed_spark_schema", "read_topics"]
+__all__ = ["plan_typed", "refresh_typed", "typed_spark_schema", "read_topics",
+           "spark_arrow_type"]
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,8 @@ def _spark_type(arrow_type):
     return from_arrow_type(arrow_type)
 
 
-def _exact_arrow(spark_type):
+def spark_arrow_type(spark_type):
+    """The Arrow type Spark gives (and takes) for ``spark_type``: timestamps in UTC."""
     from pyspark.sql.pandas.types import to_arrow_type
     return to_arrow_type(spark_type, timezone="UTC")
 
@@ -76,7 +78,7 @@ def plan_typed(opts: ReadOptions, logdirs) -> TypedRead | None:
     exact = []
     for spec in read.specs:
         spark_type = _spark_type(decoder_of(spec).arrow_type)
-        exact.append((spec.column, _exact_arrow(spark_type)))
+        exact.append((spec.column, spark_arrow_type(spark_type)))
     return replace(read, arrow_types=tuple(exact))
 
 

@@ -288,17 +288,9 @@ def test_the_batch_job_continues_a_table_the_sink_wrote_and_back(tmp_path):
     assert len(_expected(logs)) == 84
 
 
-def test_typed_columns_and_a_missing_checkpoint_are_refused_at_start(tmp_path):
-    from pyspark.sql.types import StringType, StructField, StructType
-
+def test_a_missing_checkpoint_is_refused_at_start(tmp_path):
     from spark_kafkalog.errors import InvalidOptionError
-    from spark_kafkalog.spark.datasource import SCHEMA_WITH_HEADERS
 
-    typed = StructType([f if f.name != "value" else StructField(
-        "value", StructType([StructField("id", StringType())])) for f in SCHEMA_WITH_HEADERS])
-    sink = IcebergSink({"table": IDENT, "warehouse": str(tmp_path / "wh"), "queryId": "q"})
-    with pytest.raises(InvalidOptionError, match="column 'value' is struct<id:string>"):
-        sink.streamWriter(typed, False)
     with pytest.raises(InvalidOptionError, match="option checkpointLocation"):
         SinkConfig.parse({"table": IDENT, "warehouse": "wh"})
     assert not (tmp_path / "wh").exists()
