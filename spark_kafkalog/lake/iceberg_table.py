@@ -126,8 +126,6 @@ class RawRecords:
         list, not null: Kafka's record format does not tell them apart (a header count
         of 0), and pyiceberg 0.12's writer drops the validity of a list of structs
         (``ArrowProjectionVisitor.list``), so null could not be written as null anyway."""
-        import pyarrow.compute as pc
-
         window = window.select(list(self.COLUMNS))
         headers = window.column("headers")
         if headers.null_count:
