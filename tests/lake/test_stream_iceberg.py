@@ -148,6 +148,7 @@ def test_batch_replayed_after_a_crash_past_the_iceberg_commit_is_not_appended_tw
     _files_on_disk_are_the_tables(wh)
 
 
+@pytest.mark.slow     # ~35 s (two queries); the fast tier replays a commit by direct calls
 def test_replay_with_nothing_new_leaves_the_table_as_it_was(spark, tmp_path):
     b = _log(tmp_path / "logs", n=20)
     logs, wh, ck = b.uris(), tmp_path / "wh", tmp_path / "ck"
