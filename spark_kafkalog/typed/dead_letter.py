@@ -32,10 +32,10 @@ DEAD_LETTER_SCHEMA = pa.schema([
     pa.field("value", pa.binary()),
     pa.field("headers", _HEADERS),
     pa.field("value_error", pa.string()),
-    pa.field("value_schema_id", pa.int32()),
+    pa.field("value_schema_id", pa.int64()),
     pa.field("value_error_position", pa.int64()),
     pa.field("key_error", pa.string()),
-    pa.field("key_schema_id", pa.int32()),
+    pa.field("key_schema_id", pa.int64()),
     pa.field("key_error_position", pa.int64()),
 ])
 

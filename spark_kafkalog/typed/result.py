@@ -35,14 +35,16 @@ class DecodeResult:
     array: pa.Array
     errors: pa.StringArray | None = None
     kept: pa.BooleanArray | None = None
-    schema_ids: pa.Int32Array | None = None
+    schema_ids: pa.Int64Array | None = None
     positions: pa.Int64Array | None = None
 
     def set_errors(self, n: int, bad: list[tuple[int, str, int | None, int | None]]) -> None:
         """``errors``, ``schema_ids`` and ``positions`` of ``n`` rows from ``bad``:
         ``(row, text, schema id or None, byte position or None)``, rows ascending."""
         self.errors = error_column(n, [(r, t) for r, t, _, _ in bad])
-        self.schema_ids = _sparse(n, [(r, s) for r, _, s, _ in bad], pa.int32())
+        # int64: the frame's four id bytes as read (unsigned), the number the error
+        # text names; a hostile frame's id does not fit Java's signed int
+        self.schema_ids = _sparse(n, [(r, s) for r, _, s, _ in bad], pa.int64())
         self.positions = _sparse(n, [(r, p) for r, _, _, p in bad], pa.int64())
 
 

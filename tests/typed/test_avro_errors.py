@@ -106,6 +106,19 @@ def test_bad_record_null_and_skip(name):
     assert fragment in res.errors.to_pylist()[1]
 
 
+def test_an_id_past_javas_int_is_kept_as_read():
+    """A frame whose four id bytes read past 2**31 - 1 (no registry id is: Java's int) is
+    an unknown id; under null/skip its id is what the frame says, in an int64 column
+    (the guided fuzzer found it overflowing the int32 column the dead letter had)."""
+    good = encode(SCHEMA, [GOOD], schema_id=9)[0]
+    value = b"\x00\xff\x07\x04\x0a" + good[5:]
+    for mode in ("null", "skip"):
+        res = _decoder().decode(binary([good, value]), on_error=mode)
+        assert res.schema_ids.type == pa.int64()
+        assert res.schema_ids.to_pylist() == [None, 0xFF07040A]
+        assert "unknown schema id 4278649866" in res.errors.to_pylist()[1]
+
+
 def test_truncated_at_every_byte():
     records = [_order(i) for i in (5, 7, 10)]
     dec = AvroDecoder(dumps(NESTED), {1: dumps(NESTED)})
