@@ -118,3 +118,29 @@ def test_a_log_start_advanced_after_the_snapshot_is_not_loss(tmp_path):
     _checkpoint(tmp_path, LOG_START_OFFSET_CHECKPOINT, 5)
     [loss] = checkpoint_losses(logdirs, part, 30)
     assert (loss.kind, loss.start, loss.end) == ("log_start_below", 5, 10)
+
+
+def test_a_gap_below_the_log_start_read_afresh_is_not_loss(tmp_path):
+    """A listing that shows segment 0 holding nothing (its file renamed for deletion
+    after the directory was read) and segment 10 next: a gap 0..9. When the log start
+    checkpoint, read afresh, is at 10 or past it, retention deleted those offsets after
+    the read's snapshot: not loss. At 5 (below the gap's end) or absent it is a gap."""
+    from dataclasses import replace
+
+    from spark_kafkalog.log import LOG_START_OFFSET_CHECKPOINT
+    from spark_kafkalog.log.read.loss import gap_loss
+
+    from .loss_shapes import _build, _checkpoint
+
+    _build(tmp_path)
+    logdirs = LogDirs(str(tmp_path))
+    part = logdirs.partitions(TOPIC)[0]
+    empty = replace(part, segments=(replace(part.segments[0], size=0),)
+                    + part.segments[1:])
+    for start, lost in ((None, True), (5, True), (10, False), (20, False)):
+        _checkpoint(tmp_path, LOG_START_OFFSET_CHECKPOINT, start)
+        loss = gap_loss(logdirs, empty, 0, None, 1, None)
+        assert (loss is not None) == lost, start
+        if lost:
+            assert (loss.kind, loss.start, loss.end) == ("gap", 0, 10)
+            assert "holds no batch" in loss.message

@@ -59,6 +59,10 @@ __all__ = ["LogDirs", "list_segments", "partition_of_segment"]
 
 log = logging.getLogger(__name__)
 
+#: listings of one partition dir in a row while segment files vanish under them (each
+#: retention or compaction step renames a few; the snapshot's own retries come after)
+_RELISTS = 5
+
 
 def _dir_files(fs: pafs.FileSystem, path: str, infos) -> list[tuple[str, str, object]]:
     """``(name, path, info)`` of the files in directory ``path``. On local disk ``info``
@@ -106,8 +110,29 @@ def list_segments(fs: pafs.FileSystem, path: str, *, resolve_swaps: bool = True,
     attached when present. Orphan index files, ``.deleted``/``.cleaned``/``.tmp`` leftovers
     and unrelated files are ignored. Valid ``.swap`` segments replace what they swap
     out (see the module docstring); computing a swap's extent reads its batch headers.
-    ``infos``: the directory's listing when the caller has just made it."""
-    return _segments(fs, path, _dir_files(fs, path, infos), resolve_swaps)
+    ``infos``: the directory's listing when the caller has just made it (else the
+    directory is listed, again when a file it named vanished before it was looked at)."""
+    if infos is not None:
+        return _segments(fs, path, _dir_files(fs, path, infos), resolve_swaps)
+    return _listed(fs, path, resolve_swaps)[1:]
+
+
+def _listed(fs: pafs.FileSystem, path: str, resolve_swaps: bool = True
+            ) -> tuple[list, tuple[Segment, ...], tuple[tuple[int, str], ...]]:
+    """``(files, segments, snapshots)`` of a fresh listing of the partition dir
+    ``path``. A segment file the listing named but that was gone when it was looked at
+    (renamed for deletion by retention or a compaction between the two) makes it list
+    the directory again, up to :data:`_RELISTS` times; then the LogLayoutError (caused
+    by FileNotFoundError) goes to the caller, whose snapshot is taken again."""
+    listings = 0
+    while True:
+        files = _dir_files(fs, path, None)
+        listings += 1
+        try:
+            return (files,) + _segments(fs, path, files, resolve_swaps)
+        except LogLayoutError as err:
+            if listings >= _RELISTS or not isinstance(err.__cause__, FileNotFoundError):
+                raise
 
 
 def _segments(fs: pafs.FileSystem, path: str, files: list, resolve_swaps: bool = True
@@ -150,10 +175,15 @@ def _segments(fs: pafs.FileSystem, path: str, files: list, resolve_swaps: bool =
         if isinstance(info, os.DirEntry):
             try:
                 st = info.stat()
-            except FileNotFoundError:
-                st = None
-            size = st.st_size if st is not None else 0
-            file_id = (st.st_dev, st.st_ino) if st is not None else None
+            except FileNotFoundError as err:
+                # renamed (retention, compaction) or deleted after the directory was
+                # read: its size is unknown, and listed as 0 bytes it would be a segment
+                # holding nothing, a gap before the next one (reported as data loss)
+                raise LogLayoutError("segment file was renamed or deleted while its "
+                                     "directory was listed: list it again",
+                                     path=file_path) from err
+            size = st.st_size
+            file_id = (st.st_dev, st.st_ino)
         else:
             size = _size(info)
             if local:
@@ -345,8 +375,7 @@ class LogDirs:
         p = self._one.get(key)
         if p is None:
             j = self.journals(topic)    # the journal before the segments
-            files = _dir_files(self.filesystem, path, None)
-            segments, snapshots = _segments(self.filesystem, path, files)
+            files, segments, snapshots = _listed(self.filesystem, path)
             if j.swap_groups(root, partition) is not None:
                 self._names[key] = tuple(sorted(name for name, _, _ in files))
             p = self._one[key] = PartitionDir(topic, partition, root, path, segments,

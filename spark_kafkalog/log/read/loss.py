@@ -194,9 +194,10 @@ def gap_loss(logdirs, p: PartitionDir, before: int, before_row, after: int, afte
              ) -> DataLoss | None:
     """The loss between segment ``before`` (whose last batch is ``before_row``, a row of
     batch headers; None when it holds none) and segment ``after`` (> ``before``; first
-    batch ``after_row``, may be None), or None when the offsets meet or compaction
-    explains the gap (see the module docstring). Reads the cleaner checkpoint and the
-    journal only when there is a gap."""
+    batch ``after_row``, may be None), or None when the offsets meet, compaction
+    explains the gap (see the module docstring) or the log start checkpoint, read
+    afresh, is now at or past its end (retention deleted it after the read's snapshot).
+    Reads the cleaner checkpoint, the journal and that file only when there is a gap."""
     seg_b, seg_a = p.segments[before], p.segments[after]
     start = int(before_row["last_offset"]) + 1 if before_row is not None \
         else seg_b.base_offset
@@ -209,6 +210,12 @@ def gap_loss(logdirs, p: PartitionDir, before: int, before_row, after: int, afte
     if cleaned is not None and cleaned >= end:
         return None
     if _journal_explains(logdirs, p, start, end):
+        return None
+    if _log_start_moved_to(logdirs, join(p.root, LOG_START_OFFSET_CHECKPOINT),
+                           (p.topic, p.partition), end):
+        # below the log start as it is now: retention or DeleteRecords removed these
+        # records after the read's snapshot (checkpoint first, then the files), deleted
+        # rather than lost; the read is the suffix a consumer would see
         return None
     tp = f"{p.topic}-{p.partition}"
     held = (f"{_name(seg_b.path)} ends at offset {start - 1}" if before_row is not None

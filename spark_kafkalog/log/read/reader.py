@@ -54,7 +54,11 @@ from spark_kafkalog.log.read.scan import (
     scan_windows,
 )
 from spark_kafkalog.log.read.seek import locate, offset_index
-from spark_kafkalog.log.read.snapshot import Commit, list_commits as _commits_of
+from spark_kafkalog.log.read.snapshot import (
+    SNAPSHOT_ATTEMPTS,
+    Commit,
+    list_commits as _commits_of,
+)
 from spark_kafkalog.log.read.state import check_isolation, topic_states
 
 __all__ = ["read_partition", "read_table", "list_commits", "load_remote_metadata",
@@ -361,73 +365,104 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
             raise InvalidOptionError(f"{name}: partitions {unknown} of topic {topic!r} are "
                                      "not being read")
     stats = stats if stats is not None else ReadStats()
-    batches: list[pa.RecordBatch] = []
-    _, parts, states = topic_states(logdirs, topic, numbers, as_of_commit=as_of_commit,
-                                    as_of_timestamp=as_of_timestamp,
-                                    isolation_level=isolation_level,
-                                    read_past_high_watermark=read_past_high_watermark,
-                                    on_corruption=on_corruption, timestamps=False)
-    storage = remote_storage if remote_storage is None or \
-        isinstance(remote_storage, RemoteStorage) else \
-        RemoteStorage(remote_storage, remote_layout, filesystem_options)
-    plans = tier_plans(logdirs, storage, topic, parts, states) if storage else {}
-    for p in parts:
-        plan = plans.get(p.partition)
-        state = over_tiers(states[p.partition], plan)
-        lo, hi = state.log_start_offset, state.upper_bound
-        where = f"{topic}-{p.partition}"
-        asked_start = starts.get(p.partition, EARLIEST)
-        asked_end = ends.get(p.partition, LATEST)
-        report_losses([x for x in state.losses if x.overlaps(
-            asked_start if asked_start >= 0 and starting_timestamp is None else None,
-            asked_end if asked_end >= 0 else None)],
-            fail=fail_on_data_loss, stats=stats, hint=LOSS_HINT)
-        if starting_timestamp is not None:
-            found = logdirs.offset_for_timestamp(p, starting_timestamp, upper_bound=hi,
-                                                 on_corruption=on_corruption)
-            start = hi if found is None else max(found, lo)
-        else:
-            start = starts.get(p.partition, EARLIEST)
-            if start == EARLIEST:
-                start = lo
-            elif start == LATEST:
-                start = hi
-            elif start < 0:
-                raise InvalidOptionError(f"starting_offsets: {where}: offset {start} is not "
-                                         "-2 (earliest), -1 (latest) or an offset")
-        end = ends.get(p.partition, LATEST)
-        if end == LATEST:
-            end = hi
-        elif end < 0:
-            raise InvalidOptionError(f"ending_offsets: {where}: offset {end} is not -1 "
-                                     "(latest) or an offset")
-        if start < lo:
-            if fail_on_data_loss:
-                raise DataLossError(f"{where}: offset {start} is below the log start offset "
-                                    f"{lo}: those records are gone (set "
-                                    "fail_on_data_loss=False to start at the log start)",
-                                    path=p.path, offset=start)
-            start = lo
-        if start > hi:
-            raise OffsetOutOfRangeError(f"{where}: starting offset {start} is past the upper "
-                                        f"bound {hi} (log end {state.log_end_offset})",
+
+    def at_snapshot(stats: ReadStats) -> list[pa.RecordBatch]:
+        batches: list[pa.RecordBatch] = []
+        _, parts, states = topic_states(logdirs, topic, numbers, as_of_commit=as_of_commit,
+                                        as_of_timestamp=as_of_timestamp,
+                                        isolation_level=isolation_level,
+                                        read_past_high_watermark=read_past_high_watermark,
+                                        on_corruption=on_corruption, timestamps=False)
+        storage = remote_storage if remote_storage is None or \
+            isinstance(remote_storage, RemoteStorage) else \
+            RemoteStorage(remote_storage, remote_layout, filesystem_options)
+        plans = tier_plans(logdirs, storage, topic, parts, states) if storage else {}
+        for p in parts:
+            plan = plans.get(p.partition)
+            state = over_tiers(states[p.partition], plan)
+            lo, hi = state.log_start_offset, state.upper_bound
+            where = f"{topic}-{p.partition}"
+            asked_start = starts.get(p.partition, EARLIEST)
+            asked_end = ends.get(p.partition, LATEST)
+            report_losses([x for x in state.losses if x.overlaps(
+                asked_start if asked_start >= 0 and starting_timestamp is None else None,
+                asked_end if asked_end >= 0 else None)],
+                fail=fail_on_data_loss, stats=stats, hint=LOSS_HINT)
+            if starting_timestamp is not None:
+                found = logdirs.offset_for_timestamp(p, starting_timestamp, upper_bound=hi,
+                                                     on_corruption=on_corruption)
+                start = hi if found is None else max(found, lo)
+            else:
+                start = starts.get(p.partition, EARLIEST)
+                if start == EARLIEST:
+                    start = lo
+                elif start == LATEST:
+                    start = hi
+                elif start < 0:
+                    raise InvalidOptionError(f"starting_offsets: {where}: offset {start} is not "
+                                             "-2 (earliest), -1 (latest) or an offset")
+            end = ends.get(p.partition, LATEST)
+            if end == LATEST:
+                end = hi
+            elif end < 0:
+                raise InvalidOptionError(f"ending_offsets: {where}: offset {end} is not -1 "
+                                         "(latest) or an offset")
+            if start < lo:
+                if fail_on_data_loss:
+                    raise DataLossError(f"{where}: offset {start} is below the log start offset "
+                                        f"{lo}: those records are gone (set "
+                                        "fail_on_data_loss=False to start at the log start)",
                                         path=p.path, offset=start)
-        end = min(end, hi)
-        if end < start:
-            raise InvalidOptionError(f"ending_offsets: {where}: ending offset {end} is "
-                                     f"before the starting offset {start}")
-        kwargs = dict(start_offset=start, end_offset=end, isolation_level=isolation_level,
-                      include_headers=include_headers, on_corruption=on_corruption,
-                      window_bytes=window_bytes, stats=stats, txn_index=txn_index,
-                      decision_limit=state.log_end_offset
-                      if read_past_high_watermark else state.high_watermark)
-        if plan is not None:
-            batches.extend(read_tiered(read_partition, logdirs, storage, p, plan,
-                                       fail_on_data_loss=fail_on_data_loss, **kwargs))
-        else:
-            batches.extend(read_partition(logdirs, p, fail_on_data_loss=fail_on_data_loss,
-                                          **kwargs))
+                start = lo
+            if start > hi:
+                raise OffsetOutOfRangeError(f"{where}: starting offset {start} is past the upper "
+                                            f"bound {hi} (log end {state.log_end_offset})",
+                                            path=p.path, offset=start)
+            end = min(end, hi)
+            if end < start:
+                raise InvalidOptionError(f"ending_offsets: {where}: ending offset {end} is "
+                                         f"before the starting offset {start}")
+            kwargs = dict(start_offset=start, end_offset=end, isolation_level=isolation_level,
+                          include_headers=include_headers, on_corruption=on_corruption,
+                          window_bytes=window_bytes, stats=stats, txn_index=txn_index,
+                          decision_limit=state.log_end_offset
+                          if read_past_high_watermark else state.high_watermark)
+            if plan is not None:
+                batches.extend(read_tiered(read_partition, logdirs, storage, p, plan,
+                                           fail_on_data_loss=fail_on_data_loss, **kwargs))
+            else:
+                batches.extend(read_partition(logdirs, p, fail_on_data_loss=fail_on_data_loss,
+                                              **kwargs))
+        return batches
+
+    for attempt in range(SNAPSHOT_ATTEMPTS):
+        took = ReadStats()
+        try:
+            batches = at_snapshot(took)
+            break
+        except LogLayoutError as err:
+            # a segment the snapshot listed was removed before it was read (retention's
+            # renamed files purged after file.delete.delay.ms, a compaction's): those
+            # records were deleted, not lost; the read is taken at a new snapshot
+            if attempt == SNAPSHOT_ATTEMPTS - 1 or \
+                    not isinstance(err.__cause__, FileNotFoundError):
+                raise
+            log.info("%s: %s; reading the topic again", topic, err)
+            logdirs.forget(topic)
+    _add_stats(stats, took)
     return pa.Table.from_batches(batches, schema=record_schema(include_headers))
+
+
+def _add_stats(into: ReadStats, took: ReadStats) -> None:
+    """Add what one read (``took``) did to the caller's ``into``."""
+    into.bytes_read += took.bytes_read
+    into.batches += took.batches
+    into.records += took.records
+    into.index_fallbacks += took.index_fallbacks
+    into.skipped.extend(took.skipped)
+    into.losses.extend(took.losses)
+    into.torn_tail = took.torn_tail or into.torn_tail
+    into.stopped_at = took.stopped_at or into.stopped_at
 
 
 def load_remote_metadata(logdirs: LogDirs, *, keep_records: bool = False
