@@ -104,8 +104,11 @@ def test_a_job_writes_a_manifest_of_its_output(tmp_path):
 
     root, manifest, summary = tmp_path / "logs", tmp_path / "m.json", tmp_path / "s.json"
     _orig(root)
+    # file.delete.delay.ms 0: the manifest is what this test is about, not the wait
+    # (tests/test_job_retention.py holds that); the default made it sleep 60 s
     assert retention.main(["--path", str(root), "--no-progress", "--manifest",
-                           str(manifest), "--summary-json", str(summary)]) == 0
+                           str(manifest), "--summary-json", str(summary),
+                           "--file-delete-delay-ms", "0"]) == 0
     assert json.loads(summary.read_text())["manifest"]["path"] == str(manifest)
     assert run("verify", root, "--against", manifest)[0] == 0
     copy = tmp_path / "copy"

@@ -167,9 +167,10 @@ def write_via(proxy, bucket, wid="batch:w3"):
 
 
 @pytest.mark.parametrize("kind,stride", [
-    # fast tier: every fourth request, the kinds of ERRORS taking turns (500 at k=0,
-    # 503 at k=4, slowdown at 8, reset at 12, short at 16, 500 again at 20, ...)
-    ("mixed", 4),
+    # fast tier: every sixth request (and the last), the kinds of ERRORS taking turns
+    # (500 at k=0, 503 at k=6, slowdown at 12, reset at 18, short at 24, 500 again at 30,
+    # ...); the slow tier below fails every request
+    ("mixed", 6),
     # slow tier: every request, a throttle (SlowDown, retried with back-off) and a dropped
     # connection taking turns (slowdown at even k, reset at odd k): every request fails
     # once, in half the time of a full sweep of each kind (~330 s each on a loaded machine)
