@@ -68,14 +68,14 @@ def _letters(directory):
                        for h in t.column("headers").to_pylist()])), t
 
 
-def test_dead_letter_option_needs_null_or_skip():
-    base = {"path": "/nowhere", "subscribe": "t", "valueFormat": "avro",
-            "deadLetterPath": "/tmp/x"}
+def test_dead_letter_option_needs_null_or_skip(tmp_path):
+    logs, dead = str(tmp_path / "logs"), str(tmp_path / "dead")
+    base = {"path": logs, "subscribe": "t", "valueFormat": "avro", "deadLetterPath": dead}
     with pytest.raises(InvalidOptionError, match="deadLetterPath: needs onDecodeError"):
         parse_read_options(base)
-    assert parse_read_options({**base, "onDecodeError": "skip"}).typed.dead_letter == "/tmp/x"
+    assert parse_read_options({**base, "onDecodeError": "skip"}).typed.dead_letter == dead
     with pytest.raises(InvalidOptionError, match="deadLetterPath: applies to typed"):
-        parse_read_options({"path": "/n", "subscribe": "t", "deadLetterPath": "/x"})
+        parse_read_options({"path": logs, "subscribe": "t", "deadLetterPath": dead})
 
 
 def test_skip_writes_every_bad_record_raw_and_whole(spark, logs, tmp_path):
