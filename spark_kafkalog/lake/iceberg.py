@@ -503,7 +503,7 @@ def _commit(catalog, table, identifier, base: Committed, todo, files, result, *,
                     for data_file in files:
                         append.append_data_file(data_file)
         except ValidationException as err:
-            _delete_files(table, files)
+            _delete_files(table.io, files)
             raise _Overlap(f"{identifier}: a concurrent commit removed a data file this "
                            "run rewrites; this run's files were deleted") from err
         hit("before-commit")
@@ -518,7 +518,7 @@ def _commit(catalog, table, identifier, base: Committed, todo, files, result, *,
                 say(f"commit attempt {attempt} lost a race ({err}); retrying on top")
                 before = now
                 continue
-            _delete_files(table, files)
+            _delete_files(table.io, files)
             done = all(now.next_offsets.get(t, {}).get(q, -1) >= ours[(t, q)].end
                        for t, q in ours)
             if done:
@@ -538,7 +538,7 @@ def _commit(catalog, table, identifier, base: Committed, todo, files, result, *,
         result.status = "committed"
         result.snapshot_id = target.metadata.current_snapshot_id
         return
-    _delete_files(table, files)
+    _delete_files(table.io, files)
     raise CommitConflictError(f"{identifier}: {COMMIT_ATTEMPTS} commits in a row lost to "
                               "concurrent commits; this run's files were deleted: re-run")
 
@@ -556,9 +556,10 @@ def _without_commit_retries(table):
     return Table(table.name(), metadata, table.metadata_location, table.io, table.catalog)
 
 
-def _delete_files(table, files) -> None:
+def _delete_files(io, files) -> None:
+    """Delete the data files ``files`` through the FileIO ``io`` (gone already: fine)."""
     for data_file in files:
         try:
-            table.io.delete(data_file.file_path)
+            io.delete(data_file.file_path)
         except FileNotFoundError:
             pass

@@ -466,7 +466,7 @@ def committed_offsets(table) -> Committed:
 _SAMPLE_ROWS = 20_000
 
 
-def data_files(table, rows: pa.Table, write_uuid, counter) -> list:
+def data_files(table, rows: pa.Table, write_uuid, counter, *, metadata=None, io=None) -> list:
     """``rows`` (in the table's Arrow schema) written as data files of ``table`` by
     pyiceberg's own writer (partitioned by the table's spec, file stats, field ids) —
     a private function, the one ``Table.append`` calls, so that a run can write many
@@ -477,14 +477,16 @@ def data_files(table, rows: pa.Table, write_uuid, counter) -> list:
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
     from pyiceberg.table import TableProperties
 
-    metadata = table.metadata
+    # the streaming sink's tasks have the table's metadata and FileIO, not a Table
+    metadata = table.metadata if metadata is None else metadata
+    io = table.io if io is None else io
     props = metadata.properties
     target = int(props.get(TARGET_FILE_SIZE, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT))
     if rows.num_rows and rows.nbytes > target:
         scaled = max(1, int(target * _arrow_bytes_per_file_byte(rows, props)))
         metadata = metadata.model_copy(update={"properties": {**props,
                                                                TARGET_FILE_SIZE: str(scaled)}})
-    return list(_dataframe_to_data_files(metadata, rows, table.io, write_uuid=write_uuid,
+    return list(_dataframe_to_data_files(metadata, rows, io, write_uuid=write_uuid,
                                          counter=counter))
 
 

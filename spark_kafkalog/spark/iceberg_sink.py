@@ -233,7 +233,8 @@ class IcebergStreamWriter(DataSourceStreamArrowWriter):
 
         import pyarrow as pa
         from pyiceberg.io import load_file_io
-        from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+        from spark_kafkalog.lake.iceberg_table import data_files
 
         io = load_file_io(self.io_properties, self.metadata.location)
         # one uuid per task attempt: a failed attempt's files are told apart by it
@@ -250,11 +251,11 @@ class IcebergStreamWriter(DataSourceStreamArrowWriter):
             window = pa.Table.from_batches(pending)
             pending, held = [], 0
             _track_offsets(window, msg.offsets)
-            # pyiceberg's own writer (the table's spec, file stats, field ids), as the
-            # batch export uses it
-            msg.files.extend(_dataframe_to_data_files(
-                self.metadata, self.shape.to_arrow(self._kafka_columns(window)), io,
-                write_uuid=write_uuid, counter=counter))
+            # the batch export's writer (the table's spec, file stats, field ids, its
+            # target file size)
+            msg.files.extend(data_files(
+                None, self.shape.to_arrow(self._kafka_columns(window)), write_uuid, counter,
+                metadata=self.metadata, io=io))
             msg.rows += window.num_rows
 
         for batch in iterator:
@@ -307,18 +308,18 @@ class IcebergStreamWriter(DataSourceStreamArrowWriter):
         table = catalog.load_table(self.config.identifier)
         if {(m.spec_id, m.schema_id) for m in messages if m.files} != \
                 {(table.metadata.default_spec_id, table.metadata.current_schema_id)}:
-            _delete_files(table, files)
+            _delete_files(table.io, files)
             raise TableError(f"{self.config.identifier}: the table's partition spec or "
                              "schema changed while the query ran (its files were written "
                              "for the old ones and are deleted): restart the query")
         if _batch_committed(table, query_id, batchId):
-            _delete_files(table, files)
+            _delete_files(table.io, files)
             return
         base = committed_offsets(table)
         for (topic, q), (lo, _hi) in sorted(spans.items()):
             nxt = base.next_offsets.get(topic, {}).get(q)
             if nxt is not None and lo < nxt:
-                _delete_files(table, files)
+                _delete_files(table.io, files)
                 raise CommitConflictError(
                     f"{self.config.identifier}: batch {batchId} of query {query_id} starts "
                     f"{topic}-{q} at offset {lo} but the table already holds offsets up "
@@ -340,12 +341,9 @@ class IcebergStreamWriter(DataSourceStreamArrowWriter):
         if files:
             from pyiceberg.io import load_file_io
 
-            io = load_file_io(self.io_properties, self.metadata.location)
-            for f in files:
-                try:
-                    io.delete(f.file_path)
-                except FileNotFoundError:
-                    pass
+            from spark_kafkalog.lake.iceberg import _delete_files
+
+            _delete_files(load_file_io(self.io_properties, self.metadata.location), files)
 
 
 def _track_offsets(window, offsets: dict) -> None:
