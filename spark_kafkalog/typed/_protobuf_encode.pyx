@@ -108,6 +108,18 @@ cdef inline int put_raw(St *s, const uint8_t *p, int64_t n) noexcept nogil:
     return 0
 
 
+cdef inline int put_tag(St *s, PNode *n) noexcept nogil:
+    """A field's tag (precomputed bytes; most take one)."""
+    cdef int k
+    if s.cap - s.len < 10 and grow(s, 10) < 0:
+        return -1
+    s.buf[s.len] = n.tag[0]
+    for k in range(1, n.taglen):
+        s.buf[s.len + k] = n.tag[k]
+    s.len += n.taglen
+    return 0
+
+
 cdef inline int varint_len(uint64_t z) noexcept nogil:
     cdef int n = 1
     while z >= 0x80:
@@ -286,12 +298,12 @@ cdef int put_fields(St *s, PNode *m, int64_t i, int64_t row) noexcept nogil:
                     if is_null(vn, k):
                         return fail(s, E_NULL_MAPVAL, f, row, k)
                 for k in range(a, b):
-                    if put_raw(s, f.tag, f.taglen) < 0:
+                    if put_tag(s, f) < 0:
                         return -1
                     start = begin_len(s)
-                    if start < 0 or put_raw(s, kn.tag, kn.taglen) < 0 or \
+                    if start < 0 or put_tag(s, kn) < 0 or \
                             put_value(s, kn, k, row) < 0 or \
-                            put_raw(s, vn.tag, vn.taglen) < 0 or \
+                            put_tag(s, vn) < 0 or \
                             put_value(s, vn, k, row) < 0 or end_len(s, start) < 0:
                         return -1
                 continue
@@ -300,7 +312,7 @@ cdef int put_fields(St *s, PNode *m, int64_t i, int64_t row) noexcept nogil:
                 if is_null(e, k):
                     return fail(s, E_NULL_ELEM, f, row, k)
             if f.mode == M_PACKED:
-                if put_raw(s, f.tag, f.taglen) < 0:
+                if put_tag(s, f) < 0:
                     return -1
                 start = begin_len(s)
                 if start < 0:
@@ -312,7 +324,7 @@ cdef int put_fields(St *s, PNode *m, int64_t i, int64_t row) noexcept nogil:
                     return -1
             else:
                 for k in range(a, b):
-                    if put_raw(s, f.tag, f.taglen) < 0 or put_value(s, e, k, row) < 0:
+                    if put_tag(s, f) < 0 or put_value(s, e, k, row) < 0:
                         return -1
             continue
         if is_null(f, i):
@@ -325,7 +337,7 @@ cdef int put_fields(St *s, PNode *m, int64_t i, int64_t row) noexcept nogil:
             s.seen[f.oneof] = stamp
         if f.mode == M_IMPLICIT and is_zero(f, i):
             continue
-        if put_raw(s, f.tag, f.taglen) < 0 or put_value(s, f, i, row) < 0:
+        if put_tag(s, f) < 0 or put_value(s, f, i, row) < 0:
             return -1
     return 0
 
@@ -352,6 +364,7 @@ cdef class Program:
     cdef int64_t *seen
     cdef int n, nk, nslots
     cdef list keep
+    cdef int64_t hint            # bytes per row of the last batch: the next one's first guess
 
     def __cinit__(self):
         self.nodes = NULL
@@ -359,6 +372,7 @@ cdef class Program:
         self.seen = NULL
         self.n = self.nk = self.nslots = 0
         self.keep = []
+        self.hint = 64
 
     def __dealloc__(self):
         free(self.nodes)
@@ -477,7 +491,7 @@ cdef class Program:
             self.seen[i] = -1
         owner = _Owned()
         with nogil:
-            if grow(&s, 32 * nrows + 64) == 0:
+            if grow(&s, (self.hint + self.hint // 8 + 1) * nrows + 4096) == 0:
                 offv[0] = 0
                 for i in range(nrows):
                     if is_null(t, i):
@@ -490,6 +504,8 @@ cdef class Program:
                         break
                     offv[i + 1] = <int32_t>s.len
         owner.ptr = s.buf
+        if nrows and s.err == E_OK:
+            self.hint = s.len // nrows + 1
         if s.err != E_OK:
             return None, (s.err, s.err_node, s.err_row, s.err_val)
         if s.len:
