@@ -26,6 +26,11 @@ cdef enum:
 cdef enum:
     M_VALUE, M_IMPLICIT, M_EXPLICIT, M_REQUIRED, M_REPEATED, M_PACKED, M_MAP
 
+# what put_value writes before a value: nothing, the node's tag, or the tag unless the
+# value is its type's default (then nothing at all)
+cdef enum:
+    H_BARE, H_TAG, H_UNLESS_ZERO
+
 # integer conversions before writing
 cdef enum:
     C_NONE, C_ZIGZAG, C_MASK32
@@ -173,41 +178,36 @@ cdef inline int fail(St *s, int code, PNode *n, int64_t row, int64_t val) noexce
     return -1
 
 
-cdef inline bint is_zero(PNode *n, int64_t i) noexcept nogil:
-    """proto3 implicit presence: the value encodes as the default's bytes (zero bits, an
-    empty string), so -0.0 is written as protobuf writes it."""
-    cdef int64_t j = n.doff + i
-    cdef float f
-    cdef uint32_t fb
-    if n.kind == V_BOOL:
-        return not bit(n.data, j)
-    if n.kind == V_BYTES:
-        return n.offs[j + 1] == n.offs[j]
-    if n.kind == V_FLOAT:
-        f = <float>(<const double *>n.data)[j]
-        memcpy(&fb, &f, 4)
-        return fb == 0
-    if n.kind == V_DOUBLE:
-        return (<const uint64_t *>n.data)[j] == 0
-    if n.kind == V_MSG or n.kind == V_TIME:
-        return False
-    return (<const int64_t *>n.data)[j] == 0
+cdef inline int lead(St *s, PNode *n, int how, bint zero) noexcept nogil:
+    """Before a value: 1 to leave it out (proto3 implicit presence and a value that
+    encodes as the default's bytes: zero bits, an empty string; so -0.0 is written, as
+    protobuf writes it), else its tag when ``how`` asks for one."""
+    if how == H_UNLESS_ZERO and zero:
+        return 1
+    if how != H_BARE:
+        return put_tag(s, n)
+    return 0
 
 
-cdef int put_value(St *s, PNode *n, int64_t i, int64_t row) noexcept nogil:
-    """The value at ``i`` of ``n``'s array without its tag (a length first for wire 2)."""
+cdef int put_value(St *s, PNode *n, int64_t i, int64_t row, int how) noexcept nogil:
+    """The value at ``i`` of ``n``'s array (a length first for wire 2), after what
+    ``how`` asks (see lead)."""
     cdef int64_t j = n.doff + i
     cdef int64_t v, a, b, secs, nanos, start
     cdef uint64_t u
     cdef uint32_t u32
     cdef float f
-    cdef int k
+    cdef uint32_t fb
+    cdef int k, r
     if n.kind == V_INT or n.kind == V_FIX32 or n.kind == V_FIX64:
         v = (<const int64_t *>n.data)[j]
         if n.from_u64 and v < 0:
             return fail(s, E_U64, n, row, v)
         if n.ranged and (v < n.lo or v > n.hi):
             return fail(s, E_RANGE, n, row, v)
+        r = lead(s, n, how, v == 0)
+        if r:
+            return r if r < 0 else 0
         if n.conv == C_ZIGZAG:
             u = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
         elif n.conv == C_MASK32:
@@ -234,23 +234,41 @@ cdef int put_value(St *s, PNode *n, int64_t i, int64_t row) noexcept nogil:
             return fail(s, E_ENUM_SYMBOL, n, row, i)
         if v < -2147483648 or v > 2147483647:
             return fail(s, E_ENUM_RANGE, n, row, v)
+        r = lead(s, n, how, v == 0)
+        if r:
+            return r if r < 0 else 0
         return put_varint(s, <uint64_t>v)
     if n.kind == V_BOOL:
+        r = lead(s, n, how, not bit(n.data, j))
+        if r:
+            return r if r < 0 else 0
         return put_varint(s, 1 if bit(n.data, j) else 0)
     if n.kind == V_FLOAT:
         f = <float>(<const double *>n.data)[j]
+        memcpy(&fb, &f, 4)
+        r = lead(s, n, how, fb == 0)
+        if r:
+            return r if r < 0 else 0
         return put_raw(s, <const uint8_t *>&f, 4)          # x86-64: little-endian
     if n.kind == V_DOUBLE:
+        r = lead(s, n, how, (<const uint64_t *>n.data)[j] == 0)
+        if r:
+            return r if r < 0 else 0
         return put_raw(s, n.data + 8 * j, 8)
     if n.kind == V_BYTES:
         a = n.offs[j]
         b = n.offs[j + 1]
+        r = lead(s, n, how, b == a)
+        if r:
+            return r if r < 0 else 0
         if put_varint(s, <uint64_t>(b - a)) < 0:
             return -1
         return put_raw(s, n.data + a, b - a)
     if n.kind == V_TIME:
         # seconds (1) and nanos (2), zeros left out; a Timestamp's nanos are >= 0
         # (floor), a Duration's take the seconds' sign (truncation)
+        if lead(s, n, how, False) < 0:
+            return -1
         v = (<const int64_t *>n.data)[j]
         secs = v // n.per                                   # C division truncates
         if not n.duration and v < 0 and secs * n.per != v:
@@ -266,6 +284,8 @@ cdef int put_value(St *s, PNode *n, int64_t i, int64_t row) noexcept nogil:
             return -1
         return 0
     # V_MSG
+    if lead(s, n, how, False) < 0:
+        return -1
     start = begin_len(s)
     if start < 0 or put_fields(s, n, i, row) < 0:
         return -1
@@ -301,10 +321,8 @@ cdef int put_fields(St *s, PNode *m, int64_t i, int64_t row) noexcept nogil:
                     if put_tag(s, f) < 0:
                         return -1
                     start = begin_len(s)
-                    if start < 0 or put_tag(s, kn) < 0 or \
-                            put_value(s, kn, k, row) < 0 or \
-                            put_tag(s, vn) < 0 or \
-                            put_value(s, vn, k, row) < 0 or end_len(s, start) < 0:
+                    if start < 0 or put_value(s, kn, k, row, H_TAG) < 0 or \
+                            put_value(s, vn, k, row, H_TAG) < 0 or end_len(s, start) < 0:
                         return -1
                 continue
             e = &s.nodes[s.kids[f.kid0]]
@@ -318,13 +336,13 @@ cdef int put_fields(St *s, PNode *m, int64_t i, int64_t row) noexcept nogil:
                 if start < 0:
                     return -1
                 for k in range(a, b):
-                    if put_value(s, e, k, row) < 0:
+                    if put_value(s, e, k, row, H_BARE) < 0:
                         return -1
                 if end_len(s, start) < 0:
                     return -1
             else:
                 for k in range(a, b):
-                    if put_tag(s, f) < 0 or put_value(s, e, k, row) < 0:
+                    if put_value(s, e, k, row, H_TAG) < 0:    # e has f's tag
                         return -1
             continue
         if is_null(f, i):
@@ -335,9 +353,7 @@ cdef int put_fields(St *s, PNode *m, int64_t i, int64_t row) noexcept nogil:
             if s.seen[f.oneof] == stamp:
                 return fail(s, E_ONEOF, f, row, i)
             s.seen[f.oneof] = stamp
-        if f.mode == M_IMPLICIT and is_zero(f, i):
-            continue
-        if put_tag(s, f) < 0 or put_value(s, f, i, row) < 0:
+        if put_value(s, f, i, row, H_UNLESS_ZERO if f.mode == M_IMPLICIT else H_TAG) < 0:
             return -1
     return 0
 

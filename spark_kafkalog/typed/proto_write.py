@@ -214,8 +214,10 @@ class ProtobufEncoder:
             if not (pa.types.is_list(at) or pa.types.is_large_list(at)):
                 raise SchemaError(f"{path}: Arrow type {at} cannot be written as repeated "
                                   f"Protobuf field {f.name}")
-            elem = self._value(f, at.value_type, f"{path}[]", "VALUE", b"")
             packed = f.is_packed
+            # unpacked, each element carries the field's tag (the kernel writes it)
+            elem = self._value(f, at.value_type, f"{path}[]", "VALUE",
+                               b"" if packed else _tag(f, _wire(f)))
             idx = self._node("MSG", "PACKED" if packed else "REPEATED",
                              _tag(f, 2 if packed else _wire(f)), path)
             self._prog.children(idx, [elem.idx])
