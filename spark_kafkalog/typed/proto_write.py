@@ -344,6 +344,8 @@ class ProtobufEncoder:
         idx = pc.index_in(arr, value_set=pa.array(names, arr.type))
         nums = numbers[np.asarray(idx.fill_null(0), dtype=np.int64)]
         unknown = np.asarray(idx.is_null(), dtype=bool)
+        if arr.null_count:
+            unknown &= np.asarray(arr.is_valid(), dtype=bool)     # a null is no symbol
         if unknown.any() and not et.is_closed:
             tail = pc.extract_regex(arr.cast(pa.string()),
                                     f"^UNKNOWN_ENUM_VALUE_{et.name}_(?P<n>-?[0-9]{{1,10}})$")
