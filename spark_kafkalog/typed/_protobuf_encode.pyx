@@ -80,6 +80,9 @@ cdef int grow(St *s, int64_t more) noexcept nogil:
     cdef uint8_t *nb
     if want <= s.cap:
         return 0
+    if want > (<int64_t>1 << 40):      # past any batch the 2 GiB check lets through
+        s.err = E_NOMEM
+        return -1
     cap = s.cap * 2 if s.cap else 4096
     while cap < want:
         cap *= 2
@@ -507,7 +510,7 @@ cdef class Program:
             self.seen[i] = -1
         owner = _Owned()
         with nogil:
-            if grow(&s, (self.hint + self.hint // 8 + 1) * nrows + 4096) == 0:
+            if grow(&s, min((self.hint + self.hint // 8 + 1) * nrows, 1 << 28) + 4096) == 0:
                 offv[0] = 0
                 for i in range(nrows):
                     if is_null(t, i):

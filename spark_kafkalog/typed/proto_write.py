@@ -27,6 +27,7 @@ its number), unsigned ints from Spark's signed ints of the same bits.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 
 import numpy as np
@@ -116,6 +117,7 @@ class ProtobufEncoder:
         self.prefix = b"" if schema_id is None else \
             b"\x00" + int(schema_id).to_bytes(4, "big") + message_indexes(path)
         self._prog = _k.Program()
+        self._lock = threading.Lock()        # one batch bound to the program at a time
         self._info: list[dict] = []          # per node: what its errors say
         self._top = self._message_node(self.descriptor, arrow_type, column, "VALUE", b"", -1)
 
@@ -128,11 +130,12 @@ class ProtobufEncoder:
             raise SchemaError(f"{self.column}: type {values.type} is not the "
                               f"{self.arrow_type} the encoder was built for")
         bound: dict[int, pa.Array] = {}
-        try:
-            self._bind(self._top, values, bound)
-            out, err = self._prog.encode(self._top.idx, len(values), self.prefix)
-        finally:
-            self._prog.unbind()
+        with self._lock:
+            try:
+                self._bind(self._top, values, bound)
+                out, err = self._prog.encode(self._top.idx, len(values), self.prefix)
+            finally:
+                self._prog.unbind()
         if err is not None:
             self._raise(err, bound, first_row)
         return out

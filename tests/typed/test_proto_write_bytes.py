@@ -9,10 +9,12 @@ from __future__ import annotations
 import random
 
 import pyarrow as pa
+import pytest
 from google.protobuf.descriptor import FieldDescriptor as FD
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spark_kafkalog.errors import BadRowError
 from spark_kafkalog.typed.proto_write import ProtobufEncoder
 from spark_kafkalog.typed.protobuf import ProtobufDecoder
 from tests.typed.proto_oracle import _ints, compile_module, spark_value
@@ -148,3 +150,24 @@ def test_nulls_at_every_level(tmp_path):
     assert out.null_count == 1
     # the oneof: "account" set to its default is still written (a oneof member has presence)
     assert b"\x58\x00" in out[2].as_py()
+
+
+def test_unknown_enum_numbers_and_unsigned_64(tmp_path):
+    mod = compile_module(tmp_path, RICH)
+    t = pa.struct([("id", pa.uint64()), ("state", pa.string())])
+    enc = ProtobufEncoder(RICH, t)
+    # an open enum's number without a name, as the reader names it, is written as the number
+    out = enc.encode(pa.array([{"id": 5, "state": "UNKNOWN_ENUM_VALUE_State_7"},
+                               {"id": None, "state": None}], t))
+    assert out.to_pylist() == [mod.Order(id=5, state=7).SerializeToString(), b""]
+    for row, words in [
+        ({"id": 1 << 63, "state": None}, "row 4: value.id does not fit a signed 64-bit field"),
+        ({"id": 1, "state": "UNKNOWN_ENUM_VALUE_State_3000000000"},
+         "row 4: value.state names an enum number outside int32"),
+        ({"id": 1, "state": "UNKNOWN_ENUM_VALUE_State_99999999999"},
+         "row 4: value.state symbol 'UNKNOWN_ENUM_VALUE_State_99999999999' is not in enum "
+         "kl.rich.Order.State"),
+    ]:
+        with pytest.raises(BadRowError) as e:
+            enc.encode(pa.array([{"id": 1, "state": "PAID"}, row, row], t), first_row=3)
+        assert str(e.value) == words
