@@ -293,6 +293,11 @@ def _enum(ctx, o, u):
 
 
 def _const(ctx, o, u):
+    if o.value == "null":
+        # the registry calls equals on the previous const, null here: its diff fails
+        raise SchemaError(f"JSON Schema compatibility: const null at {ctx.where('const')} "
+                          "is compared by the registry's diff through a null and fails; "
+                          "register it through a registry")
     if o.value != u.value:
         ctx.add("ENUM_ARRAY_CHANGED", "const")
 

@@ -139,13 +139,9 @@ class Document:
             left.discard("not")
         if self.spec > 4 and "const" in left:
             value = node["const"]
-            if isinstance(value, (dict, list)):
-                # everit keeps an object/array const as an org.json value whose equality is
-                # identity: the registry's answer for it is not one a schema text decides
-                raise SchemaError("JSON Schema compatibility: a const of an object or array "
-                                  "is not diffed by this writer")
-            s = Schema("const", node, "const|" + json.dumps(value))
-            s.value = json.dumps(value)
+            # objects and arrays compare as Java maps and lists do: by content
+            s = Schema("const", node, "const|" + json.dumps(value, sort_keys=True))
+            s.value = json.dumps(value, sort_keys=True)
             parts.append(s)
             left.discard("const")
         if "type" in left:
