@@ -13,7 +13,9 @@ under an open (additionalProperties absent or true), closed (false) or partially
 (a schema, patternProperties) content model; required added (with or without a default) or
 removed; dependencies; ``$ref`` followed, a cycle met again taken as compatible (the
 registry's greatest fixed point). BACKWARD checks (previous, new), FORWARD (new, previous),
-FULL both.
+FULL both. Where several pairings of combined branches are maximal, the compatible
+differences listed from inside them may come from another pairing than the registry's
+(its matching iterates a hash set); the verdict and the incompatible differences do not.
 """
 from __future__ import annotations
 
@@ -196,11 +198,17 @@ def _types(ctx: _Ctx, o: Schema, u: Schema):
 
 
 def _default_differs(o: Schema, u: Schema) -> bool:
-    if o.has_default != u.has_default:
+    """Objects.equals(previous default, new default) over org.json values: a JSON null is
+    org.json's NULL, which equals null (so a previous ``"default": null`` equals an
+    absent one, not the other way round); objects and arrays compare by identity, so two
+    are never equal."""
+    if not o.has_default:
+        return u.has_default
+    if o.default is None:
+        return u.has_default and u.default is not None
+    if not u.has_default or isinstance(o.default, (dict, list)):
         return True
-    # org.json objects and arrays compare by identity in the registry: two are never equal
-    return o.has_default and (isinstance(o.default, (dict, list)) or o.default != u.default
-                              or type(o.default) is not type(u.default))
+    return o.default != u.default or type(o.default) is not type(u.default)
 
 
 def _bound(ctx, name, o, u, added, removed, increased, decreased):

@@ -180,6 +180,7 @@ class Document:
             return s
         if t in ("integer", "number"):
             left -= set(_NUMBER)
+            _check_number_keywords(node, self.spec)
             s = Schema("number", node, canon)
             s.integer = t == "integer"
             s.maximum, s.minimum = node.get("maximum"), node.get("minimum")
@@ -258,7 +259,12 @@ class Document:
         key = (doc, frag)
         if key not in self._targets:
             node = self.docs[doc]
-            for part in [p for p in frag.split("/") if p]:
+            parts = [p for p in frag.split("/") if p]
+            if parts[:1] == ["$defs"] and isinstance(node, dict) and \
+                    parts[1:2] and parts[1] not in node.get("$defs", {}):
+                # the registry bridges a document's "definitions" into "$defs"
+                parts[0] = "definitions"
+            for part in parts:
                 part = part.replace("~1", "/").replace("~0", "~")
                 try:
                     node = node[int(part)] if isinstance(node, list) else node[part]
@@ -267,6 +273,20 @@ class Document:
             self._targets[key] = self.load(node, doc)
         s.target = self._targets[key]
         return s.target
+
+
+def _check_number_keywords(node: dict, spec: int) -> None:
+    """The registry's loader refuses these, so no such schema is ever registered."""
+    for key in _NUMBER:
+        if key not in node:
+            continue
+        value = node[key]
+        flag = spec == 4 and key.startswith("exclusive")      # draft 4: a boolean
+        if isinstance(value, bool) != flag or not isinstance(value, (int, float)):
+            raise SchemaError(f"JSON Schema: {key} {value!r} is not a "
+                              f"{'boolean' if flag else 'number'} (draft {spec})")
+    if node.get("multipleOf") == 0:
+        raise SchemaError("JSON Schema: multipleOf 0")
 
 
 def _spec(url: str) -> int:

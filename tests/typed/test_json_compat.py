@@ -399,3 +399,17 @@ def test_equal_branches_collapse_and_distinct_ones_do_not():
     titled = {**I, "title": "n"}
     assert differences(json.dumps({"oneOf": [S, I]}),
                        json.dumps({"oneOf": [S, I, titled]}))[0] == ("SUM_TYPE_EXTENDED", "#/")
+
+
+def test_defs_reference_reaches_definitions():
+    # the registry bridges "definitions" into "$defs" before resolving
+    old = obj({"a": {"$ref": "#/$defs/x"}}, definitions={"x": S})
+    new = obj({"a": {"$ref": "#/$defs/x"}}, definitions={"x": I})
+    assert differences(json.dumps(old), json.dumps(new)) == [("TYPE_CHANGED", "#/properties/a")]
+
+
+@pytest.mark.parametrize("schema", [{**NUM, "exclusiveMaximum": True}, {**I, "maximum": "9"},
+                                    {**NUM, "multipleOf": 0}])
+def test_schemas_the_registry_does_not_load_are_refused(schema):
+    with pytest.raises(SchemaError, match="JSON Schema: "):
+        differences(json.dumps(NUM), json.dumps(schema))
