@@ -108,8 +108,11 @@ class Document:
         if self.spec == 7:
             left -= {"readOnly", "writeOnly"}
         if "default" in node:
-            s.has_default, s.default = True, node["default"]
             left.discard("default")
+            # everit builds a reference before reading its siblings and patches in their
+            # title and description only: it has no default of its own
+            if s.kind != "ref":
+                s.has_default, s.default = True, node["default"]
         s.extra = {k: node[k] for k in left}
         return s
 

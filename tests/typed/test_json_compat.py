@@ -225,6 +225,12 @@ CASES = [
      obj({"a": {"$ref": "#/definitions/x"}}, definitions={"x": I}),
      [("TYPE_CHANGED", "#/properties/a")], [("TYPE_CHANGED", "#/properties/a")],
      False, False),
+    # a "$ref" keeps no "default" beside it: the required property has none
+    ("$ref default sibling", obj({"a": {"$ref": "#/definitions/x", "default": 3}},
+                                 definitions={"x": I}),
+     obj({"a": {"$ref": "#/definitions/x", "default": 3}}, ["a"], definitions={"x": I}),
+     [("REQUIRED_ATTRIBUTE_ADDED", "#/required/a")],
+     [("REQUIRED_ATTRIBUTE_REMOVED", "#/required/a")], False, True),
     ("$ref inlined", obj({"a": {"$ref": "#/definitions/x"}}, definitions={"x": S}),
      obj({"a": S}), [], [], True, True),
     ("nested closed", obj({"o": obj({"x": I}, add=False)}),
