@@ -71,8 +71,12 @@ class Document:
         self.root_id = root.get("$id" if self.spec > 4 else "id") if isinstance(root, dict) \
             else None
         self._targets: dict = {}
+        self._refs: list[Schema] = []
         self.root = self.load(root, "")
         self._targets[("", "")] = self.root
+        # every $ref resolves when the registry loads the schema, reached by a diff or not
+        while self._refs:
+            self.resolve(self._refs.pop())
 
     # -- loading (everit's SchemaLoader: extractors over the keywords not yet taken) --
 
@@ -86,6 +90,7 @@ class Document:
         if "$ref" in node:
             s = Schema("ref", node)
             s.ref, s.ref_doc, s.owner = node["$ref"], doc, self
+            self._refs.append(s)
             if not isinstance(s.ref, str):
                 raise SchemaError(f"JSON Schema: $ref {s.ref!r} is not a string")
             left.discard("$ref")

@@ -419,3 +419,10 @@ def test_defs_reference_reaches_definitions():
 def test_schemas_the_registry_does_not_load_are_refused(schema):
     with pytest.raises(SchemaError, match="JSON Schema: "):
         differences(json.dumps(NUM), json.dumps(schema))
+
+
+def test_a_ref_that_resolves_nowhere_is_refused_even_where_no_diff_reaches_it():
+    # the registry resolves every $ref when it loads a schema: such a schema never loads
+    bad = obj({"a": S, "b": {"$ref": "#/definitions/missing"}})
+    with pytest.raises(SchemaError, match="points at nothing"):
+        differences(json.dumps(bad), json.dumps(bad))
