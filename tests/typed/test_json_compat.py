@@ -262,7 +262,7 @@ CASES = [
 ]
 
 
-def _state(subject, versions, level, policy=None, deleted=()):
+def _state(subject, versions, level, policy=None, deleted=(), global_policy=None):
     records = [(rr.schema_key(subject, v),
                 rr.schema_value(subject, v, 10 + v, json.dumps(s), schema_type="JSON",
                                 deleted=v in deleted))
@@ -271,6 +271,9 @@ def _state(subject, versions, level, policy=None, deleted=()):
     if policy:
         config["compatibilityPolicy"] = policy
     records.append((rr.subject_key("CONFIG", subject), json.dumps(config).encode()))
+    if global_policy:
+        records.append((rr.subject_key("CONFIG"), json.dumps(
+            {"compatibilityLevel": "FULL", "compatibilityPolicy": global_policy}).encode()))
     return RegistryState.from_records((i, k, v) for i, (k, v) in enumerate(records))
 
 
@@ -319,6 +322,9 @@ def test_lenient_policy():
     assert not _ok("BACKWARD", [old], new)
     assert _ok("BACKWARD", [old], new, policy="LENIENT")
     assert incompatibilities(json.dumps(old), json.dumps(new), "LENIENT") == []
+    # a subject config without a policy takes the global one; its own wins over it
+    assert _ok("BACKWARD", [old], new, global_policy="LENIENT")
+    assert not _ok("BACKWARD", [old], new, policy="STRICT", global_policy="LENIENT")
     # closed model, property removed: incompatible under STRICT only
     assert _ok("FORWARD", [obj({"a": S}, add=False)], obj({"a": S, "b": I}, add=False),
                policy="LENIENT")

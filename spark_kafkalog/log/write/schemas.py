@@ -171,6 +171,17 @@ def _incompatible(schema_type, reader, writer, subject, v, policy=None) -> str |
     return "; ".join(found) if found else None
 
 
+def _policy(state: RegistryState, subject: str) -> str | None:
+    """The subject's compatibilityPolicy, else its context's or the global one (the
+    registry merges a subject's config field by field over the global config)."""
+    own = (state.config_value(subject) or {}).get("compatibilityPolicy")
+    if own is not None:
+        return own
+    # a name no record has, in the subject's context: only the global configs answer it
+    return (state.config_value(subject + "\0", default_to_global=True) or {}).get(
+        "compatibilityPolicy")
+
+
 def check_compatibility(state: RegistryState, subject: str, schema: str,
                         schema_type: str = "AVRO", named=None) -> str:
     """The subject's level; raises SchemaError naming the level and both schemas when
@@ -182,8 +193,7 @@ def check_compatibility(state: RegistryState, subject: str, schema: str,
         versions = state.versions(subject)
     except SchemaNotFoundError:
         return level                  # a first version is compatible with nothing
-    policy = (state.config_value(subject, default_to_global=True) or {}).get(
-        "compatibilityPolicy")
+    policy = _policy(state, subject)
     if not level.endswith("_TRANSITIVE"):
         versions = versions[-1:]
     new = _for_diff(schema, schema_type, dict(named or {}))
