@@ -378,12 +378,23 @@ def test_transitive_skips_soft_deleted_versions():
 @pytest.mark.parametrize("schema, match", [
     ({"$schema": "https://json-schema.org/draft/2020-12/schema", **S}, "2020-12"),
     (obj({"a": {"$ref": "http://example.com/x.json"}}), "neither in the document"),
-    (obj({"a": {"const": None}}), "const null"),
 ])
 def test_features_not_diffed_are_refused(schema, match):
-    with pytest.raises(SchemaError, match=match):
-        check_compatibility(_state("s", [schema], "BACKWARD"), "s", json.dumps(schema),
-                            "JSON")
+    with pytest.raises(SchemaError, match=match) as err:
+        check_compatibility(_state("s", [S], "BACKWARD"), "s", json.dumps(schema), "JSON")
+    assert "subject s under compatibility level BACKWARD" in str(err.value)
+    assert "\n" not in str(err.value)
+    # the same schema registered before: the message names its version
+    with pytest.raises(SchemaError, match="against version 1 \\(id 11\\): .*" + match):
+        check_compatibility(_state("s", [schema], "FORWARD"), "s", json.dumps(S), "JSON")
+
+
+def test_previous_null_const_is_refused():
+    # the registry's diff calls equals on the previous const: null fails it
+    old, new = obj({"a": {"const": None}}), obj({"a": {"const": 1}})
+    with pytest.raises(SchemaError, match="against version 1 \\(id 11\\): .*const null"):
+        check_compatibility(_state("s", [old], "BACKWARD"), "s", json.dumps(new), "JSON")
+    assert _ok("FORWARD", [old], new) is False        # 1 -> null: changed, incompatible
 
 
 def test_decreased_exclusive_maximum_without_maximum_is_refused():

@@ -196,21 +196,32 @@ def check_compatibility(state: RegistryState, subject: str, schema: str,
     policy = _policy(state, subject)
     if not level.endswith("_TRANSITIVE"):
         versions = versions[-1:]
-    new = _for_diff(schema, schema_type, dict(named or {}))
+    where = f"schema for subject {subject} under compatibility level {level}"
+    try:
+        new = _for_diff(schema, schema_type, dict(named or {}))
+    except SchemaError as err:
+        raise SchemaError(f"{where}: the new schema: {err}") from err
     for v in reversed(versions):
         old_entry = state.version(subject, v)
         if old_entry.schema_type != schema_type:
             raise SchemaError(f"schema for subject {subject} is incompatible under "
                               f"compatibility level {level}: version {v} is "
                               f"{old_entry.schema_type}, the new schema {schema_type}")
-        old = _for_diff(old_entry.schema, schema_type, _named(state, old_entry))
+        against = f"{where}, against version {v} (id {old_entry.id})"
+        try:
+            old = _for_diff(old_entry.schema, schema_type, _named(state, old_entry))
+        except SchemaError as fail:
+            raise SchemaError(f"{against}: {fail}") from fail
         pairs = []
         if level.startswith(("BACKWARD", "FULL")):
             pairs.append((new, old, "the new schema cannot read data written with"))
         if level.startswith(("FORWARD", "FULL")):
             pairs.append((old, new, "data written with the new schema cannot be read by"))
         for reader, writer, why in pairs:
-            err = _incompatible(schema_type, reader, writer, subject, v, policy)
+            try:
+                err = _incompatible(schema_type, reader, writer, subject, v, policy)
+            except SchemaError as fail:      # a change the diff refuses to judge
+                raise SchemaError(f"{against}: {fail}") from fail
             if err is not None:
                 raise SchemaError(
                     f"schema for subject {subject} is incompatible under compatibility "
