@@ -3,8 +3,8 @@ dir's ``_schemas``, no Spark: the SCHEMA values are the JSON KafkaStore writes
 (tests/typed/registry_records, SchemaValue's creator order, schemaType present for
 PROTOBUF/JSON), ids and versions as the registry assigns them, references resolved for the
 encoder (values checked by the protobuf package and fastavro); Protobuf compatibility
-follows the registry's SchemaDiff rules, listed case by case below; JSON levels other than
-NONE over earlier versions are refused."""
+follows the registry's SchemaDiff rules, listed case by case below; JSON compatibility follows
+its JSON diff (cases in test_json_compat.py), here through the writer's autoRegisterSchemas."""
 from __future__ import annotations
 
 import io
@@ -209,7 +209,14 @@ def test_protobuf_levels(level, new, ok):
             check_compatibility(state, "r", new, "PROTOBUF")
 
 
-def test_json_registered_first_then_only_under_none(tmp_path):
+def _set_level(root, level, subject="e-value"):
+    from spark_kafkalog.log.write.table import write_table
+    write_table(root, "_schemas", pa.table({"key": [rr.subject_key("CONFIG", subject)],
+                                            "value": [rr.config_value(level, subject)]}),
+                allow_internal_topic=True)
+
+
+def test_json_registered_under_the_registry_diff(tmp_path):
     root = _logdir(tmp_path, [(rr.subject_key("CONFIG"), rr.config_value("BACKWARD"))])
     t = pa.struct([("kind", pa.string())])
     ws = writer_schema(root, "e", make_column("value", "json", inline_schema=json.dumps(
@@ -217,20 +224,55 @@ def test_json_registered_first_then_only_under_none(tmp_path):
     # stored as the registry stores it: Jackson's compact text (JsonSchema.canonicalString)
     compact = json.dumps(EVENT, separators=(",", ":"))
     assert _values(root)[-1] == rr.schema_value("e-value", 1, 1, compact, schema_type="JSON")
+    # an optional property added to an open content model: incompatible (STRICT policy)
     v2 = json.dumps({"type": "object", "properties": {"kind": {"type": "string"},
                                                       "n": {"type": "integer"}}})
     t2 = pa.struct([("kind", pa.string()), ("n", pa.int64())])
-    with pytest.raises(SchemaError, match="compatibility level BACKWARD of JSON schemas is "
-                                          "not checked"):
+    with pytest.raises(SchemaError, match="compatibility level BACKWARD: the new schema "
+                                          "cannot read data written with version 1 .*"
+                                          "OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL at "
+                                          "#/properties/n"):
         writer_schema(root, "e", make_column("value", "json", inline_schema=v2), t2,
                       auto_register=True)
     assert len(_values(root)) == 2 and ws.id == 1
-    from spark_kafkalog.log.write.table import write_table
-    write_table(root, "_schemas", pa.table({"key": [rr.subject_key("CONFIG", "e-value")],
-                                            "value": [rr.config_value("NONE", "e-value")]}),
-                allow_internal_topic=True)
+    # closing the model narrows what the new schema reads: not BACKWARD, but FORWARD
+    closed = {**EVENT, "additionalProperties": False}
+    with pytest.raises(SchemaError, match="ADDITIONAL_PROPERTIES_REMOVED at "
+                                          "#/additionalProperties"):
+        writer_schema(root, "e", make_column("value", "json", inline_schema=json.dumps(
+            closed)), t, auto_register=True)
+    _set_level(root, "FORWARD")
+    t_closed = writer_schema(root, "e", make_column("value", "json", inline_schema=json.dumps(
+        closed)), t, auto_register=True)
+    assert t_closed.id == 2
+    # the same addition to a closed model is BACKWARD compatible
+    _set_level(root, "BACKWARD")
+    v3 = json.dumps({**json.loads(v2), "additionalProperties": False})
+    assert writer_schema(root, "e", make_column("value", "json", inline_schema=v3), t2,
+                         auto_register=True).id == 3
+    _set_level(root, "NONE")
     assert writer_schema(root, "e", make_column("value", "json", inline_schema=v2), t2,
-                         auto_register=True).id == 2
+                         auto_register=True).id == 4
+
+
+def test_json_transitive_levels_through_the_writer(tmp_path):
+    root = _logdir(tmp_path, [(rr.subject_key("CONFIG"), rr.config_value("BACKWARD"))])
+    col = lambda s: make_column("value", "json", inline_schema=json.dumps(s))  # noqa: E731
+    t_str, t_int = pa.struct([("kind", pa.string())]), pa.struct([("kind", pa.int64())])
+    assert writer_schema(root, "e", col(EVENT), t_str, auto_register=True).id == 1
+    v2 = {"type": "object", "properties": {"kind": {"type": "integer"}}}
+    with pytest.raises(SchemaError, match="TYPE_CHANGED at #/properties/kind"):
+        writer_schema(root, "e", col(v2), t_int, auto_register=True)
+    _set_level(root, "NONE")
+    assert writer_schema(root, "e", col(v2), t_int, auto_register=True).id == 2
+    v3 = {**v2, "title": "Event"}          # TITLE_CHANGED against v2, TYPE_CHANGED against v1
+    for level in ("BACKWARD_TRANSITIVE", "FULL_TRANSITIVE", "FORWARD_TRANSITIVE"):
+        _set_level(root, level)
+        with pytest.raises(SchemaError, match=f"level {level}: .*version 1 \\(id 1\\): "
+                                              "TYPE_CHANGED at #/properties/kind"):
+            writer_schema(root, "e", col(v3), t_int, auto_register=True)
+    _set_level(root, "FULL")
+    assert writer_schema(root, "e", col(v3), t_int, auto_register=True).id == 3
 
 
 def test_library_write_table_with_typed_columns(tmp_path):

@@ -422,6 +422,7 @@ def read_table(path, topic: str, *, partitions: Sequence[int] | None = None,
             if end < start:
                 raise InvalidOptionError(f"ending_offsets: {where}: ending offset {end} is "
                                          f"before the starting offset {start}")
+            stats.ranges.append((topic, p.partition, start, end))
             kwargs = dict(start_offset=start, end_offset=end, isolation_level=isolation_level,
                           include_headers=include_headers, on_corruption=on_corruption,
                           window_bytes=window_bytes, stats=stats, txn_index=txn_index,
@@ -461,6 +462,7 @@ def _add_stats(into: ReadStats, took: ReadStats) -> None:
     into.index_fallbacks += took.index_fallbacks
     into.skipped.extend(took.skipped)
     into.losses.extend(took.losses)
+    into.ranges.extend(took.ranges)
     into.torn_tail = took.torn_tail or into.torn_tail
     into.stopped_at = took.stopped_at or into.stopped_at
 

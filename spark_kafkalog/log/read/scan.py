@@ -98,6 +98,8 @@ class ReadStats:
     #: records the log promises and the read did not find, with failOnDataLoss false
     #: (:class:`~spark_kafkalog.log.model.DataLoss`, see :mod:`.loss`)
     losses: list = field(default_factory=list)
+    #: the offset ranges read: ``(topic, partition, start, end)``, end exclusive
+    ranges: list = field(default_factory=list)
 
     @property
     def skipped_bytes(self) -> int:

@@ -48,6 +48,7 @@ def read_table(path, topic: str, *, value_format: str = "binary", key_format: st
                schema_registry_url: str | None = None,
                schema_registry_basic_auth: str | None = None,
                decode_errors: DecodeErrorCounts | None = None,
+               dead_letter_path: str | None = None,
                filesystem_options: Mapping | None = None, **kwargs) -> pa.Table:
     """One topic as an Arrow table, as :func:`spark_kafkalog.log.read.reader.read_table`
     (every keyword of it is taken here too), with ``value`` / ``key`` decoded when
@@ -65,6 +66,11 @@ def read_table(path, topic: str, *, value_format: str = "binary", key_format: st
     position), ``null`` (null struct, ``value_error`` text) or ``skip``; with null/skip
     one warning per partition with the count, and the counts in ``decode_errors`` when
     given. ``keep_raw_value`` / ``keep_raw_key`` add ``value_raw`` / ``key_raw``.
+    ``dead_letter_path`` (a directory URI, with ``on_decode_error`` null or skip, as the
+    Spark read's ``deadLetterPath``): the records that do not decode, raw and whole, as
+    Parquet files there (``log/read/dead_letter.py``), one per partition offset range the
+    read covered that holds any, replaced when the same range is read again; published
+    when the read ends, none when it fails.
     Raises InvalidOptionError naming the keyword, SchemaResolutionError (a writer schema
     that does not resolve, before any record is read)."""
     columns = [c for c in (
@@ -80,7 +86,8 @@ def read_table(path, topic: str, *, value_format: str = "binary", key_format: st
         extra = [n for n, v in (("on_decode_error", on_decode_error),
                                 ("schema_registry_topic", schema_registry_topic),
                                 ("schema_registry_url", schema_registry_url),
-                                ("decode_errors", decode_errors)) if v is not None]
+                                ("decode_errors", decode_errors),
+                                ("dead_letter_path", dead_letter_path)) if v is not None]
         if extra:
             from spark_kafkalog.errors import InvalidOptionError
             raise InvalidOptionError(f"{extra[0]}: applies to typed columns; set "
@@ -99,11 +106,45 @@ def read_table(path, topic: str, *, value_format: str = "binary", key_format: st
                                 remote_storage=kwargs.get("remote_storage"),
                                 remote_layout=kwargs.get("remote_layout"),
                                 topic_option="schema_registry_topic")
+    dead = _dead_letter_dir(dead_letter_path, typed.on_decode_error, filesystem_options)
     read = plan_typed_read(source, [topic], typed.columns, typed.on_decode_error, _name)
+    headers = kwargs.pop("include_headers", True)
+    stats = kwargs.pop("stats", None)
+    took = _reader.ReadStats()
     # the same LogDirs: the registry topic and the data are bounded by one reading of the
     # log's checkpoint files (cached by the LogDirs): one snapshot, so no record read
-    # names a schema registered after the registry's bound
-    table = _reader.read_table(logdirs, topic, **kwargs)
-    schema = typed_schema(record_schema(kwargs.get("include_headers", True)), read)
-    batches = list(typed_batches(table.to_batches(), read, counts=decode_errors))
+    # names a schema registered after the registry's bound. A dead letter keeps whole
+    # records: headers are read for it even when the rows leave them out
+    table = _reader.read_table(logdirs, topic, include_headers=headers or dead is not None,
+                               stats=took, **kwargs)
+    if stats is not None:
+        _reader._add_stats(stats, took)
+    schema = typed_schema(record_schema(headers), read)
+    if dead is None:
+        batches = list(typed_batches(table.to_batches(), read, counts=decode_errors))
+        return pa.Table.from_batches(batches, schema=schema)
+    from spark_kafkalog.log.read.dead_letter import DeadLetterSink
+    sink = DeadLetterSink(dead[0], dead[1], took.ranges)
+    try:
+        batches = list(typed_batches(table.to_batches(), read, counts=decode_errors,
+                                     dead_letter=sink, drop_headers=not headers))
+    except BaseException:
+        sink.abort()
+        raise
+    sink.commit()
     return pa.Table.from_batches(batches, schema=schema)
+
+
+def _dead_letter_dir(uri, on_decode_error: str, filesystem_options):
+    """(filesystem, directory) of ``dead_letter_path``, created; None without one."""
+    if uri is None:
+        return None
+    from spark_kafkalog.errors import InvalidOptionError
+    if not isinstance(uri, str) or not uri.strip():
+        raise InvalidOptionError(f"dead_letter_path: expected a directory URI, got {uri!r}")
+    if on_decode_error == "fail":
+        raise InvalidOptionError("dead_letter_path: needs on_decode_error='null' or 'skip' "
+                                 "(under 'fail' the read stops at the first record that does "
+                                 "not decode)")
+    from spark_kafkalog.log.read.dead_letter import open_dead_letter_dir
+    return open_dead_letter_dir(uri.strip(), filesystem_options, option="dead_letter_path")

@@ -11,10 +11,9 @@ subject's compatibility level (its CONFIG, else the global one, else BACKWARD) p
 checked with the Avro resolution rules of the decoder (``typed/avro_program.py``):
 BACKWARD (the new schema reads data of the latest version), FORWARD (the latest reads
 the new), FULL (both), ``*_TRANSITIVE`` against every version not soft-deleted, NONE.
-Protobuf is checked with the registry's own diff rules (``typed/proto_compat.py``) under
-BACKWARD / FORWARD / FULL (and ``_TRANSITIVE``); JSON Schema only under NONE, or as a
-subject's first version: the registry's JSON diff is not reproduced here, so registering
-a JSON schema over earlier versions under another level is refused. A schema may name
+Protobuf and JSON Schema are checked with the registry's own diff rules
+(``typed/proto_compat.py``, ``typed/json_compat.py``; JSON under the subject's
+``compatibilityPolicy``, STRICT unless LENIENT) at every level. A schema may name
 ``references`` (``[{name, subject, version}]``: Avro named types, Protobuf imports, JSON
 ``$ref`` documents of other subjects), which must be registered; they are written into the
 SCHEMA value and given to the encoder.
@@ -146,7 +145,16 @@ def _parse(schema: str, schema_type: str, named: dict):
     return json_arrow_type(schema, named)
 
 
-def _incompatible(schema_type, reader, writer, subject, v) -> str | None:
+def _for_diff(schema: str, schema_type: str, named: dict):
+    """A schema parsed for the compatibility check (JSON: loaded as the registry loads
+    it, which its Arrow type does not tell)."""
+    if schema_type != "JSON":
+        return _parse(schema, schema_type, named)
+    from spark_kafkalog.typed.json_compat_model import load
+    return load(schema, named)
+
+
+def _incompatible(schema_type, reader, writer, subject, v, policy=None) -> str | None:
     """Why data of ``writer`` is not readable by ``reader`` (parsed), or None."""
     if schema_type == "AVRO":
         try:
@@ -154,9 +162,24 @@ def _incompatible(schema_type, reader, writer, subject, v) -> str | None:
         except SchemaError as err:
             return str(err)
         return None
-    from spark_kafkalog.typed.proto_compat import incompatibilities
-    found = incompatibilities(writer, reader)
+    if schema_type == "JSON":
+        from spark_kafkalog.typed.json_compat import incompatibilities as json_diff
+        found = json_diff(writer, reader, policy or "STRICT")
+    else:
+        from spark_kafkalog.typed.proto_compat import incompatibilities
+        found = incompatibilities(writer, reader)
     return "; ".join(found) if found else None
+
+
+def _policy(state: RegistryState, subject: str) -> str | None:
+    """The subject's compatibilityPolicy, else its context's or the global one (the
+    registry merges a subject's config field by field over the global config)."""
+    own = (state.config_value(subject) or {}).get("compatibilityPolicy")
+    if own is not None:
+        return own
+    # a name no record has, in the subject's context: only the global configs answer it
+    return (state.config_value(subject + "\0", default_to_global=True) or {}).get(
+        "compatibilityPolicy")
 
 
 def check_compatibility(state: RegistryState, subject: str, schema: str,
@@ -170,29 +193,35 @@ def check_compatibility(state: RegistryState, subject: str, schema: str,
         versions = state.versions(subject)
     except SchemaNotFoundError:
         return level                  # a first version is compatible with nothing
-    if schema_type == "JSON":
-        raise SchemaError(
-            f"schema for subject {subject}: compatibility level {level} of JSON schemas is "
-            f"not checked by this writer (the registry's JSON Schema diff is not "
-            f"reproduced); register it through a registry, or set the subject's level to "
-            f"NONE")
+    policy = _policy(state, subject)
     if not level.endswith("_TRANSITIVE"):
         versions = versions[-1:]
-    new = _parse(schema, schema_type, dict(named or {}))
+    where = f"schema for subject {subject} under compatibility level {level}"
+    try:
+        new = _for_diff(schema, schema_type, dict(named or {}))
+    except SchemaError as err:
+        raise SchemaError(f"{where}: the new schema: {err}") from err
     for v in reversed(versions):
         old_entry = state.version(subject, v)
         if old_entry.schema_type != schema_type:
             raise SchemaError(f"schema for subject {subject} is incompatible under "
                               f"compatibility level {level}: version {v} is "
                               f"{old_entry.schema_type}, the new schema {schema_type}")
-        old = _parse(old_entry.schema, schema_type, _named(state, old_entry))
+        against = f"{where}, against version {v} (id {old_entry.id})"
+        try:
+            old = _for_diff(old_entry.schema, schema_type, _named(state, old_entry))
+        except SchemaError as fail:
+            raise SchemaError(f"{against}: {fail}") from fail
         pairs = []
         if level.startswith(("BACKWARD", "FULL")):
             pairs.append((new, old, "the new schema cannot read data written with"))
         if level.startswith(("FORWARD", "FULL")):
             pairs.append((old, new, "data written with the new schema cannot be read by"))
         for reader, writer, why in pairs:
-            err = _incompatible(schema_type, reader, writer, subject, v)
+            try:
+                err = _incompatible(schema_type, reader, writer, subject, v, policy)
+            except SchemaError as fail:      # a change the diff refuses to judge
+                raise SchemaError(f"{against}: {fail}") from fail
             if err is not None:
                 raise SchemaError(
                     f"schema for subject {subject} is incompatible under compatibility "
