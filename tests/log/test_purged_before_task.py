@@ -207,3 +207,34 @@ def test_read_relisting_resumes_after_rows_already_yielded(tmp_path):
     assert [r for r in got if r[0] >= start] == records_on_disk(f"{root}/t-1", start, end)
     assert [(x.kind, x.end) for x in stats.losses] == [("retention", start)]
     assert stats.losses[0].start == (low[-1][0] + 1 if low else seen[-1] + 1)
+
+
+def test_stream_micro_batch_compacted_after_its_listing(tmp_path, monkeypatch):
+    """A stream's task lists its partition again before reading (read_live_slice); a
+    compaction replacing (and purging) the segments right after that listing: the task
+    reads the new files, as a consumer would."""
+    from spark_kafkalog.log.read import discovery
+    from spark_kafkalog.spark.stream_reader import read_live_slice
+
+    root = str(tmp_path / "logs")
+    build_log(root, commits=10)
+    _, tasks = planned(root)
+    s = slices_of(tasks[0])[0]
+    d = f"{root}/t-1"
+    before = records_on_disk(d, s.start_offset, s.end_offset)
+    real, calls = discovery.list_segments, []
+
+    def list_then_compact(fs, path, **kw):
+        listed = real(fs, path, **kw)
+        if not calls:
+            calls.append(path)
+            compact_topic(root, "t", CompactSettings(force=True))
+            purge_deleted(LogDirs(root), "t", delay_ms=0)
+        return listed
+
+    monkeypatch.setattr(discovery, "list_segments", list_then_compact)
+    opts = parse_read_options({"path": root, "subscribe": "t"}, streaming=True)
+    got = rows(read_live_slice(opts, s))
+    assert calls == [d]
+    want = records_on_disk(d, s.start_offset, s.end_offset)
+    assert 0 < len(want) < len(before) and got == want
