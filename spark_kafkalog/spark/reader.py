@@ -74,7 +74,7 @@ def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NON
     again (:func:`~spark_kafkalog.log.read.purged.read_relisting`): records retention
     removed are data loss under ``failOnDataLoss`` (false: one warning per partition,
     ``warned`` holding those a task already warned about, and the rest of the slice);
-    a compaction's new files are read. Remote segments are never pinned."""
+    a compaction's new files are read."""
     from functools import partial
 
     from spark_kafkalog.log import read_partition
@@ -82,15 +82,11 @@ def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NON
 
     relisting = partial(read_relisting, read_partition, warned=warned)
     if s.tier is not None:
+        # a slice of the remote tier (planning ends it at the local log start): remote
+        # segments are never pinned, and the local ones are read by local slices
         from spark_kafkalog.log.read.tiered import read_tiered
-
-        def local_or_remote(source, q, **kw):
-            if source is not logdirs:       # a remote segment: never pinned, as before
-                return read_partition(source, q, **kw)
-            # read_tiered consumes failOnDataLoss; the local tier's read gets it here
-            return relisting(source, q, fail_on_data_loss=opts.fail_on_data_loss, **kw)
         batches = read_tiered(
-            local_or_remote, logdirs, open_remote(opts), s.partition_dir, s.tier,
+            read_partition, logdirs, open_remote(opts), s.partition_dir, s.tier,
             start_offset=s.start_offset, end_offset=s.end_offset,
             isolation_level=opts.isolation_level, fail_on_data_loss=opts.fail_on_data_loss,
             include_headers=opts.include_headers, on_corruption=opts.on_corruption,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -42,9 +43,10 @@ def records_on_disk(directory: str, lo: int, hi: int) -> list[tuple[int, bytes]]
         with open(os.path.join(directory, name), "rb") as f:
             recs = MemoryRecords(f.read())
         while recs.has_next():
-            for r in recs.next_batch():
-                if lo <= r.offset < hi:
-                    out.append((r.offset, r.value))
+            batch = recs.next_batch()
+            if getattr(batch, "is_control_batch", False):
+                continue            # transaction markers are not rows
+            out += [(r.offset, r.value) for r in batch if lo <= r.offset < hi]
     return sorted(out)
 
 
@@ -238,3 +240,55 @@ def test_stream_micro_batch_compacted_after_its_listing(tmp_path, monkeypatch):
     assert calls == [d]
     want = records_on_disk(d, s.start_offset, s.end_offset)
     assert 0 < len(want) < len(before) and got == want
+
+
+@pytest.mark.parametrize("fail", [True, False], ids=["fail", "no-fail"])
+def test_tiered_read_local_segment_purged(tmp_path, caplog, fail):
+    """A read over both tiers (remoteStorage); planning gives the remote tier's slices
+    and the local ones. A local segment deleted by retention before its task (log start
+    checkpoint first, then the files, as a broker does) is data loss, or the rest of the
+    slice; the remote slice reads as planned. A local segment gone while the log start
+    stays below the local segments (tiered storage's local retention: the records are
+    in the remote tier, which the task's plan did not list) keeps the layout error."""
+    from tests.log.tiered_builder import TOPIC, build, tier
+
+    p, full, bases = build(tmp_path)
+    data, remote = tier(tmp_path, p, full, bases)
+    reader = KafkaLogReader(parse_read_options({
+        "path": data, "subscribe": TOPIC, "remoteStorage": remote,
+        "failOnDataLoss": str(fail).lower()}))
+    local_start, kept = bases[3], bases[4]
+    tasks = reader.partitions()
+    remote_task = [t for t in tasks if t.tier is not None]
+    [local_task] = [t for t in tasks if t.tier is None]
+    assert local_task.start_offset == local_start < kept < local_task.end_offset
+    d = f"{data}/{TOPIC}-0"
+    gone = [n for n in os.listdir(d) if n.startswith(f"{local_start:020d}.")]
+    saved = {n: Path(d, n).read_bytes() for n in gone}
+    for n in gone:
+        os.remove(os.path.join(d, n))
+    with pytest.raises(LogLayoutError, match="replaced or deleted") as got:
+        rows(reader.read(local_task))        # log start still 0: in the remote tier?
+    assert not isinstance(got.value, DataLossError)
+    for n, b in saved.items():              # now as retention does it: checkpoint first
+        Path(d, n).write_bytes(b)
+    tasks = reader.partitions()
+    [local_task] = [t for t in tasks if t.tier is None]
+    with open(f"{data}/log-start-offset-checkpoint", "w") as f:
+        f.write(f"0\n1\n{TOPIC} 0 {kept}\n")
+    for n in gone:
+        os.remove(os.path.join(d, n))
+    if fail:
+        with pytest.raises(DataLossError, match=rf"{TOPIC}-0: offsets {local_start}\.\."
+                                                rf"{kept - 1} were removed by retention"):
+            rows(reader.read(local_task))
+        return
+    with caplog.at_level(logging.WARNING, logger=LOSS_LOGGER):
+        got_local = rows(reader.read(local_task))
+    assert got_local == records_on_disk(d, kept, local_task.end_offset)
+    assert got_local[0][0] == kept
+    warned = [r.getMessage() for r in caplog.records if r.name == LOSS_LOGGER]
+    assert len(warned) == 1 and f"{TOPIC}-0: offsets {local_start}..{kept - 1}" in warned[0]
+    remote_dirs = {r for r, _, ns in os.walk(remote) for n in ns if n.endswith(".log")}
+    want = sorted(x for r in remote_dirs for x in records_on_disk(r, 0, local_start))
+    assert [x for t in remote_task for x in rows(reader.read(t))] == want

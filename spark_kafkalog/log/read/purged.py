@@ -15,7 +15,8 @@ Spark's own Kafka source does when offsets it was given aged out (KafkaDataConsu
 - the new listing still holds the offsets still to read (a compaction replaced the
   segment): the rest is read from the new files, what a consumer sees after compaction;
 - anything else (the partition dir or its segments gone, the log now ending before the
-  offsets still to read): the LogLayoutError stands.
+  offsets still to read, a log start checkpointed below the local segments: a remote
+  tier's, which this listing cannot see): the LogLayoutError stands.
 
 ``read_table`` does not come here: it reads the whole topic again at a new snapshot.
 """
@@ -35,7 +36,7 @@ from spark_kafkalog.log.read.discovery import list_segments
 from spark_kafkalog.log.read.loss import report_losses
 from spark_kafkalog.log.read.scan import ReadStats, segment_next_offset
 
-__all__ = ["read_relisting", "RELISTS"]
+__all__ = ["read_relisting", "RELISTS", "RETENTION"]
 
 log = logging.getLogger(__name__)
 
@@ -74,17 +75,13 @@ def _relisted(fs, p: PartitionDir) -> PartitionDir | None:
     return replace(p, segments=segments, snapshots=snapshots, end_offset=None)
 
 
-def log_start_now(fs, p: PartitionDir) -> int:
-    """Kafka's log start of freshly listed ``p``: its log-start-offset-checkpoint entry,
-    read now (not a cached copy), or its first segment's base offset when that is
-    higher (a broker writes the entry only above it)."""
-    first = p.segments[0].base_offset
+def _checkpointed(fs, p: PartitionDir) -> int | None:
+    """``p``'s log-start-offset-checkpoint entry, read now (not a cached copy)."""
     try:
-        ck = read_checkpoint(fs, join(p.root, LOG_START_OFFSET_CHECKPOINT)).get(
+        return read_checkpoint(fs, join(p.root, LOG_START_OFFSET_CHECKPOINT)).get(
             (p.topic, p.partition))
     except KafkaLogError:
-        ck = None
-    return first if ck is None else max(first, ck)
+        return None
 
 
 def _reaches(fs, p: PartitionDir, offset: int) -> bool:
@@ -127,8 +124,17 @@ def read_relisting(read: Callable[..., Iterator[pa.RecordBatch]], logdirs, p: Pa
             if now is None:
                 raise
             relists += 1
-            start = log_start_now(logdirs.filesystem, now)
+            first = now.segments[0].base_offset
+            ck = _checkpointed(logdirs.filesystem, now)
+            # Kafka's log start: the entry, written only above the first segment (or
+            # below it with a remote tier holding the records between)
+            start = first if ck is None else max(first, ck)
             tp = f"{p.topic}-{p.partition}"
+            if ck is not None and ck < first and at < first:
+                # the log starts below its local segments: a remote tier (tiered
+                # storage's local retention moved them there) or a loss the read's plan
+                # did not see; a listing of this dir cannot tell: the error stands
+                raise
             if start > at:
                 upto = min(start, end_offset)
                 name = gone.path.rsplit("/", 1)[-1]
