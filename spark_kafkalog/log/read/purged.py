@@ -32,7 +32,7 @@ from spark_kafkalog.errors import KafkaLogError, LogLayoutError
 from spark_kafkalog.log.files.checkpoint import LOG_START_OFFSET_CHECKPOINT, read_checkpoint
 from spark_kafkalog.log.io import join
 from spark_kafkalog.log.model import DataLoss, PartitionDir, Segment
-from spark_kafkalog.log.read.discovery import list_segments
+from spark_kafkalog.log.read.discovery import LogDirs, list_segments
 from spark_kafkalog.log.read.loss import report_losses
 from spark_kafkalog.log.read.scan import ReadStats, segment_next_offset
 
@@ -154,6 +154,12 @@ def read_relisting(read: Callable[..., Iterator[pa.RecordBatch]], logdirs, p: Pa
                 log.info("%s: %s; reading offsets %d..%d from the partition as it is now "
                          "(a compaction replaced the segment)", tp, err, at, end_offset - 1)
             current = now
+            if isinstance(logdirs, LogDirs):
+                # its cached checkpoints and journal predate the change (a compaction's
+                # cleaner checkpoint and journal entry explain gaps in its new files)
+                logdirs = LogDirs(list(logdirs.roots), logdirs.filesystem_options,
+                                  include_internal=logdirs.include_internal,
+                                  filesystem=logdirs.filesystem)
             if "start_position" in kwargs:
                 kwargs["start_position"] = None     # a byte position in the listed files
 
