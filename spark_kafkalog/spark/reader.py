@@ -64,13 +64,26 @@ def open_remote(opts: ReadOptions):
     return storage
 
 
-def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NONE
-               ) -> Iterator:
+def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NONE,
+               warned: set | None = None) -> Iterator:
     """Arrow record batches (schema ``format.record_schema(opts.include_headers)``) of one
-    slice, pushed row filters applied. Memory: one window of batches at a time."""
-    from spark_kafkalog.log import read_partition
+    slice, pushed row filters applied. Memory: one window of batches at a time.
 
+    A local segment the driver listed and that is gone for good when the task opens it
+    (retention or a compaction since planning) is answered by listing the partition
+    again (:func:`~spark_kafkalog.log.read.purged.read_relisting`): records retention
+    removed are data loss under ``failOnDataLoss`` (false: one warning per partition,
+    ``warned`` holding those a task already warned about, and the rest of the slice);
+    a compaction's new files are read."""
+    from functools import partial
+
+    from spark_kafkalog.log import read_partition
+    from spark_kafkalog.log.read.purged import read_relisting
+
+    relisting = partial(read_relisting, read_partition, warned=warned)
     if s.tier is not None:
+        # a slice of the remote tier (planning ends it at the local log start): remote
+        # segments are never pinned, and the local ones are read by local slices
         from spark_kafkalog.log.read.tiered import read_tiered
         batches = read_tiered(
             read_partition, logdirs, open_remote(opts), s.partition_dir, s.tier,
@@ -79,7 +92,7 @@ def read_slice(logdirs, opts: ReadOptions, s: LogSlice, pushdown: Pushdown = NON
             include_headers=opts.include_headers, on_corruption=opts.on_corruption,
             window_bytes=opts.window_bytes, loss_hint=LOSS_HINT)
     else:
-        batches = read_partition(
+        batches = relisting(
             logdirs, s.partition_dir, start_offset=s.start_offset, end_offset=s.end_offset,
             isolation_level=opts.isolation_level, include_headers=opts.include_headers,
             on_corruption=opts.on_corruption, window_bytes=opts.window_bytes,
@@ -148,9 +161,10 @@ def read_slices(logdirs, opts: ReadOptions, slices, pushdown: Pushdown = NONE) -
     ``min(COALESCE_BYTES, windowBytes)`` bytes of segments through one kernel call each
     (read_uncommitted); a run the kernel does not take, and every other slice, is read
     by :func:`read_slice`. Memory: one run's segments and rows, or one window."""
+    warned: set = set()         # partitions warned about by this task (failOnDataLoss=false)
     if not PACKED_KERNEL or opts.isolation_level != "read_uncommitted":
         for s in slices:
-            yield from read_slice(logdirs, opts, s, pushdown)
+            yield from read_slice(logdirs, opts, s, pushdown, warned)
         return
     from spark_kafkalog.log.read.packed import small_range
 
@@ -161,32 +175,35 @@ def read_slices(logdirs, opts: ReadOptions, slices, pushdown: Pushdown = NONE) -
                            max_bytes)
         if item is None:
             if run:
-                yield from _read_run(logdirs, opts, run, items, pushdown)
+                yield from _read_run(logdirs, opts, run, items, pushdown, warned)
                 run, items, rows, size = [], [], 0, 0
-            yield from read_slice(logdirs, opts, s, pushdown)
+            yield from read_slice(logdirs, opts, s, pushdown, warned)
             continue
         if run and size + item[0].size > max_bytes:
-            yield from _read_run(logdirs, opts, run, items, pushdown)
+            yield from _read_run(logdirs, opts, run, items, pushdown, warned)
             run, items, rows, size = [], [], 0, 0
         run.append(s)
         items.append(item)
         rows += s.end_offset - s.start_offset
         size += item[0].size
         if rows >= COALESCE_ROWS:
-            yield from _read_run(logdirs, opts, run, items, pushdown)
+            yield from _read_run(logdirs, opts, run, items, pushdown, warned)
             run, items, rows, size = [], [], 0, 0
     if run:
-        yield from _read_run(logdirs, opts, run, items, pushdown)
+        yield from _read_run(logdirs, opts, run, items, pushdown, warned)
 
 
-def _read_run(logdirs, opts: ReadOptions, run, items, pushdown: Pushdown) -> Iterator:
+def _read_run(logdirs, opts: ReadOptions, run, items, pushdown: Pushdown,
+              warned: set | None = None) -> Iterator:
     from spark_kafkalog.log.read.packed import read_small
 
     batch = read_small(logdirs.filesystem, items, include_headers=opts.include_headers,
                        memory_map=opts.memory_map)
     if batch is None:
+        # a segment read_small cannot take (one gone since planning among them): each
+        # slice through read_slice, which applies the policies and lists a gone one again
         for s in run:
-            yield from read_slice(logdirs, opts, s, pushdown)
+            yield from read_slice(logdirs, opts, s, pushdown, warned)
         return
     if pushdown.has_row_filter:
         mask = row_mask(batch, pushdown)

@@ -48,7 +48,9 @@ class DataLoss:
     ``journal`` (our writer's journal committed offsets the segments end before),
     ``gap`` (offsets jump between two segments and no compaction explains it);
     for a remote tier (tiered storage) ``remote_gap`` (offsets neither tier holds) and
-    ``remote_missing`` (a segment ``__remote_log_metadata`` lists is not in the store).
+    ``remote_missing`` (a segment ``__remote_log_metadata`` lists is not in the store);
+    ``retention`` (records a read planned that retention deleted, files and all, before
+    its task read them: :mod:`spark_kafkalog.log.read.purged`).
     ``path``: the file that promised them; ``found``: where the log's records stop
     (the log end, or the last offset before a gap, plus one); ``message``: the whole
     story in one line (partition, offsets promised and found, file)."""

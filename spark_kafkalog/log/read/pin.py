@@ -9,7 +9,8 @@ listed (by device and inode, which a rename keeps) and otherwise opens the liste
 under its new name. :func:`pin_segments` does the same for a partition's index files
 before a read seeks. When the listed file is gone for good it raises
 :class:`~spark_kafkalog.errors.LogLayoutError` caused by ``FileNotFoundError``, which the
-planning side answers by taking the snapshot again. Off local disk nothing is checked
+planning side answers by taking the snapshot again (a Spark task, which cannot, by listing
+the partition again: :mod:`.purged`). Off local disk nothing is checked
 (a segment's files fall back to their deleted name in :mod:`~spark_kafkalog.log.io`).
 """
 from __future__ import annotations
