@@ -146,6 +146,25 @@ def test_a_missing_remote_segment_warns_once_per_partition_and_is_in_stats(tmp_p
     assert _warnings(caplog) == []
 
 
+def test_a_local_gap_of_a_tiered_read_follows_fail_on_data_loss(tmp_path, caplog):
+    """A local segment between two others gone, with the remote tier read too: the local
+    tier's loss is data loss as it is without a remote tier (failOnDataLoss=false: the
+    rest, one warning naming the offsets), not an error whatever the option says."""
+    p, full, bases = build(tmp_path, more_local=1)
+    data, remote = tier(tmp_path, p, full, bases)
+    assert len(bases) == 6                         # 3 remote, 3 local segments
+    for f in (Path(data) / f"{TOPIC}-0").glob(f"{bases[4]:020d}.*"):
+        f.unlink()                                 # the middle local one
+    with pytest.raises(DataLossError, match=f"offsets {bases[4]}..{bases[5] - 1}"):
+        read_table(data, TOPIC, remote_storage=remote)
+    caplog.set_level(logging.WARNING)
+    got = read_table(data, TOPIC, remote_storage=remote, fail_on_data_loss=False)
+    assert got.equals(pa.concat_tables([p.expected_table(end=bases[4]),
+                                        p.expected_table(start=bases[5])]))
+    (warning,) = _warnings(caplog)
+    assert f"offsets {bases[4]}..{bases[5] - 1}" in warning
+
+
 def test_an_object_a_plugin_transformed_is_refused(tmp_path):
     p, full, bases = build(tmp_path)
     data, remote = tier(tmp_path, p, full, bases)

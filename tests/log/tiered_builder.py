@@ -21,10 +21,11 @@ SEG_IDS = ["AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBA", "CCCCCCCCCCCCCCCC
 SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 
 
-def build(tmp_path: Path):
+def build(tmp_path: Path, *, more_local: int = 0):
     """Segments [0, 10) [10, 17) [17, ..) remote, the rest local; producer 7's
     transaction starts in the last remote segment and is aborted locally; producer 8's
-    is committed across the boundary too."""
+    is committed across the boundary too. ``more_local`` more local segments of 3
+    records each at the end."""
     full = tmp_path / "full"
     lb = LogDirBuilder(full)
     p = lb.partition(TOPIC, 0)
@@ -46,6 +47,9 @@ def build(tmp_path: Path):
     p.end_txn(t8, commit=True)
     p.roll()
     p.append(sample_records(5, b"e"))
+    for i in range(more_local):
+        p.roll()
+        p.append(sample_records(3, b"f%d" % i))
     p.high_watermark = p.log_end_offset
     lb.write()
     bases = [base for base, _ in p.segments]

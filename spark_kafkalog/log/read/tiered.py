@@ -164,4 +164,5 @@ def read_tiered(read_partition, logdirs, storage: RemoteStorage, p: PartitionDir
     if lo < end_offset:
         yield from read_partition(logdirs, p, start_offset=lo, end_offset=end_offset,
                                   isolation_level=isolation_level,
-                                  decision_limit=decision_limit, **kwargs)
+                                  decision_limit=decision_limit,
+                                  fail_on_data_loss=fail_on_data_loss, **kwargs)
