@@ -31,18 +31,25 @@ build: $(STAMP)
 #   make test-slow  the rest: real Kafka brokers (kafka), kill-and-restart, soak and full
 #                   fault sweeps, guided fuzzing and the packaging round trip (slow)
 # .ci/run runs both and prints each tier's time; `make test-all` is the two in one run.
+# Each runs on TEST_JOBS pytest-xdist workers, a test file per worker at a time (a file's
+# module fixtures are made once; each worker has its own Spark session and brokers):
+# much of a test's time is waiting (JVM start-up, subprocesses, kills, S3 round trips), so
+# two workers finish in well under the time of one even on 2 cores. TEST_JOBS=0 runs in
+# one process (what a debugger or `-x` wants).
 FAST_TIER := not slow and not kafka and not packaging
+TEST_JOBS ?= 2
+XDIST     := $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder)
 test: build iceberg-jars avro-java-jars browser fuse
-	$(PY) -m pytest -q --durations=25 -m "$(FAST_TIER)" $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=25 $(XDIST) -m "$(FAST_TIER)" $(PYTEST_ARGS)
 
 test-slow: build kafka-jars iceberg-jars iceberg-rest-jars spark41-venv avro-java-jars browser kcat fuzz-kernels fuse
-	$(PY) -m pytest -q --durations=25 -m "not ($(FAST_TIER))" $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=25 $(XDIST) -m "not ($(FAST_TIER))" $(PYTEST_ARGS)
 
 test-all: build kafka-jars iceberg-jars iceberg-rest-jars spark41-venv avro-java-jars browser kcat fuzz-kernels fuse
-	$(PY) -m pytest -q --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=25 $(XDIST) $(PYTEST_ARGS)
 
 test-fast: build
-	$(PY) -m pytest -q -m "not spark and not slow and not kafka" $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) -m "not spark and not slow and not kafka" $(PYTEST_ARGS)
 
 # Apache Kafka 4.3.1, 3.9.1 and 4.4.0 (broker, tools, clients; 4.4's LocalTieredStorage) and Spark's Kafka connector for the
 # `kafka` test tier, fetched from Maven Central by tests/kafka/pom.xml into .cache/ (once).

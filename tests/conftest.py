@@ -82,7 +82,44 @@ def real_broker() -> Path:
     return require_real_broker()
 
 
+#: directories whose files are the long ones (Spark sessions, jobs, brokers)
+_LONG_DIRS = {"spark", "lake", "kafka"}
+#: test files under this directory go to one test worker together: they share the
+#: session's brokers (tests/kafka/conftest.py), which each worker would start again
+_BROKER_DIR = "tests/kafka/"
+
+
 def pytest_collection_modifyitems(config, items):
+    long_files = set()
     for item in items:
+        path = item.path
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
+            long_files.add(path)
+        elif path.parent.name in _LONG_DIRS or item.get_closest_marker("slow"):
+            long_files.add(path)
+
+    # The brokers' tests, then the other long files, each file's tests kept together and
+    # in their order: the test workers (Makefile TEST_JOBS: pytest-xdist by file, with
+    # --no-loadscope-reorder) are handed files in this order, so the run ends on short
+    # files instead of one worker finishing a long one while the other waits.
+    def rank(item):
+        if item.nodeid.startswith(_BROKER_DIR):
+            return 0
+        return 1 if item.path in long_files else 2
+    items.sort(key=rank)
+
+
+@pytest.hookimpl(optionalhook=True)      # only when pytest-xdist is installed
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with every test under tests/kafka/ as one unit (see
+    :data:`_BROKER_DIR`)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class BrokersTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _BROKER_DIR if nodeid.startswith(_BROKER_DIR) else super()._split_scope(nodeid)
+
+    return BrokersTogether(config, log)
