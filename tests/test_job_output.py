@@ -24,6 +24,22 @@ def test_counts_have_separators_and_the_right_plural():
     assert jobkit.plural(0, "row") == "0 rows"
 
 
+def test_make_run_summary_lines():
+    summary = {"rows": 3_000_000, "partitions": 6, "topics": 1, "dates": 4,
+               "first_timestamp": "2024-01-01T00:00:00.670Z",
+               "last_timestamp": "2024-01-04T00:00:01.386Z", "seconds": 23.9,
+               "output": "out/export"}
+    lines = run_main.summary_text(summary).splitlines()
+    assert lines[0] == "main job summary"
+    assert "  rows        3,000,000" in lines
+    assert "  partitions  6 topic-partitions in 1 topic, 4 date partitions" in lines
+    # 3,000,000 / 23.9 s, rounded; no stray parenthesis after it
+    assert "  throughput  23.9s to read, convert and write Parquet: 125,523 rows/s" in lines
+    summary.update(rows=20, seconds=0.4)                     # too small to measure a rate
+    assert "  throughput  0.4s to read, convert and write Parquet" in \
+        run_main.summary_text(summary).splitlines()
+
+
 def test_no_rate_for_a_tiny_run():
     assert jobkit.rate_text(6, 0.5, "records") == ""        # "12 records/s" measured nothing
     assert jobkit.rate_text(999, 10.0, "rows") == ""

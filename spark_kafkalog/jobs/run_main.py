@@ -149,16 +149,22 @@ def main(argv=None) -> int:
         summary = json.loads(summary_file.read_text())
 
     print()
-    print("main job summary")
-    print(f"  rows        {summary['rows']:,}")
-    print(f"  partitions  {jobkit.plural(summary['partitions'], 'topic-partition')} in "
-          f"{jobkit.plural(summary['topics'], 'topic')}, "
-          f"{jobkit.plural(summary['dates'], 'date partition')}")
-    print(f"  time range  {summary['first_timestamp']} .. {summary['last_timestamp']}")
-    print(f"  throughput  {summary['seconds']:.1f}s to read, convert and write Parquet"
-          + jobkit.rate_text(summary["rows"], summary["seconds"], "rows", ": "))
-    print(f"  output      {summary['output']}")
+    print(summary_text(summary))
     return 0
+
+
+def summary_text(summary: dict) -> str:
+    """The closing block of ``make run``, from export_parquet's ``--summary-json``."""
+    return "\n".join([
+        "main job summary",
+        f"  rows        {summary['rows']:,}",
+        f"  partitions  {jobkit.plural(summary['partitions'], 'topic-partition')} in "
+        f"{jobkit.plural(summary['topics'], 'topic')}, "
+        f"{jobkit.plural(summary['dates'], 'date partition')}",
+        f"  time range  {summary['first_timestamp']} .. {summary['last_timestamp']}",
+        f"  throughput  {summary['seconds']:.1f}s to read, convert and write Parquet"
+        + jobkit.rate_text(summary["rows"], summary["seconds"], "rows", ": ", ""),
+        f"  output      {summary['output']}"])
 
 
 if __name__ == "__main__":
