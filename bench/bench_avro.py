@@ -28,15 +28,15 @@ import datetime  # noqa: E402
 import decimal  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
-import statistics  # noqa: E402
 import struct  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 
 import fastavro  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from spark_kafkalog.typed.avro import AvroDecoder  # noqa: E402
+
+from _timing import medians, print_rates, print_ratio  # noqa: E402  (bench/, the script's folder)
 
 SCHEMA = {
     "type": "record", "name": "Event", "namespace": "bench",
@@ -90,12 +90,6 @@ def encode(n):
     return pa.array(out, type=pa.binary())
 
 
-def timed(fn):
-    w, c = time.perf_counter(), time.process_time()
-    out = fn()
-    return out, time.perf_counter() - w, time.process_time() - c
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=200_000)
@@ -118,21 +112,13 @@ def main(argv=None):
     a, b = ours(), theirs()
     if not pa.Table.from_struct_array(a).equals(b):
         sys.exit("bench_avro: the two decoders disagree")
-    runs = {"ours": [], "fastavro": []}
-    for _ in range(args.repeat):
-        for name, fn in (("ours", ours), ("fastavro", theirs)):
-            _, wall, cpu = timed(fn)
-            runs[name].append((wall, cpu))
+    med = medians({"ours": ours, "fastavro": theirs}, args.repeat)
     n = args.records
-    med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
-           for k, v in runs.items()}
     print(f"Avro decode, {n:,} records of 12 fields ({values.nbytes / n:.0f} bytes each "
           f"framed), median of {args.repeat} rounds")
-    for name, (wall, cpu) in med.items():
-        print(f"  {name:9s} {n / cpu / 1e6:8.2f} M records/s (CPU)  {n / wall / 1e6:8.2f} M/s (wall)")
+    print_rates(med, n, 9, 2)
+    print_ratio(med, "fastavro")
     ratio = med["fastavro"][1] / med["ours"][1]
-    print(f"  ours / fastavro: {ratio:.1f}x (CPU), "
-          f"{med['fastavro'][0] / med['ours'][0]:.1f}x (wall)")
     print(f"  goal >= 5 M records/s: {'met' if n / med['ours'][1] >= 5e6 else 'NOT met'}; "
           f"goal >= 10x fastavro: {'met' if ratio >= 10 else 'NOT met'}")
 

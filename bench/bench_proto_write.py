@@ -26,17 +26,17 @@ import argparse
 import importlib
 import importlib.util
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pyarrow as pa
 
 from spark_kafkalog.typed.proto_write import ProtobufEncoder
 from spark_kafkalog.typed.protobuf import ProtobufDecoder
+
+from _timing import medians, print_rates, print_ratio  # bench/, the script's folder
 
 PROTO = """
 syntax = "proto3";
@@ -155,12 +155,6 @@ def old_encoder(rev: str):
     return mod.ProtobufEncoder
 
 
-def timed(fn):
-    w, c = time.perf_counter(), time.process_time()
-    out = fn()
-    return out, time.perf_counter() - w, time.process_time() - c
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=100_000)
@@ -206,25 +200,16 @@ def main(argv=None):
             got = pa.concat_arrays(got).to_pylist()
         if got != want:
             sys.exit(f"bench_proto_write: {name} does not write protobuf's bytes")
-    runs = {k: [] for k in contenders}
-    for _ in range(args.repeat):
-        for name, fn in contenders.items():
-            _, wall, cpu = timed(fn)
-            runs[name].append((wall, cpu))
+    med = medians(contenders, args.repeat)
     n = args.records
-    med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
-           for k, v in runs.items()}
     size = sum(map(len, want)) / n
     print(f"Protobuf encode, {n:,} records of 18 fields ({size:.0f} bytes each framed), "
           f"in calls of {step:,} rows, median of {args.repeat} rounds; load average {os.getloadavg()[0]:.2f} "
           f"on {os.cpu_count()} cores")
-    for name, (wall, cpu) in med.items():
-        print(f"  {name:26s} {n / cpu / 1e6:8.3f} M records/s (CPU)  "
-              f"{n / wall / 1e6:8.3f} M/s (wall)")
+    print_rates(med, n, 26, 3)
     for name in med:
         if name != "ours":
-            print(f"  ours / {name}: {med[name][1] / med['ours'][1]:.1f}x (CPU), "
-                  f"{med[name][0] / med['ours'][0]:.1f}x (wall)")
+            print_ratio(med, name)
     if old_enc is None:
         print(f"  old encoder: not run (no git revision {args.old} here)")
 

@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pyarrow as pa
 
 from spark_kafkalog.typed.protobuf import ProtobufDecoder
+
+from _timing import medians, print_rates, print_ratio  # bench/, the script's folder
 
 PROTO = """
 syntax = "proto3";
@@ -85,12 +85,6 @@ def encode(mod, n):
     return pa.array(out, type=pa.binary())
 
 
-def timed(fn):
-    w, c = time.perf_counter(), time.process_time()
-    out = fn()
-    return out, time.perf_counter() - w, time.process_time() - c
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=200_000)
@@ -132,22 +126,13 @@ def main(argv=None):
     a, b = ours(), theirs()
     if not pa.Table.from_struct_array(a).equals(b):
         sys.exit("bench_protobuf: the two decoders disagree")
-    runs = {"ours": [], "protobuf": []}
-    for _ in range(args.repeat):
-        for name, fn in (("ours", ours), ("protobuf", theirs)):
-            _, wall, cpu = timed(fn)
-            runs[name].append((wall, cpu))
+    med = medians({"ours": ours, "protobuf": theirs}, args.repeat)
     n = args.records
-    med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
-           for k, v in runs.items()}
     print(f"Protobuf decode, {n:,} records of 12 fields ({values.nbytes / n:.0f} bytes each "
           f"framed), median of {args.repeat} rounds")
-    for name, (wall, cpu) in med.items():
-        print(f"  {name:9s} {n / cpu / 1e6:8.2f} M records/s (CPU)  "
-              f"{n / wall / 1e6:8.2f} M/s (wall)")
+    print_rates(med, n, 9, 2)
+    print_ratio(med, "protobuf")
     ratio = med["protobuf"][1] / med["ours"][1]
-    print(f"  ours / protobuf: {ratio:.1f}x (CPU), "
-          f"{med['protobuf'][0] / med['ours'][0]:.1f}x (wall)")
     print(f"  goal >= 5x the protobuf package: {'met' if ratio >= 5 else 'NOT met'}")
 
 

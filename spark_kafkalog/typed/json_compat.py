@@ -148,37 +148,32 @@ def _compare(ctx: _Ctx, o: Schema | None, u: Schema | None):
         ctx.diffs.append((kind, prefix if len(path) <= 2 else prefix + "/" + path[2:]))
 
 
+def _adopted(ctx: _Ctx, o: Schema, u: Schema) -> bool:
+    """Compare aside; keep the differences (and say so) only when they are compatible."""
+    sub = ctx.sub()
+    _compare(sub, o, u)
+    if sub.compatible():
+        ctx.diffs.extend(sub.diffs)
+    return sub.compatible()
+
+
 def _types(ctx: _Ctx, o: Schema, u: Schema):
     if o.kind != "combined" and u.kind == "combined":
         if len(u.subschemas) == 1:
-            sub = ctx.sub()
-            _compare(sub, o, u.subschemas[0])
-            if sub.compatible():
-                ctx.diffs.extend(sub.diffs)
+            if _adopted(ctx, o, u.subschemas[0]):
                 return
         elif u.criterion in ("anyOf", "oneOf"):
-            for branch in u.subschemas:
-                sub = ctx.sub()
-                _compare(sub, o, branch)
-                if sub.compatible():
-                    ctx.diffs.extend(sub.diffs)
-                    ctx.add("SUM_TYPE_EXTENDED")
-                    return
+            if any(_adopted(ctx, o, branch) for branch in u.subschemas):
+                ctx.add("SUM_TYPE_EXTENDED")
+                return
     elif o.kind == "combined" and u.kind != "combined":
         if len(o.subschemas) == 1:
-            sub = ctx.sub()
-            _compare(sub, o.subschemas[0], u)
-            if sub.compatible():
-                ctx.diffs.extend(sub.diffs)
+            if _adopted(ctx, o.subschemas[0], u):
                 return
         elif o.criterion == "allOf":
-            for branch in o.subschemas:
-                sub = ctx.sub()
-                _compare(sub, branch, u)
-                if sub.compatible():
-                    ctx.diffs.extend(sub.diffs)
-                    ctx.add("PRODUCT_TYPE_NARROWED")
-                    return
+            if any(_adopted(ctx, branch, u) for branch in o.subschemas):
+                ctx.add("PRODUCT_TYPE_NARROWED")
+                return
     if o.kind != u.kind:
         if o.kind == "false" or u.kind in ("empty", "true"):
             return
@@ -420,18 +415,33 @@ def _object(ctx, o, u):
             else:
                 with ctx.enter(key):
                     _compare(ctx, od, ud)
-    with ctx.enter("additionalProperties"):
-        if o.permits_additional != u.permits_additional:
-            ctx.add("ADDITIONAL_PROPERTIES_ADDED" if u.permits_additional
-                    else "ADDITIONAL_PROPERTIES_REMOVED")
-        elif o.additional is None and u.additional is not None:
-            ctx.add("ADDITIONAL_PROPERTIES_NARROWED")
-        elif u.additional is None and o.additional is not None:
-            ctx.add("ADDITIONAL_PROPERTIES_EXTENDED")
-        else:
-            _compare(ctx, o.additional, u.additional)
+    _additional(ctx, o, u, "additionalProperties", "ADDITIONAL_PROPERTIES")
     _bounds(ctx, "maxProperties", o.max_properties, u.max_properties)
     _bounds(ctx, "minProperties", o.min_properties, u.min_properties)
+
+
+def _additional(ctx, o, u, keyword, up):
+    """additionalProperties / additionalItems: ``up`` is the keyword's prefix in the
+    registry's difference names."""
+    with ctx.enter(keyword):
+        if o.permits_additional != u.permits_additional:
+            ctx.add(f"{up}_ADDED" if u.permits_additional else f"{up}_REMOVED")
+        elif o.additional is None and u.additional is not None:
+            ctx.add(f"{up}_NARROWED")
+        elif u.additional is None and o.additional is not None:
+            ctx.add(f"{up}_EXTENDED")
+        else:
+            _compare(ctx, o.additional, u.additional)
+
+
+def _covered(ctx, o, u, what):
+    """A property or item removed or added where a partially open content model (pattern
+    or additional schema) stands for it: covered when that schema is compatible."""
+    sub = ctx.sub()
+    _compare(sub, o, u)
+    ctx.diffs.extend(sub.diffs)
+    ctx.add(f"{what}_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.compatible()
+            else f"{what}_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
 
 
 def _property(ctx, o, u, key):
@@ -443,12 +453,7 @@ def _property(ctx, o, u, key):
             return
         cover = _partial(u, key)
         if cover is not None:
-            sub = ctx.sub()
-            _compare(sub, os_, cover)
-            ctx.diffs.extend(sub.diffs)
-            ctx.add("PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
-                    if sub.compatible() else
-                    "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+            _covered(ctx, os_, cover, "PROPERTY_REMOVED")
         elif os_.kind == "false":
             ctx.add("PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL")
         else:
@@ -470,12 +475,7 @@ def _property(ctx, o, u, key):
         return
     cover = _partial(o, key)
     if cover is not None:
-        sub = ctx.sub()
-        _compare(sub, cover, us)
-        ctx.diffs.extend(sub.diffs)
-        ctx.add("PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
-                if sub.compatible() else
-                "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+        _covered(ctx, cover, us, "PROPERTY_ADDED")
     if required:
         ctx.add("REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL"
                 if us.has_default else "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL")
@@ -495,16 +495,7 @@ def _array(ctx, o, u):
                 _item_removed(ctx, o.item_list[i], u)
             else:
                 _item_added(ctx, o, u.item_list[i])
-    with ctx.enter("additionalItems"):
-        if o.permits_additional != u.permits_additional:
-            ctx.add("ADDITIONAL_ITEMS_REMOVED" if o.permits_additional
-                    else "ADDITIONAL_ITEMS_ADDED")
-        elif o.additional is None and u.additional is not None:
-            ctx.add("ADDITIONAL_ITEMS_NARROWED")
-        elif u.additional is None and o.additional is not None:
-            ctx.add("ADDITIONAL_ITEMS_EXTENDED")
-        else:
-            _compare(ctx, o.additional, u.additional)
+    _additional(ctx, o, u, "additionalItems", "ADDITIONAL_ITEMS")
     _bounds(ctx, "maxItems", o.max_items, u.max_items)
     _bounds(ctx, "minItems", o.min_items, u.min_items)
     if o.unique != u.unique:
@@ -520,11 +511,7 @@ def _item_removed(ctx, item, u):
     if _open(u):
         ctx.add("ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL")
     elif u.additional is not None:
-        sub = ctx.sub()
-        _compare(sub, item, u.additional)
-        ctx.diffs.extend(sub.diffs)
-        ctx.add("ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.compatible()
-                else "ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+        _covered(ctx, item, u.additional, "ITEM_REMOVED")
     elif item.kind == "false":
         ctx.add("ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL")
     else:
@@ -536,11 +523,7 @@ def _item_added(ctx, o, item):
         ctx.add("ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL"
                 if item.kind in ("empty", "true") else "ITEM_ADDED_TO_OPEN_CONTENT_MODEL")
     elif o.additional is not None:
-        sub = ctx.sub()
-        _compare(sub, o.additional, item)
-        ctx.diffs.extend(sub.diffs)
-        ctx.add("ITEM_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.compatible()
-                else "ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+        _covered(ctx, o.additional, item, "ITEM_ADDED")
     else:
         ctx.add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL")
 

@@ -10,17 +10,14 @@ import warnings
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import given
 
 from spark_kafkalog.errors import BadRowError, SchemaError
 from spark_kafkalog.typed.proto_write import ProtobufEncoder, message_indexes
 from spark_kafkalog.typed.protobuf import ProtobufDecoder
 from tests.typed.proto_oracle import _ints, compile_module, parse, spark_value
 from tests.typed.test_protobuf import PROTO2, RICH, SCALARS, _rand_scalars, _rich
-from tests.typed.test_protobuf_hypothesis import PHASES, fields, fill, proto_text
-
-_COUNTER = iter(range(10**6))
+from tests.typed.proto_random import SEEDS, SPECS, random_messages, random_settings
 
 
 @pytest.fixture(scope="module")
@@ -188,22 +185,11 @@ def test_bad_row_names_row_and_field(text, t, row, words):
         enc.encode(pa.array([good, row], t), first_row=7)
 
 
-@settings(max_examples=10, deadline=None, phases=PHASES,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(spec=st.booleans().flatmap(lambda p2: st.tuples(st.just(p2), fields(0, p2))),
-       seed=st.integers(0, 2**32))
+@random_settings(10)
+@given(spec=SPECS, seed=SEEDS)
 def test_random_schemas_written_and_parsed_by_protobuf(tmp_path, spec, seed):
     # hypothesis-generated schemas (test_protobuf_hypothesis's): every scalar, enums (open
     # ones with unknown numbers), nested/repeated messages, maps, oneofs, Timestamp and
     # Duration, proto2 and proto3; random messages' Spark rows written by us, parsed back
-    proto2, f = spec
-    pkg = f"hw{next(_COUNTER)}_{seed}"
-    text = proto_text(f, proto2, pkg)
-    mod = compile_module(tmp_path, text, pkg)
-    rng = random.Random(seed)
-    msgs = []
-    for _ in range(40):
-        m = mod.Top()
-        fill(m, rng)
-        msgs.append(m)
+    text, mod, msgs = random_messages(tmp_path, spec, seed, "hw", 40)
     _round_trip(text, mod.Top, msgs, sid=3)

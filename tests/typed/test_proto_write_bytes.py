@@ -6,22 +6,18 @@ maps, wrappers, times, and bad values under null parents, which are never writte
 No Spark."""
 from __future__ import annotations
 
-import random
-
 import pyarrow as pa
 import pytest
 from google.protobuf.descriptor import FieldDescriptor as FD
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import given
 
 from spark_kafkalog.errors import BadRowError
 from spark_kafkalog.typed.proto_write import ProtobufEncoder
 from spark_kafkalog.typed.protobuf import ProtobufDecoder
 from tests.typed.proto_oracle import _ints, compile_module, spark_value
 from tests.typed.test_protobuf import RICH
-from tests.typed.test_protobuf_hypothesis import PHASES, fields, fill, proto_text
+from tests.typed.proto_random import SEEDS, SPECS, random_messages, random_settings
 
-_COUNTER = iter(range(10**6))
 _UNSIGNED = (FD.TYPE_UINT32, FD.TYPE_FIXED32, FD.TYPE_UINT64, FD.TYPE_FIXED64)
 
 
@@ -64,22 +60,12 @@ def _map_order(row, msg):
     return row
 
 
-@settings(max_examples=15, deadline=None, phases=PHASES,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(spec=st.booleans().flatmap(lambda p2: st.tuples(st.just(p2), fields(0, p2))),
-       seed=st.integers(0, 2**32))
+@random_settings(15)
+@given(spec=SPECS, seed=SEEDS)
 def test_random_messages_are_serialize_to_string_bytes(tmp_path, spec, seed):
-    proto2, f = spec
-    pkg = f"hb{next(_COUNTER)}_{seed}"
-    text = proto_text(f, proto2, pkg)
-    mod = compile_module(tmp_path, text, pkg)
-    rng = random.Random(seed)
-    msgs = []
-    for _ in range(60):
-        m = mod.Top()
-        fill(m, rng)
+    text, mod, msgs = random_messages(tmp_path, spec, seed, "hb", 60)
+    for m in msgs:
         _micro_times(m)
-        msgs.append(m)
     t = ProtobufDecoder(text).arrow_type
     rows = [_map_order(spark_value(m), m) for m in msgs]
     enc = ProtobufEncoder(text, t, 3)
