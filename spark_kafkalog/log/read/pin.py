@@ -24,25 +24,26 @@ from spark_kafkalog.errors import LogLayoutError
 from spark_kafkalog.log.io import SegmentFile, find_renamed, same_file
 from spark_kafkalog.log.model import PartitionDir, Segment
 
-__all__ = ["pin_segments", "open_segment"]
+__all__ = ["pin_segments", "open_segment", "unswapped"]
 
 SWAP = ".swap"
 _INDEX_FIELDS = ("index_path", "timeindex_path", "txnindex_path")
 
 
-def _unswapped(path: str) -> str:
+def unswapped(path: str) -> str:
+    """``path`` without a compaction's ``.swap`` suffix (the name it is renamed to)."""
     return path[:-len(SWAP)] if path.endswith(SWAP) else path
 
 
 def _moved(seg: Segment, log_path: str) -> Segment:
     """``seg`` with its files under the names ``log_path`` implies: a ``.swap`` renamed
     into place, then maybe renamed for deletion with one suffix for all its files."""
-    suffix = log_path[len(_unswapped(seg.path)):]
+    suffix = log_path[len(unswapped(seg.path)):]
     paths = {}
     for name in _INDEX_FIELDS:
         p = getattr(seg, name)
         if p is not None:
-            p = _unswapped(p) + suffix
+            p = unswapped(p) + suffix
         paths[name] = p if p is not None and os.path.exists(p) else None
     return replace(seg, path=log_path, swap=False, **paths)
 
@@ -55,7 +56,7 @@ def _pin(seg: Segment) -> Segment:
         return seg
     if same_file(seg.path, seg.file_id):
         return seg
-    plain = _unswapped(seg.path)
+    plain = unswapped(seg.path)
     if plain != seg.path and same_file(plain, seg.file_id):
         return _moved(seg, plain)
     renamed = find_renamed(plain, seg.file_id)

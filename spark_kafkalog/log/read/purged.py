@@ -34,6 +34,7 @@ from spark_kafkalog.log.io import join
 from spark_kafkalog.log.model import DataLoss, PartitionDir, Segment
 from spark_kafkalog.log.read.discovery import LogDirs, list_segments
 from spark_kafkalog.log.read.loss import report_losses
+from spark_kafkalog.log.read.pin import unswapped
 from spark_kafkalog.log.read.scan import ReadStats, segment_next_offset
 
 __all__ = ["read_relisting", "RELISTS", "RETENTION"]
@@ -47,10 +48,6 @@ RELISTS = 3
 RETENTION = "retention"
 
 
-def _unswapped(path: str) -> str:
-    return path[:-len(".swap")] if path.endswith(".swap") else path
-
-
 def _gone(err: LogLayoutError, p: PartitionDir) -> Segment | None:
     """The local segment of ``p`` whose file ``err`` (from :mod:`.pin`) says is gone for
     good, or None when ``err`` is another failure (a remote object, a listing)."""
@@ -58,7 +55,7 @@ def _gone(err: LogLayoutError, p: PartitionDir) -> Segment | None:
         return None
     for seg in p.segments:
         # pin names the listed path, or the name a compaction or retention gave it
-        if seg.file_id is not None and err.path.startswith(_unswapped(seg.path)):
+        if seg.file_id is not None and err.path.startswith(unswapped(seg.path)):
             return seg
     return None
 
