@@ -11,7 +11,7 @@ object per record or field. A value the schema cannot take stops the loop with a
 code, the node and the row; the caller turns it into BadRowError.
 """
 from libc.stdint cimport INT64_MIN, int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy, memmove, memset
 
 import numpy as np
@@ -80,8 +80,8 @@ cdef int grow(St *s, int64_t more) noexcept nogil:
     cdef uint8_t *nb
     if want <= s.cap:
         return 0
-    if want > (<int64_t>1 << 40):      # past any batch the 2 GiB check lets through
-        s.err = E_NOMEM
+    if want > 2147483647:              # past what one binary array's int32 offsets hold
+        s.err = E_TOO_BIG
         return -1
     cap = s.cap * 2 if s.cap else 4096
     while cap < want:

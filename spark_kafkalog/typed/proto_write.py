@@ -282,7 +282,9 @@ class ProtobufEncoder:
         if t == ps.T_ENUM:
             et = f.enum_type
             if pa.types.is_integer(at):
-                return node("INT", "int", enum=et.full_name)
+                # an enum number is an int32 on the wire (protobuf refuses any other)
+                return node("INT", "int", type=f"enum {et.full_name}",
+                            lo=-(1 << 31), hi=(1 << 31) - 1)
             if not _is_string(at):
                 raise SchemaError(f"{path}: Arrow type {at} cannot be written as Protobuf "
                                   f"enum {et.full_name} (a string symbol or an int number)")

@@ -146,6 +146,14 @@ def test_unknown_enum_numbers_and_unsigned_64(tmp_path):
     out = enc.encode(pa.array([{"id": 5, "state": "UNKNOWN_ENUM_VALUE_State_7"},
                                {"id": None, "state": None}], t))
     assert out.to_pylist() == [mod.Order(id=5, state=7).SerializeToString(), b""]
+    # an enum given as its number: any int32 is written, a wider one refused
+    ti = pa.struct([("id", pa.uint64()), ("state", pa.int64())])
+    enc_i = ProtobufEncoder(RICH, ti)
+    assert enc_i.encode(pa.array([{"id": 5, "state": -7}], ti)).to_pylist() == \
+        [mod.Order(id=5, state=-7).SerializeToString()]
+    with pytest.raises(BadRowError, match="row 1: value.state value 2147483648 does not fit "
+                                          "enum kl.rich.Order.State"):
+        enc_i.encode(pa.array([{"id": 5, "state": 1}, {"id": 5, "state": 1 << 31}], ti))
     for row, words in [
         ({"id": 1 << 63, "state": None}, "row 4: value.id does not fit a signed 64-bit field"),
         ({"id": 1, "state": "UNKNOWN_ENUM_VALUE_State_3000000000"},
